@@ -1,0 +1,158 @@
+# stager - plain, non-recursive Makefile.  Objects go under build/.
+# `make help` lists the targets.
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+BINDIR  ?= $(PREFIX)/bin
+LIBDIR  ?= $(PREFIX)/lib
+INCDIR  ?= $(PREFIX)/include
+MANDIR  ?= $(PREFIX)/share/man
+PKGDIR  ?= $(LIBDIR)/pkgconfig
+
+VERSION := 0.1.0
+SOMAJOR := 0
+B       ?= build
+
+CC      ?= cc
+PKG_CONFIG ?= pkg-config
+DEPS    := libarchive libzstd libxxhash libcrypto
+DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS) 2>/dev/null)
+DEP_LIBS   := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null)
+# Debian's librsync-dev ships no .pc file
+RSYNC_LIBS := $(shell $(PKG_CONFIG) --libs librsync 2>/dev/null || echo -lrsync)
+
+OPT     ?= -O2 -g
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+CFLAGS  ?=
+SAN     ?=
+ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SAN) -pthread $(DEP_CFLAGS) $(CFLAGS)
+LDLIBS_ALL := $(DEP_LIBS) $(RSYNC_LIBS) -pthread
+
+LIB_SRC := $(wildcard libstage/*.c)
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
+LIB_PIC := $(LIB_SRC:%.c=$(B)/pic/%.o)
+CLI_SRC := $(wildcard stager/*.c)
+CLI_OBJ := $(CLI_SRC:%.c=$(B)/obj/%.o)
+
+STATIC  := $(B)/libstage.a
+SHARED  := $(B)/libstage.so.$(VERSION)
+STAGER  := $(B)/stager
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c)
+UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
+TOOLS    := $(B)/gendata $(B)/runstat $(B)/fuzz_replay
+
+.PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
+	format format-check deps help
+all: $(STAGER) $(STATIC) $(SHARED)
+lib: $(STATIC) $(SHARED)
+
+$(B)/obj/%.o: %.c libstage/stage.h libstage/internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DSTG_BUILDING -fvisibility=hidden -Ilibstage -c $< -o $@
+
+$(B)/pic/%.o: %.c libstage/stage.h libstage/internal.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DSTG_BUILDING -fvisibility=hidden -fPIC -Ilibstage -c $< -o $@
+
+$(B)/obj/stager/%.o: stager/%.c stager/cli.h libstage/stage.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -DSTG_VERSION_CLI='"$(VERSION)"' -Ilibstage -c $< -o $@
+
+$(STATIC): $(LIB_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(SHARED): $(LIB_PIC)
+	$(CC) $(SAN) -shared -Wl,-soname,libstage.so.$(SOMAJOR) -o $@ $^ $(LDLIBS_ALL)
+	ln -sf libstage.so.$(VERSION) $(B)/libstage.so.$(SOMAJOR)
+	ln -sf libstage.so.$(SOMAJOR) $(B)/libstage.so
+
+# the tool links the static library: one file to copy onto a cluster
+$(STAGER): $(CLI_OBJ) $(STATIC)
+	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
+
+# ---- tests ----------------------------------------------------------------
+
+$(B)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ) tests/unit/unit.h
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) -Ilibstage -Itests/unit -o $@ $< $(LIB_OBJ) -lcmocka $(LDLIBS_ALL)
+
+$(B)/gendata: bench/gendata.c
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -lm
+$(B)/runstat: bench/runstat.c
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
+$(B)/fuzz_replay: tests/fuzz/fuzz_trailer.c tests/fuzz/replay.c $(LIB_OBJ)
+	$(CC) $(ALL_CFLAGS) -Ilibstage -o $@ $^ $(LDLIBS_ALL)
+
+# `make test` prints one closing line: "N passed, N failed".
+test: all $(UNIT_BIN) $(TOOLS)
+	@B=$(B) sh tests/run.sh
+
+asan:
+	$(MAKE) B=build-asan SAN="-fsanitize=address -fno-omit-frame-pointer" OPT="-O1 -g" test
+ubsan:
+	$(MAKE) B=build-ubsan SAN="-fsanitize=undefined -fno-sanitize-recover=all" OPT="-O1 -g" test
+
+# libFuzzer targets (Debian's clang); FUZZ_TIME seconds each
+FUZZ_TIME ?= 60
+fuzz:
+	@mkdir -p build-fuzz
+	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -pthread \
+		$(DEP_CFLAGS) -Ilibstage -o build-fuzz/fuzz_trailer tests/fuzz/fuzz_trailer.c \
+		$(LIB_SRC) $(LDLIBS_ALL)
+	mkdir -p build-fuzz/corpus
+	build-fuzz/fuzz_trailer -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+		build-fuzz/corpus tests/fuzz/corpus
+
+bench: all $(TOOLS)
+	B=$(B) bash bench/run.sh
+
+demo: all $(B)/gendata
+	B=$(B) sh scripts/demo.sh
+
+deps:
+	sh scripts/install-deps.sh
+
+# ---- install ----------------------------------------------------------------
+
+$(B)/libstage.pc: libstage/libstage.pc.in Makefile
+	@mkdir -p $(B)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+install: all $(B)/libstage.pc
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR)
+	install -m 755 $(STAGER) $(DESTDIR)$(BINDIR)/stager
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstage.a
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
+	ln -sf libstage.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstage.so.$(SOMAJOR)
+	ln -sf libstage.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libstage.so
+	install -m 644 libstage/stage.h $(DESTDIR)$(INCDIR)/stage.h
+	install -m 644 $(B)/libstage.pc $(DESTDIR)$(PKGDIR)/libstage.pc
+	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
+
+uninstall:
+	rm -f $(DESTDIR)$(BINDIR)/stager $(DESTDIR)$(LIBDIR)/libstage.a \
+	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/stage.h \
+	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1
+
+format:
+	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c
+format-check:
+	clang-format --dry-run -Werror libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c
+
+clean:
+	rm -rf build build-asan build-ubsan build-fuzz
+
+help:
+	@echo "make            build libstage (static, shared) and stager"
+	@echo "make deps       install the Debian packages needed (uses sudo when not root)"
+	@echo "make demo       pack, verify, list and unpack a generated example dataset"
+	@echo "make test       all tests; ends with 'N passed, N failed'"
+	@echo "make asan|ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
+	@echo "make fuzz       run the libFuzzer targets (FUZZ_TIME=seconds)"
+	@echo "make bench      benchmarks against tar/zstd; writes bench/results.md"
+	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
+	@echo "make format     clang-format the sources (format-check to check)"

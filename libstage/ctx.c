@@ -1,0 +1,334 @@
+/*
+ * ctx.c - the context: error detail, callbacks, cancellation; and the small
+ * helpers every module uses (full-length I/O, sizes, durations).
+ *
+ * The context is the only place an error's detail lives.  A module that
+ * fails calls stg__fail() once, at the point where it knows the most (path,
+ * offset, the underlying library's message), and returns the code upward
+ * untouched.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *stg_version(void)
+{
+	return STG_VERSION_STRING;
+}
+
+const char *stg_strerror(stg_err err)
+{
+	switch (err) {
+	case STG_OK: return "success";
+	case STG_EUSAGE: return "invalid argument";
+	case STG_ENOENT: return "source missing or unreadable";
+	case STG_ENOSPC: return "not enough space";
+	case STG_ECORRUPT: return "integrity failure";
+	case STG_EINTR: return "interrupted";
+	case STG_EREMOTE: return "remote or transport failure";
+	case STG_EIO: return "I/O error";
+	case STG_ENOMEM: return "out of memory";
+	case STG_EEXIST: return "destination exists";
+	case STG_ENOTSUP: return "not supported";
+	}
+	return "unknown error";
+}
+
+int stg_exit_status(stg_err err)
+{
+	switch (err) {
+	case STG_OK: return 0;
+	case STG_EUSAGE: return 1;
+	case STG_EEXIST: return 1;
+	case STG_ENOTSUP: return 1;
+	case STG_ENOENT: return 2;
+	case STG_ENOSPC: return 3;
+	case STG_ECORRUPT: return 4;
+	case STG_EINTR: return 5;
+	case STG_EREMOTE: return 6;
+	case STG_EIO: return 7;
+	case STG_ENOMEM: return 7;
+	}
+	return 7;
+}
+
+stg_ctx *stg_ctx_new(void)
+{
+	return calloc(1, sizeof(stg_ctx));
+}
+
+void stg_ctx_free(stg_ctx *ctx)
+{
+	free(ctx);
+}
+
+void stg_set_log(stg_ctx *ctx, stg_log_fn fn, void *arg)
+{
+	ctx->log_fn = fn;
+	ctx->log_arg = arg;
+}
+
+void stg_set_progress(stg_ctx *ctx, stg_progress_fn fn, void *arg)
+{
+	ctx->progress_fn = fn;
+	ctx->progress_arg = arg;
+}
+
+void stg_set_threads(stg_ctx *ctx, int threads)
+{
+	ctx->threads = threads < 0 ? 0 : threads;
+}
+
+void stg_cancel(stg_ctx *ctx)
+{
+	ctx->cancelled = 1;
+}
+
+const char *stg_errmsg(const stg_ctx *ctx)
+{
+	return ctx->errmsg;
+}
+
+int stg__threads(const stg_ctx *ctx)
+{
+	if (ctx->threads > 0)
+		return ctx->threads > 64 ? 64 : ctx->threads;
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	if (n < 1)
+		n = 1;
+	return n > 64 ? 64 : (int)n;
+}
+
+static stg_err vfail(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, va_list ap)
+{
+	int n = vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+	if (errnum && n >= 0 && (size_t)n < sizeof ctx->errmsg)
+		snprintf(ctx->errmsg + n, sizeof ctx->errmsg - (size_t)n, ": %s",
+			 strerror(errnum));
+	return err;
+}
+
+stg_err stg__fail(stg_ctx *ctx, stg_err err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(ctx, err, 0, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+stg_err stg__fail_errno(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vfail(ctx, err, errnum, fmt, ap);
+	va_end(ap);
+	return err;
+}
+
+stg_err stg__err_from_errno(int errnum, stg_err otherwise)
+{
+	switch (errnum) {
+	case ENOSPC:
+	case EDQUOT:
+		return STG_ENOSPC;
+	case ENOMEM:
+		return STG_ENOMEM;
+	case EINTR:
+		return STG_EINTR;
+	default:
+		return otherwise;
+	}
+}
+
+void stg__log(stg_ctx *ctx, stg_log_level level, const char *fmt, ...)
+{
+	if (!ctx->log_fn)
+		return;
+	char buf[STG_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	ctx->log_fn(ctx->log_arg, level, buf);
+}
+
+int stg__write_full(int fd, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = write(fd, p, len);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+int stg__pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		if (n == 0) {
+			errno = 0;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Parse a decimal number with an optional fraction ("1.5") into a value
+ * scaled by mult.  Suffix returned in *end. */
+static int parse_scaled(const char *s, const char **end, double *out)
+{
+	char *e;
+	if (!s || !*s || *s == '-' || *s == '+')
+		return -1;
+	errno = 0;
+	double v = strtod(s, &e);
+	if (e == s || errno || v < 0)
+		return -1;
+	*end = e;
+	*out = v;
+	return 0;
+}
+
+int stg_parse_size(const char *s, uint64_t *out)
+{
+	const char *e;
+	double v;
+	if (parse_scaled(s, &e, &v))
+		return -1;
+	double mult = 1;
+	switch (*e) {
+	case 'k': case 'K': mult = 1024.0; e++; break;
+	case 'm': case 'M': mult = 1024.0 * 1024; e++; break;
+	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; e++; break;
+	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; e++; break;
+	case 'b': case 'B': break;
+	case '\0': break;
+	default: return -1;
+	}
+	if (mult > 1 && (*e == 'i' || *e == 'I'))
+		e++;
+	if (*e == 'b' || *e == 'B')
+		e++;
+	if (*e)
+		return -1;
+	v *= mult;
+	if (v >= 18446744073709551615.0)
+		return -1;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+int stg_parse_duration(const char *s, uint64_t *seconds)
+{
+	const char *e;
+	double v;
+	if (parse_scaled(s, &e, &v))
+		return -1;
+	double mult = 1;
+	switch (*e) {
+	case 's': mult = 1; e++; break;
+	case 'm': mult = 60; e++; break;
+	case 'h': mult = 3600; e++; break;
+	case 'd': mult = 86400; e++; break;
+	case '\0': break;
+	default: return -1;
+	}
+	if (*e)
+		return -1;
+	v *= mult;
+	if (v >= 1e15)
+		return -1;
+	*seconds = (uint64_t)(v + 0.5);
+	return 0;
+}
+
+const char *stg_format_size(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+	double v = (double)bytes;
+	size_t u = 0;
+	while (v >= 1024 && u + 1 < sizeof units / sizeof units[0]) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0)
+		snprintf(buf, len, "%llu B", (unsigned long long)bytes);
+	else
+		snprintf(buf, len, "%.1f %s", v, units[u]);
+	return buf;
+}
+
+void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)
+{
+	static const char hex[] = "0123456789abcdef";
+	for (size_t i = 0; i < STG_DIGEST_LEN; i++) {
+		out[2 * i] = hex[digest[i] >> 4];
+		out[2 * i + 1] = hex[digest[i] & 15];
+	}
+	out[STG_DIGEST_HEXLEN] = '\0';
+}
+
+char *stg__tmp_name(const char *path, const char *tag)
+{
+	static atomic_uint counter;
+	size_t len = strlen(path);
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	size_t slash = len;
+	while (slash > 0 && path[slash - 1] != '/')
+		slash--;
+	size_t need = len + strlen(tag) + 64;
+	char *out = malloc(need);
+	if (!out)
+		return NULL;
+	unsigned n = atomic_fetch_add(&counter, 1);
+	snprintf(out, need, "%.*s.stager-%s.%.*s.%ld.%u", (int)slash, path, tag,
+		 (int)(len - slash), path + slash, (long)getpid(), n);
+	return out;
+}
+
+int stg__create_tmp(const char *path, const char *tag, char **name)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		char *tmp = stg__tmp_name(path, tag);
+		if (!tmp) {
+			errno = ENOMEM;
+			return -1;
+		}
+		int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0666);
+		if (fd >= 0) {
+			*name = tmp;
+			return fd;
+		}
+		int e = errno;
+		free(tmp);
+		if (e != EEXIST) {
+			errno = e;
+			return -1;
+		}
+	}
+	errno = EEXIST;
+	return -1;
+}

@@ -1,0 +1,210 @@
+/*
+ * internal.h - what libstage's modules share and the public header hides.
+ */
+#ifndef STG_INTERNAL_H
+#define STG_INTERNAL_H
+
+#include "stage.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define STG_ERRMSG_MAX 1024
+
+struct stg_ctx {
+	char errmsg[STG_ERRMSG_MAX];
+	stg_log_fn log_fn;
+	void *log_arg;
+	stg_progress_fn progress_fn;
+	void *progress_arg;
+	int threads;
+	volatile sig_atomic_t cancelled;
+};
+
+/* Record the error detail on ctx and return err.  printf-style. */
+stg_err stg__fail(stg_ctx *ctx, stg_err err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* The same, appending ": strerror(errnum)". */
+stg_err stg__fail_errno(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+/* Map an errno from opening or reading a source to a result code. */
+stg_err stg__err_from_errno(int errnum, stg_err otherwise);
+
+void stg__log(stg_ctx *ctx, stg_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+int stg__threads(const stg_ctx *ctx);
+static inline bool stg__cancelled(const stg_ctx *ctx)
+{
+	return ctx->cancelled != 0;
+}
+
+/* Little-endian fixed-width access. */
+static inline uint32_t stg__get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+static inline uint64_t stg__get64(const uint8_t *p)
+{
+	return (uint64_t)stg__get32(p) | (uint64_t)stg__get32(p + 4) << 32;
+}
+static inline void stg__put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+static inline void stg__put64(uint8_t *p, uint64_t v)
+{
+	stg__put32(p, (uint32_t)v);
+	stg__put32(p + 4, (uint32_t)(v >> 32));
+}
+
+/* Full-length I/O that retries on EINTR and short counts.  0 or -1/errno;
+ * pread_full reports a short file as -1 with errno = 0. */
+int stg__write_full(int fd, const void *buf, size_t len);
+int stg__pread_full(int fd, void *buf, size_t len, uint64_t off);
+
+/* Name a temporary sibling of path: "<dir>/.stager-<tag>.<base>.<pid>.<n>"
+ * (malloc'ed).  NULL when out of memory. */
+char *stg__tmp_name(const char *path, const char *tag);
+/* Create a new temporary sibling file of path (mode 0666 less the umask),
+ * O_EXCL; returns the fd and its name in *name (malloc'ed), or -1/errno. */
+int stg__create_tmp(const char *path, const char *tag, char **name);
+
+/* ---- the pack format (trailer.c) -------------------------------------- */
+
+#define STG_FORMAT_VERSION 1
+#define STG_SKIP_MAGIC 0x184D2A57u         /* zstd skippable frame, variant 7 */
+#define STG_FOOTER_SIZE 48
+#define STG_FOOTER_MAGIC "STGPACK\x01"
+#define STG_BODY_MAGIC "STGT"
+#define STG_BODY_HEADER_SIZE 96
+#define STG_FRAME_REC_SIZE 32
+#define STG_ENTRY_REC_SIZE 80
+#define STG_DELTA_REC_SIZE 48
+#define STG_FRAME_RAW_MAX (64u << 20)      /* largest frame a reader accepts */
+#define STG_BODY_RAW_MAX ((uint64_t)2 << 30) /* largest decoded trailer */
+#define STG_PATH_MAX 4095
+#define STG_TAIL_READ (1u << 20)           /* first read at the end of a pack */
+
+typedef struct stg_frame {
+	uint64_t comp_off, comp_size;
+	uint64_t raw_off, raw_size;
+} stg_frame;
+
+typedef struct stg_rec {
+	uint64_t tar_off, data_off, size;
+	int64_t mtime;
+	uint32_t mtime_nsec;
+	uint32_t mode;
+	uint64_t path_off; /* into names; link follows path, NUL-separated in memory */
+	uint32_t path_len, link_len;
+	uint8_t type;
+	uint8_t xxh3[16];
+} stg_rec;
+
+typedef struct stg_delta_rec {
+	uint8_t base[STG_DIGEST_LEN];
+	uint64_t name_off;
+	uint32_t name_len;
+} stg_delta_rec;
+
+/* Everything a trailer says, decoded and checked. */
+typedef struct stg_trailer {
+	uint64_t data_size, tar_size, content_size;
+	uint8_t digest[STG_DIGEST_LEN];
+	size_t n_frames, n_entries, n_deltas;
+	stg_frame *frames;
+	stg_rec *recs;
+	stg_delta_rec *deltas;
+	/* names, with a NUL after every path, link and delta name so that they
+	 * can be handed out as C strings */
+	char *names;
+	size_t names_len;
+} stg_trailer;
+
+void stg__trailer_free(stg_trailer *t);
+
+/* Encode t into a complete trailer frame (skippable header, compressed body,
+ * footer).  *out is malloc'ed. */
+stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
+			    uint8_t **out, size_t *out_len);
+
+/*
+ * Decode a trailer.  tail holds the last tail_len bytes of a file of
+ * file_size bytes.  If the trailer begins before tail, returns STG_OK with
+ * *need set to the number of bytes from the end that must be supplied;
+ * otherwise *need is 0 and t is filled.  Every count and offset is checked
+ * against the file size before anything is allocated.
+ */
+stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len,
+			    uint64_t file_size, stg_trailer *t, size_t *need);
+
+/* Frame that holds tar offset off (t->n_frames if none). */
+size_t stg__frame_of(const stg_trailer *t, uint64_t off);
+
+/* ---- an opened pack (pack_read.c) ------------------------------------- */
+
+struct stg_pack {
+	int fd;               /* -1 for a memory pack */
+	const uint8_t *mem;   /* memory pack */
+	uint64_t size;
+	stg_trailer t;
+};
+
+/* Read len bytes at off of the pack's data. */
+int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off);
+const char *stg__rec_path(const stg_pack *p, const stg_rec *r);
+const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
+
+/* ---- extraction (extract.c) and the filesystem (fsutil.c) ------------ */
+
+/* Extract the selected part of a pack into the directory rootfd (which the
+ * caller made and owns).  Nothing is renamed or removed on failure. */
+stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd,
+			const stg_unpack_opts *opts);
+/* Remove a tree without following symlinks; 0 or -1/errno. */
+int stg__rmtree(const char *path);
+int stg__rmtree_at(int dirfd, const char *name);
+bool stg__dir_is_empty(int dirfd);
+
+/* ---- paths (path.c) --------------------------------------------------- */
+
+/* A clean relative path: not empty, not absolute, no "", "." or ".."
+ * components, no NUL, at most STG_PATH_MAX bytes. */
+bool stg__path_ok(const char *path, size_t len);
+/* Does a symlink at link_path with this target stay inside the tree, given
+ * is_symlink(prefix) to tell which paths of the tree are symlinks?  Targets
+ * that are absolute, climb above the root, or pass through another symlink
+ * are refused. */
+bool stg__symlink_ok(const char *link_path, const char *target,
+		     bool (*is_symlink)(void *arg, const char *path, size_t len),
+		     void *arg);
+/* Does path match a pattern: fnmatch on the whole path, or the pattern names
+ * one of its parent directories. */
+bool stg__path_match(const char *pattern, const char *path);
+
+/* ---- a hash set of strings (path.c) ----------------------------------- */
+
+typedef struct stg_strmap {
+	size_t cap, count;
+	const char **keys;
+	size_t *lens;
+	uint32_t *vals;
+} stg_strmap;
+
+int stg__strmap_init(stg_strmap *m, size_t expected);
+void stg__strmap_free(stg_strmap *m);
+/* Insert (key, val); key is not copied.  Returns 1 inserted, 0 present, -1 OOM. */
+int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val);
+/* Value of key, or UINT32_MAX. */
+uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len);
+
+#endif

@@ -1,0 +1,201 @@
+/*
+ * pack_read.c - open a pack: find and decode its trailer with one read at
+ * the end of the file (two when the manifest is larger than the first
+ * read), and hand out its manifest.
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off)
+{
+	if (p->fd >= 0)
+		return stg__pread_full(p->fd, buf, len, off);
+	if (off > p->size || len > p->size - off) {
+		errno = 0;
+		return -1;
+	}
+	memcpy(buf, p->mem + off, len);
+	return 0;
+}
+
+const char *stg__rec_path(const stg_pack *p, const stg_rec *r)
+{
+	return p->t.names + r->path_off;
+}
+
+const char *stg__rec_link(const stg_pack *p, const stg_rec *r)
+{
+	return r->link_len ? p->t.names + r->path_off + r->path_len + 1 : NULL;
+}
+
+static stg_err read_trailer(stg_ctx *ctx, stg_pack *p)
+{
+	size_t first = p->size < STG_TAIL_READ ? (size_t)p->size : STG_TAIL_READ;
+	uint8_t *tail = malloc(first ? first : 1);
+	if (!tail)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = STG_OK;
+	if (stg__pack_pread(p, tail, first, p->size - first)) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "reading the pack's trailer");
+		goto out;
+	}
+	size_t need = 0;
+	err = stg__trailer_decode(ctx, tail, first, p->size, &p->t, &need);
+	if (err || !need)
+		goto out;
+	/* the manifest is larger than the first read: read the rest of it.
+	 * need is bounded by the file size, which the footer was checked
+	 * against. */
+	uint8_t *big = realloc(tail, need);
+	if (!big) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory reading a %zu-byte trailer", need);
+		goto out;
+	}
+	tail = big;
+	memmove(tail + (need - first), tail, first);
+	if (stg__pack_pread(p, tail, need - first, p->size - need)) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "reading the pack's trailer");
+		goto out;
+	}
+	err = stg__trailer_decode(ctx, tail, need, p->size, &p->t, &need);
+	if (!err && need)
+		err = stg__fail(ctx, STG_ECORRUPT, "damaged pack: trailer size changed");
+out:
+	free(tail);
+	return err;
+}
+
+stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out)
+{
+	*out = NULL;
+	struct stat st;
+	if (fstat(fd, &st))
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot stat the pack");
+	if (S_ISDIR(st.st_mode))
+		return stg__fail(ctx, STG_ENOENT, "is a directory, not a pack");
+	if (!S_ISREG(st.st_mode))
+		return stg__fail(ctx, STG_ENOENT, "not a regular file");
+	stg_pack *p = calloc(1, sizeof *p);
+	if (!p)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	p->fd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (p->fd < 0) {
+		free(p);
+		return stg__fail_errno(ctx, STG_EIO, errno, "dup");
+	}
+	p->size = (uint64_t)st.st_size;
+	stg_err err = read_trailer(ctx, p);
+	if (err) {
+		stg_pack_close(p);
+		return err;
+	}
+	*out = p;
+	return STG_OK;
+}
+
+stg_err stg_pack_open(stg_ctx *ctx, const char *path, stg_pack **out)
+{
+	*out = NULL;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open '%s'", path);
+	stg_err err = stg_pack_open_fd(ctx, fd, out);
+	close(fd);
+	if (err) {
+		/* put the path in front of the detail */
+		char msg[STG_ERRMSG_MAX];
+		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+		stg__fail(ctx, err, "'%s': %s", path, msg);
+	}
+	return err;
+}
+
+stg_err stg_pack_open_mem(stg_ctx *ctx, const void *buf, size_t len, stg_pack **out)
+{
+	*out = NULL;
+	stg_pack *p = calloc(1, sizeof *p);
+	if (!p)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	p->fd = -1;
+	p->mem = buf;
+	p->size = len;
+	stg_err err = read_trailer(ctx, p);
+	if (err) {
+		stg_pack_close(p);
+		return err;
+	}
+	*out = p;
+	return STG_OK;
+}
+
+void stg_pack_close(stg_pack *p)
+{
+	if (!p)
+		return;
+	if (p->fd >= 0)
+		close(p->fd);
+	stg__trailer_free(&p->t);
+	free(p);
+}
+
+void stg_pack_get_info(const stg_pack *p, stg_pack_info *info)
+{
+	memset(info, 0, sizeof *info);
+	memcpy(info->digest, p->t.digest, STG_DIGEST_LEN);
+	info->pack_size = p->size;
+	info->data_size = p->t.data_size;
+	info->tar_size = p->t.tar_size;
+	info->content_size = p->t.content_size;
+	info->entries = p->t.n_entries;
+	info->frames = p->t.n_frames;
+	info->deltas = p->t.n_deltas;
+	info->format_version = STG_FORMAT_VERSION;
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		switch (p->t.recs[i].type) {
+		case STG_FILE: info->files++; break;
+		case STG_DIR: info->dirs++; break;
+		case STG_SYMLINK: info->symlinks++; break;
+		case STG_HARDLINK: info->hardlinks++; break;
+		}
+	}
+}
+
+size_t stg_pack_count(const stg_pack *p)
+{
+	return p->t.n_entries;
+}
+
+int stg_pack_entry(const stg_pack *p, size_t i, stg_entry *e)
+{
+	if (i >= p->t.n_entries)
+		return -1;
+	const stg_rec *r = &p->t.recs[i];
+	e->path = stg__rec_path(p, r);
+	e->link = stg__rec_link(p, r);
+	e->type = (stg_type)r->type;
+	e->mode = r->mode;
+	e->size = r->size;
+	e->mtime = r->mtime;
+	e->mtime_nsec = r->mtime_nsec;
+	e->tar_offset = r->tar_off;
+	e->data_offset = r->data_off;
+	memcpy(e->xxh3, r->xxh3, 16);
+	return 0;
+}
+
+int stg_pack_delta(const stg_pack *p, size_t i, uint8_t base[STG_DIGEST_LEN],
+		   const char **name)
+{
+	if (i >= p->t.n_deltas)
+		return -1;
+	memcpy(base, p->t.deltas[i].base, STG_DIGEST_LEN);
+	*name = p->t.names + p->t.deltas[i].name_off;
+	return 0;
+}

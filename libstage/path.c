@@ -1,0 +1,200 @@
+/*
+ * path.c - the rules that keep extraction inside its destination, and a
+ * small string hash map used to check a manifest's tree structure.
+ *
+ * Extraction never resolves a path through the filesystem to decide whether
+ * it is safe: it decides lexically, from the manifest, before anything is
+ * written.  The invariants it relies on:
+ *   - every path is relative and clean (no "", ".", ".." components);
+ *   - no path has a non-directory entry as a parent (so no write goes
+ *     through a symlink: symlinks are created last, after every file);
+ *   - a symlink's target, resolved lexically from the link's directory,
+ *     stays inside the root and does not pass through another symlink of
+ *     the tree (a chain of links could otherwise reach "root/.." even though
+ *     each link looks harmless alone).
+ */
+#include "internal.h"
+
+#include <fnmatch.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool stg__path_ok(const char *path, size_t len)
+{
+	if (len == 0 || len > STG_PATH_MAX || path[0] == '/')
+		return false;
+	if (memchr(path, '\0', len))
+		return false;
+	size_t start = 0;
+	for (size_t i = 0; i <= len; i++) {
+		if (i < len && path[i] != '/')
+			continue;
+		size_t n = i - start;
+		if (n == 0)
+			return false;
+		if (n == 1 && path[start] == '.')
+			return false;
+		if (n == 2 && path[start] == '.' && path[start + 1] == '.')
+			return false;
+		start = i + 1;
+	}
+	return true;
+}
+
+bool stg__symlink_ok(const char *link_path, const char *target,
+		     bool (*is_symlink)(void *arg, const char *path, size_t len), void *arg)
+{
+	size_t tlen = strlen(target);
+	if (tlen == 0 || tlen > STG_PATH_MAX || target[0] == '/')
+		return false;
+	/* the resolved path, starting at the link's directory */
+	char cur[2 * STG_PATH_MAX + 2];
+	size_t clen = 0;
+	const char *slash = strrchr(link_path, '/');
+	if (slash) {
+		clen = (size_t)(slash - link_path);
+		memcpy(cur, link_path, clen);
+	}
+	const char *p = target;
+	while (*p) {
+		const char *e = strchr(p, '/');
+		size_t n = e ? (size_t)(e - p) : strlen(p);
+		bool last = !e || e[1] == '\0';
+		if (n == 0 || (n == 1 && p[0] == '.')) {
+			/* nothing */
+		} else if (n == 2 && p[0] == '.' && p[1] == '.') {
+			if (clen == 0)
+				return false; /* above the root */
+			while (clen > 0 && cur[clen - 1] != '/')
+				clen--;
+			if (clen > 0)
+				clen--;
+		} else {
+			if (clen + 1 + n >= sizeof cur)
+				return false;
+			if (clen)
+				cur[clen++] = '/';
+			memcpy(cur + clen, p, n);
+			clen += n;
+			/* a component the kernel would go through as a directory */
+			if (!last && is_symlink && is_symlink(arg, cur, clen))
+				return false;
+		}
+		if (!e)
+			break;
+		p = e + 1;
+	}
+	return true;
+}
+
+bool stg__path_match(const char *pattern, const char *path)
+{
+	/* a pattern with a trailing slash names a directory */
+	size_t plen = strlen(pattern);
+	while (plen > 1 && pattern[plen - 1] == '/')
+		plen--;
+	char pat[STG_PATH_MAX + 1];
+	if (plen > STG_PATH_MAX)
+		return false;
+	memcpy(pat, pattern, plen);
+	pat[plen] = '\0';
+	const char *q = pat;
+	while (q[0] == '.' && q[1] == '/')
+		q += 2;
+	if (fnmatch(q, path, FNM_PATHNAME) == 0)
+		return true;
+	/* the pattern matches a parent directory: the subtree is included */
+	char buf[STG_PATH_MAX + 1];
+	size_t len = strlen(path);
+	if (len > STG_PATH_MAX)
+		return false;
+	memcpy(buf, path, len + 1);
+	for (size_t i = len; i > 0; i--) {
+		if (buf[i - 1] != '/')
+			continue;
+		buf[i - 1] = '\0';
+		if (fnmatch(q, buf, FNM_PATHNAME) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* ---- string map (open addressing, FNV-1a) ------------------------------ */
+
+static uint64_t hash(const char *s, size_t len)
+{
+	uint64_t h = 1469598103934665603ull;
+	for (size_t i = 0; i < len; i++) {
+		h ^= (uint8_t)s[i];
+		h *= 1099511628211ull;
+	}
+	return h;
+}
+
+int stg__strmap_init(stg_strmap *m, size_t expected)
+{
+	memset(m, 0, sizeof *m);
+	size_t cap = 16;
+	while (cap < expected * 2 + 16)
+		cap *= 2;
+	m->cap = cap;
+	m->keys = calloc(cap, sizeof *m->keys);
+	m->lens = calloc(cap, sizeof *m->lens);
+	m->vals = calloc(cap, sizeof *m->vals);
+	if (!m->keys || !m->lens || !m->vals) {
+		stg__strmap_free(m);
+		return -1;
+	}
+	return 0;
+}
+
+void stg__strmap_free(stg_strmap *m)
+{
+	free(m->keys);
+	free(m->lens);
+	free(m->vals);
+	memset(m, 0, sizeof *m);
+}
+
+static int grow(stg_strmap *m)
+{
+	stg_strmap n;
+	if (stg__strmap_init(&n, m->cap))
+		return -1;
+	for (size_t i = 0; i < m->cap; i++)
+		if (m->keys[i])
+			stg__strmap_put(&n, m->keys[i], m->lens[i], m->vals[i]);
+	stg__strmap_free(m);
+	*m = n;
+	return 0;
+}
+
+int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val)
+{
+	if ((m->count + 1) * 2 > m->cap && grow(m))
+		return -1;
+	size_t i = hash(key, len) & (m->cap - 1);
+	while (m->keys[i]) {
+		if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0)
+			return 0;
+		i = (i + 1) & (m->cap - 1);
+	}
+	m->keys[i] = key;
+	m->lens[i] = len;
+	m->vals[i] = val;
+	m->count++;
+	return 1;
+}
+
+uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len)
+{
+	if (!m->cap)
+		return UINT32_MAX;
+	size_t i = hash(key, len) & (m->cap - 1);
+	while (m->keys[i]) {
+		if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0)
+			return m->vals[i];
+		i = (i + 1) & (m->cap - 1);
+	}
+	return UINT32_MAX;
+}

@@ -1,0 +1,258 @@
+/*
+ * stage.h - libstage, the library behind the stager tool.
+ *
+ * libstage moves training data between a cluster's shared filesystem and a
+ * compute node's local disk.  Its unit of data is the *pack*: a pax tar
+ * stream compressed as independent zstd frames, followed by a trailer in a
+ * zstd skippable frame (manifest with an XXH3-128 per file, frame table, and
+ * the SHA-256 of the pack, its digest).  Plain `tar --zstd -xf` reads a pack;
+ * libstage reads it in parallel, extracts subsets, and verifies every byte.
+ * The format is specified in libstage/FORMAT.md.
+ *
+ * Conventions
+ *  - Every call that can fail returns an stg_err.  The detail (what failed,
+ *    on which path, the underlying library's message) is kept on the context
+ *    and read with stg_errmsg().  The library never prints and never exits;
+ *    warnings and progress reach the caller through callbacks.
+ *  - Handles are opaque.  Each _new or _open call has a _free or _close, and
+ *    passing NULL to those is a no-op.
+ *  - Strings given to the library are copied; pointers the library returns
+ *    stay valid as long as the handle they came from, unless said otherwise.
+ *  - One stg_ctx must not be used by two threads at once; separate contexts
+ *    are independent.  Operations may use threads internally.
+ */
+#ifndef STAGE_H
+#define STAGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(STG_BUILDING) && defined(__GNUC__)
+#define STG_API __attribute__((visibility("default")))
+#else
+#define STG_API
+#endif
+
+#define STG_VERSION_MAJOR 0
+#define STG_VERSION_MINOR 1
+#define STG_VERSION_PATCH 0
+#define STG_VERSION_STRING "0.1.0"
+
+/* Version of the library actually linked, "MAJOR.MINOR.PATCH". */
+STG_API const char *stg_version(void);
+
+/*
+ * Result codes.  Append only: values are never renumbered or reused.
+ * stager maps them to its exit statuses (see stg_exit_status()).
+ */
+typedef enum stg_err {
+	STG_OK = 0,
+	STG_EUSAGE = 1,     /* invalid argument or option */
+	STG_ENOENT = 2,     /* a source is missing or unreadable */
+	STG_ENOSPC = 3,     /* not enough space or inodes */
+	STG_ECORRUPT = 4,   /* integrity failure: checksum, damaged or hostile input */
+	STG_EINTR = 5,      /* cancelled (stg_cancel) */
+	STG_EREMOTE = 6,    /* remote or transport failure */
+	STG_EIO = 7,        /* other I/O error */
+	STG_ENOMEM = 8,     /* out of memory */
+	STG_EEXIST = 9,     /* the destination exists and would be overwritten */
+	STG_ENOTSUP = 10,   /* not supported (yet) */
+} stg_err;
+
+/* A short, static description of a result code. */
+STG_API const char *stg_strerror(stg_err err);
+
+/* The stager exit status for a result code (0..7, see DESIGN.md). */
+STG_API int stg_exit_status(stg_err err);
+
+/* ---- context ---------------------------------------------------------- */
+
+typedef struct stg_ctx stg_ctx;
+
+/* Severity of a log message. */
+typedef enum stg_log_level {
+	STG_LOG_DEBUG = 0,
+	STG_LOG_INFO = 1,
+	STG_LOG_WARN = 2,
+} stg_log_level;
+
+/* Log callback: msg is valid only during the call.  Called from the thread
+ * that called into the library. */
+typedef void (*stg_log_fn)(void *arg, stg_log_level level, const char *msg);
+
+/* Progress callback: what is being done ("pack", "unpack", "verify"), the
+ * units done and the total (bytes of tar stream; total 0 if unknown).  May be
+ * called from any of the library's threads, never concurrently. */
+typedef void (*stg_progress_fn)(void *arg, const char *what, uint64_t done,
+				uint64_t total);
+
+/* Returns NULL only when out of memory. */
+STG_API stg_ctx *stg_ctx_new(void);
+STG_API void stg_ctx_free(stg_ctx *ctx);
+
+STG_API void stg_set_log(stg_ctx *ctx, stg_log_fn fn, void *arg);
+STG_API void stg_set_progress(stg_ctx *ctx, stg_progress_fn fn, void *arg);
+
+/* Worker threads for compression, decompression and extraction; 0 (the
+ * default) means one per online CPU. */
+STG_API void stg_set_threads(stg_ctx *ctx, int threads);
+
+/* Ask a running operation on ctx to stop as soon as it safely can; it then
+ * returns STG_EINTR having published nothing partial.  Async-signal-safe:
+ * may be called from a signal handler. */
+STG_API void stg_cancel(stg_ctx *ctx);
+
+/* Detail of the last error on ctx ("" if none).  Valid until the next call
+ * on ctx. */
+STG_API const char *stg_errmsg(const stg_ctx *ctx);
+
+/* ---- packs: reading --------------------------------------------------- */
+
+typedef struct stg_pack stg_pack;
+
+#define STG_DIGEST_LEN 32     /* SHA-256 */
+#define STG_DIGEST_HEXLEN 64
+
+typedef enum stg_type {
+	STG_FILE = 1,
+	STG_DIR = 2,
+	STG_SYMLINK = 3,
+	STG_HARDLINK = 4,
+} stg_type;
+
+/* One manifest entry.  Strings point into the pack handle. */
+typedef struct stg_entry {
+	const char *path;     /* relative, '/'-separated, NUL-terminated */
+	const char *link;     /* symlink target or hardlink's target path; NULL otherwise */
+	stg_type type;
+	uint32_t mode;        /* permission bits (07777) */
+	uint64_t size;        /* content bytes (files only) */
+	int64_t mtime;        /* seconds since the epoch */
+	uint32_t mtime_nsec;
+	uint64_t tar_offset;  /* where its header starts in the tar stream */
+	uint64_t data_offset; /* where its content starts in the tar stream */
+	uint8_t xxh3[16];     /* XXH3-128 of the content, canonical (big-endian) */
+} stg_entry;
+
+/* Totals of a pack. */
+typedef struct stg_pack_info {
+	uint8_t digest[STG_DIGEST_LEN]; /* SHA-256 of every byte before the trailer */
+	uint64_t pack_size;      /* bytes of the pack file */
+	uint64_t data_size;      /* bytes of compressed frames */
+	uint64_t tar_size;       /* bytes of the uncompressed tar stream */
+	uint64_t content_size;   /* bytes of regular file content */
+	uint64_t entries;        /* manifest entries */
+	uint64_t files, dirs, symlinks, hardlinks;
+	uint64_t frames;
+	uint64_t deltas;         /* delta records */
+	uint32_t format_version;
+} stg_pack_info;
+
+/*
+ * Open a pack and read its trailer.  Reads only the end of the file (one
+ * read of at most 1 MiB when the trailer fits, else two), whatever the
+ * pack's size.  STG_ENOENT if the file cannot be opened, STG_ECORRUPT if it
+ * is not a valid pack.
+ */
+STG_API stg_err stg_pack_open(stg_ctx *ctx, const char *path, stg_pack **out);
+
+/* The same over an open, seekable descriptor; the pack dups fd. */
+STG_API stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out);
+
+/* The same over a whole pack image in memory (copied as needed); for tests
+ * and fuzzing.  Operations that need the frames read them from buf, which
+ * must stay valid while the handle lives. */
+STG_API stg_err stg_pack_open_mem(stg_ctx *ctx, const void *buf, size_t len,
+				  stg_pack **out);
+
+STG_API void stg_pack_close(stg_pack *pack);
+
+STG_API void stg_pack_get_info(const stg_pack *pack, stg_pack_info *info);
+STG_API size_t stg_pack_count(const stg_pack *pack);
+/* Entry i (0 <= i < count), in pack order; returns 0, or -1 if out of range. */
+STG_API int stg_pack_entry(const stg_pack *pack, size_t i, stg_entry *out);
+
+/* Delta record i: the digest of the base it applies to and the delta file's
+ * name (relative to the pack's directory).  0, or -1 if out of range. */
+STG_API int stg_pack_delta(const stg_pack *pack, size_t i,
+			   uint8_t base_digest[STG_DIGEST_LEN], const char **name);
+
+/* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */
+STG_API void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out);
+
+/*
+ * Verify a pack: the SHA-256 of its frames against the trailer, every frame,
+ * and every file's XXH3-128.  STG_ECORRUPT names the first problem (which
+ * file, which frame, expected and found).
+ */
+STG_API stg_err stg_verify(stg_ctx *ctx, stg_pack *pack);
+
+/* Options of stg_unpack(); initialise with stg_unpack_opts_init(). */
+typedef struct stg_unpack_opts {
+	const char *const *include; /* glob patterns (fnmatch, a match on a
+				       directory takes its subtree); NULL = all */
+	size_t n_include;
+	int replace_empty;          /* DIR may exist if it is an empty directory
+				       (default 1) */
+} stg_unpack_opts;
+
+STG_API void stg_unpack_opts_init(stg_unpack_opts *opts);
+
+/*
+ * Extract a pack into dir, which must not exist (or be an empty directory).
+ * The tree is built in a temporary sibling (".stager-unpack.*"), every file
+ * is checked against its XXH3-128 as it is written, the SHA-256 is checked
+ * when the whole pack is read, and only then is the tree renamed to dir.
+ * On failure nothing is left at dir.  Extraction is secure: paths are
+ * confined to dir, symlinks may not point outside it, setuid/setgid bits are
+ * dropped, and only files, directories, symlinks and hardlinks exist.
+ * Includes select a subset and decode only the frames that hold it; a
+ * selected hardlink brings its target along.
+ */
+STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
+			   const stg_unpack_opts *opts);
+
+/* ---- packs: writing --------------------------------------------------- */
+
+typedef struct stg_pack_opts {
+	int level;           /* zstd level, 1..19; default 3 */
+	size_t frame_size;   /* target uncompressed bytes per frame; default 4 MiB */
+} stg_pack_opts;
+
+STG_API void stg_pack_opts_init(stg_pack_opts *opts);
+
+/*
+ * Pack the tree at dir into out_path.  Writes "<out_path>.stager-tmp.*" and
+ * renames it into place when complete, so out_path is either the old file
+ * or the complete new pack.  Regular files, directories (empty ones too),
+ * symlinks and hardlinks are kept with permission bits and mtimes; sockets,
+ * FIFOs and devices are skipped with a warning.  The same tree gives the same
+ * digest.  info (may be NULL) receives the totals.
+ */
+STG_API stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
+			     const stg_pack_opts *opts, stg_pack_info *info);
+
+/* The stream form: write the pack to fd (need not be seekable). */
+STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd,
+				const stg_pack_opts *opts, stg_pack_info *info);
+
+/* ---- helpers ---------------------------------------------------------- */
+
+/* Parse a size with an optional K M G T suffix (powers of 1024, optional
+ * "iB"/"B").  0 on success, -1 if malformed or out of range. */
+STG_API int stg_parse_size(const char *s, uint64_t *out);
+
+/* Parse a duration with an optional s m h d suffix into seconds. */
+STG_API int stg_parse_duration(const char *s, uint64_t *seconds);
+
+/* Format bytes as "12.3 MiB" into buf (at least 16 bytes). */
+STG_API const char *stg_format_size(uint64_t bytes, char *buf, size_t len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* STAGE_H */

@@ -1,0 +1,333 @@
+/*
+ * cli.c - messages, global options, progress display and JSON for every
+ * stager command.
+ *
+ * Human messages and progress go to stderr; stdout carries only results
+ * (a path, a digest, a listing, or one JSON object), so scripts can capture
+ * it.  Progress is a bar on a terminal and a plain line every few seconds in
+ * a batch log.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+cli_opts g_opts;
+const char *g_cmd = "stager";
+
+static void vmsg(const char *prefix, const char *fmt, va_list ap)
+{
+	cli_progress_end();
+	fprintf(stderr, "stager: %s%s%s", g_cmd ? g_cmd : "", g_cmd ? ": " : "", prefix);
+	vfprintf(stderr, fmt, ap);
+	fputc('\n', stderr);
+}
+
+void cli_error(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg("", fmt, ap);
+	va_end(ap);
+}
+
+void cli_info(const char *fmt, ...)
+{
+	if (g_opts.quiet)
+		return;
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg("", fmt, ap);
+	va_end(ap);
+}
+
+int cli_usage(const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg("", fmt, ap);
+	va_end(ap);
+	fprintf(stderr, "see 'stager %s --help'\n", g_cmd);
+	return EXIT_USAGE;
+}
+
+int cli_fail(stg_ctx *ctx, stg_err err)
+{
+	const char *msg = stg_errmsg(ctx);
+	cli_error("%s", *msg ? msg : stg_strerror(err));
+	return stg_exit_status(err);
+}
+
+int cli_parse_threads(const char *s, int *out)
+{
+	char *end;
+	errno = 0;
+	long v = strtol(s, &end, 10);
+	if (errno || *end || end == s || v < 0 || v > 64)
+		return -1;
+	*out = (int)v;
+	return 0;
+}
+
+int cli_global_option(int c, const char *arg)
+{
+	switch (c) {
+	case 'q':
+	case OPT_QUIET:
+		g_opts.quiet = 1;
+		return -2;
+	case 'v':
+	case OPT_VERBOSE:
+		g_opts.verbose++;
+		return -2;
+	case OPT_PROGRESS:
+		if (!strcmp(arg, "auto"))
+			g_opts.progress = PROGRESS_AUTO;
+		else if (!strcmp(arg, "bar"))
+			g_opts.progress = PROGRESS_BAR;
+		else if (!strcmp(arg, "lines"))
+			g_opts.progress = PROGRESS_LINES;
+		else if (!strcmp(arg, "none"))
+			g_opts.progress = PROGRESS_NONE;
+		else
+			return cli_usage("--progress must be auto, bar, lines or none, not '%s'", arg);
+		return -2;
+	case OPT_BWLIMIT: {
+		uint64_t v;
+		if (stg_parse_size(arg, &v) || v == 0)
+			return cli_usage("--bwlimit: '%s' is not a rate (e.g. 200M)", arg);
+		g_opts.bwlimit = arg;
+		return -2;
+	}
+	case OPT_SCRATCH:
+		g_opts.scratch = arg;
+		return -2;
+	case OPT_CONFIG:
+		if (access(arg, R_OK)) {
+			cli_error("cannot read config file '%s': %s", arg, strerror(errno));
+			return EXIT_SOURCE;
+		}
+		g_opts.config = arg;
+		return -2;
+	case 'h':
+	case OPT_HELP:
+		cli_print_help(cli_find(g_cmd));
+		return EXIT_OK;
+	case '?':
+		fprintf(stderr, "see 'stager %s --help'\n", g_cmd);
+		return EXIT_USAGE;
+	}
+	return -1;
+}
+
+int cli_check_globals(void)
+{
+	if (g_opts.bwlimit) {
+		cli_error("--bwlimit is not available for '%s' in this version "
+			  "(bandwidth limits are not built yet)",
+			  g_cmd);
+		return EXIT_USAGE;
+	}
+	return 0;
+}
+
+const cli_cmd *cli_find(const char *name)
+{
+	for (const cli_cmd *c = cli_commands; c->name; c++)
+		if (!strcmp(c->name, name))
+			return c;
+	return NULL;
+}
+
+void cli_print_help(const cli_cmd *cmd)
+{
+	if (!cmd)
+		return;
+	fputs(cmd->help, stdout);
+	fputs("\nGlobal options: --quiet, --verbose, --progress=auto|bar|lines|none,\n"
+	      "  --bwlimit RATE, --scratch DIR, --config FILE.  Sizes take K M G T,\n"
+	      "  times s m h d.  Exit status: 0 ok, 1 usage, 2 source missing or\n"
+	      "  unreadable, 3 not enough space, 4 integrity failure, 5 interrupted,\n"
+	      "  6 remote failure, 7 other I/O error.\n",
+	      stdout);
+}
+
+/* ---- logging and progress ------------------------------------------------ */
+
+static struct {
+	bool active;   /* a bar is on screen */
+	bool bar;
+	bool lines;
+	double start, last;
+	char what[16];
+} prog;
+
+static pthread_mutex_t prog_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void on_log(void *arg, stg_log_level level, const char *msg)
+{
+	(void)arg;
+	if (level == STG_LOG_DEBUG && !g_opts.verbose)
+		return;
+	if (level == STG_LOG_INFO && g_opts.quiet)
+		return;
+	pthread_mutex_lock(&prog_mu);
+	if (level == STG_LOG_WARN)
+		cli_error("warning: %s", msg);
+	else
+		cli_error("%s", msg);
+	pthread_mutex_unlock(&prog_mu);
+}
+
+static void on_progress(void *arg, const char *what, uint64_t done, uint64_t total)
+{
+	(void)arg;
+	if (!prog.bar && !prog.lines)
+		return;
+	double t = now();
+	pthread_mutex_lock(&prog_mu);
+	double since = t - prog.last;
+	bool end = total && done >= total;
+	if ((prog.bar && since < 0.2 && !end) || (prog.lines && since < 5 && !end) ||
+	    (prog.lines && end && t - prog.start < 5)) {
+		pthread_mutex_unlock(&prog_mu);
+		return;
+	}
+	prog.last = t;
+	char d[16], tt[16], rate[16];
+	double el = t - prog.start;
+	stg_format_size(done, d, sizeof d);
+	stg_format_size(total, tt, sizeof tt);
+	stg_format_size(el > 0 ? (uint64_t)(done / el) : 0, rate, sizeof rate);
+	int pct = total ? (int)(done * 100 / total) : 0;
+	if (prog.bar) {
+		char bar[31];
+		int fill = pct * 30 / 100;
+		for (int i = 0; i < 30; i++)
+			bar[i] = i < fill ? '#' : ' ';
+		bar[30] = '\0';
+		fprintf(stderr, "\r%-7s [%s] %3d%% %s / %s  %s/s ", what, bar, pct, d, tt, rate);
+		prog.active = true;
+	} else {
+		fprintf(stderr, "stager: %s: %d%% (%s of %s, %s/s)\n", what, pct, d, tt, rate);
+	}
+	pthread_mutex_unlock(&prog_mu);
+}
+
+void cli_progress_end(void)
+{
+	if (prog.active) {
+		fputs("\r\033[K", stderr);
+		prog.active = false;
+	}
+}
+
+static stg_ctx *volatile sig_ctx;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	if (sig_ctx)
+		stg_cancel(sig_ctx);
+}
+
+stg_ctx *cli_ctx(void)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx) {
+		cli_error("out of memory");
+		exit(EXIT_IO);
+	}
+	stg_set_log(ctx, on_log, NULL);
+	progress_mode m = g_opts.progress;
+	if (g_opts.quiet && m == PROGRESS_AUTO)
+		m = PROGRESS_NONE;
+	if (m == PROGRESS_AUTO)
+		m = isatty(STDERR_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
+	prog.bar = m == PROGRESS_BAR;
+	prog.lines = m == PROGRESS_LINES;
+	prog.start = prog.last = now();
+	if (prog.bar || prog.lines)
+		stg_set_progress(ctx, on_progress, NULL);
+	sig_ctx = ctx;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	return ctx;
+}
+
+void cli_ctx_done(stg_ctx *ctx)
+{
+	cli_progress_end();
+	sig_ctx = NULL;
+	stg_ctx_free(ctx);
+}
+
+/* ---- JSON ------------------------------------------------------------------ */
+
+/* Length of a valid UTF-8 sequence at s, or 0. */
+static int utf8_len(const unsigned char *s)
+{
+	if (s[0] < 0x80)
+		return 1;
+	int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+	if (!n || (n == 2 && s[0] < 0xC2))
+		return 0;
+	for (int i = 1; i < n; i++)
+		if ((s[i] & 0xC0) != 0x80)
+			return 0;
+	return n;
+}
+
+void json_str(FILE *f, const char *str)
+{
+	const unsigned char *s = (const unsigned char *)str;
+	fputc('"', f);
+	while (*s) {
+		unsigned char c = *s;
+		if (c == '"' || c == '\\') {
+			fputc('\\', f);
+			fputc(c, f);
+			s++;
+		} else if (c < 0x20) {
+			fprintf(f, "\\u%04x", c);
+			s++;
+		} else {
+			int n = utf8_len(s);
+			if (n == 0) {
+				/* not UTF-8: keep the byte visible as a Latin-1 code point */
+				fprintf(f, "\\u%04x", c);
+				s++;
+			} else {
+				fwrite(s, 1, (size_t)n, f);
+				s += n;
+			}
+		}
+	}
+	fputc('"', f);
+}
+
+void json_hex(FILE *f, const uint8_t *p, size_t n)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < n; i++)
+		fprintf(f, "%02x", p[i]);
+	fputc('"', f);
+}

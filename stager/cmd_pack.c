@@ -1,0 +1,154 @@
+/*
+ * cmd_pack.c - stager pack DIR [-o OUT] [--level N] [--threads N] [--json]
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_FRAME, OPT_BASE };
+
+/* DIR.tar.zst beside DIR (the real name, when DIR is "." or ends in "/"). */
+static char *default_output(const char *dir)
+{
+	char *real = realpath(dir, NULL);
+	if (!real)
+		return NULL;
+	if (!strcmp(real, "/")) {
+		free(real);
+		return NULL;
+	}
+	size_t n = strlen(real) + sizeof ".tar.zst";
+	char *out = malloc(n);
+	if (out)
+		snprintf(out, n, "%s.tar.zst", real);
+	free(real);
+	return out;
+}
+
+static double elapsed(const struct timespec *t0)
+{
+	struct timespec t1;
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	return (double)(t1.tv_sec - t0->tv_sec) + (t1.tv_nsec - t0->tv_nsec) / 1e9;
+}
+
+int cmd_pack(int argc, char **argv)
+{
+	static const struct option lo[] = {
+		{"output", required_argument, NULL, 'o'},
+		{"level", required_argument, NULL, 'l'},
+		{"threads", required_argument, NULL, 'j'},
+		{"frame-size", required_argument, NULL, OPT_FRAME},
+		{"json", no_argument, NULL, OPT_JSON},
+		{"base", required_argument, NULL, OPT_BASE},
+		CLI_GLOBAL_OPTIONS,
+		{NULL, 0, NULL, 0},
+	};
+	const char *out = NULL;
+	int threads = 0, json = 0, c;
+	stg_pack_opts po;
+	stg_pack_opts_init(&po);
+	while ((c = getopt_long(argc, argv, "o:l:j:hqv", lo, NULL)) != -1) {
+		int rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -2)
+			continue;
+		switch (c) {
+		case 'o':
+			out = optarg;
+			break;
+		case 'l': {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > 19)
+				return cli_usage("--level must be 1 to 19, not '%s'", optarg);
+			po.level = (int)v;
+			break;
+		}
+		case 'j':
+			if (cli_parse_threads(optarg, &threads))
+				return cli_usage("--threads must be 0 to 64, not '%s'", optarg);
+			break;
+		case OPT_FRAME: {
+			uint64_t v;
+			if (stg_parse_size(optarg, &v) || v < 65536 || v > (32u << 20))
+				return cli_usage("--frame-size must be 64K to 32M, not '%s'", optarg);
+			po.frame_size = (size_t)v;
+			break;
+		}
+		case OPT_JSON:
+			json = 1;
+			break;
+		case OPT_BASE:
+			cli_error("--base (delta packs) is not built yet in this version");
+			return EXIT_USAGE;
+		default:
+			return cli_usage("unexpected option");
+		}
+	}
+	if (argc - optind != 1)
+		return cli_usage(argc - optind < 1 ? "which directory? stager pack DIR"
+						   : "too many arguments");
+	int rc = cli_check_globals();
+	if (rc)
+		return rc;
+	const char *dir = argv[optind];
+	struct stat st;
+	if (stat(dir, &st)) {
+		cli_error("cannot read '%s': no such directory", dir);
+		return EXIT_SOURCE;
+	}
+	if (!S_ISDIR(st.st_mode)) {
+		cli_error("'%s' is not a directory (stager pack packs a directory tree)", dir);
+		return EXIT_SOURCE;
+	}
+	char *def = NULL;
+	if (!out) {
+		if (!(def = default_output(dir))) {
+			cli_error("cannot name the output for '%s'; give one with -o", dir);
+			return EXIT_USAGE;
+		}
+		out = def;
+	}
+	stg_ctx *ctx = cli_ctx();
+	stg_set_threads(ctx, threads);
+	stg_pack_info info;
+	struct timespec t0;
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	stg_err err = stg_pack_dir(ctx, dir, out, &po, &info);
+	double secs = elapsed(&t0);
+	if (err) {
+		rc = cli_fail(ctx, err);
+		cli_ctx_done(ctx);
+		free(def);
+		return rc;
+	}
+	cli_ctx_done(ctx);
+	char hex[STG_DIGEST_HEXLEN + 1], a[16], b[16];
+	stg_digest_hex(info.digest, hex);
+	if (json) {
+		printf("{\"pack\":");
+		json_str(stdout, out);
+		printf(",\"digest\":\"%s\",\"pack_size\":%llu,\"content_size\":%llu,"
+		       "\"tar_size\":%llu,\"files\":%llu,\"dirs\":%llu,\"symlinks\":%llu,"
+		       "\"hardlinks\":%llu,\"frames\":%llu,\"seconds\":%.3f}\n",
+		       hex, (unsigned long long)info.pack_size,
+		       (unsigned long long)info.content_size, (unsigned long long)info.tar_size,
+		       (unsigned long long)info.files, (unsigned long long)info.dirs,
+		       (unsigned long long)info.symlinks, (unsigned long long)info.hardlinks,
+		       (unsigned long long)info.frames, secs);
+	} else {
+		printf("%s  %s\n", hex, out);
+		cli_info("packed %llu files (%s) into '%s': %s in %llu frames, %.1f s",
+			 (unsigned long long)(info.files + info.hardlinks),
+			 stg_format_size(info.content_size, a, sizeof a), out,
+			 stg_format_size(info.pack_size, b, sizeof b),
+			 (unsigned long long)info.frames, secs);
+	}
+	free(def);
+	return EXIT_OK;
+}

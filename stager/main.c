@@ -1,0 +1,295 @@
+/*
+ * main.c - stager's command table and dispatch.
+ *
+ * Every command of DESIGN.md is in the table from the start, with its help;
+ * a command that is not built yet says so and exits 1 rather than pretend.
+ */
+#include "cli.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#define GLOBALS_NOTE ""
+
+const cli_cmd cli_commands[] = {
+	{"pack", cmd_pack, "pack a directory into one verified .tar.zst",
+	 "usage: stager pack DIR [-o OUT.tar.zst] [--level N] [--threads N] [--json]\n"
+	 "\n"
+	 "Pack the tree at DIR into one compressed file that plain `tar --zstd -xf`\n"
+	 "can read, with independent zstd frames and a trailer (manifest with an\n"
+	 "XXH3-128 per file, SHA-256 of the pack) so stager can extract it in\n"
+	 "parallel, extract parts of it, and verify every byte.  Stage packs, not\n"
+	 "trees: one file costs the shared filesystem a handful of operations.\n"
+	 "\n"
+	 "Files, directories (empty ones too), symlinks, hardlinks, permission bits\n"
+	 "and mtimes are kept; sockets, FIFOs and devices are skipped with a warning.\n"
+	 "The same tree gives the same digest.  The pack is written under a\n"
+	 "temporary name and renamed when complete.\n"
+	 "\n"
+	 "  -o, --output FILE   where to write (default: DIR.tar.zst beside DIR)\n"
+	 "  -l, --level N       zstd level 1-19 (default 3)\n"
+	 "  -j, --threads N     compression threads (default: one per CPU)\n"
+	 "      --frame-size S  uncompressed bytes per frame (default 4M)\n"
+	 "      --json          print a JSON summary on stdout\n"
+	 "  --base OLD.tar.zst  (delta packs: not built yet)\n"
+	 "\n"
+	 "Prints \"DIGEST  OUT\" on stdout.\n"},
+	{"verify", cmd_verify, "check a pack's SHA-256 and every file's XXH3",
+	 "usage: stager verify PACK [--json]\n"
+	 "\n"
+	 "Read the whole pack once and check the SHA-256 of its frames against\n"
+	 "the trailer, that every frame decodes, and every file's XXH3-128.\n"
+	 "Exit 0 if intact; 4 naming the first problem (file, frame, expected and\n"
+	 "found); 2 if PACK is missing or unreadable.\n"
+	 "\n"
+	 "  -j, --threads N     decoding threads (default: one per CPU)\n"
+	 "      --json          print a JSON result on stdout\n"},
+	{"ls", cmd_ls, "list a pack's contents from its trailer",
+	 "usage: stager ls PACK [--long] [--json]\n"
+	 "\n"
+	 "List the contents of a pack from its trailer alone: one small read at\n"
+	 "the end of the file, whatever the pack's size.  Directories end in '/'.\n"
+	 "\n"
+	 "  -l, --long          mode, size, mtime and link targets, like `tar -tv`\n"
+	 "      --json          the digest, totals and every entry as JSON\n"},
+	{"unpack", cmd_unpack, "extract a pack into a new directory, verified",
+	 "usage: stager unpack PACK DIR [--include GLOB]...\n"
+	 "\n"
+	 "Extract PACK into DIR, which must not exist (or be empty).  Frames are\n"
+	 "decoded and files written in parallel; every file is checked against its\n"
+	 "XXH3-128 as it is written and the pack's SHA-256 is checked; the tree is\n"
+	 "built in a temporary sibling (.stager-unpack.*) and renamed to DIR only\n"
+	 "when everything checked out.  Extraction is secure: absolute paths, '..',\n"
+	 "symlinks or hardlinks leading outside DIR and device nodes are refused,\n"
+	 "setuid and setgid bits are dropped.\n"
+	 "\n"
+	 "  -i, --include GLOB  extract only matching paths (a directory brings its\n"
+	 "                      subtree; repeatable); only the frames that hold them\n"
+	 "                      are decoded\n"
+	 "  -j, --threads N     threads (default: one per CPU)\n"},
+	{"stage", cmd_not_built, "make a dataset available on this node (cached)",
+	 "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--all-nodes]\n"
+	 "                    [--copy] [--no-pin] [--json]\n"
+	 "\n"
+	 "Make the dataset SRC (a pack, any archive, or a directory) available on\n"
+	 "this node through the per-node cache, and print the staged path.\n"
+	 "\n"
+	 "Not built yet in this version: use `stager unpack PACK DIR` meanwhile.\n"},
+	{"collect", cmd_not_built, "copy results back to the shared filesystem",
+	 "usage: stager collect SRC DEST [--pack] [--every INTERVAL] [--json]\n"
+	 "\n"
+	 "Copy results from scratch to the shared filesystem, incrementally and\n"
+	 "atomically.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"run", cmd_not_built, "stage, run a command, collect, clean up",
+	 "usage: stager run [--stage SRC[:DEST]]... [--collect SRC:DEST]...\n"
+	 "                  [--every INTERVAL] -- CMD [ARG]...\n"
+	 "\n"
+	 "The wrapper for batch scripts: stage, run CMD, collect on exit (also on\n"
+	 "Slurm's signals), clean the job's scratch.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"push", cmd_not_built, "upload a dataset over ssh (delta, verified, resumable)",
+	 "usage: stager push LOCAL [USER@]HOST:PATH [--pack]\n"
+	 "\n"
+	 "Send a dataset to another machine over ssh: compressed, delta against\n"
+	 "what is there, verified, resumable, atomic.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"pull", cmd_not_built, "download a dataset over ssh",
+	 "usage: stager pull [USER@]HOST:PATH LOCAL\n"
+	 "\n"
+	 "The reverse of push.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"serve", cmd_not_built, "the far end of push and pull (started over ssh)",
+	 "usage: stager serve\n"
+	 "\n"
+	 "Speak stager's transfer protocol on stdin and stdout; started by push\n"
+	 "and pull through ssh.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"status", cmd_not_built, "show the node cache, pins, space and settings",
+	 "usage: stager status [--json]\n"
+	 "\n"
+	 "Show the scratch root, cache entries, pins, space, quotas and every\n"
+	 "effective setting with where it came from.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"clean", cmd_not_built, "remove what no live job owns from scratch",
+	 "usage: stager clean [--dry-run] [--all] [--older-than AGE] [--job ID] [--json]\n"
+	 "\n"
+	 "Remove leftovers of dead builders, stale pins and job directories of\n"
+	 "finished jobs, and evict down to the quotas.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"diff", cmd_not_built, "what changed between two packs",
+	 "usage: stager diff OLD NEW [--json]\n"
+	 "\n"
+	 "Compare two packs from their trailers: added, removed, changed, bytes.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{"doctor", cmd_not_built, "check this node's set-up and say what to fix",
+	 "usage: stager doctor\n"
+	 "\n"
+	 "Check scratch, free space, permissions, Slurm variables and the shared\n"
+	 "filesystem, and say what to fix.\n"
+	 "\n"
+	 "Not built yet in this version.\n"},
+	{NULL, NULL, NULL, NULL},
+};
+
+int cmd_not_built(int argc, char **argv)
+{
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--"))
+			break;
+		if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+			cli_print_help(cli_find(g_cmd));
+			return EXIT_OK;
+		}
+	}
+	cli_error("not built yet in this version of stager (%s); see 'stager --help' "
+		  "for what is",
+		  STG_VERSION_STRING);
+	return EXIT_USAGE;
+}
+
+static void usage(FILE *f)
+{
+	fputs("usage: stager [GLOBAL OPTIONS] COMMAND [ARGS]\n"
+	      "\n"
+	      "Move training data between a cluster's shared filesystem and a compute\n"
+	      "node's local disk: pack, stage, collect, clean.\n"
+	      "\n"
+	      "Commands:\n",
+	      f);
+	for (const cli_cmd *c = cli_commands; c->name; c++)
+		fprintf(f, "  %-9s %s%s\n", c->name, c->summary,
+			c->run == cmd_not_built ? " (not built yet)" : "");
+	fputs("\n"
+	      "Global options: --quiet, --verbose, --progress=auto|bar|lines|none,\n"
+	      "  --bwlimit RATE, --scratch DIR, --config FILE, --help, --version\n"
+	      "\n"
+	      "Exit status: 0 ok, 1 usage, 2 source missing or unreadable, 3 not enough\n"
+	      "space, 4 integrity failure, 5 interrupted, 6 remote failure, 7 other I/O.\n"
+	      "\n"
+	      "'stager COMMAND --help' describes a command; `man stager` has it all.\n",
+	      f);
+}
+
+static size_t edit_distance(const char *a, const char *b)
+{
+	size_t la = strlen(a), lb = strlen(b);
+	if (la > 32 || lb > 32)
+		return 99;
+	size_t d[33][33];
+	for (size_t i = 0; i <= la; i++)
+		d[i][0] = i;
+	for (size_t j = 0; j <= lb; j++)
+		d[0][j] = j;
+	for (size_t i = 1; i <= la; i++)
+		for (size_t j = 1; j <= lb; j++) {
+			size_t c = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
+			if (d[i - 1][j] + 1 < c)
+				c = d[i - 1][j] + 1;
+			if (d[i][j - 1] + 1 < c)
+				c = d[i][j - 1] + 1;
+			d[i][j] = c;
+		}
+	return d[la][lb];
+}
+
+int main(int argc, char **argv)
+{
+	/* deep trees are walked with a descriptor per level */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
+		rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &rl);
+	}
+	int i = 1;
+	/* global options before the command */
+	for (; i < argc && argv[i][0] == '-'; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+			usage(stdout);
+			return EXIT_OK;
+		}
+		if (!strcmp(a, "--version") || !strcmp(a, "-V")) {
+			printf("stager %s (libstage %s)\n", STG_VERSION_CLI, stg_version());
+			return EXIT_OK;
+		}
+		static const struct option lo[] = {CLI_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
+		const char *val = NULL;
+		int code = -1;
+		for (const struct option *o = lo; o->name; o++) {
+			size_t n = strlen(o->name);
+			if (strncmp(a + 2, o->name, n) || a[0] != '-' || a[1] != '-')
+				continue;
+			if (a[2 + n] == '\0') {
+				code = o->val;
+				if (o->has_arg) {
+					if (i + 1 >= argc) {
+						fprintf(stderr, "stager: %s needs a value\n", a);
+						return EXIT_USAGE;
+					}
+					val = argv[++i];
+				}
+			} else if (a[2 + n] == '=' && o->has_arg) {
+				code = o->val;
+				val = a + 3 + n;
+			}
+			if (code != -1)
+				break;
+		}
+		if (code == -1 || code == OPT_HELP) {
+			fprintf(stderr, "stager: unknown option '%s'\nsee 'stager --help'\n", a);
+			return EXIT_USAGE;
+		}
+		g_cmd = NULL;
+		int rc = cli_global_option(code, val);
+		if (rc != -2)
+			return rc;
+	}
+	if (i >= argc) {
+		usage(stderr);
+		return EXIT_USAGE;
+	}
+	const char *name = argv[i];
+	if (!strcmp(name, "help")) {
+		if (i + 1 < argc && cli_find(argv[i + 1])) {
+			g_cmd = argv[i + 1];
+			cli_print_help(cli_find(argv[i + 1]));
+		} else {
+			usage(stdout);
+		}
+		return EXIT_OK;
+	}
+	const cli_cmd *cmd = cli_find(name);
+	if (!cmd) {
+		fprintf(stderr, "stager: '%s' is not a stager command.", name);
+		const cli_cmd *best = NULL;
+		size_t bd = 3;
+		for (const cli_cmd *c = cli_commands; c->name; c++) {
+			size_t d = edit_distance(name, c->name);
+			if (d < bd) {
+				bd = d;
+				best = c;
+			}
+		}
+		if (best)
+			fprintf(stderr, " Did you mean '%s'?", best->name);
+		fprintf(stderr, "\nsee 'stager --help'\n");
+		return EXIT_USAGE;
+	}
+	g_cmd = cmd->name;
+	/* getopt names argv[0] in its messages */
+	char prog[64];
+	snprintf(prog, sizeof prog, "stager: %s", cmd->name);
+	argv[i] = prog;
+	return cmd->run(argc - i, argv + i);
+}
