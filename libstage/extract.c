@@ -91,12 +91,16 @@ static void ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Has the run failed or been cancelled?  A cancel becomes an error here, so
+ * that every waiter (for a buffer, or a previous piece of a file) wakes. */
 static bool ex_failed(ex_state *s)
 {
+	if (stg__cancelled(s->ctx))
+		ex_fail(s, STG_EINTR, "interrupted");
 	pthread_mutex_lock(&s->mu);
 	bool f = s->err != STG_OK;
 	pthread_mutex_unlock(&s->mu);
-	return f || stg__cancelled(s->ctx);
+	return f;
 }
 
 static void hex16(const uint8_t *h, char *out)
@@ -159,7 +163,7 @@ static void io_fail(ex_state *s, const char *what, const char *path)
 }
 
 /* Apply a decoded frame: every selected file overlapping it. */
-static void apply_frame(ex_state *s, size_t k, const uint8_t *raw, XXH3_state_t *xs)
+static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 {
 	const stg_trailer *t = s->t;
 	const stg_frame *f = &t->frames[k];
@@ -257,7 +261,6 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw, XXH3_state_t 
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 	}
-	(void)xs;
 }
 
 static void *ex_worker(void *arg)
@@ -286,7 +289,8 @@ static void *ex_worker(void *arg)
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 
-		const stg_frame *f = &s->t->frames[b->frame];
+		const size_t k = b->frame; /* b is reused once it is back on the free list */
+		const stg_frame *f = &s->t->frames[k];
 		bool ok = true;
 		if (raw_cap < f->raw_size) {
 			free(raw);
@@ -311,7 +315,7 @@ static void *ex_worker(void *arg)
 			if (!ok)
 				ex_fail(s, STG_ECORRUPT,
 					"damaged pack: frame %zu (bytes %llu-%llu) does not decode%s%s",
-					b->frame, (unsigned long long)f->comp_off,
+					k, (unsigned long long)f->comp_off,
 					(unsigned long long)(f->comp_off + f->comp_size),
 					ZSTD_isError(n) ? ": " : "",
 					ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
@@ -324,7 +328,7 @@ static void *ex_worker(void *arg)
 		pthread_mutex_unlock(&s->mu);
 		if (!ok)
 			break;
-		apply_frame(s, b->frame, raw, NULL);
+		apply_frame(s, k, raw);
 	}
 	free(raw);
 	ZSTD_freeDCtx(dc);
@@ -723,7 +727,7 @@ static stg_err finish_tree(stg_ctx *ctx, ex_state *s)
 
 /* Extract (rootfd >= 0) or verify (rootfd < 0) the selected part of a pack. */
 static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd,
-			   const stg_unpack_opts *opts)
+			   const stg_unpack_opts *opts, stg_unpack_stats *stats)
 {
 	ex_plan pl = {0};
 	stg_err err = plan(ctx, p, opts, &pl);
@@ -790,6 +794,22 @@ out:
 	}
 	if (!err && rootfd >= 0)
 		err = finish_tree(ctx, &s);
+	if (!err && stats) {
+		memset(stats, 0, sizeof *stats);
+		for (size_t i = 0; i < p->t.n_entries; i++) {
+			const stg_rec *r = &p->t.recs[i];
+			if (!pl.sel[i])
+				continue;
+			stats->files += r->type == STG_FILE || r->type == STG_HARDLINK;
+			stats->dirs += r->type == STG_DIR;
+			stats->symlinks += r->type == STG_SYMLINK;
+			stats->bytes += r->size;
+		}
+		stats->frames_read = pl.n_frames;
+		stats->frames_total = p->t.n_frames;
+		for (size_t i = 0; i < pl.n_frames; i++)
+			stats->pack_bytes_read += p->t.frames[pl.frames[i]].comp_size;
+	}
 	for (size_t i = 0; bufs && i < nbufs; i++)
 		free(bufs[i].data);
 	free(bufs);
@@ -802,7 +822,7 @@ out:
 
 stg_err stg_verify(stg_ctx *ctx, stg_pack *pack)
 {
-	return run_extract(ctx, pack, -1, NULL);
+	return run_extract(ctx, pack, -1, NULL, NULL);
 }
 
 void stg_unpack_opts_init(stg_unpack_opts *o)
@@ -811,12 +831,14 @@ void stg_unpack_opts_init(stg_unpack_opts *o)
 	o->replace_empty = 1;
 }
 
-stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts)
+stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
+			stg_unpack_stats *stats)
 {
-	return run_extract(ctx, pack, rootfd, opts);
+	return run_extract(ctx, pack, rootfd, opts, stats);
 }
 
-stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts)
+stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts,
+		   stg_unpack_stats *stats)
 {
 	stg_unpack_opts def;
 	if (!opts) {
@@ -844,10 +866,10 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	stg_err err = STG_OK;
 	int rootfd = -1;
-	if (mkdir(tmp, 0700)) {
+	if (mkdir(tmp, 0700) && (errno != ENOENT || stg__mkdirs_parent(tmp) || mkdir(tmp, 0700))) {
 		int e = errno;
-		err = stg__fail_errno(ctx, stg__err_from_errno(e, e == ENOENT ? STG_ENOENT : STG_EIO),
-				      e, "cannot create a directory beside '%s'", dir);
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+				      "cannot create a directory beside '%s'", dir);
 		free(tmp);
 		return err;
 	}
@@ -856,7 +878,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot open '%s'", tmp);
 		goto out;
 	}
-	if ((err = run_extract(ctx, pack, rootfd, opts)))
+	if ((err = run_extract(ctx, pack, rootfd, opts, stats)))
 		goto out;
 	if (fchmod(rootfd, 0777 & ~read_umask())) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot set the mode of '%s'", dir);

@@ -117,3 +117,37 @@ int stg__rmtree(const char *path)
 {
 	return stg__rmtree_at(AT_FDCWD, path);
 }
+
+int stg__mkdirs_parent(const char *path)
+{
+	size_t len = strlen(path);
+	char *buf = malloc(len + 1);
+	if (!buf) {
+		errno = ENOMEM;
+		return -1;
+	}
+	memcpy(buf, path, len + 1);
+	char *slash = strrchr(buf, '/');
+	if (!slash || slash == buf) {
+		free(buf);
+		return 0;
+	}
+	*slash = '\0';
+	for (char *p = buf + 1; ; p++) {
+		if (*p != '/' && *p != '\0')
+			continue;
+		char c = *p;
+		*p = '\0';
+		if (mkdir(buf, 0777) && errno != EEXIST) {
+			int e = errno;
+			free(buf);
+			errno = e;
+			return -1;
+		}
+		if (!c)
+			break;
+		*p = '/';
+	}
+	free(buf);
+	return 0;
+}

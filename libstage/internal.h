@@ -169,11 +169,13 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 /* Extract the selected part of a pack into the directory rootfd (which the
  * caller made and owns).  Nothing is renamed or removed on failure. */
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd,
-			const stg_unpack_opts *opts);
+			const stg_unpack_opts *opts, stg_unpack_stats *stats);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);
 bool stg__dir_is_empty(int dirfd);
+/* mkdir -p of the directory that holds path (mode 0777 less the umask). */
+int stg__mkdirs_parent(const char *path);
 
 /* ---- paths (path.c) --------------------------------------------------- */
 

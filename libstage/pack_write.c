@@ -220,7 +220,8 @@ static stg_err walk_dir(pk_walk *w, int rootfd, const char *rel, size_t rel_len)
 		err = stg__fail_errno(ctx, STG_EIO, errno, "reading directory '%s'", rel);
 		goto out;
 	}
-	qsort(names, n, sizeof *names, cmp_str);
+	if (n > 1)
+		qsort(names, n, sizeof *names, cmp_str);
 	/* stat needs the directory: keep the fd, close the DIR stream only
 	 * after stats, before recursing (add_entry recurses per name, so stat
 	 * every child first would need two passes; a dup keeps it simple) */
@@ -504,16 +505,23 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 			goto out;
 		}
 		XXH3_128bits_update(xs, buf, (size_t)n);
-		if (archive_write_data(a, buf, (size_t)n) != n) {
-			err = s->err ? s->err : STG_EIO;
-			if (!s->err)
-				stg__fail(ctx, err, "writing '%s' to the tar stream: %s", e->path,
-					  archive_error_string(a));
-			goto out;
-		}
 		left -= (uint64_t)n;
-		if (s->cur->len >= s->target && (err = submit(s)))
-			goto out;
+		/* feed the tar stream in pieces that fill the current frame
+		 * exactly, so a large file is cut into frame_size frames */
+		for (size_t done = 0; done < (size_t)n;) {
+			if (s->cur->len >= s->target && (err = submit(s)))
+				goto out;
+			size_t room = s->target - s->cur->len;
+			size_t piece = (size_t)n - done < room ? (size_t)n - done : room;
+			if (archive_write_data(a, buf + done, piece) != (la_ssize_t)piece) {
+				err = s->err ? s->err : STG_EIO;
+				if (!s->err)
+					stg__fail(ctx, err, "writing '%s' to the tar stream: %s",
+						  e->path, archive_error_string(a));
+				goto out;
+			}
+			done += piece;
+		}
 		if (stg__cancelled(ctx)) {
 			err = stg__fail(ctx, STG_EINTR, "interrupted");
 			goto out;

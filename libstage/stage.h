@@ -202,6 +202,16 @@ typedef struct stg_unpack_opts {
 
 STG_API void stg_unpack_opts_init(stg_unpack_opts *opts);
 
+/* What an extraction did. */
+typedef struct stg_unpack_stats {
+	uint64_t files;        /* regular files and hardlinks written */
+	uint64_t dirs, symlinks;
+	uint64_t bytes;        /* content bytes written */
+	uint64_t frames_read;  /* frames decoded, of ... */
+	uint64_t frames_total;
+	uint64_t pack_bytes_read; /* compressed bytes read from the pack */
+} stg_unpack_stats;
+
 /*
  * Extract a pack into dir, which must not exist (or be an empty directory).
  * The tree is built in a temporary sibling (".stager-unpack.*"), every file
@@ -211,10 +221,11 @@ STG_API void stg_unpack_opts_init(stg_unpack_opts *opts);
  * confined to dir, symlinks may not point outside it, setuid/setgid bits are
  * dropped, and only files, directories, symlinks and hardlinks exist.
  * Includes select a subset and decode only the frames that hold it; a
- * selected hardlink brings its target along.
+ * selected hardlink brings its target along.  stats (may be NULL) receives
+ * what was done.
  */
 STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
-			   const stg_unpack_opts *opts);
+			   const stg_unpack_opts *opts, stg_unpack_stats *stats);
 
 /* ---- packs: writing --------------------------------------------------- */
 

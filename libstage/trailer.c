@@ -252,6 +252,8 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 	t->tar_size = stg__get64(b + 40);
 	t->content_size = stg__get64(b + 48);
 	memcpy(t->digest, b + 56, STG_DIGEST_LEN);
+	if (stg__get64(b + 88) != 0)
+		return bad(ctx, "trailer header has unknown fields set");
 
 	/* each count is bounded by the body's size before it is multiplied */
 	uint64_t left = raw - STG_BODY_HEADER_SIZE;
@@ -318,6 +320,9 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 		r->link_len = stg__get32(p + 52);
 		r->type = p[56];
 		memcpy(r->xxh3, p + 64, 16);
+		static const uint8_t zero[7];
+		if (memcmp(p + 57, zero, 7))
+			return bad(ctx, "entry has reserved bytes set");
 
 		if (r->type < STG_FILE || r->type > STG_HARDLINK)
 			return bad(ctx, "entry of unknown type");
@@ -365,6 +370,8 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 		memcpy(d->base, p, STG_DIGEST_LEN);
 		uint64_t noff = stg__get64(p + 32);
 		d->name_len = stg__get32(p + 40);
+		if (stg__get32(p + 44) != 0)
+			return bad(ctx, "delta record has reserved bytes set");
 		if (d->name_len == 0 || d->name_len > 255 || noff != next_name ||
 		    !add_ok(noff, d->name_len, names_size))
 			return bad(ctx, "delta record name out of range");
@@ -406,6 +413,8 @@ stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len,
 				 "pack format version %u is not supported (this stager reads "
 				 "version %d)",
 				 version, STG_FORMAT_VERSION);
+	if (stg__get32(f + 36) != 0)
+		return bad(ctx, "trailer footer has unknown flags");
 	uint64_t data_size = stg__get64(f);
 	uint64_t body_size = stg__get64(f + 8);
 	uint64_t body_raw = stg__get64(f + 16);

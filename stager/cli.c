@@ -267,9 +267,15 @@ stg_ctx *cli_ctx(void)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
 	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
+	/* a signal ignored at start (nohup, a background job) stays ignored */
+	int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) {
+		struct sigaction old;
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN &&
+		    sigs[i] != SIGTERM)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
 	return ctx;
 }
 

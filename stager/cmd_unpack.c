@@ -50,6 +50,7 @@ int cmd_unpack(int argc, char **argv)
 	stg_ctx *ctx = cli_ctx();
 	stg_set_threads(ctx, threads);
 	stg_pack *pack = NULL;
+	stg_unpack_stats stats;
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	stg_err err = stg_pack_open(ctx, path, &pack);
@@ -58,18 +59,19 @@ int cmd_unpack(int argc, char **argv)
 		stg_unpack_opts_init(&uo);
 		uo.include = inc;
 		uo.n_include = n_inc;
-		err = stg_unpack(ctx, pack, dir, &uo);
+		err = stg_unpack(ctx, pack, dir, &uo, &stats);
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	if (err) {
 		rc = cli_fail(ctx, err);
 	} else {
-		stg_pack_info info;
-		stg_pack_get_info(pack, &info);
 		char a[16];
-		cli_info("unpacked '%s' into '%s'%s: %s verified in %.1f s", path, dir,
-			 n_inc ? " (selected paths)" : "",
-			 stg_format_size(info.content_size, a, sizeof a),
+		cli_info("unpacked '%s' into '%s': %llu files, %s verified, %llu of %llu "
+			 "frames decoded, %.1f s",
+			 path, dir, (unsigned long long)stats.files,
+			 stg_format_size(stats.bytes, a, sizeof a),
+			 (unsigned long long)stats.frames_read,
+			 (unsigned long long)stats.frames_total,
 			 (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 		rc = EXIT_OK;
 	}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bats
+# stager pack, and what plain tar and zstd make of a pack.
+
+load helpers
+
+@test "pack round trip keeps everything, and tar reads the pack identically" {
+	make_awkward_tree src
+	mkfifo src/fifo
+	run stager pack src -o p.tar.zst --progress=none
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "warning: skipping 'fifo'"
+	[[ "${lines[0]}" =~ ^[0-9a-f]{64}\ \ p.tar.zst$ ]] || echo "$output" | grep -qE '^[0-9a-f]{64}  p.tar.zst$'
+	rm src/fifo
+
+	stager unpack p.tar.zst out -q
+	mkdir tar1 tar2
+	tar --zstd -xf p.tar.zst -C tar1 2>/dev/null
+	zstd -dc p.tar.zst 2>/dev/null | tar -xf - -C tar2 2>/dev/null
+	[ "$(tree_sig src)" = "$(tree_sig out)" ]
+	[ "$(tree_sig src)" = "$(tree_sig tar1)" ]
+	[ "$(tree_sig src)" = "$(tree_sig tar2)" ]
+	[ "$(tree_sig_ns src)" = "$(tree_sig_ns out)" ]
+	[ "$(link_groups src)" = "$(link_groups out)" ]
+	[ "$(link_groups src)" = "$(link_groups tar1)" ]
+}
+
+@test "packing the same tree twice gives the same digest" {
+	make_awkward_tree src
+	d1=$(stager pack -q src -o one.tar.zst | cut -d' ' -f1)
+	d2=$(stager pack -q src -o two.tar.zst --threads 1 | cut -d' ' -f1)
+	[ -n "$d1" ]
+	[ "$d1" = "$d2" ]
+	cmp one.tar.zst two.tar.zst
+}
+
+@test "the default output is DIR.tar.zst beside DIR" {
+	mkdir -p data/ds && echo x >data/ds/f
+	run stager pack -q data/ds/
+	[ "$status" -eq 0 ]
+	[ -f data/ds.tar.zst ]
+	(cd data/ds && stager pack -q .)
+	[ -f data/ds.tar.zst ]
+}
+
+@test "a pack written inside the tree does not contain itself" {
+	mkdir src && echo a >src/a
+	stager pack -q src -o src/self.tar.zst
+	stager pack -q src -o src/self.tar.zst
+	run stager ls src/self.tar.zst
+	[ "$output" = "a" ]
+}
+
+@test "pack --json prints one object" {
+	mkdir src && echo a >src/a && mkdir src/d
+	run stager pack -q src -o p.tar.zst --json
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.files == 1 and .dirs == 1 and (.digest | length) == 64 and .pack == "p.tar.zst"'
+}
+
+@test "frames are independent and cut at the frame size" {
+	mkdir src
+	head -c 5000000 /dev/urandom >src/a
+	for i in $(seq 1 200); do echo "$i" >"src/f$i"; done
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	frames=$(stager ls --json p.tar.zst | jq .frames)
+	[ "$frames" -ge 19 ]
+	# concatenated independent frames: zstd lists them
+	zstd -lv p.tar.zst 2>&1 | grep -q "Frames"
+}
+
+@test "pack of a missing or non-directory source exits 2" {
+	run stager pack no-such-dir
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "no-such-dir"
+	echo x >file
+	run stager pack file -o f.tar.zst
+	[ "$status" -eq 2 ]
+	[ ! -e f.tar.zst ]
+}
+
+@test "a failed pack leaves the old output and no temporary file" {
+	mkdir src && echo a >src/a
+	stager pack -q src -o p.tar.zst
+	cp p.tar.zst before.tar.zst
+	# an output directory that cannot be written
+	mkdir ro && chmod 0500 ro
+	if [ "$(id -u)" -ne 0 ]; then
+		run stager pack src -o ro/p.tar.zst
+		[ "$status" -ne 0 ]
+	fi
+	# interrupt a pack of a big tree: exit 5, old pack intact
+	seq 1 8000000 >src/big
+	"$STAGER" pack -q src -o p.tar.zst --level 19 --threads 1 >/dev/null &
+	pid=$!
+	sleep 0.5
+	kill -TERM $pid
+	st=0
+	wait $pid || st=$?
+	[ "$st" -eq 5 ]
+	cmp p.tar.zst before.tar.zst
+	[ -z "$(ls -A . | grep stager-tmp)" ]
+}

@@ -1,0 +1,237 @@
+/* test_trailer.c - the trailer codec: round trip, and hostile bytes. */
+#include "unit.h"
+
+#include <xxhash.h>
+#include <zstd.h>
+
+/* A small but complete trailer: 2 frames, 3 entries, 1 delta record. */
+static void make_trailer(stg_trailer *t, char *names)
+{
+	memset(t, 0, sizeof *t);
+	static stg_frame frames[2] = {{0, 100, 0, 4096}, {100, 50, 4096, 2048}};
+	static stg_rec recs[3];
+	static stg_delta_rec deltas[1];
+	memset(recs, 0, sizeof recs);
+	/* names: "d\0\0" "d/f\0\0" "l\0d/f\0" "old.delta\0" */
+	memcpy(names, "d\0\0d/f\0\0l\0d/f\0old.delta\0", 25);
+	recs[0] = (stg_rec){.tar_off = 0, .data_off = 512, .type = STG_DIR, .mode = 0755,
+			    .path_off = 0, .path_len = 1};
+	recs[1] = (stg_rec){.tar_off = 512, .data_off = 1024, .size = 5, .type = STG_FILE,
+			    .mode = 0644, .mtime = 1700000000, .mtime_nsec = 5, .path_off = 3,
+			    .path_len = 3};
+	memset(recs[1].xxh3, 0xab, 16);
+	recs[2] = (stg_rec){.tar_off = 1536, .data_off = 2048, .type = STG_SYMLINK,
+			    .mode = 0777, .path_off = 8, .path_len = 1, .link_len = 3};
+	memset(deltas[0].base, 0x11, STG_DIGEST_LEN);
+	deltas[0].name_off = 14;
+	deltas[0].name_len = 9;
+	t->frames = frames;
+	t->n_frames = 2;
+	t->recs = recs;
+	t->n_entries = 3;
+	t->deltas = deltas;
+	t->n_deltas = 1;
+	t->names = names;
+	t->data_size = 150;
+	t->tar_size = 4096 + 2048;
+	t->content_size = 5;
+	memset(t->digest, 0x42, STG_DIGEST_LEN);
+}
+
+/* A fake pack image: data_size zero bytes, then the trailer frame. */
+static uint8_t *image(const uint8_t *frame, size_t flen, size_t data_size, size_t *len)
+{
+	*len = data_size + flen;
+	uint8_t *img = calloc(1, *len);
+	memcpy(img + data_size, frame, flen);
+	return img;
+}
+
+static void test_round_trip(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	char names[32];
+	stg_trailer t, d;
+	make_trailer(&t, names);
+	uint8_t *frame;
+	size_t flen, need = 1;
+	assert_int_equal(stg__trailer_encode(ctx, &t, 3, &frame, &flen), STG_OK);
+	size_t len;
+	uint8_t *img = image(frame, flen, 150, &len);
+	stg_err err = stg__trailer_decode(ctx, img, len, len, &d, &need);
+	if (err)
+		fprintf(stderr, "# %s\n", stg_errmsg(ctx));
+	assert_int_equal(err, STG_OK);
+	assert_int_equal(need, 0);
+	assert_int_equal(d.n_frames, 2);
+	assert_int_equal(d.n_entries, 3);
+	assert_int_equal(d.n_deltas, 1);
+	assert_int_equal(d.tar_size, 6144);
+	assert_int_equal(d.recs[1].size, 5);
+	assert_int_equal(d.recs[1].mtime_nsec, 5);
+	assert_string_equal(d.names + d.recs[1].path_off, "d/f");
+	assert_string_equal(d.names + d.recs[2].path_off + d.recs[2].path_len + 1, "d/f");
+	assert_string_equal(d.names + d.deltas[0].name_off, "old.delta");
+	assert_memory_equal(d.digest, t.digest, STG_DIGEST_LEN);
+	assert_int_equal(stg__frame_of(&d, 0), 0);
+	assert_int_equal(stg__frame_of(&d, 4095), 0);
+	assert_int_equal(stg__frame_of(&d, 4096), 1);
+	assert_int_equal(stg__frame_of(&d, 6144), 2);
+	stg__trailer_free(&d);
+
+	/* a tail shorter than the trailer asks for more */
+	assert_int_equal(stg__trailer_decode(ctx, img + len - 60, 60, len, &d, &need), STG_OK);
+	assert_int_equal(need, flen);
+
+	/* the same through the public API */
+	stg_pack *p;
+	assert_int_equal(stg_pack_open_mem(ctx, img, len, &p), STG_OK);
+	assert_int_equal(stg_pack_count(p), 3);
+	stg_entry e;
+	assert_int_equal(stg_pack_entry(p, 2, &e), 0);
+	assert_int_equal(e.type, STG_SYMLINK);
+	assert_string_equal(e.link, "d/f");
+	assert_int_equal(stg_pack_entry(p, 3, &e), -1);
+	stg_pack_close(p);
+	free(img);
+	free(frame);
+	stg_ctx_free(ctx);
+}
+
+/* Every single-byte change and every truncation of a trailer is either
+ * refused or decodes to something the checks accept; never a crash (run
+ * under ASan by `make asan`). */
+static void test_mutations(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	char names[32];
+	stg_trailer t, d;
+	make_trailer(&t, names);
+	uint8_t *frame;
+	size_t flen, need, len;
+	assert_int_equal(stg__trailer_encode(ctx, &t, 3, &frame, &flen), STG_OK);
+	uint8_t *img = image(frame, flen, 150, &len);
+	size_t accepted = 0;
+	for (size_t i = 0; i < len; i++) {
+		for (int bit = 0; bit < 8; bit += 3) {
+			img[i] ^= (uint8_t)(1u << bit);
+			stg_err err = stg__trailer_decode(ctx, img, len, len, &d, &need);
+			if (err == STG_OK && !need) {
+				accepted++;
+				stg__trailer_free(&d);
+			} else if (err) {
+				assert_int_equal(err, STG_ECORRUPT);
+				assert_true(strlen(stg_errmsg(ctx)) > 0);
+			}
+			img[i] ^= (uint8_t)(1u << bit);
+		}
+	}
+	/* only the zero data bytes before the trailer are not covered */
+	assert_true(accepted <= 150 * 3);
+	for (size_t cut = 0; cut < len; cut++) {
+		stg_err err = stg__trailer_decode(ctx, img, cut, cut, &d, &need);
+		assert_int_not_equal(err, STG_OK);
+	}
+	free(img);
+	free(frame);
+	stg_ctx_free(ctx);
+}
+
+/* Wrap an arbitrary body as a well-formed trailer frame, so the body's own
+ * checks are what is tested. */
+static uint8_t *wrap(const uint8_t *body, size_t raw, uint64_t data_size, size_t *len)
+{
+	size_t bound = ZSTD_compressBound(raw);
+	*len = data_size + 8 + bound + STG_FOOTER_SIZE;
+	uint8_t *img = calloc(1, *len);
+	uint8_t *h = img + data_size;
+	size_t clen = ZSTD_compress(h + 8, bound, body, raw, 1);
+	assert_false(ZSTD_isError(clen));
+	stg__put32(h, STG_SKIP_MAGIC);
+	stg__put32(h + 4, (uint32_t)(clen + STG_FOOTER_SIZE));
+	uint8_t *f = h + 8 + clen;
+	stg__put64(f, data_size);
+	stg__put64(f + 8, clen);
+	stg__put64(f + 16, raw);
+	stg__put64(f + 24, XXH3_64bits(h + 8, clen));
+	stg__put32(f + 32, STG_FORMAT_VERSION);
+	stg__put32(f + 36, 0);
+	memcpy(f + 40, STG_FOOTER_MAGIC, 8);
+	*len = data_size + 8 + clen + STG_FOOTER_SIZE;
+	return img;
+}
+
+static void test_hostile_counts(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	uint8_t body[STG_BODY_HEADER_SIZE + STG_FRAME_REC_SIZE] = {0};
+	memcpy(body, STG_BODY_MAGIC, 4);
+	stg__put32(body + 4, STG_FORMAT_VERSION);
+	stg_trailer d;
+	size_t need, len;
+	uint64_t counts[][3] = {
+		{UINT64_MAX, 0, 0},          {1, UINT64_MAX, 0},
+		{1, 0, UINT64_MAX},          {1ull << 60, 1ull << 60, 0},
+		{0, 0, 0} /* no frames */,   {2, 0, 0},
+	};
+	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
+		stg__put64(body + 8, counts[i][0]);
+		stg__put64(body + 16, counts[i][1]);
+		stg__put64(body + 24, counts[i][2]);
+		uint8_t *img = wrap(body, sizeof body, 10, &len);
+		assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+		free(img);
+	}
+	/* a frame larger than a reader accepts */
+	stg__put64(body + 8, 1);
+	stg__put64(body + 16, 0);
+	stg__put64(body + 24, 0);
+	stg__put64(body + 40, (uint64_t)STG_FRAME_RAW_MAX + 1);
+	uint8_t *f = body + STG_BODY_HEADER_SIZE;
+	stg__put64(f + 8, 10);
+	stg__put64(f + 24, (uint64_t)STG_FRAME_RAW_MAX + 1);
+	uint8_t *img = wrap(body, sizeof body, 10, &len);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	assert_non_null(strstr(stg_errmsg(ctx), "frame"));
+	free(img);
+	/* and the same frame at an acceptable size decodes */
+	stg__put64(body + 40, 4096);
+	stg__put64(f + 24, 4096);
+	img = wrap(body, sizeof body, 10, &len);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_OK);
+	stg__trailer_free(&d);
+	free(img);
+	/* a footer declaring a huge body is refused before any allocation */
+	img = wrap(body, sizeof body, 10, &len);
+	stg__put64(img + len - STG_FOOTER_SIZE + 16, UINT64_MAX / 2);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	free(img);
+	stg_ctx_free(ctx);
+}
+
+static void test_not_a_pack(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	stg_pack *p = NULL;
+	assert_int_equal(stg_pack_open_mem(ctx, "", 0, &p), STG_ECORRUPT);
+	assert_non_null(strstr(stg_errmsg(ctx), "empty"));
+	uint8_t junk[4096];
+	ut_fill(junk, sizeof junk, 7);
+	assert_int_equal(stg_pack_open_mem(ctx, junk, sizeof junk, &p), STG_ECORRUPT);
+	assert_null(p);
+	stg_pack_close(NULL);
+	stg_ctx_free(ctx);
+}
+
+static const struct CMUnitTest tests[] = {
+	cmocka_unit_test(test_round_trip),
+	cmocka_unit_test(test_mutations),
+	cmocka_unit_test(test_hostile_counts),
+	cmocka_unit_test(test_not_a_pack),
+};
+
+UT_MAIN(tests)
