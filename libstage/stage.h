@@ -230,8 +230,13 @@ STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
 /* ---- packs: writing --------------------------------------------------- */
 
 typedef struct stg_pack_opts {
-	int level;           /* zstd level, 1..19; default 3 */
+	int level;           /* zstd level, 1..19; default 3 (frames that do not
+				compress are stored at a fast level whatever this is) */
 	size_t frame_size;   /* target uncompressed bytes per frame; default 4 MiB */
+	int fsync;           /* stg_pack_dir: fsync the pack before renaming it into
+				place (default 0: like tar and rsync, the write is
+				left to the kernel; a pack damaged by a crash fails
+				its digest check when read) */
 } stg_pack_opts;
 
 STG_API void stg_pack_opts_init(stg_pack_opts *opts);

@@ -8,7 +8,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_FRAME, OPT_BASE };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_FRAME, OPT_BASE, OPT_FSYNC };
 
 /* DIR.tar.zst beside DIR (the real name, when DIR is "." or ends in "/"). */
 static char *default_output(const char *dir)
@@ -44,6 +44,7 @@ int cmd_pack(int argc, char **argv)
 		{"frame-size", required_argument, NULL, OPT_FRAME},
 		{"json", no_argument, NULL, OPT_JSON},
 		{"base", required_argument, NULL, OPT_BASE},
+		{"fsync", no_argument, NULL, OPT_FSYNC},
 		CLI_GLOBAL_OPTIONS,
 		{NULL, 0, NULL, 0},
 	};
@@ -82,6 +83,9 @@ int cmd_pack(int argc, char **argv)
 		}
 		case OPT_JSON:
 			json = 1;
+			break;
+		case OPT_FSYNC:
+			po.fsync = 1;
 			break;
 		case OPT_BASE:
 			cli_error("--base (delta packs) is not built yet in this version");

@@ -32,6 +32,8 @@ const cli_cmd cli_commands[] = {
 	 "  -l, --level N       zstd level 1-19 (default 3)\n"
 	 "  -j, --threads N     compression threads (default: one per CPU)\n"
 	 "      --frame-size S  uncompressed bytes per frame (default 4M)\n"
+	 "      --fsync         make the pack durable (fsync) before renaming it\n"
+	 "                      into place\n"
 	 "      --json          print a JSON summary on stdout\n"
 	 "  --base OLD.tar.zst  (delta packs: not built yet)\n"
 	 "\n"

@@ -36,7 +36,8 @@ int main(int argc, char **argv)
 }
 C
 	export PKG_CONFIG_SYSROOT_DIR="$root" PKG_CONFIG_PATH="$root/usr/lib/pkgconfig"
-	cc -o prog prog.c $(pkg-config --cflags --libs libstage)
+	# shellcheck disable=SC2086
+	cc ${SAN_FLAGS:-} -o prog prog.c $(pkg-config --cflags --libs libstage)
 	mkdir src && echo a >src/a && echo b >src/b
 	"$root/usr/bin/stager" pack -q src -o p.tar.zst
 	run env LD_LIBRARY_PATH="$root/usr/lib" ./prog p.tar.zst
