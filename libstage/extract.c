@@ -57,6 +57,7 @@ typedef struct ex_state {
 	const stg_trailer *t;
 	int rootfd;            /* -1: verify only */
 	mode_t umask;
+	bool read_only;
 	const bool *sel;
 	const uint32_t *span_of;
 	ex_span *spans;
@@ -128,10 +129,17 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fr
 	return false;
 }
 
-static int set_meta(ex_state *s, int fd, const stg_rec *r, bool force_chmod)
+static mode_t final_mode(const ex_state *s, const stg_rec *r)
 {
 	mode_t mode = r->mode & 01777; /* never setuid/setgid */
-	if (force_chmod || (mode & ~s->umask) != mode || (mode & 01000)) {
+	return s->read_only ? mode & ~(mode_t)0222 : mode;
+}
+
+static int set_meta(ex_state *s, int fd, const stg_rec *r, bool force_chmod)
+{
+	/* created with r->mode & 0777 less the umask */
+	mode_t mode = final_mode(s, r);
+	if (force_chmod || mode != ((r->mode & 0777) & ~s->umask)) {
 		if (fchmod(fd, mode))
 			return -1;
 	}
@@ -647,6 +655,18 @@ static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 	return STG_OK;
 }
 
+stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel)
+{
+	ex_plan pl = {0};
+	stg_err err = plan(ctx, p, opts, &pl);
+	if (!err) {
+		*sel = pl.sel;
+		pl.sel = NULL;
+	}
+	plan_free(&pl);
+	return err;
+}
+
 /* Directories, empty files and the files that span frames, before the
  * frames are decoded. */
 static stg_err prepare_tree(stg_ctx *ctx, ex_state *s)
@@ -711,7 +731,7 @@ static stg_err finish_tree(stg_ctx *ctx, ex_state *s)
 				rc = symlinkat(link, s->rootfd, path) ||
 				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
 			else if (pass == 2 && r->type == STG_DIR)
-				rc = fchmodat(s->rootfd, path, r->mode & 01777, 0) ||
+				rc = fchmodat(s->rootfd, path, final_mode(s, r) | (s->read_only ? 0500 : 0), 0) ||
 				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
 			if (rc) {
 				int e = errno;
@@ -741,6 +761,7 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd,
 	s.t = &p->t;
 	s.rootfd = rootfd;
 	s.umask = read_umask();
+	s.read_only = opts && opts->read_only;
 	s.sel = pl.sel;
 	s.span_of = pl.span_of;
 	s.spans = pl.spans;

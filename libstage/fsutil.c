@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <stdio.h>
 #include <unistd.h>
 
 bool stg__dir_is_empty(int dirfd)
@@ -150,4 +151,15 @@ int stg__mkdirs_parent(const char *path)
 	}
 	free(buf);
 	return 0;
+}
+
+int stg__replace(const char *tmp, const char *path, bool durable)
+{
+	if (!durable && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
+		/* tmp now names the old file */
+		unlink(tmp);
+		return 0;
+	}
+	/* no file to swap with (ENOENT), or no RENAME_EXCHANGE here */
+	return rename(tmp, path);
 }

@@ -12,6 +12,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 
 #define STG_ERRMSG_MAX 1024
@@ -170,12 +171,35 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
  * caller made and owns).  Nothing is renamed or removed on failure. */
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd,
 			const stg_unpack_opts *opts, stg_unpack_stats *stats);
+/* Which entries extraction with opts takes (after checking the tree is
+ * safe); *sel is malloc'ed, one flag per entry. */
+stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
+/* The manifest of a cache entry (manifest.c): one line per regular file,
+ * "<xxh3 hex> <size> <path, escaped>".  Written into dirfd as "manifest". */
+int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel);
+/* Check the files under datafd against a manifest: 0 match, 1 mismatch
+ * (named on ctx), -1 unreadable manifest. */
+int stg__manifest_check(stg_ctx *ctx, FILE *manifest, int datafd);
+void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);
 bool stg__dir_is_empty(int dirfd);
+/* Move the file tmp to path atomically, replacing what is there.  An
+ * existing file is swapped out with RENAME_EXCHANGE and unlinked, which
+ * spares the synchronous flush ext4 forces on rename-over (auto_da_alloc)
+ * unless durable is set.  0 or -1/errno. */
+int stg__replace(const char *tmp, const char *path, bool durable);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */
 int stg__mkdirs_parent(const char *path);
+
+/* ---- configuration (config.c) ------------------------------------------ */
+
+/* A size or percentage setting in bytes; whole is what 100% means. */
+uint64_t stg__config_bytes(const stg_config *c, const char *key, uint64_t whole);
+long stg__config_count(const stg_config *c, const char *key);
+/* A size ("10G") or percentage ("5%" of whole) in bytes. */
+uint64_t stg__bytes_setting(const char *v, uint64_t whole);
 
 /* ---- paths (path.c) --------------------------------------------------- */
 
@@ -206,6 +230,8 @@ int stg__strmap_init(stg_strmap *m, size_t expected);
 void stg__strmap_free(stg_strmap *m);
 /* Insert (key, val); key is not copied.  Returns 1 inserted, 0 present, -1 OOM. */
 int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val);
+/* Insert, or replace the value of an existing key; 0, or -1 OOM. */
+int stg__strmap_set(stg_strmap *m, const char *key, size_t len, uint32_t val);
 /* Value of key, or UINT32_MAX. */
 uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len);
 

@@ -946,7 +946,7 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
 				      out_path);
 	}
-	if (!err && rename(tmp, out_path)) {
+	if (!err && stg__replace(tmp, out_path, opts && opts->fsync)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, STG_EIO, e, "cannot rename into '%s'", out_path);
 	}

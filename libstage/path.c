@@ -198,3 +198,19 @@ uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len)
 	}
 	return UINT32_MAX;
 }
+
+int stg__strmap_set(stg_strmap *m, const char *key, size_t len, uint32_t val)
+{
+	int rc = stg__strmap_put(m, key, len, val);
+	if (rc != 0)
+		return rc < 0 ? -1 : 0;
+	size_t i = hash(key, len) & (m->cap - 1);
+	while (m->keys[i]) {
+		if (m->lens[i] == len && memcmp(m->keys[i], key, len) == 0) {
+			m->vals[i] = val;
+			return 0;
+		}
+		i = (i + 1) & (m->cap - 1);
+	}
+	return 0;
+}

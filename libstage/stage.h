@@ -198,6 +198,8 @@ typedef struct stg_unpack_opts {
 	size_t n_include;
 	int replace_empty;          /* DIR may exist if it is an empty directory
 				       (default 1) */
+	int read_only;              /* drop every write permission bit (cache
+				       entries; default 0) */
 } stg_unpack_opts;
 
 STG_API void stg_unpack_opts_init(stg_unpack_opts *opts);
@@ -255,6 +257,138 @@ STG_API stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path
 /* The stream form: write the pack to fd (need not be seekable). */
 STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd,
 				const stg_pack_opts *opts, stg_pack_info *info);
+
+
+/* ---- configuration ---------------------------------------------------- */
+
+/*
+ * Settings, each with where it came from ("default", "/etc/stager.conf:3",
+ * "environment STAGER_CACHE_MAX", "--scratch", ...).  Keys: scratch_root,
+ * cache_max, min_free, max_readers_per_node, bwlimit, shared_lock_dir,
+ * max_readers_cluster.  Load order is the caller's: later calls win.
+ */
+typedef struct stg_config stg_config;
+
+STG_API stg_config *stg_config_new(void);
+STG_API void stg_config_free(stg_config *cfg);
+/* Set one key, validating the value; origin is copied. */
+STG_API stg_err stg_config_set(stg_ctx *ctx, stg_config *cfg, const char *key,
+			       const char *value, const char *origin);
+/* "key = value" lines; a missing file is fine unless must_exist. */
+STG_API stg_err stg_config_load_file(stg_ctx *ctx, stg_config *cfg, const char *path,
+				     int must_exist);
+/* STAGER_<KEY> variables, e.g. STAGER_SCRATCH_ROOT. */
+STG_API stg_err stg_config_load_env(stg_ctx *ctx, stg_config *cfg);
+/* The value of key (NULL if no such key) and, if origin, where it came from. */
+STG_API const char *stg_config_get(const stg_config *cfg, const char *key, const char **origin);
+STG_API size_t stg_config_count(void);
+/* Key i (NULL past the end) and a one-line description. */
+STG_API const char *stg_config_key(size_t i, const char **help);
+
+/* ---- the node cache --------------------------------------------------- */
+
+/*
+ * A per-node, per-user cache of extracted, verified packs under the scratch
+ * root (see DESIGN.md): entries keyed by the pack's digest, an index from a
+ * source's identity (device, inode, size, mtime, ctime) to its digest so a
+ * warm stage costs one stat() of the source, single flight between
+ * processes, atomic publish, pins by live jobs, LRU eviction under quotas.
+ */
+typedef struct stg_cache stg_cache;
+
+/* Resolve and open the scratch root (creating it, mode 0700). */
+STG_API stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out);
+STG_API void stg_cache_close(stg_cache *cache);
+STG_API const char *stg_cache_root(const stg_cache *cache);
+
+typedef struct stg_stage_opts {
+	const char *dest;           /* NULL: $SLURM_TMPDIR/NAME, else a job
+				       directory under the scratch root */
+	const char *const *include; /* stage a subset (see stg_unpack_opts) */
+	size_t n_include;
+	int copy;                   /* a private writable copy instead of a link */
+	int verify;                 /* re-check a warm entry's files */
+	int no_pin;                 /* do not pin the entry */
+	const char *owner;          /* pin owner; NULL: "job-$SLURM_JOB_ID" under
+				       Slurm, else the calling process's parent */
+} stg_stage_opts;
+
+STG_API void stg_stage_opts_init(stg_stage_opts *opts);
+
+typedef struct stg_stage_result {
+	char *path;              /* the staged path; freed by stg_stage_result_free */
+	uint8_t digest[STG_DIGEST_LEN];
+	int hit;                 /* served from the cache */
+	int waited;              /* waited for another process building it */
+	uint64_t source_bytes;   /* bytes read from the source (the shared FS) */
+	uint64_t content_bytes;  /* bytes of file content staged */
+	uint64_t files;
+	double seconds;
+	const char *kind;        /* "pack", "archive" or "directory" (static) */
+} stg_stage_result;
+
+/*
+ * Make the dataset at src (a pack, another archive, or a directory)
+ * available on this node and link (or copy) it at the destination.  Exit
+ * paths: STG_ENOENT (src missing), STG_ECORRUPT (damaged or hostile; nothing
+ * published), STG_ENOSPC (cannot fit even after eviction; nothing copied),
+ * STG_EEXIST (destination exists), STG_EINTR.
+ */
+STG_API stg_err stg_stage(stg_ctx *ctx, stg_cache *cache, const char *src,
+			  const stg_stage_opts *opts, stg_stage_result *res);
+STG_API void stg_stage_result_free(stg_stage_result *res);
+
+/* A pin: who uses an entry, and whether that owner is still alive. */
+typedef struct stg_pin {
+	const char *owner;
+	int alive;
+} stg_pin;
+
+typedef struct stg_cache_entry {
+	const char *key;        /* digest, or digest-subsethash */
+	const char *kind;
+	const char *source;     /* the path it was staged from */
+	uint64_t size;          /* bytes on disk (estimate) */
+	uint64_t files;
+	int64_t last_use;       /* seconds since the epoch */
+	const stg_pin *pins;
+	size_t n_pins;
+} stg_cache_entry;
+
+typedef struct stg_cache_info {
+	const char *root;
+	uint64_t fs_size, fs_free, fs_files_free;
+	uint64_t cache_bytes;
+	uint64_t cache_max, min_free;   /* resolved to bytes (0: none) */
+	const stg_cache_entry *entries;
+	size_t n_entries;
+} stg_cache_info;
+
+/* A snapshot of the cache; free with stg_cache_info_free. */
+STG_API stg_err stg_cache_status(stg_ctx *ctx, stg_cache *cache, stg_cache_info **out);
+STG_API void stg_cache_info_free(stg_cache_info *info);
+
+typedef struct stg_clean_opts {
+	int dry_run;          /* change nothing, report what would go */
+	int all;              /* every unpinned entry */
+	uint64_t older_than;  /* entries unused for this many seconds (0: off) */
+	const char *job;      /* what this Slurm job left: its pins and job directory */
+} stg_clean_opts;
+
+STG_API void stg_clean_opts_init(stg_clean_opts *opts);
+
+/* Called for each thing removed (or that would be, with dry_run): what it
+ * is ("entry", "partial", "pin", "jobdir"), its path and its size. */
+typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint64_t bytes);
+
+/*
+ * Remove what no live owner needs: leftovers of dead builders, stale pins,
+ * job directories of finished jobs, and entries down to the quotas (with
+ * all or older_than, more).  Never removes an entry pinned by a live owner.
+ * freed (may be NULL) receives the bytes freed.
+ */
+STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *opts,
+			  stg_clean_fn report, void *arg, uint64_t *freed);
 
 /* ---- helpers ---------------------------------------------------------- */
 

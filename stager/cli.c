@@ -126,6 +126,68 @@ int cli_global_option(int c, const char *arg)
 	return -1;
 }
 
+stg_config *cli_config(stg_ctx *ctx)
+{
+	stg_config *cfg = stg_config_new();
+	if (!cfg) {
+		cli_error("out of memory");
+		exit(EXIT_IO);
+	}
+	const char *site = getenv("STAGER_SITE_CONFIG");
+	char user[4096];
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	if (xdg && *xdg == '/')
+		snprintf(user, sizeof user, "%s/stager/config", xdg);
+	else if (home && *home == '/')
+		snprintf(user, sizeof user, "%s/.config/stager/config", home);
+	else
+		user[0] = '\0';
+	stg_err err = stg_config_load_file(ctx, cfg, site && *site ? site : "/etc/stager.conf", 0);
+	if (!err && g_opts.config)
+		err = stg_config_load_file(ctx, cfg, g_opts.config, 1);
+	else if (!err && user[0])
+		err = stg_config_load_file(ctx, cfg, user, 0);
+	if (!err)
+		err = stg_config_load_env(ctx, cfg);
+	if (!err && g_opts.scratch) {
+		if (g_opts.scratch[0] != '/') {
+			char *abs = realpath(g_opts.scratch, NULL);
+			if (!abs && errno == ENOENT) {
+				char cwd[4096];
+				if (getcwd(cwd, sizeof cwd)) {
+					size_t n = strlen(cwd) + strlen(g_opts.scratch) + 2;
+					if ((abs = malloc(n)))
+						snprintf(abs, n, "%s/%s", cwd, g_opts.scratch);
+				}
+			}
+			if (abs) {
+				err = stg_config_set(ctx, cfg, "scratch_root", abs, "--scratch");
+				free(abs);
+			}
+		} else {
+			err = stg_config_set(ctx, cfg, "scratch_root", g_opts.scratch, "--scratch");
+		}
+	}
+	if (!err && g_opts.bwlimit)
+		err = stg_config_set(ctx, cfg, "bwlimit", g_opts.bwlimit, "--bwlimit");
+	if (err) {
+		cli_fail(ctx, err);
+		exit(EXIT_USAGE);
+	}
+	return cfg;
+}
+
+stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status)
+{
+	stg_cache *c = NULL;
+	stg_err err = stg_cache_open(ctx, cfg, &c);
+	if (err) {
+		*status = cli_fail(ctx, err);
+		return NULL;
+	}
+	return c;
+}
+
 int cli_check_globals(void)
 {
 	if (g_opts.bwlimit) {

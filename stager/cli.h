@@ -91,6 +91,13 @@ stg_ctx *cli_ctx(void);
 void cli_ctx_done(stg_ctx *ctx);
 void cli_progress_end(void);
 
+/* Settings from the site file (/etc/stager.conf, or $STAGER_SITE_CONFIG),
+ * the user file (--config, or ~/.config/stager/config), STAGER_* variables
+ * and the global flags; exits with a message on a bad setting. */
+stg_config *cli_config(stg_ctx *ctx);
+/* The cache under the effective scratch root; NULL after a message. */
+stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
+
 int cli_parse_threads(const char *s, int *out);
 void cli_print_help(const cli_cmd *cmd);
 const cli_cmd *cli_find(const char *name);
@@ -104,6 +111,9 @@ int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_unpack(int argc, char **argv);
+int cmd_stage(int argc, char **argv);
+int cmd_status(int argc, char **argv);
+int cmd_clean(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

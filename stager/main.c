@@ -71,14 +71,36 @@ const cli_cmd cli_commands[] = {
 	 "                      subtree; repeatable); only the frames that hold them\n"
 	 "                      are decoded\n"
 	 "  -j, --threads N     threads (default: one per CPU)\n"},
-	{"stage", cmd_not_built, "make a dataset available on this node (cached)",
-	 "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--all-nodes]\n"
-	 "                    [--copy] [--no-pin] [--json]\n"
+	{"stage", cmd_stage, "make a dataset available on this node (cached)",
+	 "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--copy]\n"
+	 "                    [--no-pin] [--json]\n"
 	 "\n"
-	 "Make the dataset SRC (a pack, any archive, or a directory) available on\n"
-	 "this node through the per-node cache, and print the staged path.\n"
+	 "Make the dataset SRC available on this node through the per-node cache\n"
+	 "and print the staged path, so `DATA=$(stager stage ~/data/ds.tar.zst)`\n"
+	 "works.  SRC is a pack (the fast path) or any archive libarchive reads\n"
+	 "(tar, tar.gz, tar.zst, zip, ...; read in one stream).\n"
 	 "\n"
-	 "Not built yet in this version: use `stager unpack PACK DIR` meanwhile.\n"},
+	 "The cache lives under the scratch root (scratch_root, --scratch, else\n"
+	 "/disk/scratch/$USER, /scratch-ssd/$USER, $TMPDIR/stager-$USER), one entry\n"
+	 "per pack digest, verified before it is published and read-only.  A warm\n"
+	 "stage costs one stat() of SRC on the shared filesystem.  Concurrent stages\n"
+	 "of one pack on a node read it once: the others wait and reuse it.  Least\n"
+	 "recently used entries are evicted to respect cache_max and min_free; an\n"
+	 "entry in use by a live job (a pin) never is.\n"
+	 "\n"
+	 "DEST defaults to $SLURM_TMPDIR/NAME, else a job directory under the\n"
+	 "scratch root (removed by `stager clean` once the job is gone).  DEST is a\n"
+	 "symbolic link to the read-only entry unless --copy.\n"
+	 "\n"
+	 "  -i, --include GLOB  stage a subset of a pack (only its frames are read)\n"
+	 "      --verify        re-check a cached entry's files before using it\n"
+	 "      --copy          a private writable copy (reflinked where possible)\n"
+	 "      --no-pin        do not pin the entry for this job\n"
+	 "      --json          print {path, digest, hit, source_bytes, seconds, ...}\n"
+	 "      --all-nodes     (multi-node fan-out: not built yet)\n"
+	 "\n"
+	 "Exit: 2 SRC missing, 3 no room even after eviction (nothing copied), 4 a\n"
+	 "damaged pack or hostile archive (nothing published).\n"},
 	{"collect", cmd_not_built, "copy results back to the shared filesystem",
 	 "usage: stager collect SRC DEST [--pack] [--every INTERVAL] [--json]\n"
 	 "\n"
@@ -114,20 +136,27 @@ const cli_cmd cli_commands[] = {
 	 "and pull through ssh.\n"
 	 "\n"
 	 "Not built yet in this version.\n"},
-	{"status", cmd_not_built, "show the node cache, pins, space and settings",
+	{"status", cmd_status, "show the node cache, pins, space and settings",
 	 "usage: stager status [--json]\n"
 	 "\n"
-	 "Show the scratch root, cache entries, pins, space, quotas and every\n"
-	 "effective setting with where it came from.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"clean", cmd_not_built, "remove what no live job owns from scratch",
+	 "Show the scratch root, its filesystem's size and free space, the cache\n"
+	 "entries (digest, kind, source, size, last use, pins with their owners and\n"
+	 "whether they are alive), the quotas, and every effective setting with\n"
+	 "where it came from.\n"},
+	{"clean", cmd_clean, "remove what no live job owns from scratch",
 	 "usage: stager clean [--dry-run] [--all] [--older-than AGE] [--job ID] [--json]\n"
 	 "\n"
-	 "Remove leftovers of dead builders, stale pins and job directories of\n"
-	 "finished jobs, and evict down to the quotas.\n"
+	 "Remove what no live job or process needs: builds left by dead stagers,\n"
+	 "stale pins, job directories of finished jobs (Slurm is asked when it is\n"
+	 "there; process liveness otherwise), and cache entries down to the quotas.\n"
+	 "An entry pinned by a live owner is never removed.\n"
 	 "\n"
-	 "Not built yet in this version.\n"},
+	 "  -n, --dry-run       change nothing; list what would go, with sizes\n"
+	 "      --all           also every unpinned cache entry\n"
+	 "      --older-than AGE  also entries unused for AGE (e.g. 7d)\n"
+	 "      --job ID        what Slurm job ID left (its pins and job directory),\n"
+	 "                      alive or not: for an epilog\n"
+	 "      --json          print what was removed and the bytes freed\n"},
 	{"diff", cmd_not_built, "what changed between two packs",
 	 "usage: stager diff OLD NEW [--json]\n"
 	 "\n"

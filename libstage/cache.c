@@ -1,0 +1,654 @@
+/*
+ * cache.c - the per-node, per-user cache on scratch.
+ *
+ * Layout under the scratch root (mode 0700, owned by the user):
+ *   cache/<key>/             a published entry: data/ (the tree, read-only),
+ *                            manifest (every file's XXH3, for --verify) and
+ *                            meta (what it is; written before publishing)
+ *   cache/<key>.tmp.<pid>    being built; never used
+ *   cache/<key>.old.<pid>    being evicted; never used
+ *   locks/<key>              single flight: its builder holds an flock
+ *   locks/cache              short critical sections: publish, pin, evict
+ *   index                    source identity -> digest
+ *   pins/<key>/<owner>       users of an entry (a Slurm job, a process)
+ *   jobs/<owner>/            job directories where there is no $SLURM_TMPDIR
+ *
+ * Invariants: an entry exists iff cache/<key>/meta exists (the rename of a
+ * complete tmp directory publishes it; eviction renames it away first);
+ * eviction and pinning both hold locks/cache, so an entry is never evicted
+ * between a stager finding it and pinning it; a builder holds locks/<key>
+ * while building, so a leftover cache/<key>.tmp.* whose lock is free
+ * belongs to a dead builder.  Locks are flocks: the kernel drops them when
+ * their holder dies, whatever killed it.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pwd.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+extern char **environ;
+
+/* ---- opening ---------------------------------------------------------------- */
+
+static const char *user_name(void)
+{
+	const char *u = getenv("USER");
+	if (u && *u && !strchr(u, '/'))
+		return u;
+	struct passwd *pw = getpwuid(getuid());
+	return pw ? pw->pw_name : "unknown";
+}
+
+/* Make or check a private directory we own: a directory, not a link, ours,
+ * no access for others. */
+static stg_err private_dir(stg_ctx *ctx, const char *path, bool create_parents)
+{
+	if (mkdir(path, 0700) && errno == ENOENT && create_parents) {
+		if (stg__mkdirs_parent(path) == 0)
+			mkdir(path, 0700);
+	}
+	struct stat st;
+	if (lstat(path, &st))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the scratch root '%s'",
+				       path);
+	if (!S_ISDIR(st.st_mode))
+		return stg__fail(ctx, STG_EIO, "scratch root '%s' is not a directory", path);
+	if (st.st_uid != getuid())
+		return stg__fail(ctx, STG_EIO,
+				 "scratch root '%s' belongs to uid %u, not to you (uid %u); set "
+				 "scratch_root or --scratch to a directory of your own",
+				 path, (unsigned)st.st_uid, (unsigned)getuid());
+	if ((st.st_mode & 077) && chmod(path, 0700))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' private", path);
+	return STG_OK;
+}
+
+/* A default candidate is usable when its parent exists and we can write
+ * there, or it is already ours. */
+static bool usable(const char *path)
+{
+	struct stat st;
+	if (lstat(path, &st) == 0)
+		return S_ISDIR(st.st_mode) && st.st_uid == getuid();
+	char *parent = strdup(path);
+	if (!parent)
+		return false;
+	char *slash = strrchr(parent, '/');
+	if (slash && slash != parent)
+		*slash = '\0';
+	bool ok = stat(parent, &st) == 0 && S_ISDIR(st.st_mode) && access(parent, W_OK | X_OK) == 0;
+	free(parent);
+	return ok;
+}
+
+static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
+{
+	const char *origin;
+	const char *v = stg_config_get(cfg, "scratch_root", &origin);
+	char buf[STG_PATH_MAX + 1];
+	if (v && *v) {
+		snprintf(buf, sizeof buf, "%s", v);
+		stg_err err = private_dir(ctx, buf, true);
+		if (err)
+			return err;
+	} else {
+		const char *user = user_name();
+		const char *tmp = getenv("TMPDIR");
+		if (!tmp || *tmp != '/')
+			tmp = "/tmp";
+		char cand[3][STG_PATH_MAX + 1];
+		snprintf(cand[0], sizeof cand[0], "/disk/scratch/%s", user);
+		snprintf(cand[1], sizeof cand[1], "/scratch-ssd/%s", user);
+		snprintf(cand[2], sizeof cand[2], "%s/stager-%s", tmp, user);
+		int i;
+		for (i = 0; i < 3; i++)
+			if (usable(cand[i]))
+				break;
+		if (i == 3)
+			return stg__fail(ctx, STG_EIO,
+					 "no usable scratch directory (tried %s, %s, %s); set "
+					 "scratch_root in ~/.config/stager/config or use --scratch",
+					 cand[0], cand[1], cand[2]);
+		snprintf(buf, sizeof buf, "%s", cand[i]);
+		stg_err err = private_dir(ctx, buf, false);
+		if (err)
+			return err;
+	}
+	if (!(*out = strdup(buf)))
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	return STG_OK;
+}
+
+stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
+{
+	*out = NULL;
+	stg_cache *c = calloc(1, sizeof *c);
+	if (!c)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	c->rootfd = -1;
+	stg_err err = resolve_root(ctx, cfg, &c->root);
+	if (err)
+		goto fail;
+	c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (c->rootfd < 0) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot open '%s'", c->root);
+		goto fail;
+	}
+	static const char *const dirs[] = {"cache", "locks", "pins", "jobs"};
+	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+		if (mkdirat(c->rootfd, dirs[i], 0700) && errno != EEXIST) {
+			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/%s'", c->root,
+					      dirs[i]);
+			goto fail;
+		}
+	}
+	c->stall_timeout = (unsigned)stg__config_count(cfg, "stall_timeout");
+	if (!c->stall_timeout)
+		c->stall_timeout = 30;
+	c->cache_max = strdup(stg_config_get(cfg, "cache_max", NULL));
+	c->min_free = strdup(stg_config_get(cfg, "min_free", NULL));
+	if (!c->cache_max || !c->min_free) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto fail;
+	}
+	*out = c;
+	return STG_OK;
+fail:
+	stg_cache_close(c);
+	return err;
+}
+
+void stg_cache_close(stg_cache *c)
+{
+	if (!c)
+		return;
+	if (c->rootfd >= 0)
+		close(c->rootfd);
+	free(c->root);
+	free(c->cache_max);
+	free(c->min_free);
+	free(c);
+}
+
+const char *stg_cache_root(const stg_cache *c)
+{
+	return c->root;
+}
+
+/* ---- locks ------------------------------------------------------------------ */
+
+int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "locks/%s", name);
+	int fd = openat(c->rootfd, path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	if (waited)
+		*waited = false;
+	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+		return fd;
+	if (errno != EWOULDBLOCK || !wait) {
+		close(fd);
+		return -1;
+	}
+	if (waited)
+		*waited = true;
+	/* blocking; a signal (stg_cancel) interrupts it with EINTR */
+	while (flock(fd, LOCK_EX)) {
+		if (errno != EINTR || stg__cancelled(ctx)) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	return fd;
+}
+
+void stg__cache_unlock(int fd)
+{
+	if (fd >= 0)
+		close(fd); /* closing drops the flock */
+}
+
+/* ---- owners ------------------------------------------------------------------ */
+
+static bool owner_name_ok(const char *s)
+{
+	if (!*s || strlen(s) > 128 || s[0] == '.')
+		return false;
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
+			return false;
+	return true;
+}
+
+/* Field 22 of /proc/PID/stat: when the process started (clock ticks). */
+static unsigned long long proc_start(pid_t pid)
+{
+	char path[64], buf[1024];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	/* the command name may hold spaces and parentheses: skip past the last ')' */
+	char *p = strrchr(buf, ')');
+	if (!p)
+		return 0;
+	/* after ')' come fields 3.. ; starttime is field 22 */
+	int field = 2;
+	char state = 0;
+	unsigned long long v = 0;
+	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
+		field++;
+		if (field == 3)
+			state = tok[0];
+		if (field == 22) {
+			v = strtoull(tok, NULL, 10);
+			break;
+		}
+	}
+	if (state == 'Z' || state == 'X')
+		return 0; /* a zombie is dead */
+	return v;
+}
+
+char *stg__default_owner(void)
+{
+	char buf[160];
+	const char *job = getenv("SLURM_JOB_ID");
+	if (job && *job) {
+		snprintf(buf, sizeof buf, "job-%s", job);
+		if (owner_name_ok(buf))
+			return strdup(buf);
+	}
+	pid_t pp = getppid();
+	snprintf(buf, sizeof buf, "pid-%d-%llu", (int)pp, proc_start(pp));
+	return strdup(buf);
+}
+
+/* Ask Slurm about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask). */
+static int slurm_job_alive(const char *id)
+{
+	int pipefd[2];
+	if (pipe2(pipefd, O_CLOEXEC))
+		return -1;
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
+	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
+	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+	char *argv[] = {"squeue", "-h", "-o", "%T", "-j", (char *)id, NULL};
+	pid_t pid;
+	int rc = posix_spawnp(&pid, "squeue", &fa, NULL, argv, environ);
+	posix_spawn_file_actions_destroy(&fa);
+	close(pipefd[1]);
+	if (rc) {
+		close(pipefd[0]);
+		return -1;
+	}
+	char out[256] = {0};
+	size_t len = 0;
+	ssize_t n;
+	while (len < sizeof out - 1 &&
+	       (n = read(pipefd[0], out + len, sizeof out - 1 - len)) != 0) {
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			break;
+		}
+		len += (size_t)n;
+	}
+	close(pipefd[0]);
+	int status = 0;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (!WIFEXITED(status))
+		return -1;
+	static const char *const alive[] = {"PENDING",  "RUNNING",   "SUSPENDED", "CONFIGURING",
+					    "COMPLETING", "RESIZING", "REQUEUED",  "STOPPED",
+					    "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"};
+	for (size_t i = 0; i < sizeof alive / sizeof alive[0]; i++)
+		if (strstr(out, alive[i]))
+			return 1;
+	/* squeue answers "Invalid job id" (status 1) for a job it no longer
+	 * knows, and prints a final state or nothing for one that ended */
+	if (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1)
+		return 0;
+	return -1;
+}
+
+bool stg__owner_alive(stg_owner_cache *oc, const char *owner)
+{
+	for (size_t i = 0; i < oc->n; i++)
+		if (!strcmp(oc->name[i], owner))
+			return oc->alive[i];
+	bool alive = true; /* when in doubt, keep */
+	if (!strncmp(owner, "job-", 4)) {
+		int a = slurm_job_alive(owner + 4);
+		alive = a != 0;
+	} else if (!strncmp(owner, "pid-", 4)) {
+		int pid = 0;
+		unsigned long long start = 0;
+		if (sscanf(owner + 4, "%d-%llu", &pid, &start) == 2 && pid > 0)
+			alive = proc_start(pid) == start && start != 0;
+	}
+	if (oc->n < sizeof oc->name / sizeof oc->name[0]) {
+		snprintf(oc->name[oc->n], sizeof oc->name[0], "%s", owner);
+		oc->alive[oc->n++] = alive;
+	}
+	return alive;
+}
+
+/* ---- entries ------------------------------------------------------------------ */
+
+bool stg__key_ok(const char *key)
+{
+	size_t n = strlen(key);
+	if (n < STG_DIGEST_HEXLEN || n > STG_DIGEST_HEXLEN + 17)
+		return false;
+	for (size_t i = 0; i < n; i++) {
+		char ch = key[i];
+		if (!((ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f') ||
+		      (ch == '-' && i == STG_DIGEST_HEXLEN)))
+			return false;
+	}
+	return true;
+}
+
+bool stg__entry_exists(stg_cache *c, const char *key)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "cache/%s/meta", key);
+	struct stat st;
+	return fstatat(c->rootfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode);
+}
+
+void stg__entry_touch(stg_cache *c, const char *key)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "cache/%s/meta", key);
+	utimensat(c->rootfd, path, NULL, AT_SYMLINK_NOFOLLOW);
+}
+
+int stg__meta_write(int dirfd, const stg_meta *m)
+{
+	int fd = openat(dirfd, "meta", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0400);
+	if (fd < 0)
+		return -1;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return -1;
+	}
+	fprintf(f, "kind=%s\nsize=%llu\nfiles=%llu\ncontent=%llu\nsource=%s\n", m->kind,
+		(unsigned long long)m->size, (unsigned long long)m->files,
+		(unsigned long long)m->content, m->source);
+	return fclose(f);
+}
+
+int stg__meta_read(stg_cache *c, const char *key, stg_meta *m)
+{
+	memset(m, 0, sizeof *m);
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "cache/%s/meta", key);
+	int fd = openat(c->rootfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	fstat(fd, &st);
+	m->last_use = st.st_mtim.tv_sec;
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -1;
+	}
+	char line[STG_PATH_MAX + 64];
+	while (fgets(line, sizeof line, f)) {
+		line[strcspn(line, "\n")] = '\0';
+		char *eq = strchr(line, '=');
+		if (!eq)
+			continue;
+		*eq = '\0';
+		const char *v = eq + 1;
+		if (!strcmp(line, "kind"))
+			snprintf(m->kind, sizeof m->kind, "%s", v);
+		else if (!strcmp(line, "size"))
+			m->size = strtoull(v, NULL, 10);
+		else if (!strcmp(line, "files"))
+			m->files = strtoull(v, NULL, 10);
+		else if (!strcmp(line, "content"))
+			m->content = strtoull(v, NULL, 10);
+		else if (!strcmp(line, "source"))
+			snprintf(m->source, sizeof m->source, "%s", v);
+	}
+	fclose(f);
+	return 0;
+}
+
+/* ---- pins ----------------------------------------------------------------------- */
+
+int stg__pin(stg_cache *c, const char *key, const char *owner)
+{
+	if (!owner_name_ok(owner)) {
+		errno = EINVAL;
+		return -1;
+	}
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "pins/%s", key);
+	if (mkdirat(c->rootfd, path, 0700) && errno != EEXIST)
+		return -1;
+	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
+	int fd = openat(c->rootfd, path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd < 0)
+		return -1;
+	close(fd);
+	return 0;
+}
+
+size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t max)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "pins/%s", key);
+	int fd = openat(c->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	size_t n = 0;
+	struct dirent *de;
+	while ((de = readdir(d)) && n < max) {
+		size_t len = strlen(de->d_name);
+		if (de->d_name[0] == '.' || len >= 160)
+			continue;
+		memcpy(owners[n++], de->d_name, len + 1);
+	}
+	closedir(d);
+	return n;
+}
+
+bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc)
+{
+	char owners[64][160];
+	size_t n = stg__pins_list(c, key, owners, 64);
+	for (size_t i = 0; i < n; i++)
+		if (stg__owner_alive(oc, owners[i]))
+			return true;
+	return false;
+}
+
+/* ---- listing and eviction ------------------------------------------------------- */
+
+static int cmp_lru(const void *a, const void *b)
+{
+	const stg_lru *x = a, *y = b;
+	return x->last_use < y->last_use ? -1 : x->last_use > y->last_use;
+}
+
+size_t stg__entries(stg_cache *c, stg_lru **out)
+{
+	*out = NULL;
+	int fd = openat(c->rootfd, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	stg_lru *v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!stg__key_ok(de->d_name))
+			continue;
+		stg_meta m;
+		if (stg__meta_read(c, de->d_name, &m))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			stg_lru *nv = realloc(v, cap * sizeof *nv);
+			if (!nv)
+				break;
+			v = nv;
+		}
+		memcpy(v[n].key, de->d_name, strlen(de->d_name) + 1); /* key_ok bounds it */
+		v[n].size = m.size;
+		v[n].last_use = m.last_use;
+		n++;
+	}
+	closedir(d);
+	if (n > 1)
+		qsort(v, n, sizeof *v, cmp_lru);
+	*out = v;
+	return n;
+}
+
+stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp)
+{
+	struct statvfs vfs;
+	if (fstatvfs(c->rootfd, &vfs))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read free space of '%s'", c->root);
+	memset(sp, 0, sizeof *sp);
+	sp->fs_size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
+	sp->fs_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	sp->fs_files_free = vfs.f_favail;
+	sp->cache_max = stg__bytes_setting(c->cache_max, sp->fs_size);
+	sp->min_free = stg__bytes_setting(c->min_free, sp->fs_size);
+	return STG_OK;
+}
+
+uint64_t stg__bytes_setting(const char *v, uint64_t whole)
+{
+	size_t len = strlen(v);
+	if (len && v[len - 1] == '%')
+		return (uint64_t)(strtod(v, NULL) / 100.0 * (double)whole);
+	uint64_t n = 0;
+	stg_parse_size(v, &n);
+	return n;
+}
+
+/* Remove an entry: rename it out of sight under the cache lock (the caller
+ * holds it), then delete the tree. */
+int stg__entry_remove(stg_cache *c, const char *key)
+{
+	char from[STG_PATH_MAX], to[STG_PATH_MAX];
+	snprintf(from, sizeof from, "cache/%s", key);
+	snprintf(to, sizeof to, "cache/%s.old.%d", key, (int)getpid());
+	if (renameat(c->rootfd, from, c->rootfd, to))
+		return -1;
+	stg__rmtree_at(c->rootfd, to);
+	snprintf(from, sizeof from, "pins/%s", key);
+	stg__rmtree_at(c->rootfd, from);
+	return 0;
+}
+
+stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep)
+{
+	stg_space sp;
+	stg_err err = stg__space(ctx, c, &sp);
+	if (err)
+		return err;
+	stg_lru *v;
+	size_t n = stg__entries(c, &v);
+	uint64_t used = 0, evictable = 0;
+	for (size_t i = 0; i < n; i++)
+		used += v[i].size;
+	stg_owner_cache oc = {0};
+	bool *pinned = calloc(n ? n : 1, sizeof *pinned);
+	if (!pinned) {
+		free(v);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	for (size_t i = 0; i < n; i++) {
+		pinned[i] = (keep && !strcmp(v[i].key, keep)) || stg__entry_pinned(c, v[i].key, &oc);
+		if (!pinned[i])
+			evictable += v[i].size;
+	}
+	uint64_t free_now = sp.fs_free;
+	/* oldest first, until both the cap and the free-space floor hold */
+	for (size_t i = 0; i < n; i++) {
+		bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
+		bool free_ok = free_now >= need && free_now - need >= sp.min_free;
+		if (cap_ok && free_ok)
+			break;
+		if (pinned[i])
+			continue;
+		if (stg__entry_remove(c, v[i].key) == 0) {
+			stg__log(ctx, STG_LOG_INFO, "evicted %s (%llu bytes, least recently used)",
+				 v[i].key, (unsigned long long)v[i].size);
+			used -= v[i].size;
+			evictable -= v[i].size;
+			free_now += v[i].size;
+		}
+	}
+	/* what the filesystem says now */
+	stg__space(ctx, c, &sp);
+	free_now = sp.fs_free;
+	bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
+	bool free_ok = free_now >= need && free_now - need >= sp.min_free;
+	free(v);
+	free(pinned);
+	if (cap_ok && free_ok)
+		return STG_OK;
+	char a[16], b[16], d[16], e[16], f[16];
+	stg_format_size(need, a, sizeof a);
+	stg_format_size(free_now, b, sizeof b);
+	stg_format_size(used, d, sizeof d);
+	stg_format_size(evictable, e, sizeof e);
+	stg_format_size(sp.min_free, f, sizeof f);
+	if (!cap_ok) {
+		char g[16];
+		stg_format_size(sp.cache_max, g, sizeof g);
+		return stg__fail(ctx, STG_ENOSPC,
+				 "not enough room in the cache on %s: need %s, cache_max %s (cache %s, "
+				 "of which %s evictable; the rest is pinned by live jobs)",
+				 c->root, a, g, d, e);
+	}
+	return stg__fail(ctx, STG_ENOSPC,
+			 "not enough space on %s: need %s, %s free, min_free %s (cache %s, of "
+			 "which %s evictable; the rest is pinned by live jobs)",
+			 c->root, a, b, f, d, e);
+}

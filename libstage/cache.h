@@ -1,0 +1,98 @@
+/*
+ * cache.h - what the cache modules (cache.c, stage.c, source.c, clean.c)
+ * share.  See cache.c for the layout and its invariants.
+ */
+#ifndef STG_CACHE_H
+#define STG_CACHE_H
+
+#include "internal.h"
+
+#include <sys/stat.h>
+
+struct stg_cache {
+	char *root;
+	int rootfd;
+	char *cache_max, *min_free; /* settings, resolved against the disk's size */
+	unsigned stall_timeout;     /* seconds an archive reader may make no progress */
+};
+
+/* Entry description (cache/<key>/meta). */
+typedef struct stg_meta {
+	char kind[16];
+	char source[STG_PATH_MAX + 1];
+	uint64_t size;     /* bytes on disk, estimated */
+	uint64_t files;
+	uint64_t content;  /* bytes of file content */
+	int64_t last_use;  /* mtime of meta */
+} stg_meta;
+
+typedef struct stg_lru {
+	char key[STG_DIGEST_HEXLEN + 18];
+	uint64_t size;
+	int64_t last_use;
+} stg_lru;
+
+typedef struct stg_space {
+	uint64_t fs_size, fs_free, fs_files_free;
+	uint64_t cache_max, min_free;
+} stg_space;
+
+/* Liveness answers, asked once per operation. */
+typedef struct stg_owner_cache {
+	char name[64][160];
+	bool alive[64];
+	size_t n;
+} stg_owner_cache;
+
+/* flock locks/<name>; -1/errno if busy (and !wait) or on error.  *waited
+ * says whether it had to wait. */
+int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited);
+void stg__cache_unlock(int fd);
+
+char *stg__default_owner(void);
+bool stg__owner_alive(stg_owner_cache *oc, const char *owner);
+
+bool stg__key_ok(const char *key);
+bool stg__entry_exists(stg_cache *c, const char *key);
+void stg__entry_touch(stg_cache *c, const char *key);
+int stg__meta_write(int dirfd, const stg_meta *m);
+int stg__meta_read(stg_cache *c, const char *key, stg_meta *m);
+/* Remove a published entry; the caller holds locks/cache. */
+int stg__entry_remove(stg_cache *c, const char *key);
+
+int stg__pin(stg_cache *c, const char *key, const char *owner);
+size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t max);
+bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc);
+
+/* Published entries, least recently used first (malloc'ed). */
+size_t stg__entries(stg_cache *c, stg_lru **out);
+stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp);
+/* Evict unpinned entries, oldest first, until need more bytes fit under
+ * cache_max and above min_free; STG_ENOSPC with the figures if they cannot.
+ * The caller holds locks/cache. */
+stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
+
+/* The source index. */
+typedef struct stg_ident {
+	uint64_t dev, ino, size;
+	int64_t mtime_ns, ctime_ns;
+} stg_ident;
+
+void stg__ident_of(const struct stat *st, stg_ident *id);
+/* The digest (hex) indexed for an identity; 0 found, -1 not. */
+int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1]);
+int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
+		   const char *path);
+
+/* Staging (stage.c, source.c). */
+stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
+		    const stg_stage_opts *o, const char *owner, stg_stage_result *res);
+void stg__remove_leftovers(stg_cache *c, const char *key);
+int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key);
+stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
+			   const stg_ident *id, const stg_stage_opts *o, const char *owner,
+			   stg_stage_result *res);
+stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
+		       const char *owner, stg_stage_result *res);
+
+#endif

@@ -1,0 +1,357 @@
+/*
+ * clean.c - what is in the cache (status) and removing what nobody needs
+ * (clean).
+ *
+ * clean removes, in order: builds whose builder is gone (its lock is free),
+ * evictions that were interrupted, pins of owners that are gone (a finished
+ * Slurm job, a dead process), job directories of such owners, and then
+ * entries: all unpinned ones (--all), those unused for a while
+ * (--older-than), and least recently used ones until the quotas hold.  An
+ * entry pinned by a live owner is never removed.  Everything happens
+ * relative to the scratch root's descriptor, never through a symlink.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void stg_clean_opts_init(stg_clean_opts *o)
+{
+	memset(o, 0, sizeof *o);
+}
+
+/* Bytes a tree takes (blocks), not following links. */
+static uint64_t tree_bytes(int dirfd, const char *name, int depth)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	uint64_t total = (uint64_t)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode) || depth > 256)
+		return total;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return total;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return total;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			total += tree_bytes(fd, de->d_name, depth + 1);
+	closedir(d);
+	return total;
+}
+
+typedef struct cl_run {
+	stg_ctx *ctx;
+	stg_cache *c;
+	const stg_clean_opts *o;
+	stg_clean_fn report;
+	void *arg;
+	uint64_t freed;
+	stg_owner_cache oc;
+} cl_run;
+
+static void removed(cl_run *r, const char *what, const char *rel, uint64_t bytes)
+{
+	char path[STG_PATH_MAX * 2];
+	snprintf(path, sizeof path, "%s/%s", r->c->root, rel);
+	r->freed += bytes;
+	if (r->report)
+		r->report(r->arg, what, path, bytes);
+}
+
+/* Remove rel (under the root) unless this is a dry run. */
+static void drop(cl_run *r, const char *what, const char *rel)
+{
+	uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+	if (!r->o->dry_run && stg__rmtree_at(r->c->rootfd, rel)) {
+		stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
+			 strerror(errno));
+		return;
+	}
+	removed(r, what, rel, bytes);
+}
+
+static bool owner_gone(cl_run *r, const char *owner)
+{
+	if (r->o->job) {
+		char mine[160];
+		snprintf(mine, sizeof mine, "job-%s", r->o->job);
+		if (!strcmp(owner, mine))
+			return true;
+	}
+	return !stg__owner_alive(&r->oc, owner);
+}
+
+/* Names in a directory under the root (malloc'ed array of strdup'ed names). */
+static size_t list_dir(stg_cache *c, const char *rel, char ***out)
+{
+	*out = NULL;
+	int fd = openat(c->rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return 0;
+	}
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 32;
+			char **nv = realloc(v, cap * sizeof *nv);
+			if (!nv)
+				break;
+			v = nv;
+		}
+		if (!(v[n] = strdup(de->d_name)))
+			break;
+		n++;
+	}
+	closedir(d);
+	*out = v;
+	return n;
+}
+
+static void free_list(char **v, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
+}
+
+static void clean_partials(cl_run *r)
+{
+	char **v;
+	size_t n = list_dir(r->c, "cache", &v);
+	for (size_t i = 0; i < n; i++) {
+		char *tmp = strstr(v[i], ".tmp."), *old = strstr(v[i], ".old.");
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "cache/%s", v[i]);
+		if (old) {
+			drop(r, "partial", rel);
+			continue;
+		}
+		if (!tmp)
+			continue;
+		/* its builder holds locks/<key> while it lives */
+		char lname[STG_PATH_MAX];
+		snprintf(lname, sizeof lname, "%.*s", (int)(tmp - v[i]), v[i]);
+		int lk = stg__cache_lock(r->ctx, r->c, lname, false, NULL);
+		if (lk < 0)
+			continue;
+		drop(r, "partial", rel);
+		stg__cache_unlock(lk);
+	}
+	free_list(v, n);
+}
+
+static void clean_pins(cl_run *r)
+{
+	char **keys;
+	size_t nk = list_dir(r->c, "pins", &keys);
+	for (size_t i = 0; i < nk; i++) {
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "pins/%s", keys[i]);
+		char **owners;
+		size_t no = list_dir(r->c, rel, &owners);
+		size_t left = no;
+		for (size_t j = 0; j < no; j++) {
+			if (!owner_gone(r, owners[j]))
+				continue;
+			char pin[STG_PATH_MAX];
+			snprintf(pin, sizeof pin, "pins/%s/%s", keys[i], owners[j]);
+			if (r->o->dry_run || unlinkat(r->c->rootfd, pin, 0) == 0) {
+				removed(r, "pin", pin, 0);
+				left--;
+			}
+		}
+		if (!left && !r->o->dry_run)
+			unlinkat(r->c->rootfd, rel, AT_REMOVEDIR);
+		free_list(owners, no);
+	}
+	free_list(keys, nk);
+}
+
+static void clean_jobs(cl_run *r)
+{
+	char **v;
+	size_t n = list_dir(r->c, "jobs", &v);
+	for (size_t i = 0; i < n; i++) {
+		if (!owner_gone(r, v[i]))
+			continue;
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "jobs/%s", v[i]);
+		drop(r, "jobdir", rel);
+	}
+	free_list(v, n);
+}
+
+/* With stale pins gone (or, in a dry run, seen as gone), is key pinned? */
+static bool pinned(cl_run *r, const char *key)
+{
+	char owners[64][160];
+	size_t n = stg__pins_list(r->c, key, owners, 64);
+	for (size_t i = 0; i < n; i++)
+		if (!owner_gone(r, owners[i]))
+			return true;
+	return false;
+}
+
+static void clean_entries(cl_run *r)
+{
+	stg_lru *v;
+	size_t n = stg__entries(r->c, &v);
+	stg_space sp;
+	if (stg__space(r->ctx, r->c, &sp)) {
+		free(v);
+		return;
+	}
+	uint64_t used = 0;
+	for (size_t i = 0; i < n; i++)
+		used += v[i].size;
+	uint64_t free_now = sp.fs_free;
+	int64_t cutoff = r->o->older_than ? (int64_t)time(NULL) - (int64_t)r->o->older_than : 0;
+	/* least recently used first */
+	for (size_t i = 0; i < n; i++) {
+		bool over = (sp.cache_max && used > sp.cache_max) || free_now < sp.min_free;
+		bool old = cutoff && v[i].last_use < cutoff;
+		if (!r->o->all && !old && !over)
+			continue;
+		if (pinned(r, v[i].key))
+			continue;
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "cache/%s", v[i].key);
+		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+		if (!r->o->dry_run && stg__entry_remove(r->c, v[i].key)) {
+			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
+				 strerror(errno));
+			continue;
+		}
+		removed(r, "entry", rel, bytes);
+		used -= v[i].size < used ? v[i].size : used;
+		free_now += bytes;
+	}
+	free(v);
+}
+
+stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_clean_fn report,
+		  void *arg, uint64_t *freed)
+{
+	stg_clean_opts def;
+	if (!opts) {
+		stg_clean_opts_init(&def);
+		opts = &def;
+	}
+	if (opts->job && !*opts->job)
+		return stg__fail(ctx, STG_EUSAGE, "--job needs a job id");
+	cl_run r = {.ctx = ctx, .c = c, .o = opts, .report = report, .arg = arg};
+	/* one cleaner and no pinning or publishing while it works */
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+	clean_partials(&r);
+	clean_pins(&r);
+	clean_jobs(&r);
+	clean_entries(&r);
+	stg__cache_unlock(lk);
+	if (freed)
+		*freed = r.freed;
+	return STG_OK;
+}
+
+/* ---- status --------------------------------------------------------------------- */
+
+void stg_cache_info_free(stg_cache_info *info)
+{
+	if (!info)
+		return;
+	for (size_t i = 0; i < info->n_entries; i++) {
+		stg_cache_entry *e = (stg_cache_entry *)&info->entries[i];
+		free((char *)e->key);
+		free((char *)e->kind);
+		free((char *)e->source);
+		for (size_t j = 0; j < e->n_pins; j++)
+			free((char *)e->pins[j].owner);
+		free((stg_pin *)e->pins);
+	}
+	free((stg_cache_entry *)info->entries);
+	free(info);
+}
+
+stg_err stg_cache_status(stg_ctx *ctx, stg_cache *c, stg_cache_info **out)
+{
+	*out = NULL;
+	stg_space sp;
+	stg_err err = stg__space(ctx, c, &sp);
+	if (err)
+		return err;
+	stg_cache_info *info = calloc(1, sizeof *info);
+	if (!info)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	info->root = c->root;
+	info->fs_size = sp.fs_size;
+	info->fs_free = sp.fs_free;
+	info->fs_files_free = sp.fs_files_free;
+	info->cache_max = sp.cache_max;
+	info->min_free = sp.min_free;
+	stg_lru *v;
+	size_t n = stg__entries(c, &v);
+	stg_cache_entry *es = calloc(n ? n : 1, sizeof *es);
+	if (!es) {
+		free(v);
+		free(info);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	info->entries = es;
+	stg_owner_cache oc = {0};
+	for (size_t i = n; i-- > 0;) { /* most recently used first */
+		stg_cache_entry *e = &es[info->n_entries];
+		stg_meta m;
+		if (stg__meta_read(c, v[i].key, &m))
+			continue;
+		e->key = strdup(v[i].key);
+		e->kind = strdup(m.kind);
+		e->source = strdup(m.source);
+		e->size = m.size;
+		e->files = m.files;
+		e->last_use = m.last_use;
+		char owners[64][160];
+		size_t np = stg__pins_list(c, v[i].key, owners, 64);
+		stg_pin *pins = calloc(np ? np : 1, sizeof *pins);
+		if (!e->key || !e->kind || !e->source || !pins) {
+			free(pins);
+			info->n_entries++;
+			stg_cache_info_free(info);
+			free(v);
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		}
+		for (size_t j = 0; j < np; j++) {
+			pins[j].owner = strdup(owners[j]);
+			pins[j].alive = pins[j].owner && stg__owner_alive(&oc, owners[j]);
+		}
+		e->pins = pins;
+		e->n_pins = np;
+		info->cache_bytes += e->size;
+		info->n_entries++;
+	}
+	free(v);
+	*out = info;
+	return STG_OK;
+}

@@ -1,0 +1,150 @@
+/*
+ * manifest.c - the list of files a cache entry must hold, with their
+ * XXH3-128, kept beside the entry so that `stage --verify` can re-check it
+ * without reading the source again.
+ *
+ * One line per regular file: "<32 hex> <size> <path>", the path with '\\'
+ * and newline escaped as "\\\\" and "\\n".  Entries from foreign archives
+ * and directories are written with the same format (see source.c).
+ */
+#include "internal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path)
+{
+	for (int i = 0; i < 16; i++)
+		fprintf(f, "%02x", xxh3[i]);
+	fprintf(f, " %llu ", (unsigned long long)size);
+	for (const char *p = path; *p; p++) {
+		if (*p == '\\')
+			fputs("\\\\", f);
+		else if (*p == '\n')
+			fputs("\\n", f);
+		else
+			fputc(*p, f);
+	}
+	fputc('\n', f);
+}
+
+int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
+{
+	int fd = openat(dirfd, "manifest", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			0400);
+	if (fd < 0)
+		return -1;
+	FILE *f = fdopen(fd, "w");
+	if (!f) {
+		close(fd);
+		return -1;
+	}
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (r->type == STG_FILE && (!sel || sel[i]))
+			stg__manifest_line(f, r->xxh3, r->size, stg__rec_path(p, r));
+	}
+	return fclose(f);
+}
+
+static bool unescape(char *s)
+{
+	char *w = s;
+	for (char *r = s; *r; r++) {
+		if (*r != '\\') {
+			*w++ = *r;
+			continue;
+		}
+		r++;
+		if (*r == '\\')
+			*w++ = '\\';
+		else if (*r == 'n')
+			*w++ = '\n';
+		else
+			return false;
+	}
+	*w = '\0';
+	return true;
+}
+
+static int hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size)
+{
+	int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	XXH3_state_t *xs = XXH3_createState();
+	uint8_t *buf = malloc(1 << 20);
+	int rc = -1;
+	if (!xs || !buf)
+		goto out;
+	XXH3_128bits_reset(xs);
+	*size = 0;
+	for (;;) {
+		ssize_t n = read(fd, buf, 1 << 20);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			goto out;
+		if (n == 0)
+			break;
+		XXH3_128bits_update(xs, buf, (size_t)n);
+		*size += (uint64_t)n;
+	}
+	*h = XXH3_128bits_digest(xs);
+	rc = 0;
+out:
+	XXH3_freeState(xs);
+	free(buf);
+	close(fd);
+	return rc;
+}
+
+int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = 0;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		char *sp1 = strchr(line, ' ');
+		char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+		if (!sp1 || !sp2 || sp1 - line != 32) {
+			rc = -1;
+			break;
+		}
+		*sp2 = '\0';
+		uint64_t want_size = strtoull(sp1 + 1, NULL, 10);
+		char *path = sp2 + 1;
+		if (!unescape(path) || !stg__path_ok(path, strlen(path))) {
+			rc = -1;
+			break;
+		}
+		uint8_t want[16];
+		for (int i = 0; i < 16; i++)
+			sscanf(line + 2 * i, "%2hhx", &want[i]);
+		XXH128_hash_t h;
+		uint64_t size = 0;
+		if (hash_file(datafd, path, &h, &size)) {
+			stg__fail_errno(ctx, STG_ECORRUPT, errno, "'%s' is missing or unreadable", path);
+			rc = 1;
+			break;
+		}
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, h);
+		if (size != want_size || memcmp(c.digest, want, 16)) {
+			stg__fail(ctx, STG_ECORRUPT,
+				  "'%s' does not match its manifest (%llu bytes, expected %llu)",
+				  path, (unsigned long long)size, (unsigned long long)want_size);
+			rc = 1;
+			break;
+		}
+	}
+	free(line);
+	return rc;
+}

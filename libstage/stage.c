@@ -1,0 +1,775 @@
+/*
+ * stage.c - make a dataset available on this node through the cache.
+ *
+ * The fast path touches the shared filesystem once: stat() of the source
+ * gives its identity (device, inode, size, mtime, ctime); the index maps it
+ * to a digest; if that entry is in the cache, it is pinned and linked at the
+ * destination.  A changed source has a new identity, so it is looked at
+ * again: its trailer names its digest, and an entry with that digest (the
+ * same pack under another name) is reused.  Only then is the pack read, by
+ * one process per node: the others wait on the entry's lock and reuse what
+ * it built (single flight).  A builder that dies drops its lock with it; the
+ * next one in line removes the leftovers and builds.
+ */
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <openssl/evp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- the index ---------------------------------------------------------------- */
+
+void stg__ident_of(const struct stat *st, stg_ident *id)
+{
+	id->dev = (uint64_t)st->st_dev;
+	id->ino = (uint64_t)st->st_ino;
+	id->size = (uint64_t)st->st_size;
+	id->mtime_ns = (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+	id->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
+}
+
+static bool ident_line(const char *line, stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1])
+{
+	unsigned long long dev, ino, size;
+	long long mt, ct;
+	char h[STG_DIGEST_HEXLEN + 2];
+	if (sscanf(line, "%65s %llu %llu %llu %lld %lld", h, &dev, &ino, &size, &mt, &ct) != 6 ||
+	    strlen(h) != STG_DIGEST_HEXLEN)
+		return false;
+	id->dev = dev;
+	id->ino = ino;
+	id->size = size;
+	id->mtime_ns = mt;
+	id->ctime_ns = ct;
+	memcpy(hex, h, STG_DIGEST_HEXLEN + 1);
+	return true;
+}
+
+int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1])
+{
+	int fd = openat(c->rootfd, "index", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	FILE *f = fdopen(fd, "r");
+	if (!f) {
+		close(fd);
+		return -1;
+	}
+	char line[STG_PATH_MAX + 256];
+	int found = -1;
+	while (fgets(line, sizeof line, f)) {
+		stg_ident x;
+		char h[STG_DIGEST_HEXLEN + 1];
+		if (ident_line(line, &x, h) && !memcmp(&x, id, sizeof x)) {
+			memcpy(hex, h, sizeof h);
+			found = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
+		   const char *path)
+{
+	int lk = stg__cache_lock(ctx, c, "index", true, NULL);
+	if (lk < 0)
+		return -1;
+	int rc = -1;
+	FILE *in = NULL, *out = NULL;
+	int ifd = openat(c->rootfd, "index", O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (ifd >= 0 && !(in = fdopen(ifd, "r")))
+		close(ifd);
+	char tmp[64];
+	snprintf(tmp, sizeof tmp, "index.tmp.%d", (int)getpid());
+	int ofd = openat(c->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (ofd < 0 || !(out = fdopen(ofd, "w"))) {
+		if (ofd >= 0)
+			close(ofd);
+		goto done;
+	}
+	char line[STG_PATH_MAX + 256];
+	size_t kept = 0;
+	while (in && fgets(line, sizeof line, in)) {
+		stg_ident x;
+		char h[STG_DIGEST_HEXLEN + 1];
+		/* one line per file: a newer identity of the same inode replaces it;
+		 * the index stays bounded by keeping the newest 10,000 */
+		if (!ident_line(line, &x, h) || (x.dev == id->dev && x.ino == id->ino))
+			continue;
+		if (++kept > 10000)
+			break;
+		fputs(line, out);
+	}
+	/* a path with a newline is not worth an escape: it is left out */
+	const char *shown = strchr(path, '\n') ? "?" : path;
+	fprintf(out, "%s %llu %llu %llu %lld %lld %s\n", hex, (unsigned long long)id->dev,
+		(unsigned long long)id->ino, (unsigned long long)id->size, (long long)id->mtime_ns,
+		(long long)id->ctime_ns, shown);
+	if (fclose(out) == 0 && renameat(c->rootfd, tmp, c->rootfd, "index") == 0)
+		rc = 0;
+	out = NULL;
+done:
+	if (in)
+		fclose(in);
+	if (rc)
+		unlinkat(c->rootfd, tmp, 0);
+	stg__cache_unlock(lk);
+	return rc;
+}
+
+/* ---- names ---------------------------------------------------------------------- */
+
+/* The entry key: the digest, and for a subset a hash of its patterns. */
+static void make_key(const char *hex, const stg_stage_opts *o, char *key, size_t len)
+{
+	if (!o->n_include) {
+		snprintf(key, len, "%s", hex);
+		return;
+	}
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t h[32];
+	unsigned int hl = 0;
+	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	for (size_t i = 0; i < o->n_include; i++)
+		EVP_DigestUpdate(md, o->include[i], strlen(o->include[i]) + 1);
+	EVP_DigestFinal_ex(md, h, &hl);
+	EVP_MD_CTX_free(md);
+	char sub[STG_DIGEST_HEXLEN + 1];
+	stg_digest_hex(h, sub);
+	snprintf(key, len, "%s-%.16s", hex, sub);
+}
+
+/* NAME from a source path: its last component without archive suffixes. */
+static char *dest_name(const char *src)
+{
+	size_t len = strlen(src);
+	while (len > 1 && src[len - 1] == '/')
+		len--;
+	size_t start = len;
+	while (start > 0 && src[start - 1] != '/')
+		start--;
+	char *name = strndup(src + start, len - start);
+	if (!name)
+		return NULL;
+	static const char *const sfx[] = {".tar.zst", ".tar.gz", ".tar.xz", ".tar.bz2", ".tar.lz4",
+					  ".tzst", ".tgz", ".txz", ".tbz2", ".tar", ".zip", ".7z"};
+	size_t n = strlen(name);
+	for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
+		size_t k = strlen(sfx[i]);
+		if (n > k && !strcmp(name + n - k, sfx[i])) {
+			name[n - k] = '\0';
+			break;
+		}
+	}
+	if (!strcmp(name, ".") || !strcmp(name, "..") || !*name) {
+		free(name);
+		name = strdup("data");
+	}
+	return name;
+}
+
+static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const char *owner,
+			  stg_err *err)
+{
+	char *name = dest_name(src);
+	char *out = NULL;
+	if (!name) {
+		*err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		return NULL;
+	}
+	const char *tmpdir = getenv("SLURM_TMPDIR");
+	size_t need = strlen(c->root) + strlen(owner) + strlen(name) + 16 +
+		      (tmpdir ? strlen(tmpdir) : 0);
+	out = malloc(need);
+	if (!out) {
+		free(name);
+		*err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		return NULL;
+	}
+	if (tmpdir && *tmpdir == '/') {
+		snprintf(out, need, "%s/%s", tmpdir, name);
+	} else {
+		/* the site has no per-job scratch: a job directory of our own,
+		 * removed by clean once its owner is gone */
+		char jd[STG_PATH_MAX];
+		snprintf(jd, sizeof jd, "jobs/%s", owner);
+		if (mkdirat(c->rootfd, jd, 0700) && errno != EEXIST) {
+			*err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/%s'", c->root,
+					       jd);
+			free(out);
+			free(name);
+			return NULL;
+		}
+		snprintf(out, need, "%s/jobs/%s/%s", c->root, owner, name);
+	}
+	free(name);
+	return out;
+}
+
+/* ---- linking and copying into place ------------------------------------------- */
+
+static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const char *dest)
+{
+	struct stat st;
+	if (lstat(dest, &st) == 0) {
+		if (S_ISLNK(st.st_mode)) {
+			char cur[STG_PATH_MAX + 1];
+			ssize_t n = readlink(dest, cur, sizeof cur - 1);
+			if (n > 0) {
+				cur[n] = '\0';
+				if (!strcmp(cur, target))
+					return STG_OK; /* staged there already */
+				size_t rl = strlen(c->root);
+				if (strncmp(cur, c->root, rl) || strncmp(cur + rl, "/cache/", 7))
+					return stg__fail(ctx, STG_EEXIST,
+							 "'%s' exists (a link to '%s'); remove it or "
+							 "choose another destination",
+							 dest, cur);
+				/* a link to another entry of ours: switch it below */
+			}
+		} else if (!(S_ISDIR(st.st_mode) && rmdir(dest) == 0)) {
+			return stg__fail(ctx, STG_EEXIST,
+					 "'%s' exists; remove it or choose another destination", dest);
+		}
+	} else if (errno == ENOENT && stg__mkdirs_parent(dest)) {
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'", dest);
+	}
+	/* a new link beside it, renamed over: the switch is atomic */
+	char *tmp = stg__tmp_name(dest, "link");
+	if (!tmp)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = STG_OK;
+	if (symlink(target, tmp) || rename(tmp, dest)) {
+		int e = errno;
+		unlink(tmp);
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "cannot link '%s'", dest);
+	}
+	free(tmp);
+	return err;
+}
+
+/* Copy one file: a reflink where the filesystem shares blocks, else
+ * copy_file_range, else read and write. */
+static int copy_file(int sfd, int dfd, uint64_t size)
+{
+	if (ioctl(dfd, FICLONE, sfd) == 0)
+		return 0;
+	uint64_t done = 0;
+	while (done < size) {
+		ssize_t n = copy_file_range(sfd, NULL, dfd, NULL, size - done, 0);
+		if (n > 0) {
+			done += (uint64_t)n;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return -1;
+		/* the plain way */
+		char buf[1 << 16];
+		while (done < size) {
+			ssize_t r = pread(sfd, buf, sizeof buf, (off_t)done);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return -1;
+			if (stg__write_full(dfd, buf, (size_t)r))
+				return -1;
+			done += (uint64_t)r;
+		}
+	}
+	return 0;
+}
+
+/* Copy the tree at sfd into dfd (both directories), writable for the job. */
+static int copy_tree(int sfd, int dfd, int depth)
+{
+	if (depth > 2048) {
+		errno = ELOOP;
+		return -1;
+	}
+	int lfd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
+	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+	if (!d) {
+		if (lfd >= 0)
+			close(lfd);
+		return -1;
+	}
+	int rc = 0;
+	struct dirent *de;
+	while (rc == 0 && (de = readdir(d))) {
+		const char *n = de->d_name;
+		if (!strcmp(n, ".") || !strcmp(n, ".."))
+			continue;
+		struct stat st;
+		if (fstatat(sfd, n, &st, AT_SYMLINK_NOFOLLOW)) {
+			rc = -1;
+			break;
+		}
+		struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
+		mode_t mode = (st.st_mode & 07777) | S_IWUSR;
+		if (S_ISDIR(st.st_mode)) {
+			int a = -1, b = -1;
+			if (mkdirat(dfd, n, 0700) ||
+			    (a = openat(sfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+			    (b = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+			    copy_tree(a, b, depth + 1) || fchmod(b, mode | S_IXUSR) ||
+			    futimens(b, ts))
+				rc = -1;
+			if (a >= 0)
+				close(a);
+			if (b >= 0)
+				close(b);
+		} else if (S_ISLNK(st.st_mode)) {
+			char t[STG_PATH_MAX + 1];
+			ssize_t k = readlinkat(sfd, n, t, sizeof t - 1);
+			if (k < 0)
+				rc = -1;
+			else {
+				t[k] = '\0';
+				rc = symlinkat(t, dfd, n) ? -1
+				     : utimensat(dfd, n, ts, AT_SYMLINK_NOFOLLOW);
+			}
+		} else if (S_ISREG(st.st_mode)) {
+			int a = openat(sfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+			int b = a < 0 ? -1
+				      : openat(dfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+					       0600);
+			if (a < 0 || b < 0 || copy_file(a, b, (uint64_t)st.st_size) || fchmod(b, mode) ||
+			    futimens(b, ts))
+				rc = -1;
+			if (a >= 0)
+				close(a);
+			if (b >= 0 && close(b))
+				rc = -1;
+		}
+	}
+	int e = errno;
+	closedir(d);
+	errno = e;
+	return rc;
+}
+
+static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
+{
+	struct stat st;
+	if (lstat(dest, &st) == 0 && !(S_ISDIR(st.st_mode) && rmdir(dest) == 0))
+		return stg__fail(ctx, STG_EEXIST,
+				 "'%s' exists; remove it or choose another destination", dest);
+	if (stg__mkdirs_parent(dest))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'", dest);
+	char *tmp = stg__tmp_name(dest, "copy");
+	if (!tmp)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = STG_OK;
+	int sfd = open(target, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	int dfd = -1;
+	if (sfd < 0 || mkdir(tmp, 0700) ||
+	    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    copy_tree(sfd, dfd, 0) || fchmod(dfd, 0755) || rename(tmp, dest)) {
+		int e = errno;
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+				      "cannot copy the dataset to '%s'", dest);
+		stg__rmtree(tmp);
+	}
+	if (sfd >= 0)
+		close(sfd);
+	if (dfd >= 0)
+		close(dfd);
+	free(tmp);
+	return err;
+}
+
+/* ---- verifying a warm entry -------------------------------------------------- */
+
+/* Hash every file the manifest names; 0 all match, 1 a mismatch (named in
+ * ctx), -1 no manifest. */
+int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "cache/%s/manifest", key);
+	int mfd = openat(c->rootfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (mfd < 0)
+		return -1;
+	snprintf(path, sizeof path, "cache/%s/data", key);
+	int dfd = openat(c->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f = fdopen(mfd, "r");
+	if (dfd < 0 || !f) {
+		if (f)
+			fclose(f);
+		else
+			close(mfd);
+		if (dfd >= 0)
+			close(dfd);
+		return -1;
+	}
+	int rc = stg__manifest_check(ctx, f, dfd);
+	fclose(f);
+	close(dfd);
+	return rc;
+}
+
+/* ---- the pack path ------------------------------------------------------------- */
+
+/* Bytes on disk the selected part of a pack will take. */
+static uint64_t disk_need(const stg_pack *p, const bool *sel)
+{
+	uint64_t need = 64 * 1024; /* manifest, meta, the entry's directories */
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (sel && !sel[i])
+			continue;
+		if (r->type == STG_FILE)
+			need += (r->size + 4095) / 4096 * 4096;
+		else if (r->type == STG_DIR)
+			need += 4096;
+	}
+	return need;
+}
+
+/* Remove builds of this key left by dead builders (the caller holds the
+ * key's lock, so no live builder has one). */
+void stg__remove_leftovers(stg_cache *c, const char *key)
+{
+	int fd = openat(c->rootfd, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	size_t kl = strlen(key);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strncmp(de->d_name, key, kl) && !strncmp(de->d_name + kl, ".tmp.", 5))
+			stg__rmtree_at(fd, de->d_name);
+	}
+	closedir(d);
+}
+
+/* Build the entry key from an open pack into a temporary directory, then
+ * publish it.  The caller holds the key's lock. */
+static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
+			       const char *src, const stg_stage_opts *o, stg_stage_result *res)
+{
+	stg_err err;
+	bool *sel = NULL;
+	stg_unpack_opts uo;
+	stg_unpack_opts_init(&uo);
+	uo.include = o->include;
+	uo.n_include = o->n_include;
+	uo.read_only = 1;
+	if ((err = stg__select(ctx, p, &uo, &sel)))
+		return err;
+
+	/* room first: nothing is copied unless it fits */
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0) {
+		free(sel);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+	}
+	err = stg__make_room(ctx, c, disk_need(p, sel), NULL);
+	stg__cache_unlock(lk);
+	if (err) {
+		free(sel);
+		return err;
+	}
+
+	char tmp[STG_PATH_MAX], fin[STG_PATH_MAX];
+	snprintf(tmp, sizeof tmp, "cache/%s.tmp.%d", key, (int)getpid());
+	snprintf(fin, sizeof fin, "cache/%s", key);
+	int tfd = -1, dfd = -1;
+	if (mkdirat(c->rootfd, tmp, 0700) ||
+	    (tfd = openat(c->rootfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    mkdirat(tfd, "data", 0700) ||
+	    (dfd = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		int e = errno;
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+				      "cannot create a cache entry in '%s'", c->root);
+		goto out;
+	}
+	stg_unpack_stats st;
+	if ((err = stg__extract_at(ctx, p, dfd, &uo, &st)))
+		goto out;
+	res->source_bytes += st.pack_bytes_read;
+	res->files = st.files;
+	res->content_bytes = st.bytes;
+	/* the entry itself is read-only too */
+	fchmod(dfd, 0555);
+	if (stg__manifest_write(tfd, p, sel)) {
+		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+				      "cannot write the entry's manifest");
+		goto out;
+	}
+	stg_meta m = {0};
+	snprintf(m.kind, sizeof m.kind, "pack");
+	snprintf(m.source, sizeof m.source, "%s", src);
+	m.size = disk_need(p, sel);
+	m.files = st.files;
+	m.content = st.bytes;
+	if (stg__meta_write(tfd, &m)) {
+		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+				      "cannot write the entry's description");
+		goto out;
+	}
+	/* publish */
+	if (renameat(c->rootfd, tmp, c->rootfd, fin)) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot publish the cache entry %s", key);
+		goto out;
+	}
+	tmp[0] = '\0';
+out:
+	if (dfd >= 0)
+		close(dfd);
+	if (tfd >= 0)
+		close(tfd);
+	if (tmp[0])
+		stg__rmtree_at(c->rootfd, tmp);
+	free(sel);
+	return err;
+}
+
+/* Pin the entry (if it still exists) and put it at the destination.
+ * STG_ENOENT (quietly) if it was evicted meanwhile: the caller retries. */
+stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
+		    const stg_stage_opts *o, const char *owner, stg_stage_result *res)
+{
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+	bool ok = stg__entry_exists(c, key);
+	if (ok && !o->no_pin && stg__pin(c, key, owner)) {
+		int e = errno;
+		stg__cache_unlock(lk);
+		return stg__fail_errno(ctx, STG_EIO, e, "cannot pin the cache entry %s", key);
+	}
+	stg__cache_unlock(lk);
+	if (!ok)
+		return STG_ENOENT;
+	stg__entry_touch(c, key);
+	stg_meta m;
+	if (stg__meta_read(c, key, &m) == 0) {
+		if (!res->files)
+			res->files = m.files;
+		if (!res->content_bytes)
+			res->content_bytes = m.content;
+	}
+	char target[STG_PATH_MAX];
+	snprintf(target, sizeof target, "%s/cache/%s/data", c->root, key);
+	stg_err err = STG_OK;
+	char *dest = o->dest ? strdup(o->dest) : default_dest(ctx, c, src, owner, &err);
+	if (!dest)
+		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	err = o->copy ? copy_dest(ctx, target, dest) : link_dest(ctx, c, target, dest);
+	if (err) {
+		free(dest);
+		return err;
+	}
+	res->path = dest;
+	return STG_OK;
+}
+
+/* Does the file end with a pack's footer?  One 48-byte read. */
+static bool is_pack(int fd, uint64_t size)
+{
+	uint8_t f[STG_FOOTER_SIZE];
+	return size >= STG_FOOTER_SIZE + 8 &&
+	       stg__pread_full(fd, f, sizeof f, size - sizeof f) == 0 &&
+	       !memcmp(f + 40, STG_FOOTER_MAGIC, 8);
+}
+
+static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
+			  const stg_ident *id, const stg_stage_opts *o, const char *owner,
+			  stg_stage_result *res)
+{
+	stg_pack *p = NULL;
+	stg_err err = stg_pack_open_fd(ctx, fd, &p);
+	if (err)
+		return err;
+	uint64_t trailer = p->size - p->t.data_size;
+	res->source_bytes += trailer < STG_TAIL_READ ? STG_TAIL_READ : trailer;
+	if (res->source_bytes > p->size)
+		res->source_bytes = p->size;
+	memcpy(res->digest, p->t.digest, STG_DIGEST_LEN);
+	char hex[STG_DIGEST_HEXLEN + 1], key[STG_DIGEST_HEXLEN + 18];
+	stg_digest_hex(p->t.digest, hex);
+	make_key(hex, o, key, sizeof key);
+
+	int klock = -1;
+	for (int attempt = 0; attempt < 3; attempt++) {
+		if (stg__entry_exists(c, key)) {
+			err = stg__attach(ctx, c, key, src, o, owner, res);
+			if (err != STG_ENOENT) {
+				res->hit = klock < 0 || res->waited;
+				goto out;
+			}
+		}
+		if (klock < 0) {
+			bool waited;
+			klock = stg__cache_lock(ctx, c, key, true, &waited);
+			if (klock < 0) {
+				err = stg__cancelled(ctx)
+					      ? stg__fail(ctx, STG_EINTR, "interrupted")
+					      : stg__fail_errno(ctx, STG_EIO, errno,
+								"cannot lock the cache entry %s", key);
+				goto out;
+			}
+			res->waited = waited;
+			if (stg__entry_exists(c, key))
+				continue; /* another process built it meanwhile */
+		}
+		stg__remove_leftovers(c, key);
+		if ((err = build_from_pack(ctx, c, p, key, src, o, res)))
+			goto out;
+		res->hit = 0;
+		res->waited = 0;
+	}
+	if (!res->path)
+		err = stg__fail(ctx, STG_EIO, "the cache entry %s keeps disappearing (evicted by "
+					      "another process?); try again",
+				key);
+out:
+	if (!err)
+		stg__index_put(ctx, c, id, hex, src);
+	stg__cache_unlock(klock);
+	stg_pack_close(p);
+	return err;
+}
+
+/* ---- the whole ------------------------------------------------------------------ */
+
+void stg_stage_opts_init(stg_stage_opts *o)
+{
+	memset(o, 0, sizeof *o);
+}
+
+void stg_stage_result_free(stg_stage_result *res)
+{
+	if (!res)
+		return;
+	free(res->path);
+	res->path = NULL;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *opts,
+		  stg_stage_result *res)
+{
+	double t0 = now();
+	memset(res, 0, sizeof *res);
+	stg_stage_opts def;
+	if (!opts) {
+		stg_stage_opts_init(&def);
+		opts = &def;
+	}
+	char *owner = opts->owner ? strdup(opts->owner) : stg__default_owner();
+	if (!owner)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	/* an absolute name for status and the index, made without asking the
+	 * shared filesystem (no realpath) */
+	char abs[STG_PATH_MAX + 1];
+	if (src[0] != '/') {
+		char cwd[STG_PATH_MAX + 1];
+		size_t cl, sl = strlen(src);
+		if (getcwd(cwd, sizeof cwd) && (cl = strlen(cwd)) + sl + 2 <= sizeof abs) {
+			memcpy(abs, cwd, cl);
+			abs[cl] = '/';
+			memcpy(abs + cl + 1, src, sl + 1);
+			src = abs;
+		}
+	}
+	stg_err err = STG_OK;
+	int fd = -1;
+	struct stat st;
+	/* the one call on the shared filesystem that a warm stage makes */
+	if (stat(src, &st)) {
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
+		goto out;
+	}
+	if (S_ISDIR(st.st_mode)) {
+		res->kind = "directory";
+		err = stg__stage_dir(ctx, c, src, opts, owner, res);
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		err = stg__fail(ctx, STG_ENOENT, "'%s' is not a file or directory", src);
+		goto out;
+	}
+	stg_ident id;
+	stg__ident_of(&st, &id);
+	char hex[STG_DIGEST_HEXLEN + 1];
+	if (stg__index_get(c, &id, hex) == 0) {
+		char key[STG_DIGEST_HEXLEN + 18];
+		make_key(hex, opts, key, sizeof key);
+		if (stg__entry_exists(c, key)) {
+			if (opts->verify && stg__verify_entry(ctx, c, key) > 0) {
+				stg__log(ctx, STG_LOG_WARN, "%s; the cache entry is damaged: "
+							    "staging it again",
+					 stg_errmsg(ctx));
+				int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+				stg__entry_remove(c, key);
+				stg__cache_unlock(lk);
+			} else {
+				err = stg__attach(ctx, c, key, src, opts, owner, res);
+				if (err != STG_ENOENT) {
+					res->hit = 1;
+					res->kind = "pack"; /* refined below if not */
+					stg_meta m;
+					if (stg__meta_read(c, key, &m) == 0)
+						res->kind = !strcmp(m.kind, "archive") ? "archive" : "pack";
+					for (int i = 0; i < STG_DIGEST_LEN; i++)
+						sscanf(hex + 2 * i, "%2hhx", &res->digest[i]);
+					goto out;
+				}
+			}
+		}
+	}
+	fd = open(src, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
+		goto out;
+	}
+	if (is_pack(fd, (uint64_t)st.st_size)) {
+		res->kind = "pack";
+		err = stage_pack(ctx, c, fd, src, &id, opts, owner, res);
+		if (err && err != STG_EINTR && err != STG_ENOSPC && err != STG_EEXIST &&
+		    err != STG_ENOMEM) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
+			stg__fail(ctx, err, "'%s': %s", src, msg);
+		}
+	} else {
+		res->kind = "archive";
+		err = stg__stage_archive(ctx, c, fd, src, &id, opts, owner, res);
+	}
+out:
+	if (fd >= 0)
+		close(fd);
+	free(owner);
+	res->seconds = now() - t0;
+	if (err) {
+		free(res->path);
+		res->path = NULL;
+	}
+	return err;
+}
