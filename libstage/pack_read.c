@@ -199,3 +199,16 @@ int stg_pack_delta(const stg_pack *p, size_t i, uint8_t base[STG_DIGEST_LEN],
 	*name = p->t.names + p->t.deltas[i].name_off;
 	return 0;
 }
+
+int stg_pack_frame(const stg_pack *p, size_t i, uint64_t *offset, uint64_t *size,
+		   uint64_t *tar_offset, uint64_t *tar_size)
+{
+	if (i >= p->t.n_frames)
+		return -1;
+	const stg_frame *f = &p->t.frames[i];
+	*offset = f->comp_off;
+	*size = f->comp_size;
+	*tar_offset = f->raw_off;
+	*tar_size = f->raw_size;
+	return 0;
+}

@@ -41,32 +41,65 @@
 
 typedef struct ar_src {
 	int fd;
+	uint64_t size;
+	uint64_t pos;    /* where the next read starts */
+	uint64_t hashed; /* the SHA-256 covers [0, hashed) */
 	uint8_t *buf;
 	EVP_MD_CTX *sha;
-	uint64_t bytes;
+	uint64_t bytes;  /* read from the file, re-reads included */
 	int err;
 	volatile uint64_t *progress; /* shared with the watching parent */
 } ar_src;
 
+/* Reads may jump (zip and 7z read their directory at the end first): a read
+ * that continues the hashed prefix extends it, and hash_rest() reads what
+ * was skipped, so the digest is of the whole file in order. */
 static la_ssize_t ar_read(struct archive *a, void *arg, const void **out)
 {
-	(void)a;
 	ar_src *s = arg;
 	for (;;) {
-		ssize_t n = read(s->fd, s->buf, BLOCK);
+		ssize_t n = pread(s->fd, s->buf, BLOCK, (off_t)s->pos);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
 			s->err = errno;
-			archive_set_error(a, errno, "read error");
+			if (a)
+				archive_set_error(a, errno, "read error");
 			return -1;
 		}
-		EVP_DigestUpdate(s->sha, s->buf, (size_t)n);
+		if (s->pos == s->hashed) {
+			EVP_DigestUpdate(s->sha, s->buf, (size_t)n);
+			s->hashed += (uint64_t)n;
+		}
+		s->pos += (uint64_t)n;
 		s->bytes += (uint64_t)n;
 		*s->progress += (uint64_t)n + 1;
 		*out = s->buf;
 		return n;
 	}
+}
+
+static la_int64_t ar_seek(struct archive *a, void *arg, la_int64_t off, int whence)
+{
+	(void)a;
+	ar_src *s = arg;
+	int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)s->pos : (int64_t)s->size;
+	int64_t to = base + off;
+	if (to < 0)
+		return ARCHIVE_FATAL;
+	s->pos = (uint64_t)to;
+	*s->progress += 1;
+	return to;
+}
+
+static int hash_rest(ar_src *s)
+{
+	s->pos = s->hashed;
+	const void *out;
+	la_ssize_t n;
+	while ((n = ar_read(NULL, s, &out)) > 0)
+		;
+	return n < 0 ? -1 : 0;
 }
 
 /* What was extracted, for the tree checks at the end. */
@@ -306,8 +339,17 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 	char path[STG_PATH_MAX + 1], target[STG_PATH_MAX + 1];
 	for (;;) {
 		int r = archive_read_next_header(a, &ae);
-		if (r == ARCHIVE_EOF)
+		if (r == ARCHIVE_EOF) {
+			/* a tar stream ends with zero blocks; one cut at an entry
+			 * boundary (a truncated copy, a pack without its end) reads
+			 * as a clean end that consumed none of them */
+			if ((archive_format(a) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_TAR &&
+			    archive_filter_bytes(a, 0) < archive_read_header_position(a) + 512)
+				return stg__fail(s->ctx, STG_ECORRUPT,
+						 "damaged archive: the tar stream is truncated (it "
+						 "ends without its end-of-archive marker)");
 			break;
+		}
 		if (r == ARCHIVE_WARN)
 			stg__log(s->ctx, STG_LOG_WARN, "%s", archive_error_string(a));
 		else if (r != ARCHIVE_OK)
@@ -471,6 +513,9 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 		goto out;
 	}
 	EVP_DigestInit_ex(src.sha, EVP_sha256(), NULL);
+	struct stat fst;
+	if (fstat(fd, &fst) == 0)
+		src.size = (uint64_t)fst.st_size;
 	if (mkdirat(tfd, "data", 0700) ||
 	    (dfd = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    (mfd = openat(tfd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
@@ -493,7 +538,6 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 	archive_read_support_format_ar(a);
 	archive_read_support_format_cab(a);
 	archive_read_support_format_cpio(a);
-	archive_read_support_format_empty(a);
 	archive_read_support_format_iso9660(a);
 	archive_read_support_format_lha(a);
 	archive_read_support_format_rar(a);
@@ -502,6 +546,7 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 	archive_read_support_format_warc(a);
 	archive_read_support_format_xar(a);
 	archive_read_support_format_zip(a);
+	archive_read_set_seek_callback(a, ar_seek);
 	if (archive_read_open(a, &src, NULL, ar_read, NULL) != ARCHIVE_OK) {
 		err = src.err ? stg__fail_errno(ctx, STG_EIO, src.err, "cannot read the archive")
 			      : stg__fail(ctx, STG_ECORRUPT,
@@ -517,11 +562,7 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 		goto out;
 	}
 	/* the identity of an archive is all of its bytes */
-	const void *rest;
-	la_ssize_t n;
-	while ((n = ar_read(a, &src, &rest)) > 0)
-		;
-	if (n < 0) {
+	if (hash_rest(&src)) {
 		err = stg__fail_errno(ctx, STG_EIO, src.err, "cannot read the archive");
 		goto out;
 	}
@@ -655,6 +696,8 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
 				 "--include needs a pack: '%s' is another kind of archive (make a "
 				 "pack with 'stager pack' to stage parts of it)",
 				 src);
+	if (id->size == 0)
+		return stg__fail(ctx, STG_ECORRUPT, "'%s' is empty: not a pack or an archive", src);
 	stg__log(ctx, STG_LOG_INFO,
 		 "'%s' is not a pack: it is read and unpacked in one stream, with no parallel "
 		 "extraction; 'stager pack' makes it faster to stage",

@@ -176,6 +176,11 @@ STG_API size_t stg_pack_count(const stg_pack *pack);
 /* Entry i (0 <= i < count), in pack order; returns 0, or -1 if out of range. */
 STG_API int stg_pack_entry(const stg_pack *pack, size_t i, stg_entry *out);
 
+/* Frame i: where it lies in the file and what part of the tar stream it
+ * holds.  0, or -1 if out of range. */
+STG_API int stg_pack_frame(const stg_pack *pack, size_t i, uint64_t *offset, uint64_t *size,
+			   uint64_t *tar_offset, uint64_t *tar_size);
+
 /* Delta record i: the digest of the base it applies to and the delta file's
  * name (relative to the pack's directory).  0, or -1 if out of range. */
 STG_API int stg_pack_delta(const stg_pack *pack, size_t i,

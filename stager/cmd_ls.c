@@ -30,7 +30,7 @@ static void mode_string(const stg_entry *e, char out[11])
 	out[10] = '\0';
 }
 
-static void print_json(const stg_pack *pack)
+static void print_json(const stg_pack *pack, int lng)
 {
 	stg_pack_info info;
 	stg_pack_get_info(pack, &info);
@@ -54,7 +54,19 @@ static void print_json(const stg_pack *pack)
 		json_str(stdout, name);
 		printf("}");
 	}
-	printf("],\"entries\":[");
+	printf("]");
+	if (lng) {
+		printf(",\"frame_table\":[");
+		for (size_t i = 0; i < info.frames; i++) {
+			uint64_t off, size, toff, tsize;
+			stg_pack_frame(pack, i, &off, &size, &toff, &tsize);
+			printf("%s{\"offset\":%llu,\"size\":%llu,\"tar_offset\":%llu,\"tar_size\":%llu}",
+			       i ? "," : "", (unsigned long long)off, (unsigned long long)size,
+			       (unsigned long long)toff, (unsigned long long)tsize);
+		}
+		printf("]");
+	}
+	printf(",\"entries\":[");
 	size_t n = stg_pack_count(pack);
 	for (size_t i = 0; i < n; i++) {
 		stg_entry e;
@@ -118,7 +130,7 @@ int cmd_ls(int argc, char **argv)
 		return rc;
 	}
 	if (json) {
-		print_json(pack);
+		print_json(pack, lng);
 	} else {
 		size_t n = stg_pack_count(pack);
 		for (size_t i = 0; i < n; i++) {

@@ -55,7 +55,8 @@ const cli_cmd cli_commands[] = {
 	 "the end of the file, whatever the pack's size.  Directories end in '/'.\n"
 	 "\n"
 	 "  -l, --long          mode, size, mtime and link targets, like `tar -tv`\n"
-	 "      --json          the digest, totals and every entry as JSON\n"},
+	 "      --json          the digest, totals and every entry as JSON (with\n"
+	 "                      --long, also the frame table)\n"},
 	{"unpack", cmd_unpack, "extract a pack into a new directory, verified",
 	 "usage: stager unpack PACK DIR [--include GLOB]...\n"
 	 "\n"

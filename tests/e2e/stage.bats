@@ -1,0 +1,267 @@
+#!/usr/bin/env bats
+# stager stage, status and clean: the per-node cache, against real
+# processes, a real small filesystem and real kill -9.
+
+load helpers
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SITE_CONFIG=/dev/null HOME="$T"
+	unset SLURM_TMPDIR SLURM_JOB_ID
+}
+
+teardown() {
+	cd /
+	mountpoint -q "$T/small" 2>/dev/null && umount "$T/small"
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+make_pack() { # dir pack megabytes
+	mkdir -p "$1/sub"
+	head -c "$(($3 * 1048576))" /dev/urandom >"$1/sub/big.bin"
+	for i in $(seq 1 20); do echo "file $i" >"$1/f$i.txt"; done
+	"$STAGER" pack -q "$1" -o "$2" >/dev/null
+}
+
+@test "stage prints the path of a read-only link into the cache; a second stage is a hit" {
+	make_pack src ds.tar.zst 2
+	run "$STAGER" stage -q ds.tar.zst
+	[ "$status" -eq 0 ]
+	path=$output
+	[ -L "$path" ]
+	[[ "$path" == "$T/scratch/jobs/"*"/ds" ]]
+	diff -r src "$path"
+	[ "$(stat -c %a "$path/sub/big.bin")" = "444" ]
+	[ "$(stat -c %a "$path/sub")" = "555" ]
+	run "$STAGER" stage --json -q ds.tar.zst
+	echo "$output" | jq -e '.hit == true and .source_bytes == 0 and .kind == "pack"'
+	# under Slurm the default destination is $SLURM_TMPDIR/NAME
+	mkdir jobtmp
+	run env SLURM_TMPDIR="$T/jobtmp" SLURM_JOB_ID=77 "$STAGER" stage -q ds.tar.zst
+	[ "$output" = "$T/jobtmp/ds" ]
+	diff -r src jobtmp/ds
+}
+
+@test "a warm stage makes at most 3 calls on the source and reads nothing from it" {
+	make_pack src ds.tar.zst 1
+	"$STAGER" stage -q ds.tar.zst d1 >/dev/null
+	ASAN_OPTIONS=detect_leaks=0 strace -f -y -o trace "$STAGER" stage -q ds.tar.zst d2 >/dev/null
+	n=$(grep -c 'ds.tar.zst' trace)
+	echo "calls naming the source: $n"
+	grep 'ds.tar.zst' trace
+	[ "$n" -ge 1 ] && [ "$n" -le 3 ]
+	! grep 'ds.tar.zst' trace | grep -qE '^[0-9]+ +(read|pread64)'
+}
+
+@test "a cold stage reads the pack once, with few metadata calls" {
+	make_pack src ds.tar.zst 8
+	ASAN_OPTIONS=detect_leaks=0 strace -f -y -o trace "$STAGER" stage -q ds.tar.zst d1 >/dev/null
+	meta=$(grep 'ds.tar.zst' trace | grep -vcE '^[0-9]+ +(read|pread64)\(')
+	echo "metadata calls: $meta"
+	[ "$meta" -le 30 ]
+	bytes=$(grep 'ds.tar.zst' trace | grep -E '^[0-9]+ +pread64\(' | awk -F'= ' '{s += $NF} END {print s}')
+	size=$(stat -c %s ds.tar.zst)
+	echo "read $bytes of $size"
+	[ "$bytes" -le $((size + 1048576)) ]
+}
+
+@test "four concurrent stages of one pack read it once (single flight)" {
+	make_pack src ds.tar.zst 60
+	for i in 1 2 3 4; do
+		"$STAGER" stage --json -q ds.tar.zst "d$i" >"out$i" &
+	done
+	wait
+	cat out1 out2 out3 out4
+	[ "$(cat out1 out2 out3 out4 | jq -s 'map(select(.hit == false)) | length')" -eq 1 ]
+	[ "$(cat out1 out2 out3 out4 | jq -s 'map(select(.source_bytes > 10000000)) | length')" -eq 1 ]
+	for i in 1 2 3 4; do diff -r src "d$i"; done
+}
+
+@test "a damaged pack publishes nothing, and a good one stages afterwards" {
+	make_pack src ds.tar.zst 2
+	cp ds.tar.zst bad.tar.zst
+	flip_byte bad.tar.zst 1000000
+	run "$STAGER" stage bad.tar.zst dest
+	[ "$status" -eq 4 ]
+	echo "$output" | grep -q "bad.tar.zst"
+	[ ! -e dest ]
+	[ -z "$(ls scratch/cache)" ]
+	: >empty.tar.zst
+	run "$STAGER" stage empty.tar.zst dest
+	[ "$status" -eq 4 ]
+	head -c 100000 ds.tar.zst >trunc.tar.zst
+	run "$STAGER" stage trunc.tar.zst dest
+	[ "$status" -eq 4 ]
+	# a pack cut where a frame ends is a valid zstd stream of a tar that
+	# stops at an entry boundary: it must still be refused
+	"$STAGER" pack -q src -o small.tar.zst --frame-size 64K >/dev/null
+	# (the last frame holds the end-of-archive blocks: without the trailer
+	# alone, the tar stream is complete and correct)
+	ends=$("$STAGER" ls --json --long small.tar.zst | jq '.frame_table[:-1][] | .offset + .size')
+	[ "$(echo "$ends" | wc -l)" -ge 2 ]
+	for cut in $ends; do
+		head -c "$cut" small.tar.zst >cut.tar.zst
+		run "$STAGER" stage cut.tar.zst cutdest
+		[ "$status" -eq 4 ] || { echo "cut at $cut: $status $output"; false; }
+		[ ! -e cutdest ]
+	done
+	run "$STAGER" stage missing.tar.zst dest
+	[ "$status" -eq 2 ]
+	run "$STAGER" stage -q ds.tar.zst dest
+	[ "$status" -eq 0 ]
+	diff -r src dest
+}
+
+@test "kill -9 at random moments never leaves a wrong tree; the next stage succeeds" {
+	make_pack src ds.tar.zst 150
+	for round in 1 2 3 4 5 6; do
+		rm -rf dest
+		"$STAGER" stage -q ds.tar.zst dest >/dev/null 2>&1 &
+		pid=$!
+		sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
+		kill -9 $pid 2>/dev/null || true
+		wait $pid || true
+		# an entry is complete or absent
+		for e in scratch/cache/*; do
+			[ -e "$e" ] || continue
+			case $e in *.tmp.*) continue ;; esac
+			[ -f "$e/meta" ]
+			diff -r src "$e/data"
+		done
+		run "$STAGER" stage -q ds.tar.zst dest
+		[ "$status" -eq 0 ]
+		diff -r src dest
+		# start cold again next round
+		"$STAGER" clean -q --all >/dev/null
+	done
+	# leftovers of killed builders are cleaned
+	run "$STAGER" clean --json -q
+	[ -z "$(ls scratch/cache | grep -E '\.(tmp|old)\.')" ]
+}
+
+@test "disk full: exit 3 before copying anything; eviction makes room when it can" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	mkdir small
+	mount -t tmpfs -o size=48m tmpfs small || skip "cannot mount tmpfs"
+	export STAGER_SCRATCH_ROOT="$T/small/scratch" STAGER_MIN_FREE=1M
+	make_pack big big.tar.zst 60
+	run "$STAGER" stage big.tar.zst dest
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -q "need .*free"
+	[ ! -e dest ]
+	[ -z "$(ls small/scratch/cache)" ]
+	# two unpinned 18 MiB entries; a third evicts the least recently used
+	make_pack a a.tar.zst 18
+	make_pack b b.tar.zst 18
+	make_pack c c.tar.zst 18
+	"$STAGER" stage -q --no-pin a.tar.zst da >/dev/null
+	"$STAGER" stage -q --no-pin b.tar.zst db >/dev/null
+	"$STAGER" stage -q b.tar.zst db >/dev/null # b is now the more recent, and pinned
+	# (not through `run`: its subshell would be the pin's owner, and gone)
+	"$STAGER" stage -q c.tar.zst dc >/dev/null
+	diff -r c dc
+	diff -r b db
+	[ ! -e da/f1.txt ] # a was evicted
+	# with everything pinned by a live owner there is no room: exit 3
+	run "$STAGER" stage a.tar.zst da2
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -q "evictable"
+}
+
+@test "pins: clean keeps what a live owner uses and removes what a dead one left" {
+	make_pack src ds.tar.zst 1
+	make_pack src2 other.tar.zst 1
+	# pinned by this (live) test shell
+	"$STAGER" stage -q ds.tar.zst live >/dev/null
+	# pinned by a shell that exits at once
+	sh -c "\"$STAGER\" stage -q other.tar.zst dead >/dev/null"
+	run "$STAGER" status --json
+	echo "$output" | jq -e '[.entries[].pins[].alive] | sort == [false, true]'
+	run "$STAGER" clean --dry-run --all
+	echo "$output" | grep -q "would remove pin"
+	[ -e dead/f1.txt ]
+	run "$STAGER" clean --all --json -q
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.bytes_freed > 0'
+	[ ! -e dead/f1.txt ]
+	diff -r src live
+	run "$STAGER" status --json
+	echo "$output" | jq -e '.entries | length == 1'
+	# a job's pins go with --job, alive or not
+	SLURM_JOB_ID=4242 "$STAGER" stage -q other.tar.zst job >/dev/null
+	run "$STAGER" clean -q --all --job 4242
+	[ ! -e job/f1.txt ]
+	diff -r src live
+}
+
+@test "status shows every setting and where it came from" {
+	mkdir -p .config/stager
+	echo "cache_max = 10G" >.config/stager/config
+	run env STAGER_MIN_FREE=2G "$STAGER" status --json
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.settings.cache_max.value == "10G" and (.settings.cache_max.from | test("config:1"))'
+	echo "$output" | jq -e '.settings.min_free.from == "environment STAGER_MIN_FREE"'
+	echo "$output" | jq -e '.settings.scratch_root.from == "environment STAGER_SCRATCH_ROOT"'
+	run "$STAGER" status --scratch "$T/other"
+	echo "$output" | grep -q "scratch_root .*(--scratch)"
+	echo "cache_max = lots" >.config/stager/config
+	run "$STAGER" status
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "config:1: invalid value 'lots'"
+}
+
+@test "foreign archives stage through the same secure extraction" {
+	make_awkward_tree src
+	# cache entries are read-only: compare with a read-only source
+	chmod -R a-w src
+	tar -czf a.tgz -C src .
+	run "$STAGER" stage -q a.tgz dest
+	[ "$status" -eq 0 ]
+	[ "$(tree_sig src)" = "$(tree_sig dest)" ]
+	(cd src && zip -qry ../a.zip .) 2>/dev/null || skip "no zip"
+	run "$STAGER" stage -q a.zip zdest
+	[ "$status" -eq 0 ]
+	[ "$(tree_sig src)" = "$(tree_sig zdest)" ]
+	# hostile: absolute paths, .., symlink escapes, devices
+	mkdir h && echo x >h/x
+	tar -cf abs.tar -P "$T/h/x"
+	tar -cf dots.tar --transform 's,^,../../,' -C h x
+	ln -s /etc/passwd h/l && tar -cf link.tar -C h l && rm h/l
+	for f in abs.tar dots.tar link.tar; do
+		run "$STAGER" stage "$f" "out-$f"
+		[ "$status" -eq 4 ] || { echo "$f: $status $output"; false; }
+		[ ! -e "out-$f" ]
+	done
+	if [ "$(id -u)" -eq 0 ]; then
+		mknod h/dev c 1 3 && tar -cf dev.tar -C h dev
+		run "$STAGER" stage dev.tar out-dev
+		[ "$status" -eq 4 ]
+	fi
+	# setuid is stripped
+	echo s >h/s && chmod 4755 h/s && tar -cf suid.tar -C h s
+	"$STAGER" stage -q suid.tar sdest >/dev/null
+	[ "$(stat -c %a sdest/s)" = "555" ]
+}
+
+@test "the corpus of 444 malformed archives: no crash, no hang, 0 or 4, nothing outside" {
+	[ -d "$CORPUS/libarchive-tests" ] || skip "no corpus"
+	export STAGER_STALL_TIMEOUT=3
+	mkdir out
+	touch marker
+	bad=0
+	for f in "$CORPUS"/libarchive-tests/*; do
+		b=$(basename "$f")
+		st=0
+		timeout -k 5 60 "$STAGER" stage -q "$f" "out/$b" </dev/null >/dev/null 2>>err.log || st=$?
+		if [ "$st" -ne 0 ] && [ "$st" -ne 4 ]; then
+			echo "$b: exit $st"
+			bad=$((bad + 1))
+		fi
+	done
+	tail -5 err.log
+	[ "$bad" -eq 0 ]
+	# nothing was written outside the scratch root and out/
+	[ -z "$(find "$T" -newer marker -not -path "$T/scratch*" -not -path "$T/out*" -not -name err.log -not -path "$T")" ]
+}
