@@ -99,7 +99,21 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
 	const char *v = stg_config_get(cfg, "scratch_root", &origin);
 	char buf[STG_PATH_MAX + 1];
 	if (v && *v) {
-		snprintf(buf, sizeof buf, "%s", v);
+		/* a site-wide setting names each user's directory with $USER */
+		const char *user = user_name();
+		size_t o = 0;
+		for (const char *p = v; *p && o + 1 < sizeof buf;) {
+			size_t skip = !strncmp(p, "${USER}", 7) ? 7 : !strncmp(p, "$USER", 5) ? 5 : 0;
+			if (skip) {
+				o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", user);
+				if (o >= sizeof buf)
+					return stg__fail(ctx, STG_EUSAGE, "scratch_root too long");
+				p += skip;
+			} else {
+				buf[o++] = *p++;
+			}
+		}
+		buf[o] = '\0';
 		stg_err err = private_dir(ctx, buf, true);
 		if (err)
 			return err;

@@ -20,18 +20,27 @@ echo
 echo "== stager verify $W/images.tar.zst"
 "$S" verify "$W/images.tar.zst"
 echo
-echo "== stager unpack $W/images.tar.zst $W/scratch/images   (what a job's pre-step does)"
-"$S" unpack "$W/images.tar.zst" "$W/scratch/images"
+# a scratch root of the demo's own, so it leaves nothing elsewhere
+export STAGER_SCRATCH_ROOT="$PWD/$W/scratch" STAGER_SITE_CONFIG=/dev/null
+echo "== DATA=\$(stager stage $W/images.tar.zst)   (a job's pre-step: cold, fills the node cache)"
+DATA=$("$S" stage "$W/images.tar.zst")
+echo "DATA=$DATA"
 echo
-echo "== stager unpack --include 'class_007/*' (one class only: only its frames are decoded)"
-"$S" unpack "$W/images.tar.zst" "$W/scratch/class7" --include 'class_007/*'
+echo "== stager stage --json $W/images.tar.zst $W/job2/images   (the next job on this node: warm)"
+"$S" stage --json "$W/images.tar.zst" "$W/job2/images"
+echo
+echo "== stager unpack --include 'class_007/*'   (one class only: only its frames are decoded)"
+"$S" unpack "$W/images.tar.zst" "$W/class7" --include 'class_007/*'
+echo
+echo "== stager status"
+"$S" status
 echo
 n1=$(find "$W/images" -type f | wc -l)
-n2=$(find "$W/scratch/images" -type f | wc -l)
-if diff -r "$W/images" "$W/scratch/images" >/dev/null && [ "$n1" -eq "$n2" ]; then
-	echo "demo: OK: $n2 files staged and identical to the source"
+n2=$(find -L "$DATA" -type f | wc -l)
+if diff -r "$W/images" "$DATA" >/dev/null && diff -r "$W/images" "$W/job2/images" >/dev/null &&
+	[ "$n1" -eq "$n2" ]; then
+	echo "demo: OK: $n2 files staged, identical to the source"
 else
-	echo "demo: FAILED: the unpacked tree differs from the source" >&2
+	echo "demo: FAILED: the staged tree differs from the source" >&2
 	exit 1
 fi
-echo "(stager stage, with its per-node cache, is not built yet; unpack is its core.)"

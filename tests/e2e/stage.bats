@@ -265,3 +265,22 @@ make_pack() { # dir pack megabytes
 	# nothing was written outside the scratch root and out/
 	[ -z "$(find "$T" -newer marker -not -path "$T/scratch*" -not -path "$T/out*" -not -name err.log -not -path "$T")" ]
 }
+
+@test "a plain directory stages too, and a change in it makes a new entry" {
+	make_awkward_tree src
+	run "$STAGER" stage --json src d1
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "metadata operations"
+	echo "$output" | tail -1 | jq -e '.kind == "directory" and .hit == false'
+	chmod -R a-w src
+	[ "$(tree_sig src)" = "$(tree_sig d1)" ]
+	chmod -R u+w src
+	run "$STAGER" stage --json -q src d2
+	echo "$output" | jq -e '.hit == true'
+	echo changed >src/a/hello.txt
+	touch -d '2030-01-01' src/a/hello.txt
+	run "$STAGER" stage --json -q src d3
+	echo "$output" | jq -e '.hit == false'
+	grep -q changed d3/a/hello.txt
+	grep -q hello d1/a/hello.txt
+}

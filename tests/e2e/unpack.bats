@@ -84,7 +84,7 @@ load helpers
 		"$STAGER" unpack -q p.tar.zst out --threads 1 &
 		pid=$!
 		sleep 0.2
-		kill -$sig $pid
+		kill -$sig $pid 2>/dev/null || true # it may be done already
 		st=0
 		wait $pid || st=$?
 		[ "$st" -eq 5 ] || [ "$st" -eq 0 ]

@@ -1,0 +1,96 @@
+#!/bin/bash
+# A throw-away one-node Slurm cluster on this machine, for the tests.
+#
+#   scripts/slurm-test-cluster.sh start DIR [EPILOG]   (prints the SLURM_CONF path)
+#   scripts/slurm-test-cluster.sh stop DIR
+#
+# Everything lives under DIR: munge's key, socket and state, slurm.conf,
+# the controller's state and the daemons' logs.  Needs root and Debian's
+# slurm-wlm and munge (scripts/install-deps.sh installs them).  Facts this
+# relies on are in shared/SLURM-TESTING.md.
+set -euo pipefail
+cmd=${1:?start or stop}
+dir=${2:?a directory}
+
+stop() {
+	for p in "$dir"/*.pid; do
+		[ -f "$p" ] || continue
+		pid=$(cat "$p" 2>/dev/null || true)
+		[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
+	done
+	sleep 0.5
+	for p in "$dir"/*.pid; do
+		[ -f "$p" ] || continue
+		pid=$(cat "$p" 2>/dev/null || true)
+		[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
+		rm -f "$p"
+	done
+}
+
+if [ "$cmd" = stop ]; then
+	stop
+	exit 0
+fi
+
+epilog=${3:-}
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+install -d -m 0700 "$dir/munge" "$dir/state" "$dir/spool"
+host=$(hostname -s)
+
+# munge: private root-owned directories, every path pointed at them
+[ -f "$dir/munge/key" ] || mungekey -c -k "$dir/munge/key" >/dev/null 2>&1 ||
+	dd if=/dev/urandom of="$dir/munge/key" bs=1024 count=1 status=none
+chmod 0400 "$dir/munge/key"
+munged --key-file="$dir/munge/key" --socket="$dir/munge/sock" \
+	--pid-file="$dir/munged.pid" --seed-file="$dir/munge/seed" \
+	--log-file="$dir/munge/log" --force
+for _ in $(seq 1 50); do [ -S "$dir/munge/sock" ] && break; sleep 0.1; done
+
+cat >"$dir/slurm.conf" <<CONF
+ClusterName=stagertest
+SlurmctldHost=$host(127.0.0.1)
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$dir/munge/sock
+StateSaveLocation=$dir/state
+SlurmdSpoolDir=$dir/spool/slurmd-%n
+SlurmctldPidFile=$dir/slurmctld.pid
+SlurmdPidFile=$dir/slurmd.pid
+SlurmctldLogFile=$dir/slurmctld.log
+SlurmdLogFile=$dir/slurmd.log
+SlurmctldPort=16817
+SlurmdPort=16818
+ProctrackType=proctrack/pgid
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+DefMemPerCPU=256
+SlurmdParameters=config_overrides
+AccountingStorageType=accounting_storage/none
+JobCompType=jobcomp/none
+MpiDefault=none
+SchedulerType=sched/backfill
+KillWait=5
+OverTimeLimit=0
+MinJobAge=600
+ReturnToService=2
+${epilog:+Epilog=$epilog}
+NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+CONF
+export SLURM_CONF="$dir/slurm.conf"
+slurmctld -f "$SLURM_CONF"
+slurmd -f "$SLURM_CONF"
+for _ in $(seq 1 100); do
+	if sinfo -h -o %t 2>/dev/null | grep -q idle; then
+		echo "$SLURM_CONF"
+		exit 0
+	fi
+	sleep 0.2
+done
+echo "slurm-test-cluster: the node did not come up; logs in $dir" >&2
+tail -5 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
+exit 1

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# stager under a real Slurm: slurmctld and slurmd started here (one node,
+# scripts/slurm-test-cluster.sh), jobs submitted with sbatch, the epilog of
+# scripts/slurm-epilog.sh installed.
+
+load helpers
+
+setup_file() {
+	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	export SL=$(mktemp -d /tmp/stager-slurm.XXXXXX)
+	mkdir -p "$SL/shared" "$SL/out"
+	chmod 0755 "$SL"
+	# the site configuration every job, the epilog and the tests see
+	echo "scratch_root = $SL/scratch/\$USER" >"$SL/stager.conf"
+	export STAGER_SITE_CONFIG="$SL/stager.conf" STAGER_BIN="$STAGER"
+	unset STAGER_SCRATCH_ROOT SLURM_TMPDIR SLURM_JOB_ID
+	export SLURM_CONF
+	# Slurm gives an epilog a bare environment: where a site has
+	# /etc/stager.conf and stager on PATH, the test says where they are
+	cat >"$SL/epilog" <<EPI
+#!/bin/sh
+export STAGER_SITE_CONFIG="$SL/stager.conf" STAGER_BIN="$STAGER"
+exec "$top/scripts/slurm-epilog.sh"
+EPI
+	chmod +x "$SL/epilog"
+	SLURM_CONF=$("$top/scripts/slurm-test-cluster.sh" start "$SL/cluster" "$SL/epilog")
+	# a dataset on the "shared filesystem"
+	mkdir -p "$SL/shared/ds/sub"
+	head -c 80000000 /dev/urandom >"$SL/shared/ds/sub/big.bin"
+	for i in $(seq 1 50); do echo "$i" >"$SL/shared/ds/f$i"; done
+	"$STAGER" pack -q "$SL/shared/ds" -o "$SL/shared/ds.tar.zst" >/dev/null
+}
+
+teardown_file() {
+	[ -n "${SL:-}" ] || return 0
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	"$top/scripts/slurm-test-cluster.sh" stop "$SL/cluster" || true
+	chmod -R u+w "$SL" 2>/dev/null || true
+	rm -rf "$SL"
+}
+
+setup() { cd "$SL"; }
+teardown() { :; }
+
+# Wait until none of the given jobs is in the queue (at most $2 seconds).
+wait_gone() {
+	for _ in $(seq 1 $((${2:-60} * 5))); do
+		[ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
+		sleep 0.2
+	done
+	return 1
+}
+
+submit() { sbatch --parsable -o "$SL/out/%j.log" "$@" | cut -d';' -f1; }
+
+@test "an array job of 4 tasks on one node reads the pack once" {
+	cat >array.sh <<JOB
+#!/bin/bash
+"$STAGER" stage --json -q "$SL/shared/ds.tar.zst" "$SL/out/arr-\$SLURM_ARRAY_TASK_ID" \
+	>"$SL/out/arr-\$SLURM_ARRAY_TASK_ID.json"
+JOB
+	id=$(submit --array=1-4 -n1 --mem=200 array.sh)
+	wait_gone "$id" 120
+	cat out/arr-*.json
+	[ "$(ls out/arr-*.json | wc -l)" -eq 4 ]
+	[ "$(cat out/arr-*.json | jq -s 'map(select(.hit == false)) | length')" -eq 1 ]
+	[ "$(cat out/arr-*.json | jq -s 'map(.source_bytes) | add')" -lt 90000000 ]
+	for i in 1 2 3 4; do diff -r shared/ds "out/arr-$i"; done
+}
+
+@test "a running job's pins hold against clean; scancel and the epilog release them" {
+	cat >hold.sh <<JOB
+#!/bin/bash
+"$STAGER" stage -q "$SL/shared/ds.tar.zst" >"$SL/out/hold.path"
+sleep 300
+JOB
+	id=$(submit -n1 --mem=200 hold.sh)
+	for _ in $(seq 1 150); do [ -s out/hold.path ] && break; sleep 0.2; done
+	path=$(cat out/hold.path)
+	# no $SLURM_TMPDIR on this cluster: a job directory under the scratch root
+	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds" ]]
+	"$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o and .alive)] | length == 1'
+	run "$STAGER" clean --all
+	[ "$status" -eq 0 ]
+	diff -r shared/ds "$path" # kept: the job is running
+	scancel "$id"
+	wait_gone "$id" 60
+	# the epilog ran clean --job as the job's user: pin and job directory gone
+	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
+	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+	! "$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o)] | length > 0'
+	# nothing holds the entry now
+	"$STAGER" clean -q --all
+	[ "$("$STAGER" status --json | jq '.entries | length')" -eq 0 ]
+}
+
+@test "clean asks Slurm: a finished job's leftovers go, a running job's stay" {
+	cat >short.sh <<JOB
+#!/bin/bash
+"$STAGER" stage -q --no-pin "$SL/shared/ds.tar.zst" >/dev/null
+"$STAGER" stage -q "$SL/shared/ds.tar.zst" "$SL/out/short-dest" >/dev/null
+JOB
+	cat >long.sh <<JOB
+#!/bin/bash
+"$STAGER" stage -q "$SL/shared/ds.tar.zst" "$SL/out/long-dest" >/dev/null
+sleep 300
+JOB
+	# the epilog would clean the short job at once: run it without one by
+	# leaving a pin behind by hand for a job id that has ended
+	long=$(submit -n1 --mem=200 long.sh)
+	short=$(submit -n1 --mem=200 short.sh)
+	wait_gone "$short" 60
+	for _ in $(seq 1 150); do [ -e out/long-dest ] && break; sleep 0.2; done
+	key=$("$STAGER" status --json | jq -r '.entries[0].key')
+	touch "$SL/scratch/root/pins/$key/job-999999"
+	run "$STAGER" clean --dry-run
+	echo "$output" | grep -q "job-999999"
+	! echo "$output" | grep -q "job-$long"
+	"$STAGER" clean -q
+	[ ! -e "$SL/scratch/root/pins/$key/job-999999" ]
+	[ -e "$SL/scratch/root/pins/$key/job-$long" ]
+	scancel "$long"
+	wait_gone "$long" 60
+}
