@@ -23,7 +23,6 @@
  */
 #include "cache.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
@@ -483,24 +482,17 @@ size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t
 {
 	char path[STG_PATH_MAX];
 	snprintf(path, sizeof path, "pins/%s", key);
-	int fd = openat(c->rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	char **names;
+	size_t n, k = 0;
+	if (stg__dir_names(c->rootfd, path, false, &names, &n))
 		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
+	for (size_t i = 0; i < n && k < max; i++) {
+		size_t len = strlen(names[i]);
+		if (names[i][0] != '.' && len < 160)
+			memcpy(owners[k++], names[i], len + 1);
 	}
-	size_t n = 0;
-	struct dirent *de;
-	while ((de = readdir(d)) && n < max) {
-		size_t len = strlen(de->d_name);
-		if (de->d_name[0] == '.' || len >= 160)
-			continue;
-		memcpy(owners[n++], de->d_name, len + 1);
-	}
-	closedir(d);
-	return n;
+	stg__names_free(names, n);
+	return k;
 }
 
 bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc)
@@ -524,40 +516,25 @@ static int cmp_lru(const void *a, const void *b)
 size_t stg__entries(stg_cache *c, stg_lru **out)
 {
 	*out = NULL;
-	int fd = openat(c->rootfd, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	char **names;
+	size_t n, k = 0;
+	if (stg__dir_names(c->rootfd, "cache", false, &names, &n))
 		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	stg_lru *v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!stg__key_ok(de->d_name))
-			continue;
+	stg_lru *v = calloc(n ? n : 1, sizeof *v);
+	for (size_t i = 0; v && i < n; i++) {
 		stg_meta m;
-		if (stg__meta_read(c, de->d_name, &m))
+		if (!stg__key_ok(names[i]) || stg__meta_read(c, names[i], &m))
 			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 16;
-			stg_lru *nv = realloc(v, cap * sizeof *nv);
-			if (!nv)
-				break;
-			v = nv;
-		}
-		memcpy(v[n].key, de->d_name, strlen(de->d_name) + 1); /* key_ok bounds it */
-		v[n].size = m.size;
-		v[n].last_use = m.last_use;
-		n++;
+		memcpy(v[k].key, names[i], strlen(names[i]) + 1); /* key_ok bounds it */
+		v[k].size = m.size;
+		v[k].last_use = m.last_use;
+		k++;
 	}
-	closedir(d);
-	if (n > 1)
-		qsort(v, n, sizeof *v, cmp_lru);
+	stg__names_free(names, n);
+	if (k > 1)
+		qsort(v, k, sizeof *v, cmp_lru);
 	*out = v;
-	return n;
+	return v ? k : 0;
 }
 
 stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp)

@@ -95,45 +95,16 @@ static bool owner_gone(cl_run *r, const char *owner)
 	return !stg__owner_alive(&r->oc, owner);
 }
 
-/* Names in a directory under the root (malloc'ed array of strdup'ed names). */
+/* Names in a directory under the root. */
 static size_t list_dir(stg_cache *c, const char *rel, char ***out)
 {
-	*out = NULL;
-	int fd = openat(c->rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return 0;
-	}
-	char **v = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 32;
-			char **nv = realloc(v, cap * sizeof *nv);
-			if (!nv)
-				break;
-			v = nv;
-		}
-		if (!(v[n] = strdup(de->d_name)))
-			break;
-		n++;
-	}
-	closedir(d);
-	*out = v;
-	return n;
+	size_t n;
+	return stg__dir_names(c->rootfd, rel, false, out, &n) ? 0 : n;
 }
 
 static void free_list(char **v, size_t n)
 {
-	for (size_t i = 0; i < n; i++)
-		free(v[i]);
-	free(v);
+	stg__names_free(v, n);
 }
 
 static void clean_partials(cl_run *r)

@@ -163,3 +163,72 @@ int stg__replace(const char *tmp, const char *path, bool durable)
 	/* no file to swap with (ENOENT), or no RENAME_EXCHANGE here */
 	return rename(tmp, path);
 }
+
+static int cmp_names(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int stg__dir_names(int dirfd, const char *rel, bool sorted, char ***out, size_t *count)
+{
+	*out = NULL;
+	*count = 0;
+	int fd = rel && *rel ? openat(dirfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			     : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	char **v = NULL;
+	size_t n = 0, cap = 0;
+	int rc = 0;
+	struct dirent *de;
+	errno = 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 64;
+			char **nv = realloc(v, cap * sizeof *nv);
+			if (!nv) {
+				rc = -1;
+				errno = ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		if (!(v[n] = strdup(de->d_name))) {
+			rc = -1;
+			errno = ENOMEM;
+			break;
+		}
+		n++;
+		errno = 0;
+	}
+	if (!rc && errno)
+		rc = -1;
+	int e = errno;
+	closedir(d);
+	if (rc) {
+		stg__names_free(v, n);
+		errno = e;
+		return -1;
+	}
+	if (sorted && n > 1)
+		qsort(v, n, sizeof *v, cmp_names);
+	*out = v;
+	*count = n;
+	return 0;
+}
+
+void stg__names_free(char **names, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		free(names[i]);
+	free(names);
+}

@@ -185,6 +185,11 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);
 bool stg__dir_is_empty(int dirfd);
+/* The names in directory rel under dirfd ("" or NULL: dirfd itself),
+ * without "." and "..", sorted bytewise if asked; rel is opened with
+ * O_NOFOLLOW.  0, or -1/errno.  Free with stg__names_free. */
+int stg__dir_names(int dirfd, const char *rel, bool sorted, char ***names, size_t *n);
+void stg__names_free(char **names, size_t n);
 /* Move the file tmp to path atomically, replacing what is there.  An
  * existing file is swapped out with RENAME_EXCHANGE and unlinked, which
  * spares the synchronous flush ext4 forces on rename-over (auto_da_alloc)

@@ -19,7 +19,6 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -72,11 +71,6 @@ typedef struct pk_walk {
 	int n_skip;
 	uint64_t skipped;
 } pk_walk;
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
 
 static void ents_free(pk_ent *ents, size_t n)
 {
@@ -181,74 +175,31 @@ static stg_err add_entry(pk_walk *w, int rootfd, int dfd, const char *name, cons
 }
 
 /* Entries of one directory, sorted by name, depth first.  The directory is
- * closed before recursing, so depth does not hold descriptors open. */
+ * read whole and closed before recursing, so depth holds no descriptors. */
 static stg_err walk_dir(pk_walk *w, int rootfd, const char *rel, size_t rel_len)
 {
 	stg_ctx *ctx = w->ctx;
+	char **names;
+	size_t n;
+	if (stg__dir_names(rootfd, rel_len ? rel : NULL, true, &names, &n))
+		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
+				       "cannot read directory '%s'", rel_len ? rel : ".");
 	stg_err err = STG_OK;
-	char **names = NULL;
-	size_t n = 0, cap = 0;
 	int dfd = rel_len ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 			  : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
 	if (dfd < 0)
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open directory '%s'",
-				       rel_len ? rel : ".");
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
-	}
-	struct dirent *de;
-	errno = 0;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			char **nn = realloc(names, cap * sizeof *nn);
-			if (!nn) {
-				err = stg__fail(ctx, STG_ENOMEM, "out of memory walking the tree");
-				goto out;
-			}
-			names = nn;
-		}
-		if (!(names[n] = strdup(de->d_name))) {
-			err = stg__fail(ctx, STG_ENOMEM, "out of memory walking the tree");
-			goto out;
-		}
-		n++;
-		errno = 0;
-	}
-	if (errno) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "reading directory '%s'", rel);
-		goto out;
-	}
-	if (n > 1)
-		qsort(names, n, sizeof *names, cmp_str);
-	/* stat needs the directory: keep the fd, close the DIR stream only
-	 * after stats, before recursing (add_entry recurses per name, so stat
-	 * every child first would need two passes; a dup keeps it simple) */
-	int sfd = fcntl(dirfd(d), F_DUPFD_CLOEXEC, 0);
-	closedir(d);
-	d = NULL;
-	if (sfd < 0) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "dup");
-		goto out;
-	}
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open directory '%s'",
+				      rel_len ? rel : ".");
 	for (size_t i = 0; i < n && !err; i++) {
 		if (stg__cancelled(ctx)) {
 			err = stg__fail(ctx, STG_EINTR, "interrupted");
 			break;
 		}
-		err = add_entry(w, rootfd, sfd, names[i], rel, rel_len);
+		err = add_entry(w, rootfd, dfd, names[i], rel, rel_len);
 	}
-	close(sfd);
-out:
-	if (d)
-		closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	if (dfd >= 0)
+		close(dfd);
+	stg__names_free(names, n);
 	return err;
 }
 

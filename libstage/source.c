@@ -20,12 +20,12 @@
 
 #include <archive.h>
 #include <archive_entry.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <stdlib.h>
@@ -36,6 +36,7 @@
 #include <xxhash.h>
 
 #define BLOCK (1u << 20)
+#define READER_MEM_MAX ((rlim_t)4 << 30) /* address space of an archive reader */
 
 /* ---- the archive reader ------------------------------------------------------ */
 
@@ -626,6 +627,17 @@ static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uin
 		/* the child: default signals, so SIGKILL and SIGTERM end it */
 		signal(SIGTERM, SIG_DFL);
 		signal(SIGINT, SIG_DFL);
+#ifndef __SANITIZE_ADDRESS__
+		/* a header may ask libarchive for any amount of memory: cap
+		 * it, so such an archive fails here instead of starving the
+		 * node (AddressSanitizer needs its huge reservations) */
+		struct rlimit rl;
+		if (getrlimit(RLIMIT_AS, &rl) == 0 &&
+		    (rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > READER_MEM_MAX)) {
+			rl.rlim_cur = READER_MEM_MAX;
+			setrlimit(RLIMIT_AS, &rl);
+		}
+#endif
 		ar_state s = {0};
 		stg_ctx child = *ctx;
 		child.log_fn = NULL; /* the parent's terminal belongs to the parent */
@@ -673,7 +685,15 @@ static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uin
 				"refusing it",
 				WTERMSIG(status));
 	else if (!err && (!WIFEXITED(status) || WEXITSTATUS(status)))
-		err = stg__fail(ctx, STG_EIO, "the archive reader failed");
+		/* the child does nothing but read the archive */
+		err = stg__fail(ctx, STG_ECORRUPT,
+				"damaged archive: the reader failed on it (status %d); refusing it",
+				WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+	else if (!err && sh->err == STG_ENOMEM)
+		err = stg__fail(ctx, STG_ECORRUPT,
+				"damaged archive: reading it needs more memory than a reader may use "
+				"(%u GiB): %s",
+				(unsigned)(READER_MEM_MAX >> 30), sh->msg);
 	else if (!err && sh->err)
 		err = stg__fail(ctx, sh->err, "%s", sh->msg);
 	if (!err) {
@@ -801,49 +821,20 @@ typedef struct dir_walk {
 	uint64_t ops; /* metadata operations on the source */
 } dir_walk;
 
-static int cmp_name(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 /* Sorted, depth first, not following links. */
 static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 {
-	int fd = *rel ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-		      : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
-	w->ops++;
-	if (fd < 0)
-		return stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
-	}
-	char **names = NULL;
-	size_t n = 0, cap = 0;
-	struct dirent *de;
+	char **names;
+	size_t n;
+	w->ops += 2; /* open and list */
+	if (stg__dir_names(rootfd, rel, true, &names, &n))
+		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
+				       "cannot read directory '%s'", *rel ? rel : ".");
+	int dfd = *rel ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+		       : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
 	stg_err err = STG_OK;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (n == cap) {
-			cap = cap ? cap * 2 : 64;
-			char **nn = realloc(names, cap * sizeof *nn);
-			if (!nn) {
-				err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
-				goto out;
-			}
-			names = nn;
-		}
-		if (!(names[n] = strdup(de->d_name))) {
-			err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
-			goto out;
-		}
-		n++;
-	}
-	w->ops++; /* the listing */
-	if (n > 1)
-		qsort(names, n, sizeof *names, cmp_name);
+	if (dfd < 0)
+		err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
 	for (size_t i = 0; i < n && !err; i++) {
 		char path[STG_PATH_MAX + 1];
 		if ((size_t)snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", names[i]) >=
@@ -864,7 +855,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		dir_item *it = &w->v[w->n];
 		memset(it, 0, sizeof *it);
 		w->ops++;
-		if (fstatat(dirfd(d), names[i], &it->st, AT_SYMLINK_NOFOLLOW)) {
+		if (fstatat(dfd, names[i], &it->st, AT_SYMLINK_NOFOLLOW)) {
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}
@@ -880,7 +871,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		if (S_ISLNK(it->st.st_mode)) {
 			char t[STG_PATH_MAX + 1];
 			w->ops++;
-			ssize_t k = readlinkat(dirfd(d), names[i], t, sizeof t - 1);
+			ssize_t k = readlinkat(dfd, names[i], t, sizeof t - 1);
 			if (k <= 0 || !(it->link = strndup(t, (size_t)k))) {
 				free(it->path);
 				err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read link '%s'",
@@ -892,11 +883,9 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		if (S_ISDIR(it->st.st_mode))
 			err = walk_source(w, rootfd, path);
 	}
-out:
-	closedir(d);
-	for (size_t i = 0; i < n; i++)
-		free(names[i]);
-	free(names);
+	if (dfd >= 0)
+		close(dfd);
+	stg__names_free(names, n);
 	return err;
 }
 

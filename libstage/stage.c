@@ -444,21 +444,19 @@ static uint64_t disk_need(const stg_pack *p, const bool *sel)
  * key's lock, so no live builder has one). */
 void stg__remove_leftovers(stg_cache *c, const char *key)
 {
-	int fd = openat(c->rootfd, "cache", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
+	char **names;
+	size_t n;
+	if (stg__dir_names(c->rootfd, "cache", false, &names, &n))
 		return;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return;
-	}
 	size_t kl = strlen(key);
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strncmp(de->d_name, key, kl) && !strncmp(de->d_name + kl, ".tmp.", 5))
-			stg__rmtree_at(fd, de->d_name);
+	char rel[STG_PATH_MAX];
+	for (size_t i = 0; i < n; i++) {
+		if (!strncmp(names[i], key, kl) && !strncmp(names[i] + kl, ".tmp.", 5)) {
+			snprintf(rel, sizeof rel, "cache/%s", names[i]);
+			stg__rmtree_at(c->rootfd, rel);
+		}
 	}
-	closedir(d);
+	stg__names_free(names, n);
 }
 
 /* Build the entry key from an open pack into a temporary directory, then

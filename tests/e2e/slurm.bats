@@ -30,6 +30,15 @@ EPI
 	head -c 80000000 /dev/urandom >"$SL/shared/ds/sub/big.bin"
 	for i in $(seq 1 50); do echo "$i" >"$SL/shared/ds/f$i"; done
 	"$STAGER" pack -q "$SL/shared/ds" -o "$SL/shared/ds.tar.zst" >/dev/null
+	# a job that runs into its time limit (killed 62-83 s after it starts):
+	# submitted now, checked by the last test
+	cat >"$SL/limit.sh" <<JOB
+#!/bin/bash
+"$STAGER" stage -q "$SL/shared/ds.tar.zst" >"$SL/out/limit.path"
+sleep 600
+JOB
+	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit.log" "$SL/limit.sh" |
+		cut -d';' -f1 >"$SL/limit.id"
 }
 
 teardown_file() {
@@ -122,4 +131,15 @@ JOB
 	[ -e "$SL/scratch/root/pins/$key/job-$long" ]
 	scancel "$long"
 	wait_gone "$long" 60
+}
+
+@test "a job killed at its time limit leaves nothing behind (epilog)" {
+	id=$(cat "$SL/limit.id")
+	for _ in $(seq 1 150); do [ -s out/limit.path ] && break; sleep 0.2; done
+	path=$(cat out/limit.path)
+	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds" ]]
+	wait_gone "$id" 150
+	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
+	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+	! "$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o)] | length > 0'
 }

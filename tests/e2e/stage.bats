@@ -284,3 +284,43 @@ make_pack() { # dir pack megabytes
 	grep -q changed d3/a/hello.txt
 	grep -q hello d1/a/hello.txt
 }
+
+@test "if the builder dies, a waiter takes over" {
+	make_pack src ds.tar.zst 200
+	"$STAGER" stage -q ds.tar.zst d1 >/dev/null 2>&1 &
+	builder=$!
+	sleep 0.3
+	"$STAGER" stage --json -q ds.tar.zst d2 >out2 &
+	waiter=$!
+	sleep 0.3
+	kill -9 $builder 2>/dev/null || true
+	wait $builder || true
+	wait $waiter
+	jq -e '.hit == false' out2 || jq -e '.waited == true' out2
+	diff -r src d2
+}
+
+@test "--verify finds a damaged cache entry and stages it again" {
+	make_pack src ds.tar.zst 1
+	p=$("$STAGER" stage -q ds.tar.zst d1)
+	target=$(readlink "$p")
+	chmod u+w "$target/f3.txt"
+	echo tampered >"$target/f3.txt"
+	run "$STAGER" stage --verify ds.tar.zst d2
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "f3.txt"
+	diff -r src d2
+	# without --verify a warm stage trusts the entry: that is what makes it cheap
+}
+
+@test "clean --older-than removes entries unused for that long" {
+	make_pack src ds.tar.zst 1
+	sh -c "\"$STAGER\" stage -q --no-pin ds.tar.zst d1 >/dev/null"
+	key=$("$STAGER" status --json | jq -r '.entries[0].key')
+	run "$STAGER" clean --older-than 1d -q
+	[ -d "scratch/cache/$key" ]
+	touch -d '10 days ago' "scratch/cache/$key/meta"
+	run "$STAGER" clean --older-than 1d --json -q
+	echo "$output" | jq -e '[.removed[] | select(.what == "entry")] | length == 1'
+	[ ! -e "scratch/cache/$key" ]
+}
