@@ -10,6 +10,14 @@
 #   ls      stager ls on the 1 GiB file's pack: wall time and the read/pread64
 #           calls on the pack (strace), against tar -I zstd -tf
 #   RSS     peak RSS of stager pack and unpack (and of tar's largest process)
+#   stage   stager stage of the images' pack through the per-node cache (a
+#           scratch root under bench/work/), cold (cache emptied with
+#           `stager clean --all` before each run) against tar -I zstd -xf of
+#           the same pack (target ratio <= 0.8) and against rsync -a of the
+#           unpacked tree; warm (cache filled, a new DEST) against an rsync -a
+#           re-run into a complete copy; and the calls naming the source on a
+#           warm stage and on that rsync re-run (strace; target <= 3 for
+#           stager).  Without rsync the rsync comparisons are skipped.
 # Each repetition runs both tools, alternating which goes first; `sync` runs
 # before every timed command; the page cache is warm for both alike.  Reported
 # numbers are medians over the repetitions.  Results go to bench/results.md,
@@ -70,6 +78,9 @@ done
 for tool in tar zstd strace sync awk sort find diff timeout; do
 	command -v "$tool" >/dev/null || die "'$tool' is needed and not installed"
 done
+# rsync is optional: without it the stage benchmarks skip their rsync rows
+HAVE_RSYNC=0
+command -v rsync >/dev/null && HAVE_RSYNC=1
 
 # quick runs (make test) get their own work directory, so they never
 # disturb a full run going on beside them
@@ -89,6 +100,8 @@ N_CLASSES=100
 DATA=$WORK/data
 TMP=$WORK/tmp
 mkdir -p "$WORK"
+# stager's cache entries are read-only: make them writable so rm can go
+chmod -R u+w "$DATA" 2>/dev/null || true
 rm -rf "$DATA" "$TMP"
 mkdir -p "$DATA" "$TMP"
 
@@ -102,6 +115,7 @@ cleanup() {
 	if [[ $KEEP == 1 ]]; then
 		log "KEEP=1: datasets kept in $DATA"
 	else
+		chmod -R u+w "$DATA" 2>/dev/null || true
 		rm -rf "$DATA"
 	fi
 	exit "$rc"
@@ -264,8 +278,17 @@ rm -f "$TPACK"
 
 SOUT=$DATA/out-stager
 TOUT=$DATA/out-tar
-unpack_stager() { timed unpack_stager "$STAGER" unpack "$SPACK" "$SOUT" --quiet --progress=none; }
-unpack_tar() { timed unpack_tar tar -I zstd -xf "$SPACK" -C "$TOUT"; }
+# stager drops the pack from the page cache after reading it (so that
+# staging does not evict a job's working set): put it back before each
+# tool's run, so both read it from memory
+unpack_stager() {
+	warm "$SPACK"
+	timed unpack_stager "$STAGER" unpack "$SPACK" "$SOUT" --quiet --progress=none
+}
+unpack_tar() {
+	warm "$SPACK"
+	timed unpack_tar tar -I zstd -xf "$SPACK" -C "$TOUT"
+}
 
 CHECK="not done: no stager unpack succeeded"
 CHECKED=0
@@ -335,12 +358,228 @@ read -r LS_READS LS_BYTES < <(awk -v p="<$BPACK_REAL>" '
 	}
 	END { print n + 0, b + 0 }' "$TMP/strace.ls")
 
+# ---- stage ----------------------------------------------------------------------
+
+# stager stage goes through a per-node cache in a scratch root of its own.  A
+# stage pins its cache entry for its parent process (or for the Slurm job,
+# hence the unset): every stage below runs under runstat, strace or timeout,
+# which are gone right after, so `stager clean --all` can empty the cache.
+SCRATCH=$DATA/scratch
+export STAGER_SCRATCH_ROOT=$SCRATCH STAGER_SITE_CONFIG=/dev/null
+unset SLURM_JOB_ID SLURM_TMPDIR
+mkdir -p "$SCRATCH"
+SDEST=$DATA/stage-cold # stager's DEST: a symbolic link into the cache
+WDEST=$DATA/stage-warm # removed before each warm stage, so always a new DEST
+TSOUT=$DATA/out-stage-tar
+ROUT=$DATA/out-rsync
+STAGE_OPTS=(--json --quiet --progress=none)
+RSYNC_NOTE="skipped: rsync is not installed"
+
+# stage_field LABEL FIELD: a number or true/false from LABEL's last --json output
+stage_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$TMP/$1.out" 2>/dev/null | head -n 1; }
+# reject LABEL WHY: the last run of LABEL succeeded but measured the wrong
+# thing: its time leaves the medians and it counts as failed
+reject() {
+	local label=$1 why=$2
+	sed -i '$d' "$TMP/$label.wall" "$TMP/$label.rss"
+	echo "$why" >>"$TMP/$label.fail"
+	echo "- $label: $why" >>"$TMP/failures"
+	log "WARNING: $label: $why"
+	LAST_OK=0
+	LAST_WALL="FAILED ($why)"
+}
+empty_cache() {
+	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
+	if ((LIMIT_RC)); then
+		log "WARNING: stager clean --all failed (status $LIMIT_RC):"
+		head -n 3 "$TMP/clean.err" >&2
+	fi
+}
+
+# stager drops the pack from the page cache after reading it
+# (POSIX_FADV_DONTNEED), so whichever tool ran after it would read the pack
+# from the disk: each cold run of stager and tar gets it cached (untimed)
+COLD_SRC_BYTES=
+stage_cold_stager() {
+	empty_cache
+	rm -f "$SDEST"
+	warm "$SPACK"
+	timed stage_cold_stager "$STAGER" stage "$SPACK" "$SDEST" "${STAGE_OPTS[@]}"
+	((LAST_OK)) || return 0
+	local hit
+	hit=$(stage_field stage_cold_stager hit)
+	if [[ $hit != false ]]; then
+		reject stage_cold_stager "not cold: \"hit\" was '${hit:-missing}' after stager clean --all"
+	else
+		COLD_SRC_BYTES=$(stage_field stage_cold_stager source_bytes)
+	fi
+}
+stage_cold_tar() {
+	rm -rf "$TSOUT"
+	mkdir "$TSOUT"
+	warm "$SPACK"
+	timed stage_cold_tar tar -I zstd -xf "$SPACK" -C "$TSOUT"
+}
+stage_cold_rsync() {
+	rm -rf "$ROUT"
+	timed stage_cold_rsync rsync -a "$IMG/" "$ROUT/"
+}
+
+STAGE_CHECK="not done: no cold stage succeeded"
+STAGE_CHECKED=0
+warm "$SPACK" "$IMG"
+for ((i = 1; i <= REPS; i++)); do
+	s=NA t=NA r=NA sok=0
+	if ((i % 2)); then
+		stage_cold_stager; s=$LAST_WALL; sok=$LAST_OK
+		stage_cold_tar; t=$LAST_WALL
+		if ((HAVE_RSYNC)); then stage_cold_rsync; r=$LAST_WALL; fi
+	else
+		if ((HAVE_RSYNC)); then stage_cold_rsync; r=$LAST_WALL; fi
+		stage_cold_tar; t=$LAST_WALL
+		stage_cold_stager; s=$LAST_WALL; sok=$LAST_OK
+	fi
+	log "stage cold rep $i/$REPS: stager $(secs "$s"), tar $(secs "$t"), rsync $(secs "$r")"
+	if ((!STAGE_CHECKED && sok)); then
+		# untimed, once: the staged tree must be the source tree
+		STAGE_CHECKED=1
+		STAGE_CHECK="identical to the source"
+		if ! diff -r "$IMG" "$SDEST" >"$TMP/diff" 2>&1; then
+			STAGE_CHECK="**the staged tree differs from the source**"
+			log "WARNING: the tree stager staged differs from the source:"
+			head -n 5 "$TMP/diff" >&2
+		fi
+	fi
+done
+rm -rf "$TSOUT"
+
+# warm: fill the cache and complete the rsync copy (untimed; each also
+# serves as a warm-up run), then time a stage of the same pack to a new
+# DEST against an rsync re-run that finds nothing to copy
+rm -f "$WDEST"
+limited "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}" >/dev/null 2>"$TMP/stage-fill.err"
+((LIMIT_RC == 0)) || { log "WARNING: filling the cache failed (status $LIMIT_RC):"; head -n 3 "$TMP/stage-fill.err" >&2; }
+if ((HAVE_RSYNC)); then
+	limited rsync -a "$IMG/" "$ROUT/"
+	((LIMIT_RC == 0)) || log "WARNING: completing the rsync copy failed (status $LIMIT_RC)"
+fi
+stage_warm_stager() {
+	rm -f "$WDEST"
+	timed stage_warm_stager "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}"
+	((LAST_OK)) || return 0
+	local hit
+	hit=$(stage_field stage_warm_stager hit)
+	[[ $hit == true ]] || reject stage_warm_stager "not warm: \"hit\" was '${hit:-missing}'"
+}
+stage_warm_rsync() { timed stage_warm_rsync rsync -a "$IMG/" "$ROUT/"; }
+for ((i = 1; i <= REPS; i++)); do
+	r=NA
+	if ((i % 2)); then
+		stage_warm_stager; s=$LAST_WALL
+		if ((HAVE_RSYNC)); then stage_warm_rsync; r=$LAST_WALL; fi
+	else
+		if ((HAVE_RSYNC)); then stage_warm_rsync; r=$LAST_WALL; fi
+		stage_warm_stager; s=$LAST_WALL
+	fi
+	log "stage warm rep $i/$REPS: stager $(msecs "$s"), rsync re-run $(msecs "$r")"
+done
+
+# calls naming the source (strace -y prints fds as N</path>, and AT_FDCWD
+# with the working directory): for a warm stage the lines that name the pack,
+# for the rsync re-run the lines that name the image tree.  A call split in
+# <unfinished ...> and <... resumed> counts once; execve (the command line,
+# which strace truncates anyway) and signal or exit lines do not count.
+# calls_naming TRACE PATH...: prints "N (name count, ...)"
+calls_naming() {
+	local trace=$1
+	shift
+	awk -v pats="$(printf '%s\n' "$@")" '
+	BEGIN { np = split(pats, p, "\n") }
+	function names(s, k) { for (k = 1; k <= np; k++) if (p[k] != "" && index(s, p[k])) return 1; return 0 }
+	function count(name) { n++; if (!(name in c)) order[++k] = name; c[name]++ }
+	{
+		pid = ""; line = $0
+		if (match(line, /^[0-9]+ +/)) { pid = substr(line, 1, RLENGTH - 1) + 0; line = substr(line, RLENGTH + 1) }
+		if (line ~ /^(\+\+\+|---) /) next
+		if (line ~ /^<\.\.\. [A-Za-z0-9_]+ resumed>/) {
+			name = substr(line, 6); sub(/ .*/, "", name)
+			hit = (pid in pending) ? pending[pid] : 0
+			delete pending[pid]
+			if (name != "execve" && (hit || names(line))) count(name)
+			next
+		}
+		name = line; sub(/\(.*/, "", name)
+		if (name == "execve") next
+		if (line ~ /<unfinished \.\.\.>$/) { pending[pid] = names(line); next }
+		if (names(line)) count(name)
+	}
+	END {
+		out = ""
+		for (shown = 0; shown < 5; shown++) {
+			best = ""
+			for (i = 1; i <= k; i++) if (!(order[i] in done) && (best == "" || c[order[i]] > c[best])) best = order[i]
+			if (best == "") break
+			done[best] = 1
+			out = out (shown ? ", " : "") best " " c[best]
+		}
+		if (k > 5) out = out ", ..."
+		printf "%d%s\n", n, (n ? " (" out ")" : "")
+	}' "$trace"
+}
+
+rm -f "$WDEST"
+limited strace -f -y -o "$TMP/strace.stage" "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}" \
+	>"$TMP/strace_stage.out" 2>"$TMP/strace_stage.err"
+STAGE_CALLS_N=NA
+if ((LIMIT_RC)); then
+	STAGE_CALLS="**stager stage failed under strace** (status $LIMIT_RC)"
+elif [[ $(stage_field strace_stage hit) != true ]]; then
+	STAGE_CALLS="**not a warm stage** (\"hit\": $(stage_field strace_stage hit))"
+else
+	STAGE_CALLS=$(calls_naming "$TMP/strace.stage" "$SPACK" "$(readlink -f "$SPACK")")
+	STAGE_CALLS_N=${STAGE_CALLS%% *}
+fi
+if ((HAVE_RSYNC)); then
+	limited strace -f -y -o "$TMP/strace.rsync" rsync -a "$IMG/" "$ROUT/"
+	if ((LIMIT_RC)); then
+		RSYNC_CALLS="**rsync failed under strace** (status $LIMIT_RC)"
+	else
+		RSYNC_CALLS=$(calls_naming "$TMP/strace.rsync" "$IMG" "$(readlink -f "$IMG")")
+	fi
+else
+	RSYNC_CALLS="— ($RSYNC_NOTE)"
+fi
+if [[ $STAGE_CALLS_N == NA ]]; then
+	STAGE_CALLS_MET="**no** (no warm stage under strace)"
+elif ((STAGE_CALLS_N <= 3)); then
+	STAGE_CALLS_MET=yes
+else
+	STAGE_CALLS_MET="**no**"
+fi
+rm -rf "$ROUT" "$SDEST" "$WDEST"
+
 # ---- report -----------------------------------------------------------------------
 
 PS=$(median "$TMP/pack_stager.wall"); PT=$(median "$TMP/pack_tar.wall")
 US=$(median "$TMP/unpack_stager.wall"); UT=$(median "$TMP/unpack_tar.wall")
 LS=$(median "$TMP/ls_stager.wall");     LT=$(median "$TMP/ls_tar.wall")
 PR=$(ratio "$PS" "$PT"); UR=$(ratio "$US" "$UT"); LR=$(ratio "$LS" "$LT")
+SCS=$(median "$TMP/stage_cold_stager.wall"); SCT=$(median "$TMP/stage_cold_tar.wall")
+SCR=$(median "$TMP/stage_cold_rsync.wall")
+SWS=$(median "$TMP/stage_warm_stager.wall"); SWR=$(median "$TMP/stage_warm_rsync.wall")
+SCTR=$(ratio "$SCS" "$SCT"); SCRR=$(ratio "$SCS" "$SCR"); SWRR=$(ratio "$SWS" "$SWR")
+if ((HAVE_RSYNC)); then
+	RSYNC_COLD_CELL="$(cell secs stage_cold_rsync) (\`rsync -a\` of the unpacked tree)"
+	RSYNC_WARM_CELL="$(cell msecs stage_warm_rsync) (\`rsync -a\` re-run into a complete copy)"
+else
+	RSYNC_COLD_CELL="— ($RSYNC_NOTE)"
+	RSYNC_WARM_CELL="— ($RSYNC_NOTE)"
+fi
+if [[ -n $COLD_SRC_BYTES ]]; then
+	COLD_READ="$(bytes_h "$COLD_SRC_BYTES") (\"source_bytes\" of the last cold stage)"
+else
+	COLD_READ="unknown (no cold stage succeeded)"
+fi
 LS_CALLS="$LS_READS, $(bytes_h "$LS_BYTES") read"
 ((LS_STRACE_OK)) || LS_CALLS="$LS_CALLS (**stager ls failed under strace**)"
 
@@ -373,6 +612,10 @@ IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images i
 	echo "| unpack: the same dataset's stager pack | $(cell secs unpack_stager) | $(cell secs unpack_tar) (\`tar -I zstd -x\`) | $UR | ≤ 0.8 | $(met "$UR" 0.8 unpack_stager unpack_tar) |"
 	echo "| ls: pack of one $(bytes_h "$BIG_BYTES") file | $(cell msecs ls_stager) | $(cell msecs ls_tar) (\`tar -I zstd -t\`) | $LR | — | — |"
 	echo "| ls: read/pread64 calls on the pack | $LS_CALLS | — | — | — | — |"
+	echo "| stage, cold (emptied cache): the same stager pack | $(cell secs stage_cold_stager) | $(cell secs stage_cold_tar) (\`tar -I zstd -x\` of the pack) | $SCTR | ≤ 0.8 | $(met "$SCTR" 0.8 stage_cold_stager stage_cold_tar) |"
+	echo "| stage, cold: against rsync | $(cell secs stage_cold_stager) | $RSYNC_COLD_CELL | $SCRR | — | — |"
+	echo "| stage, warm: same pack, new DEST | $(cell msecs stage_warm_stager) | $RSYNC_WARM_CELL | $SWRR | — | — |"
+	echo "| stage, warm: calls naming the source (strace) | $STAGE_CALLS | $RSYNC_CALLS | — | ≤ 3 | $STAGE_CALLS_MET |"
 	echo "| peak RSS, pack | $(rsscell pack_stager) | $(rsscell pack_tar) (largest of tar, zstd) | — | — | — |"
 	echo "| peak RSS, unpack | $(rsscell unpack_stager) | $(rsscell unpack_tar) (largest of tar, zstd) | — | — | — |"
 	echo
@@ -393,6 +636,21 @@ IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images i
 		"against the source (once, in the first repetition where both succeeded): $CHECK."
 	echo "- ls syscalls counted with \`strace -f -y -e trace=read,pread64 -e signal=none\`," \
 		"calls on the pack's file descriptor only (pack size $(bytes_h "$BPACK_BYTES"))."
+	echo "- Stage: \`stager stage PACK DEST\` of the images' stager pack ($(bytes_h "$SPACK_BYTES"))" \
+		"with STAGER_SCRATCH_ROOT under bench/work and STAGER_SITE_CONFIG=/dev/null. Cold: the cache" \
+		"emptied with \`stager clean --all\` and DEST removed before each run (untimed; each run's" \
+		"\`--json\` must say \"hit\": false); the tar and rsync outputs are removed before their runs;" \
+		"the pack is read into the page cache before each cold run of stager and of tar, as stager" \
+		"drops it from the cache (POSIX_FADV_DONTNEED) after reading it." \
+		"Warm: the cache holds the entry, DEST is new (\"hit\": true required), and the rsync re-run goes" \
+		"into a complete copy (nothing to transfer). The cold stage read $COLD_READ; staged tree" \
+		"compared with \`diff -r\` against the source (once): $STAGE_CHECK."
+	echo "- Stage calls counted with \`strace -f -y\` (default string length): lines naming the pack" \
+		"(warm stage) or the image tree (rsync re-run, whose cwd is the tree, so AT_FDCWD calls count)," \
+		"one per call (unfinished/resumed pairs once), execve and signal/exit lines left out."
+	if ((!HAVE_RSYNC)); then
+		echo "- rsync is not installed: the rsync comparisons were skipped."
+	fi
 	echo
 	echo "Raw wall times (s), in repetition order:"
 	echo
@@ -402,6 +660,11 @@ IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images i
 	echo "    unpack  tar:    $(raw "$TMP/unpack_tar.wall")"
 	echo "    ls      stager: $(raw "$TMP/ls_stager.wall")"
 	echo "    ls      tar -t: $(raw "$TMP/ls_tar.wall")"
+	echo "    stage cold stager: $(raw "$TMP/stage_cold_stager.wall")"
+	echo "    stage cold tar:    $(raw "$TMP/stage_cold_tar.wall")"
+	echo "    stage cold rsync:  $(raw "$TMP/stage_cold_rsync.wall")"
+	echo "    stage warm stager: $(raw "$TMP/stage_warm_stager.wall")"
+	echo "    stage warm rsync:  $(raw "$TMP/stage_warm_rsync.wall")"
 	if [[ -s $TMP/failures ]]; then
 		echo
 		echo "Failed runs (not in the medians):"

@@ -135,11 +135,17 @@ static mode_t final_mode(const ex_state *s, const stg_rec *r)
 	return s->read_only ? mode & ~(mode_t)0222 : mode;
 }
 
+/* Files are created with their final permission bits (less the umask), so
+ * most need no chmod afterwards. */
+static mode_t create_mode(const ex_state *s, const stg_rec *r)
+{
+	return final_mode(s, r) & 0777;
+}
+
 static int set_meta(ex_state *s, int fd, const stg_rec *r, bool force_chmod)
 {
-	/* created with r->mode & 0777 less the umask */
 	mode_t mode = final_mode(s, r);
-	if (force_chmod || mode != ((r->mode & 0777) & ~s->umask)) {
+	if (force_chmod || mode != (create_mode(s, r) & ~s->umask)) {
 		if (fchmod(fd, mode))
 			return -1;
 	}
@@ -210,7 +216,7 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 				continue;
 			int fd = openat(s->rootfd, path,
 					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					r->mode & 0777);
+					create_mode(s, r));
 			if (fd < 0) {
 				io_fail(s, "cannot create", path);
 				return;
@@ -698,7 +704,7 @@ static stg_err prepare_tree(stg_ctx *ctx, ex_state *s)
 			bool span = s->span_of[i] != NONE;
 			int fd = openat(s->rootfd, path,
 					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					span ? 0600 : (r->mode & 0777));
+					span ? 0600 : create_mode(s, r));
 			if (fd < 0 || (!span && set_meta(s, fd, r, false))) {
 				int e = errno;
 				if (fd >= 0)

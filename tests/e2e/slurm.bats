@@ -32,9 +32,13 @@ EPI
 	"$STAGER" pack -q "$SL/shared/ds" -o "$SL/shared/ds.tar.zst" >/dev/null
 	# a job that runs into its time limit (killed 62-83 s after it starts):
 	# submitted now, checked by the last test
+	# (a pack of its own, so its pin does not hold the other tests' entry)
+	mkdir -p "$SL/shared/limit"
+	echo limit >"$SL/shared/limit/f"
+	"$STAGER" pack -q "$SL/shared/limit" -o "$SL/shared/limit.tar.zst" >/dev/null
 	cat >"$SL/limit.sh" <<JOB
 #!/bin/bash
-"$STAGER" stage -q "$SL/shared/ds.tar.zst" >"$SL/out/limit.path"
+"$STAGER" stage -q "$SL/shared/limit.tar.zst" >"$SL/out/limit.path"
 sleep 600
 JOB
 	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit.log" "$SL/limit.sh" |
@@ -100,8 +104,9 @@ JOB
 	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
 	! "$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o)] | length > 0'
 	# nothing holds the entry now
+	key=$("$STAGER" status --json | jq -r --arg s "$SL/shared/ds.tar.zst" '.entries[] | select(.source == $s) | .key')
 	"$STAGER" clean -q --all
-	[ "$("$STAGER" status --json | jq '.entries | length')" -eq 0 ]
+	[ ! -e "$SL/scratch/root/cache/$key" ]
 }
 
 @test "clean asks Slurm: a finished job's leftovers go, a running job's stay" {
@@ -121,7 +126,7 @@ JOB
 	short=$(submit -n1 --mem=200 short.sh)
 	wait_gone "$short" 60
 	for _ in $(seq 1 150); do [ -e out/long-dest ] && break; sleep 0.2; done
-	key=$("$STAGER" status --json | jq -r '.entries[0].key')
+	key=$("$STAGER" status --json | jq -r --arg s "$SL/shared/ds.tar.zst" '.entries[] | select(.source == $s) | .key')
 	touch "$SL/scratch/root/pins/$key/job-999999"
 	run "$STAGER" clean --dry-run
 	echo "$output" | grep -q "job-999999"
@@ -137,7 +142,7 @@ JOB
 	id=$(cat "$SL/limit.id")
 	for _ in $(seq 1 150); do [ -s out/limit.path ] && break; sleep 0.2; done
 	path=$(cat out/limit.path)
-	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds" ]]
+	[[ "$path" == "$SL/scratch/root/jobs/job-$id/limit" ]]
 	wait_gone "$id" 150
 	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
 	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
