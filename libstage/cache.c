@@ -61,14 +61,14 @@ static stg_err private_dir(stg_ctx *ctx, const char *path, bool create_parents)
 	struct stat st;
 	if (lstat(path, &st))
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the scratch root '%s'",
-				       path);
+		                       path);
 	if (!S_ISDIR(st.st_mode))
 		return stg__fail(ctx, STG_EIO, "scratch root '%s' is not a directory", path);
 	if (st.st_uid != getuid())
 		return stg__fail(ctx, STG_EIO,
-				 "scratch root '%s' belongs to uid %u, not to you (uid %u); set "
-				 "scratch_root or --scratch to a directory of your own",
-				 path, (unsigned)st.st_uid, (unsigned)getuid());
+		                 "scratch root '%s' belongs to uid %u, not to you (uid %u); set "
+		                 "scratch_root or --scratch to a directory of your own",
+		                 path, (unsigned)st.st_uid, (unsigned)getuid());
 	if ((st.st_mode & 077) && chmod(path, 0700))
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' private", path);
 	return STG_OK;
@@ -102,7 +102,9 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
 		const char *user = user_name();
 		size_t o = 0;
 		for (const char *p = v; *p && o + 1 < sizeof buf;) {
-			size_t skip = !strncmp(p, "${USER}", 7) ? 7 : !strncmp(p, "$USER", 5) ? 5 : 0;
+			size_t skip = !strncmp(p, "${USER}", 7) ? 7
+			              : !strncmp(p, "$USER", 5) ? 5
+			                                        : 0;
 			if (skip) {
 				o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", user);
 				if (o >= sizeof buf)
@@ -131,9 +133,9 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
 				break;
 		if (i == 3)
 			return stg__fail(ctx, STG_EIO,
-					 "no usable scratch directory (tried %s, %s, %s); set "
-					 "scratch_root in ~/.config/stager/config or use --scratch",
-					 cand[0], cand[1], cand[2]);
+			                 "no usable scratch directory (tried %s, %s, %s); set "
+			                 "scratch_root in ~/.config/stager/config or use --scratch",
+			                 cand[0], cand[1], cand[2]);
 		snprintf(buf, sizeof buf, "%s", cand[i]);
 		stg_err err = private_dir(ctx, buf, false);
 		if (err)
@@ -163,7 +165,7 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (mkdirat(c->rootfd, dirs[i], 0700) && errno != EEXIST) {
 			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/%s'", c->root,
-					      dirs[i]);
+			                      dirs[i]);
 			goto fail;
 		}
 	}
@@ -337,9 +339,9 @@ static int slurm_job_alive(const char *id)
 		;
 	if (!WIFEXITED(status))
 		return -1;
-	static const char *const alive[] = {"PENDING",  "RUNNING",   "SUSPENDED", "CONFIGURING",
-					    "COMPLETING", "RESIZING", "REQUEUED",  "STOPPED",
-					    "SIGNALING", "STAGE_OUT", "REQUEUE_HOLD", "REQUEUE_FED"};
+	static const char *const alive[] = {
+	        "PENDING",  "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING",   "RESIZING",
+	        "REQUEUED", "STOPPED", "SIGNALING", "STAGE_OUT",   "REQUEUE_HOLD", "REQUEUE_FED"};
 	for (size_t i = 0; i < sizeof alive / sizeof alive[0]; i++)
 		if (strstr(out, alive[i]))
 			return 1;
@@ -414,8 +416,8 @@ int stg__meta_write(int dirfd, const stg_meta *m)
 		return -1;
 	}
 	fprintf(f, "kind=%s\nsize=%llu\nfiles=%llu\ncontent=%llu\nsource=%s\n", m->kind,
-		(unsigned long long)m->size, (unsigned long long)m->files,
-		(unsigned long long)m->content, m->source);
+	        (unsigned long long)m->size, (unsigned long long)m->files,
+	        (unsigned long long)m->content, m->source);
 	return fclose(f);
 }
 
@@ -541,7 +543,8 @@ stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp)
 {
 	struct statvfs vfs;
 	if (fstatvfs(c->rootfd, &vfs))
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read free space of '%s'", c->root);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read free space of '%s'",
+		                       c->root);
 	memset(sp, 0, sizeof *sp);
 	sp->fs_size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
 	sp->fs_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
@@ -594,7 +597,8 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	}
 	for (size_t i = 0; i < n; i++) {
-		pinned[i] = (keep && !strcmp(v[i].key, keep)) || stg__entry_pinned(c, v[i].key, &oc);
+		pinned[i] =
+		        (keep && !strcmp(v[i].key, keep)) || stg__entry_pinned(c, v[i].key, &oc);
 		if (!pinned[i])
 			evictable += v[i].size;
 	}
@@ -609,7 +613,7 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 			continue;
 		if (stg__entry_remove(c, v[i].key) == 0) {
 			stg__log(ctx, STG_LOG_INFO, "evicted %s (%llu bytes, least recently used)",
-				 v[i].key, (unsigned long long)v[i].size);
+			         v[i].key, (unsigned long long)v[i].size);
 			used -= v[i].size;
 			evictable -= v[i].size;
 			free_now += v[i].size;
@@ -633,13 +637,14 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 	if (!cap_ok) {
 		char g[16];
 		stg_format_size(sp.cache_max, g, sizeof g);
-		return stg__fail(ctx, STG_ENOSPC,
-				 "not enough room in the cache on %s: need %s, cache_max %s (cache %s, "
-				 "of which %s evictable; the rest is pinned by live jobs)",
-				 c->root, a, g, d, e);
+		return stg__fail(
+		        ctx, STG_ENOSPC,
+		        "not enough room in the cache on %s: need %s, cache_max %s (cache %s, "
+		        "of which %s evictable; the rest is pinned by live jobs)",
+		        c->root, a, g, d, e);
 	}
 	return stg__fail(ctx, STG_ENOSPC,
-			 "not enough space on %s: need %s, %s free, min_free %s (cache %s, of "
-			 "which %s evictable; the rest is pinned by live jobs)",
-			 c->root, a, b, f, d, e);
+	                 "not enough space on %s: need %s, %s free, min_free %s (cache %s, of "
+	                 "which %s evictable; the rest is pinned by live jobs)",
+	                 c->root, a, b, f, d, e);
 }

@@ -20,10 +20,10 @@ struct stg_cache {
 typedef struct stg_meta {
 	char kind[16];
 	char source[STG_PATH_MAX + 1];
-	uint64_t size;     /* bytes on disk, estimated */
+	uint64_t size; /* bytes on disk, estimated */
 	uint64_t files;
-	uint64_t content;  /* bytes of file content */
-	int64_t last_use;  /* mtime of meta */
+	uint64_t content; /* bytes of file content */
+	int64_t last_use; /* mtime of meta */
 } stg_meta;
 
 typedef struct stg_lru {
@@ -82,17 +82,16 @@ void stg__ident_of(const struct stat *st, stg_ident *id);
 /* The digest (hex) indexed for an identity; 0 found, -1 not. */
 int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1]);
 int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
-		   const char *path);
+                   const char *path);
 
 /* Staging (stage.c, source.c). */
 stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
-		    const stg_stage_opts *o, const char *owner, stg_stage_result *res);
+                    const stg_stage_opts *o, const char *owner, stg_stage_result *res);
 void stg__remove_leftovers(stg_cache *c, const char *key);
 int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key);
-stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
-			   const stg_ident *id, const stg_stage_opts *o, const char *owner,
-			   stg_stage_result *res);
+stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
+                           const stg_stage_opts *o, const char *owner, stg_stage_result *res);
 stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
-		       const char *owner, stg_stage_result *res);
+                       const char *owner, stg_stage_result *res);
 
 #endif

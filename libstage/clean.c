@@ -78,7 +78,7 @@ static void drop(cl_run *r, const char *what, const char *rel)
 	uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
 	if (!r->o->dry_run && stg__rmtree_at(r->c->rootfd, rel)) {
 		stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
-			 strerror(errno));
+		         strerror(errno));
 		return;
 	}
 	removed(r, what, rel, bytes);
@@ -212,7 +212,7 @@ static void clean_entries(cl_run *r)
 		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
 		if (!r->o->dry_run && stg__entry_remove(r->c, v[i].key)) {
 			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
-				 strerror(errno));
+			         strerror(errno));
 			continue;
 		}
 		removed(r, "entry", rel, bytes);
@@ -223,7 +223,7 @@ static void clean_entries(cl_run *r)
 }
 
 stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_clean_fn report,
-		  void *arg, uint64_t *freed)
+                  void *arg, uint64_t *freed)
 {
 	stg_clean_opts def;
 	if (!opts) {
@@ -236,7 +236,8 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	/* one cleaner and no pinning or publishing while it works */
 	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
 	if (lk < 0)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
 	clean_partials(&r);
 	clean_pins(&r);
 	clean_jobs(&r);

@@ -23,17 +23,18 @@ static const struct {
 	const char *def;
 	const char *help;
 } keys[] = {
-	{"scratch_root", K_PATH, "",
-	 "stager's directory on node-local scratch (default: the first usable of "
-	 "/disk/scratch/$USER, /scratch-ssd/$USER, $TMPDIR/stager-$USER)"},
-	{"cache_max", K_SIZE_PCT, "0", "largest size of the cache (bytes or % of the disk; 0: no cap)"},
-	{"min_free", K_SIZE_PCT, "5%", "free space to leave on the scratch disk (bytes or %)"},
-	{"max_readers_per_node", K_COUNT, "2", "concurrent shared-FS readers per node"},
-	{"bwlimit", K_SIZE, "0", "shared-FS bandwidth per process, bytes/s (0: none)"},
-	{"shared_lock_dir", K_PATH, "", "directory on the shared FS for cluster-wide leases"},
-	{"max_readers_cluster", K_COUNT, "0", "concurrent shared-FS readers per cluster (0: none)"},
-	{"stall_timeout", K_COUNT, "30",
-	 "seconds reading a foreign archive may make no progress before it is refused"},
+        {"scratch_root", K_PATH, "",
+         "stager's directory on node-local scratch (default: the first usable of "
+         "/disk/scratch/$USER, /scratch-ssd/$USER, $TMPDIR/stager-$USER)"},
+        {"cache_max", K_SIZE_PCT, "0",
+         "largest size of the cache (bytes or % of the disk; 0: no cap)"},
+        {"min_free", K_SIZE_PCT, "5%", "free space to leave on the scratch disk (bytes or %)"},
+        {"max_readers_per_node", K_COUNT, "2", "concurrent shared-FS readers per node"},
+        {"bwlimit", K_SIZE, "0", "shared-FS bandwidth per process, bytes/s (0: none)"},
+        {"shared_lock_dir", K_PATH, "", "directory on the shared FS for cluster-wide leases"},
+        {"max_readers_cluster", K_COUNT, "0", "concurrent shared-FS readers per cluster (0: none)"},
+        {"stall_timeout", K_COUNT, "30",
+         "seconds reading a foreign archive may make no progress before it is refused"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 
@@ -81,10 +82,8 @@ static bool valid(key_kind kind, const char *v)
 {
 	uint64_t n;
 	switch (kind) {
-	case K_PATH:
-		return *v == '\0' || *v == '/';
-	case K_SIZE:
-		return stg_parse_size(v, &n) == 0;
+	case K_PATH: return *v == '\0' || *v == '/';
+	case K_SIZE: return stg_parse_size(v, &n) == 0;
 	case K_SIZE_PCT: {
 		size_t len = strlen(v);
 		if (len > 1 && v[len - 1] == '%') {
@@ -105,14 +104,14 @@ static bool valid(key_kind kind, const char *v)
 }
 
 stg_err stg_config_set(stg_ctx *ctx, stg_config *c, const char *key, const char *value,
-		       const char *origin)
+                       const char *origin)
 {
 	int i = key_index(key);
 	if (i < 0)
 		return stg__fail(ctx, STG_EUSAGE, "%s: unknown setting '%s'", origin, key);
 	if (!valid(keys[i].kind, value))
 		return stg__fail(ctx, STG_EUSAGE, "%s: invalid value '%s' for %s (%s)", origin,
-				 value, key, keys[i].help);
+		                 value, key, keys[i].help);
 	char *v = strdup(value), *o = strdup(origin);
 	if (!v || !o) {
 		free(v);
@@ -142,7 +141,8 @@ stg_err stg_config_load_file(stg_ctx *ctx, stg_config *c, const char *path, int 
 	if (!f) {
 		if (errno == ENOENT && !must_exist)
 			return STG_OK;
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read config file '%s'", path);
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read config file '%s'",
+		                       path);
 	}
 	char line[4096];
 	unsigned lineno = 0;

@@ -108,8 +108,7 @@ static stg_err vfail(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, va_
 {
 	int n = vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
 	if (errnum && n >= 0 && (size_t)n < sizeof ctx->errmsg)
-		snprintf(ctx->errmsg + n, sizeof ctx->errmsg - (size_t)n, ": %s",
-			 strerror(errnum));
+		snprintf(ctx->errmsg + n, sizeof ctx->errmsg - (size_t)n, ": %s", strerror(errnum));
 	return err;
 }
 
@@ -135,14 +134,10 @@ stg_err stg__err_from_errno(int errnum, stg_err otherwise)
 {
 	switch (errnum) {
 	case ENOSPC:
-	case EDQUOT:
-		return STG_ENOSPC;
-	case ENOMEM:
-		return STG_ENOMEM;
-	case EINTR:
-		return STG_EINTR;
-	default:
-		return otherwise;
+	case EDQUOT: return STG_ENOSPC;
+	case ENOMEM: return STG_ENOMEM;
+	case EINTR: return STG_EINTR;
+	default: return otherwise;
 	}
 }
 
@@ -219,11 +214,28 @@ int stg_parse_size(const char *s, uint64_t *out)
 		return -1;
 	double mult = 1;
 	switch (*e) {
-	case 'k': case 'K': mult = 1024.0; e++; break;
-	case 'm': case 'M': mult = 1024.0 * 1024; e++; break;
-	case 'g': case 'G': mult = 1024.0 * 1024 * 1024; e++; break;
-	case 't': case 'T': mult = 1024.0 * 1024 * 1024 * 1024; e++; break;
-	case 'b': case 'B': break;
+	case 'k':
+	case 'K':
+		mult = 1024.0;
+		e++;
+		break;
+	case 'm':
+	case 'M':
+		mult = 1024.0 * 1024;
+		e++;
+		break;
+	case 'g':
+	case 'G':
+		mult = 1024.0 * 1024 * 1024;
+		e++;
+		break;
+	case 't':
+	case 'T':
+		mult = 1024.0 * 1024 * 1024 * 1024;
+		e++;
+		break;
+	case 'b':
+	case 'B': break;
 	case '\0': break;
 	default: return -1;
 	}
@@ -248,10 +260,22 @@ int stg_parse_duration(const char *s, uint64_t *seconds)
 		return -1;
 	double mult = 1;
 	switch (*e) {
-	case 's': mult = 1; e++; break;
-	case 'm': mult = 60; e++; break;
-	case 'h': mult = 3600; e++; break;
-	case 'd': mult = 86400; e++; break;
+	case 's':
+		mult = 1;
+		e++;
+		break;
+	case 'm':
+		mult = 60;
+		e++;
+		break;
+	case 'h':
+		mult = 3600;
+		e++;
+		break;
+	case 'd':
+		mult = 86400;
+		e++;
+		break;
 	case '\0': break;
 	default: return -1;
 	}
@@ -304,8 +328,8 @@ char *stg__tmp_name(const char *path, const char *tag)
 	if (!out)
 		return NULL;
 	unsigned n = atomic_fetch_add(&counter, 1);
-	snprintf(out, need, "%.*s.stager-%s.%.*s.%ld.%u", (int)slash, path, tag,
-		 (int)(len - slash), path + slash, (long)getpid(), n);
+	snprintf(out, need, "%.*s.stager-%s.%.*s.%ld.%u", (int)slash, path, tag, (int)(len - slash),
+	         path + slash, (long)getpid(), n);
 	return out;
 }
 

@@ -39,8 +39,8 @@
 #define NONE UINT32_MAX
 
 typedef struct ex_span {
-	uint32_t next;   /* frame whose piece is to be hashed next */
-	uint32_t last;   /* last frame holding this file */
+	uint32_t next; /* frame whose piece is to be hashed next */
+	uint32_t last; /* last frame holding this file */
 	XXH3_state_t *xs;
 } ex_span;
 
@@ -55,13 +55,13 @@ typedef struct ex_state {
 	stg_ctx *ctx;
 	stg_pack *p;
 	const stg_trailer *t;
-	int rootfd;            /* -1: verify only */
+	int rootfd; /* -1: verify only */
 	mode_t umask;
 	bool read_only;
 	const bool *sel;
 	const uint32_t *span_of;
 	ex_span *spans;
-	const size_t *frames;  /* needed frames, in order */
+	const size_t *frames; /* needed frames, in order */
 	size_t n_frames;
 	bool hash_pack;
 
@@ -76,7 +76,7 @@ typedef struct ex_state {
 } ex_state;
 
 static void ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 static void ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
 {
@@ -125,7 +125,7 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fr
 	hex16(r->xxh3, want);
 	hex16(c.digest, got);
 	ex_fail(s, STG_ECORRUPT, "'%s' is damaged (frame %zu): expected xxh3 %s, found %s",
-		stg__rec_path(s->p, r), frame, want, got);
+	        stg__rec_path(s->p, r), frame, want, got);
 	return false;
 }
 
@@ -215,8 +215,8 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 			if (s->rootfd < 0)
 				continue;
 			int fd = openat(s->rootfd, path,
-					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					create_mode(s, r));
+			                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			                create_mode(s, r));
 			if (fd < 0) {
 				io_fail(s, "cannot create", path);
 				return;
@@ -323,16 +323,18 @@ static void *ex_worker(void *arg)
 			if (ZSTD_isError(fsz) || fsz != f->comp_size || csz != f->raw_size) {
 				ok = false;
 			} else {
-				n = ZSTD_decompressDCtx(dc, raw, f->raw_size, b->data, f->comp_size);
+				n = ZSTD_decompressDCtx(dc, raw, f->raw_size, b->data,
+				                        f->comp_size);
 				ok = !ZSTD_isError(n) && n == f->raw_size;
 			}
 			if (!ok)
 				ex_fail(s, STG_ECORRUPT,
-					"damaged pack: frame %zu (bytes %llu-%llu) does not decode%s%s",
-					k, (unsigned long long)f->comp_off,
-					(unsigned long long)(f->comp_off + f->comp_size),
-					ZSTD_isError(n) ? ": " : "",
-					ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
+				        "damaged pack: frame %zu (bytes %llu-%llu) does not "
+				        "decode%s%s",
+				        k, (unsigned long long)f->comp_off,
+				        (unsigned long long)(f->comp_off + f->comp_size),
+				        ZSTD_isError(n) ? ": " : "",
+				        ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
 		}
 		/* the compressed buffer is free again */
 		pthread_mutex_lock(&s->mu);
@@ -388,7 +390,8 @@ static void *ex_reader(void *arg)
 		else if (stg__pack_pread(s->p, b->data, f->comp_size, f->comp_off)) {
 			int e = errno;
 			if (e)
-				ex_fail(s, STG_EIO, "reading frame %zu of the pack: %s", k, strerror(e));
+				ex_fail(s, STG_EIO, "reading frame %zu of the pack: %s", k,
+				        strerror(e));
 			else
 				ex_fail(s, STG_ECORRUPT, "damaged pack: frame %zu is truncated", k);
 			ok = false;
@@ -417,7 +420,7 @@ static void *ex_reader(void *arg)
 		done += f->comp_size;
 		if (ctx->progress_fn)
 			ctx->progress_fn(ctx->progress_arg, s->rootfd < 0 ? "verify" : "unpack",
-					 done, total);
+			                 done, total);
 	}
 	if (sha) {
 		unsigned int len = 0;
@@ -463,7 +466,7 @@ static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map)
 			return stg__fail(ctx, STG_ENOMEM, "out of memory");
 		if (rc == 0)
 			return stg__fail(ctx, STG_ECORRUPT, "damaged pack: '%s' appears twice",
-					 stg__rec_path(p, r));
+			                 stg__rec_path(p, r));
 	}
 	symlink_probe probe = {p, map};
 	for (size_t i = 0; i < t->n_entries; i++) {
@@ -475,24 +478,24 @@ static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map)
 			uint32_t j = stg__strmap_get(map, path, k);
 			if (j != NONE && t->recs[j].type != STG_DIR)
 				return stg__fail(ctx, STG_ECORRUPT,
-						 "refusing a hostile pack: '%s' lies under '%.*s', "
-						 "which is not a directory",
-						 path, (int)k, path);
+				                 "refusing a hostile pack: '%s' lies under '%.*s', "
+				                 "which is not a directory",
+				                 path, (int)k, path);
 		}
 		const char *link = stg__rec_link(p, r);
 		if (r->type == STG_HARDLINK) {
 			uint32_t j = stg__strmap_get(map, link, r->link_len);
 			if (j == NONE || j >= i || t->recs[j].type != STG_FILE)
 				return stg__fail(ctx, STG_ECORRUPT,
-						 "refusing a hostile pack: hardlink '%s' points to "
-						 "'%s', which is not an earlier file of the pack",
-						 path, link);
+				                 "refusing a hostile pack: hardlink '%s' points to "
+				                 "'%s', which is not an earlier file of the pack",
+				                 path, link);
 		} else if (r->type == STG_SYMLINK) {
 			if (!stg__symlink_ok(path, link, probe_is_symlink, &probe))
 				return stg__fail(ctx, STG_ECORRUPT,
-						 "refusing a hostile pack: symlink '%s' -> '%s' "
-						 "points outside the destination",
-						 path, link);
+				                 "refusing a hostile pack: symlink '%s' -> '%s' "
+				                 "points outside the destination",
+				                 path, link);
 		}
 	}
 	return STG_OK;
@@ -563,8 +566,7 @@ static void plan_free(ex_plan *pl)
 	free(pl->frames);
 }
 
-static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts,
-		    ex_plan *pl)
+static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, ex_plan *pl)
 {
 	const stg_trailer *t = &p->t;
 	stg_err err = check_tree(ctx, p, &pl->map);
@@ -585,7 +587,8 @@ static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 		for (size_t k = 0; k < opts->n_include; k++) {
 			bool hit = false;
 			for (size_t i = 0; i < ne; i++) {
-				if (stg__path_match(opts->include[k], stg__rec_path(p, &t->recs[i]))) {
+				if (stg__path_match(opts->include[k],
+				                    stg__rec_path(p, &t->recs[i]))) {
 					pl->sel[i] = true;
 					hit = true;
 				}
@@ -593,8 +596,8 @@ static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 			if (!hit) {
 				free(need);
 				return stg__fail(ctx, STG_EUSAGE,
-						 "--include '%s' matches nothing in the pack",
-						 opts->include[k]);
+				                 "--include '%s' matches nothing in the pack",
+				                 opts->include[k]);
 			}
 		}
 		/* a hardlink needs its target; an entry its parent directories */
@@ -603,8 +606,8 @@ static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 			if (!pl->sel[i])
 				continue;
 			if (r->type == STG_HARDLINK)
-				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r), r->link_len)] =
-					true;
+				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r),
+				                        r->link_len)] = true;
 			const char *path = stg__rec_path(p, r);
 			for (size_t k = 0; k < r->path_len; k++) {
 				if (path[k] != '/')
@@ -689,28 +692,28 @@ static stg_err prepare_tree(stg_ctx *ctx, ex_state *s)
 		const char *path = stg__rec_path(s->p, r);
 		if (r->type == STG_FILE && r->size == 0 && memcmp(r->xxh3, empty.digest, 16))
 			return stg__fail(ctx, STG_ECORRUPT,
-					 "'%s' is damaged: an empty file with a non-empty hash",
-					 path);
+			                 "'%s' is damaged: an empty file with a non-empty hash",
+			                 path);
 		if (s->rootfd < 0)
 			continue;
 		if (make_parents(s->rootfd, path, last, &last_len))
 			return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-					       "cannot create the parents of '%s'", path);
+			                       "cannot create the parents of '%s'", path);
 		if (r->type == STG_DIR) {
 			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
 				return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
-						       errno, "cannot create '%s'", path);
+				                       errno, "cannot create '%s'", path);
 		} else if (r->type == STG_FILE && (r->size == 0 || s->span_of[i] != NONE)) {
 			bool span = s->span_of[i] != NONE;
 			int fd = openat(s->rootfd, path,
-					O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					span ? 0600 : create_mode(s, r));
+			                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			                span ? 0600 : create_mode(s, r));
 			if (fd < 0 || (!span && set_meta(s, fd, r, false))) {
 				int e = errno;
 				if (fd >= 0)
 					close(fd);
 				return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-						       "cannot create '%s'", path);
+				                       "cannot create '%s'", path);
 			}
 			close(fd);
 		}
@@ -737,12 +740,13 @@ static stg_err finish_tree(stg_ctx *ctx, ex_state *s)
 				rc = symlinkat(link, s->rootfd, path) ||
 				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
 			else if (pass == 2 && r->type == STG_DIR)
-				rc = fchmodat(s->rootfd, path, final_mode(s, r) | (s->read_only ? 0500 : 0), 0) ||
+				rc = fchmodat(s->rootfd, path,
+				              final_mode(s, r) | (s->read_only ? 0500 : 0), 0) ||
 				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
 			if (rc) {
 				int e = errno;
 				return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-						       "cannot create '%s'", path);
+				                       "cannot create '%s'", path);
 			}
 		}
 	}
@@ -752,8 +756,8 @@ static stg_err finish_tree(stg_ctx *ctx, ex_state *s)
 /* ---- running ------------------------------------------------------------ */
 
 /* Extract (rootfd >= 0) or verify (rootfd < 0) the selected part of a pack. */
-static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd,
-			   const stg_unpack_opts *opts, stg_unpack_stats *stats)
+static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpack_opts *opts,
+                           stg_unpack_stats *stats)
 {
 	ex_plan pl = {0};
 	stg_err err = plan(ctx, p, opts, &pl);
@@ -817,7 +821,7 @@ out:
 		stg_digest_hex(p->t.digest, want);
 		stg_digest_hex(s.sha, got);
 		err = stg__fail(ctx, STG_ECORRUPT,
-				"damaged pack: SHA-256 mismatch: expected %s, found %s", want, got);
+		                "damaged pack: SHA-256 mismatch: expected %s, found %s", want, got);
 	}
 	if (!err && rootfd >= 0)
 		err = finish_tree(ctx, &s);
@@ -859,13 +863,13 @@ void stg_unpack_opts_init(stg_unpack_opts *o)
 }
 
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
-			stg_unpack_stats *stats)
+                        stg_unpack_stats *stats)
 {
 	return run_extract(ctx, pack, rootfd, opts, stats);
 }
 
 stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts,
-		   stg_unpack_stats *stats)
+                   stg_unpack_stats *stats)
 {
 	stg_unpack_opts def;
 	if (!opts) {
@@ -885,8 +889,8 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		}
 		if (!empty)
 			return stg__fail(ctx, STG_EEXIST,
-					 "'%s' exists%s; unpack into a new directory", dir,
-					 S_ISDIR(st.st_mode) ? " and is not empty" : "");
+			                 "'%s' exists%s; unpack into a new directory", dir,
+			                 S_ISDIR(st.st_mode) ? " and is not empty" : "");
 	}
 	char *tmp = stg__tmp_name(dir, "unpack");
 	if (!tmp)
@@ -896,7 +900,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 	if (mkdir(tmp, 0700) && (errno != ENOENT || stg__mkdirs_parent(tmp) || mkdir(tmp, 0700))) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				      "cannot create a directory beside '%s'", dir);
+		                      "cannot create a directory beside '%s'", dir);
 		free(tmp);
 		return err;
 	}
@@ -914,7 +918,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 	if (rename(tmp, dir)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, e == ENOTEMPTY || e == EEXIST ? STG_EEXIST : STG_EIO, e,
-				      "cannot move the unpacked tree to '%s'", dir);
+		                      "cannot move the unpacked tree to '%s'", dir);
 	}
 out:
 	if (rootfd >= 0)

@@ -134,7 +134,7 @@ int stg__mkdirs_parent(const char *path)
 		return 0;
 	}
 	*slash = '\0';
-	for (char *p = buf + 1; ; p++) {
+	for (char *p = buf + 1;; p++) {
 		if (*p != '/' && *p != '\0')
 			continue;
 		char c = *p;
@@ -174,7 +174,7 @@ int stg__dir_names(int dirfd, const char *rel, bool sorted, char ***out, size_t 
 	*out = NULL;
 	*count = 0;
 	int fd = rel && *rel ? openat(dirfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			     : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	                     : openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	DIR *d = fdopendir(fd);

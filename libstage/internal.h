@@ -29,15 +29,15 @@ struct stg_ctx {
 
 /* Record the error detail on ctx and return err.  printf-style. */
 stg_err stg__fail(stg_ctx *ctx, stg_err err, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 /* The same, appending ": strerror(errnum)". */
 stg_err stg__fail_errno(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, ...)
-	__attribute__((format(printf, 4, 5)));
+        __attribute__((format(printf, 4, 5)));
 /* Map an errno from opening or reading a source to a result code. */
 stg_err stg__err_from_errno(int errnum, stg_err otherwise);
 
 void stg__log(stg_ctx *ctx, stg_log_level level, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 int stg__threads(const stg_ctx *ctx);
 static inline bool stg__cancelled(const stg_ctx *ctx)
 {
@@ -47,8 +47,7 @@ static inline bool stg__cancelled(const stg_ctx *ctx)
 /* Little-endian fixed-width access. */
 static inline uint32_t stg__get32(const uint8_t *p)
 {
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static inline uint64_t stg__get64(const uint8_t *p)
 {
@@ -81,19 +80,19 @@ int stg__create_tmp(const char *path, const char *tag, char **name);
 
 /* ---- the pack format (trailer.c) -------------------------------------- */
 
-#define STG_FORMAT_VERSION 1
-#define STG_SKIP_MAGIC 0x184D2A57u         /* zstd skippable frame, variant 7 */
-#define STG_FOOTER_SIZE 48
-#define STG_FOOTER_MAGIC "STGPACK\x01"
-#define STG_BODY_MAGIC "STGT"
+#define STG_FORMAT_VERSION   1
+#define STG_SKIP_MAGIC       0x184D2A57u /* zstd skippable frame, variant 7 */
+#define STG_FOOTER_SIZE      48
+#define STG_FOOTER_MAGIC     "STGPACK\x01"
+#define STG_BODY_MAGIC       "STGT"
 #define STG_BODY_HEADER_SIZE 96
-#define STG_FRAME_REC_SIZE 32
-#define STG_ENTRY_REC_SIZE 80
-#define STG_DELTA_REC_SIZE 48
-#define STG_FRAME_RAW_MAX (64u << 20)      /* largest frame a reader accepts */
-#define STG_BODY_RAW_MAX ((uint64_t)2 << 30) /* largest decoded trailer */
-#define STG_PATH_MAX 4095
-#define STG_TAIL_READ (1u << 20)           /* first read at the end of a pack */
+#define STG_FRAME_REC_SIZE   32
+#define STG_ENTRY_REC_SIZE   80
+#define STG_DELTA_REC_SIZE   48
+#define STG_FRAME_RAW_MAX    (64u << 20)         /* largest frame a reader accepts */
+#define STG_BODY_RAW_MAX     ((uint64_t)2 << 30) /* largest decoded trailer */
+#define STG_PATH_MAX         4095
+#define STG_TAIL_READ        (1u << 20) /* first read at the end of a pack */
 
 typedef struct stg_frame {
 	uint64_t comp_off, comp_size;
@@ -135,8 +134,8 @@ void stg__trailer_free(stg_trailer *t);
 
 /* Encode t into a complete trailer frame (skippable header, compressed body,
  * footer).  *out is malloc'ed. */
-stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
-			    uint8_t **out, size_t *out_len);
+stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8_t **out,
+                            size_t *out_len);
 
 /*
  * Decode a trailer.  tail holds the last tail_len bytes of a file of
@@ -145,8 +144,8 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
  * otherwise *need is 0 and t is filled.  Every count and offset is checked
  * against the file size before anything is allocated.
  */
-stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len,
-			    uint64_t file_size, stg_trailer *t, size_t *need);
+stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
+                            stg_trailer *t, size_t *need);
 
 /* Frame that holds tar offset off (t->n_frames if none). */
 size_t stg__frame_of(const stg_trailer *t, uint64_t off);
@@ -154,8 +153,8 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off);
 /* ---- an opened pack (pack_read.c) ------------------------------------- */
 
 struct stg_pack {
-	int fd;               /* -1 for a memory pack */
-	const uint8_t *mem;   /* memory pack */
+	int fd;             /* -1 for a memory pack */
+	const uint8_t *mem; /* memory pack */
 	uint64_t size;
 	stg_trailer t;
 };
@@ -169,8 +168,8 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 
 /* Extract the selected part of a pack into the directory rootfd (which the
  * caller made and owns).  Nothing is renamed or removed on failure. */
-stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd,
-			const stg_unpack_opts *opts, stg_unpack_stats *stats);
+stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
+                        stg_unpack_stats *stats);
 /* Which entries extraction with opts takes (after checking the tree is
  * safe); *sel is malloc'ed, one flag per entry. */
 stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
@@ -216,8 +215,7 @@ bool stg__path_ok(const char *path, size_t len);
  * that are absolute, climb above the root, or pass through another symlink
  * are refused. */
 bool stg__symlink_ok(const char *link_path, const char *target,
-		     bool (*is_symlink)(void *arg, const char *path, size_t len),
-		     void *arg);
+                     bool (*is_symlink)(void *arg, const char *path, size_t len), void *arg);
 /* Does path match a pattern: fnmatch on the whole path, or the pattern names
  * one of its parent directories. */
 bool stg__path_match(const char *pattern, const char *path);

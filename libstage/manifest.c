@@ -35,7 +35,7 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
 {
 	int fd = openat(dirfd, "manifest", O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			0400);
+	                0400);
 	if (fd < 0)
 		return -1;
 	FILE *f = fdopen(fd, "w");
@@ -131,7 +131,8 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 		XXH128_hash_t h;
 		uint64_t size = 0;
 		if (hash_file(datafd, path, &h, &size)) {
-			stg__fail_errno(ctx, STG_ECORRUPT, errno, "'%s' is missing or unreadable", path);
+			stg__fail_errno(ctx, STG_ECORRUPT, errno, "'%s' is missing or unreadable",
+			                path);
 			rc = 1;
 			break;
 		}
@@ -139,8 +140,8 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 		XXH128_canonicalFromHash(&c, h);
 		if (size != want_size || memcmp(c.digest, want, 16)) {
 			stg__fail(ctx, STG_ECORRUPT,
-				  "'%s' does not match its manifest (%llu bytes, expected %llu)",
-				  path, (unsigned long long)size, (unsigned long long)want_size);
+			          "'%s' does not match its manifest (%llu bytes, expected %llu)",
+			          path, (unsigned long long)size, (unsigned long long)want_size);
 			rc = 1;
 			break;
 		}

@@ -190,8 +190,7 @@ int stg_pack_entry(const stg_pack *p, size_t i, stg_entry *e)
 	return 0;
 }
 
-int stg_pack_delta(const stg_pack *p, size_t i, uint8_t base[STG_DIGEST_LEN],
-		   const char **name)
+int stg_pack_delta(const stg_pack *p, size_t i, uint8_t base[STG_DIGEST_LEN], const char **name)
 {
 	if (i >= p->t.n_deltas)
 		return -1;
@@ -201,7 +200,7 @@ int stg_pack_delta(const stg_pack *p, size_t i, uint8_t base[STG_DIGEST_LEN],
 }
 
 int stg_pack_frame(const stg_pack *p, size_t i, uint64_t *offset, uint64_t *size,
-		   uint64_t *tar_offset, uint64_t *tar_size)
+                   uint64_t *tar_offset, uint64_t *tar_size)
 {
 	if (i >= p->t.n_frames)
 		return -1;

@@ -46,7 +46,7 @@ void stg_pack_opts_init(stg_pack_opts *o)
 typedef struct pk_ent {
 	char *path;
 	size_t path_len;
-	char *link;     /* symlink target (owned) or hardlink target (another's path) */
+	char *link; /* symlink target (owned) or hardlink target (another's path) */
 	bool link_owned;
 	uint8_t type;
 	uint32_t mode;
@@ -85,14 +85,14 @@ static void ents_free(pk_ent *ents, size_t n)
 static stg_err walk_dir(pk_walk *w, int rootfd, const char *rel, size_t rel_len);
 
 static stg_err add_entry(pk_walk *w, int rootfd, int dfd, const char *name, const char *rel,
-			 size_t rel_len)
+                         size_t rel_len)
 {
 	stg_ctx *ctx = w->ctx;
 	size_t nlen = strlen(name);
 	size_t plen = rel_len ? rel_len + 1 + nlen : nlen;
 	if (plen > STG_PATH_MAX)
 		return stg__fail(ctx, STG_ENOTSUP, "path too long (over %d bytes): '%s/%s'",
-				 STG_PATH_MAX, rel, name);
+		                 STG_PATH_MAX, rel, name);
 	struct stat st;
 	if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW))
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot stat '%s/%s'", rel, name);
@@ -108,10 +108,10 @@ static stg_err add_entry(pk_walk *w, int rootfd, int dfd, const char *name, cons
 		type = STG_SYMLINK;
 	else {
 		stg__log(ctx, STG_LOG_WARN, "skipping '%s%s%s': %s cannot be packed", rel,
-			 rel_len ? "/" : "", name,
-			 S_ISFIFO(st.st_mode)   ? "a FIFO"
-			 : S_ISSOCK(st.st_mode) ? "a socket"
-						: "a device node");
+		         rel_len ? "/" : "", name,
+		         S_ISFIFO(st.st_mode)   ? "a FIFO"
+		         : S_ISSOCK(st.st_mode) ? "a socket"
+		                                : "a device node");
 		w->skipped++;
 		return STG_OK;
 	}
@@ -152,10 +152,10 @@ static stg_err add_entry(pk_walk *w, int rootfd, int dfd, const char *name, cons
 		ssize_t n = readlinkat(dfd, name, buf, sizeof buf);
 		if (n < 0)
 			return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read link '%s'",
-					       e->path);
+			                       e->path);
 		if (n == 0 || (size_t)n > STG_PATH_MAX)
 			return stg__fail(ctx, STG_ENOTSUP, "symlink target too long: '%s'",
-					 e->path);
+			                 e->path);
 		buf[n] = '\0';
 		e->link = strdup(buf);
 		e->link_owned = true;
@@ -183,13 +183,13 @@ static stg_err walk_dir(pk_walk *w, int rootfd, const char *rel, size_t rel_len)
 	size_t n;
 	if (stg__dir_names(rootfd, rel_len ? rel : NULL, true, &names, &n))
 		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
-				       "cannot read directory '%s'", rel_len ? rel : ".");
+		                       "cannot read directory '%s'", rel_len ? rel : ".");
 	stg_err err = STG_OK;
 	int dfd = rel_len ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			  : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	                  : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
 	if (dfd < 0)
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open directory '%s'",
-				      rel_len ? rel : ".");
+		                      rel_len ? rel : ".");
 	for (size_t i = 0; i < n && !err; i++) {
 		if (stg__cancelled(ctx)) {
 			err = stg__fail(ctx, STG_EINTR, "interrupted");
@@ -264,7 +264,7 @@ typedef struct pk_state {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	pk_job *free_list, *qhead, *qtail;
-	pk_job *all;      /* every job, for freeing (linked through idx-less array) */
+	pk_job *all; /* every job, for freeing (linked through idx-less array) */
 	size_t n_jobs;
 	size_t next_write, submitted;
 	bool closing;
@@ -297,11 +297,11 @@ static void set_err(pk_state *s, stg_err err, const char *msg)
  * which gives the same bytes' worth of output for a third of the CPU.  The
  * choice depends on the data only, so packs stay reproducible.
  */
-#define PROBE_LEN (32u << 10)
+#define PROBE_LEN  (32u << 10)
 #define FAST_LEVEL (-1)
 
 static bool incompressible(ZSTD_CCtx *probe, const uint8_t *raw, size_t len, uint8_t *scratch,
-			   size_t scratch_len)
+                           size_t scratch_len)
 {
 	if (!probe || len < 8 * PROBE_LEN)
 		return false;
@@ -388,7 +388,7 @@ static void *compress_worker(void *arg)
 			 * (harmless on a pipe: it fails with ESPIPE) */
 			if (s->regular)
 				sync_file_range(s->fd, (off_t)s->comp_off, (off_t)clen,
-						SYNC_FILE_RANGE_WRITE);
+				                SYNC_FILE_RANGE_WRITE);
 		}
 		pthread_mutex_lock(&s->mu);
 		if (werr) {
@@ -475,8 +475,8 @@ static la_ssize_t tar_write_cb(struct archive *a, void *arg, const void *buf, si
 
 /* ---- writing one entry ------------------------------------------------- */
 
-static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_ent *e,
-			       uint8_t *buf, XXH3_state_t *xs)
+static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_ent *e, uint8_t *buf,
+                               XXH3_state_t *xs)
 {
 	stg_ctx *ctx = s->ctx;
 	stg_err err = STG_OK;
@@ -500,16 +500,16 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 		}
 		if (n == 0) {
 			err = stg__fail(ctx, STG_EIO,
-					"'%s' shrank while it was packed (%llu bytes missing); "
-					"pack again once nothing writes to the tree",
-					e->path, (unsigned long long)left);
+			                "'%s' shrank while it was packed (%llu bytes missing); "
+			                "pack again once nothing writes to the tree",
+			                e->path, (unsigned long long)left);
 			goto out;
 		}
 		if ((uint64_t)n > left) {
 			err = stg__fail(ctx, STG_EIO,
-					"'%s' grew while it was packed; pack again once nothing "
-					"writes to the tree",
-					e->path);
+			                "'%s' grew while it was packed; pack again once nothing "
+			                "writes to the tree",
+			                e->path);
 			goto out;
 		}
 		XXH3_128bits_update(xs, buf, (size_t)n);
@@ -525,7 +525,7 @@ static stg_err write_file_data(pk_state *s, struct archive *a, int rootfd, pk_en
 				err = s->err ? s->err : STG_EIO;
 				if (!s->err)
 					stg__fail(ctx, err, "writing '%s' to the tar stream: %s",
-						  e->path, archive_error_string(a));
+					          e->path, archive_error_string(a));
 				goto out;
 			}
 			done += piece;
@@ -577,9 +577,7 @@ static stg_err write_entries(pk_state *s, pk_walk *w, int rootfd, struct archive
 			archive_entry_set_filetype(ae, AE_IFREG);
 			archive_entry_set_size(ae, (la_int64_t)e->size);
 			break;
-		case STG_DIR:
-			archive_entry_set_filetype(ae, AE_IFDIR);
-			break;
+		case STG_DIR: archive_entry_set_filetype(ae, AE_IFDIR); break;
 		case STG_SYMLINK:
 			archive_entry_set_filetype(ae, AE_IFLNK);
 			archive_entry_copy_symlink(ae, e->link);
@@ -596,7 +594,7 @@ static stg_err write_entries(pk_state *s, pk_walk *w, int rootfd, struct archive
 			err = s->err ? s->err : STG_EIO;
 			if (!s->err)
 				stg__fail(ctx, err, "writing the header of '%s': %s", e->path,
-					  archive_error_string(a));
+				          archive_error_string(a));
 			goto out;
 		}
 		e->data_off = s->tar_pos;
@@ -610,7 +608,7 @@ static stg_err write_entries(pk_state *s, pk_walk *w, int rootfd, struct archive
 			err = s->err ? s->err : STG_EIO;
 			if (!s->err)
 				stg__fail(ctx, err, "finishing '%s': %s", e->path,
-					  archive_error_string(a));
+				          archive_error_string(a));
 			goto out;
 		}
 		done += e->size;
@@ -683,7 +681,7 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 	if (stg__write_full(s->fd, frame, frame_len)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				      "writing the pack's trailer");
+		                      "writing the pack's trailer");
 		goto out;
 	}
 	if (info) {
@@ -715,8 +713,8 @@ out:
 
 /* ---- the whole ---------------------------------------------------------- */
 
-static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *opts,
-			 pk_walk *w, stg_pack_info *info)
+static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *opts, pk_walk *w,
+                         stg_pack_info *info)
 {
 	stg_err err = STG_OK;
 	stg_pack_opts def;
@@ -726,11 +724,11 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	}
 	if (opts->level < 1 || opts->level > 19)
 		return stg__fail(ctx, STG_EUSAGE, "compression level %d is out of range (1-19)",
-				 opts->level);
+		                 opts->level);
 	size_t target = opts->frame_size ? opts->frame_size : (4u << 20);
 	if (target < 64 * 1024 || target > STG_FRAME_RAW_MAX / 2)
 		return stg__fail(ctx, STG_EUSAGE, "frame size out of range (64 KiB to %u MiB)",
-				 STG_FRAME_RAW_MAX / 2 >> 20);
+		                 STG_FRAME_RAW_MAX / 2 >> 20);
 
 	if ((err = walk_dir(w, rootfd, "", 0)) || (err = find_hardlinks(w)))
 		return err;
@@ -780,7 +778,7 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	archive_write_set_bytes_in_last_block(a, 1);
 	if (archive_write_open2(a, &s, NULL, tar_write_cb, NULL, NULL) != ARCHIVE_OK) {
 		err = stg__fail(ctx, STG_EIO, "starting the tar stream: %s",
-				archive_error_string(a));
+		                archive_error_string(a));
 		goto out;
 	}
 	if ((err = write_entries(&s, w, rootfd, a)))
@@ -839,7 +837,7 @@ static stg_err open_root(stg_ctx *ctx, const char *dir, int *rootfd)
 }
 
 stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_opts *opts,
-			stg_pack_info *info)
+                        stg_pack_info *info)
 {
 	int rootfd;
 	stg_err err = open_root(ctx, dir, &rootfd);
@@ -858,8 +856,8 @@ stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_op
 	return err;
 }
 
-stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
-		     const stg_pack_opts *opts, stg_pack_info *info)
+stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const stg_pack_opts *opts,
+                     stg_pack_info *info)
 {
 	int rootfd;
 	stg_err err = open_root(ctx, dir, &rootfd);
@@ -871,7 +869,7 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
 		int e = errno;
 		close(rootfd);
 		return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				       "cannot create a file beside '%s'", out_path);
+		                       "cannot create a file beside '%s'", out_path);
 	}
 	pk_walk w = {.ctx = ctx};
 	struct stat st;
@@ -890,12 +888,12 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
 	if (!err && opts && opts->fsync && fsync(fd)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
-				      out_path);
+		                      out_path);
 	}
 	if (close(fd) && !err) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
-				      out_path);
+		                      out_path);
 	}
 	if (!err && stg__replace(tmp, out_path, opts && opts->fsync)) {
 		int e = errno;

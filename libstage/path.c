@@ -42,7 +42,7 @@ bool stg__path_ok(const char *path, size_t len)
 }
 
 bool stg__symlink_ok(const char *link_path, const char *target,
-		     bool (*is_symlink)(void *arg, const char *path, size_t len), void *arg)
+                     bool (*is_symlink)(void *arg, const char *path, size_t len), void *arg)
 {
 	size_t tlen = strlen(target);
 	if (tlen == 0 || tlen > STG_PATH_MAX || target[0] == '/')

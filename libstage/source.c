@@ -35,7 +35,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#define BLOCK (1u << 20)
+#define BLOCK          (1u << 20)
 #define READER_MEM_MAX ((rlim_t)4 << 30) /* address space of an archive reader */
 
 /* ---- the archive reader ------------------------------------------------------ */
@@ -47,7 +47,7 @@ typedef struct ar_src {
 	uint64_t hashed; /* the SHA-256 covers [0, hashed) */
 	uint8_t *buf;
 	EVP_MD_CTX *sha;
-	uint64_t bytes;  /* read from the file, re-reads included */
+	uint64_t bytes; /* read from the file, re-reads included */
 	int err;
 	volatile uint64_t *progress; /* shared with the watching parent */
 } ar_src;
@@ -84,7 +84,9 @@ static la_int64_t ar_seek(struct archive *a, void *arg, la_int64_t off, int when
 {
 	(void)a;
 	ar_src *s = arg;
-	int64_t base = whence == SEEK_SET ? 0 : whence == SEEK_CUR ? (int64_t)s->pos : (int64_t)s->size;
+	int64_t base = whence == SEEK_SET   ? 0
+	               : whence == SEEK_CUR ? (int64_t)s->pos
+	                                    : (int64_t)s->size;
 	int64_t to = base + off;
 	if (to < 0)
 		return ARCHIVE_FATAL;
@@ -153,7 +155,7 @@ static bool clean_path(const char *in, char *out, size_t cap)
 }
 
 static stg_err remember(ar_state *s, const char *path, const char *link, uint8_t type,
-			uint32_t mode, int64_t mtime, long nsec)
+                        uint32_t mode, int64_t mtime, long nsec)
 {
 	if (s->n == s->cap) {
 		size_t ncap = s->cap ? s->cap * 2 : 256;
@@ -230,17 +232,17 @@ static stg_err space_check(ar_state *s)
 		if (free_b < s->min_free) {
 			char a[16], b[16];
 			return stg__fail(s->ctx, STG_ENOSPC,
-					 "not enough space on scratch while unpacking the archive: "
-					 "%s free, min_free %s",
-					 stg_format_size(free_b, a, sizeof a),
-					 stg_format_size(s->min_free, b, sizeof b));
+			                 "not enough space on scratch while unpacking the archive: "
+			                 "%s free, min_free %s",
+			                 stg_format_size(free_b, a, sizeof a),
+			                 stg_format_size(s->min_free, b, sizeof b));
 		}
 	}
 	return STG_OK;
 }
 
 static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint32_t mode,
-			  int64_t size_hint, XXH128_canonical_t *hash, uint64_t *size)
+                          int64_t size_hint, XXH128_canonical_t *hash, uint64_t *size)
 {
 	/* a later entry of the same name replaces an earlier file, as tar does */
 	uint32_t prev = lookup(s, path, strlen(path));
@@ -249,10 +251,11 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 			return hostile(s, "a file over a directory or link", path);
 		unlinkat(s->rootfd, path, 0);
 	}
-	int fd = openat(s->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd =
+	        openat(s->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-				       "cannot create '%s'", path);
+		                       "cannot create '%s'", path);
 	(void)mode;
 	XXH3_state_t *xs = XXH3_createState();
 	static const uint8_t zeros[4096];
@@ -272,13 +275,15 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 			break;
 		if (r < ARCHIVE_WARN || off < 0 || (uint64_t)off < pos) {
 			err = stg__fail(s->ctx, STG_ECORRUPT, "damaged archive at '%s': %s", path,
-					r < ARCHIVE_WARN ? archive_error_string(a) : "data out of order");
+			                r < ARCHIVE_WARN ? archive_error_string(a)
+			                                 : "data out of order");
 			goto out;
 		}
 		/* a hole (sparse file) reads as zeros */
 		while (pos < (uint64_t)off) {
-			size_t z = (uint64_t)off - pos < sizeof zeros ? (size_t)((uint64_t)off - pos)
-								      : sizeof zeros;
+			size_t z = (uint64_t)off - pos < sizeof zeros
+			                   ? (size_t)((uint64_t)off - pos)
+			                   : sizeof zeros;
 			XXH3_128bits_update(xs, zeros, z);
 			pos += z;
 		}
@@ -290,8 +295,8 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 			if (n < 0 && errno == EINTR)
 				continue;
 			if (n < 0) {
-				err = stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-						      "cannot write '%s'", path);
+				err = stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO),
+				                      errno, "cannot write '%s'", path);
 				goto out;
 			}
 			p += n;
@@ -318,8 +323,8 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 		}
 		while (pos < (uint64_t)size_hint) {
 			size_t z = (uint64_t)size_hint - pos < sizeof zeros
-					   ? (size_t)((uint64_t)size_hint - pos)
-					   : sizeof zeros;
+			                   ? (size_t)((uint64_t)size_hint - pos)
+			                   : sizeof zeros;
 			XXH3_128bits_update(xs, zeros, z);
 			pos += z;
 		}
@@ -347,21 +352,22 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			if ((archive_format(a) & ARCHIVE_FORMAT_BASE_MASK) == ARCHIVE_FORMAT_TAR &&
 			    archive_filter_bytes(a, 0) < archive_read_header_position(a) + 512)
 				return stg__fail(s->ctx, STG_ECORRUPT,
-						 "damaged archive: the tar stream is truncated (it "
-						 "ends without its end-of-archive marker)");
+				                 "damaged archive: the tar stream is truncated (it "
+				                 "ends without its end-of-archive marker)");
 			break;
 		}
 		if (r == ARCHIVE_WARN)
 			stg__log(s->ctx, STG_LOG_WARN, "%s", archive_error_string(a));
 		else if (r != ARCHIVE_OK)
 			return stg__fail(s->ctx, STG_ECORRUPT, "damaged or unsupported archive: %s",
-					 archive_error_string(a) ? archive_error_string(a)
-								 : "unreadable");
+			                 archive_error_string(a) ? archive_error_string(a)
+			                                         : "unreadable");
 		if (stg__cancelled(s->ctx))
 			return stg__fail(s->ctx, STG_EINTR, "interrupted");
 		const char *raw = archive_entry_pathname(ae);
 		if (!raw)
-			return stg__fail(s->ctx, STG_ECORRUPT, "damaged archive: an entry without a name");
+			return stg__fail(s->ctx, STG_ECORRUPT,
+			                 "damaged archive: an entry without a name");
 		if (!strcmp(raw, ".") || !strcmp(raw, "./"))
 			continue;
 		if (raw[0] == '/')
@@ -371,9 +377,10 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		if (!parents_are_dirs(s, path))
 			return hostile(s, "a path under a file or link", path);
 		if (archive_entry_is_encrypted(ae))
-			return stg__fail(s->ctx, STG_ECORRUPT,
-					 "'%s' is encrypted: stager cannot stage an encrypted archive",
-					 path);
+			return stg__fail(
+			        s->ctx, STG_ECORRUPT,
+			        "'%s' is encrypted: stager cannot stage an encrypted archive",
+			        path);
 		uint32_t mode = (uint32_t)archive_entry_perm(ae) & 01777; /* no setuid/setgid */
 		int64_t mtime = archive_entry_mtime_is_set(ae) ? archive_entry_mtime(ae) : 0;
 		long nsec = archive_entry_mtime_is_set(ae) ? archive_entry_mtime_nsec(ae) : 0;
@@ -383,19 +390,21 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		mode_t type = archive_entry_filetype(ae);
 		if (mkparents(s->rootfd, path))
 			return stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-					       "cannot create the parents of '%s'", path);
+			                       "cannot create the parents of '%s'", path);
 		uint8_t t;
 		if (hl) {
 			if (hl[0] == '/' || !clean_path(hl, target, sizeof target))
 				return hostile(s, "hardlink to an unsafe path", hl);
 			uint32_t i = lookup(s, target, strlen(target));
 			if (i == UINT32_MAX || s->items[i].type != STG_FILE)
-				return hostile(s, "hardlink to something that is not an earlier file",
-					       path);
+				return hostile(s,
+				               "hardlink to something that is not an earlier file",
+				               path);
 			if (lookup(s, path, strlen(path)) != UINT32_MAX)
 				unlinkat(s->rootfd, path, 0);
 			if (linkat(s->rootfd, target, s->rootfd, path, 0))
-				return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot link '%s'", path);
+				return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot link '%s'",
+				                       path);
 			t = STG_FILE;
 			s->files++;
 		} else if (type == AE_IFREG) {
@@ -415,7 +424,7 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 				return hostile(s, "a directory over a file or link", path);
 			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
 				return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot create '%s'",
-						       path);
+				                       path);
 			s->disk += 4096;
 			t = STG_DIR;
 		} else if (type == AE_IFLNK) {
@@ -428,12 +437,13 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			t = STG_SYMLINK;
 		} else {
 			return hostile(s,
-				       type == AE_IFCHR || type == AE_IFBLK ? "device node"
-				       : type == AE_IFIFO			  ? "FIFO"
-										  : "special file",
-				       path);
+			               type == AE_IFCHR || type == AE_IFBLK ? "device node"
+			               : type == AE_IFIFO                   ? "FIFO"
+			                                                    : "special file",
+			               path);
 		}
-		if ((err = remember(s, path, t == STG_SYMLINK ? target : NULL, t, mode, mtime, nsec)))
+		if ((err = remember(s, path, t == STG_SYMLINK ? target : NULL, t, mode, mtime,
+		                    nsec)))
 			return err;
 		uint32_t idx = (uint32_t)(s->n - 1);
 		/* the map points at the latest entry of a name */
@@ -453,7 +463,8 @@ static stg_err finish(ar_state *s, bool read_only)
 			continue; /* replaced by a later entry */
 		if (!parents_are_dirs(s, it->path))
 			return hostile(s, "a path under a file or link", it->path);
-		if (it->type == STG_SYMLINK && !stg__symlink_ok(it->path, it->link, is_symlink_cb, s))
+		if (it->type == STG_SYMLINK &&
+		    !stg__symlink_ok(it->path, it->link, is_symlink_cb, s))
 			return hostile(s, "symlink leading outside the destination", it->path);
 	}
 	for (size_t i = 0; i < s->n; i++) {
@@ -470,7 +481,8 @@ static stg_err finish(ar_state *s, bool read_only)
 			rc = fchmodat(s->rootfd, it->path, mode, 0) ||
 			     utimensat(s->rootfd, it->path, ts, AT_SYMLINK_NOFOLLOW);
 		if (rc)
-			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'", it->path);
+			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'",
+			                       it->path);
 	}
 	/* directories last, deepest first, so creating children does not
 	 * change their mtimes and read-only ones were writable until now */
@@ -482,7 +494,8 @@ static stg_err finish(ar_state *s, bool read_only)
 		mode_t mode = (read_only ? it->mode & ~0222u : it->mode) | 0500;
 		if (fchmodat(s->rootfd, it->path, mode, 0) ||
 		    utimensat(s->rootfd, it->path, ts, AT_SYMLINK_NOFOLLOW))
-			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'", it->path);
+			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'",
+			                       it->path);
 	}
 	return STG_OK;
 }
@@ -500,7 +513,7 @@ static void ar_state_free(ar_state *s)
 /* Extract the archive on fd into the directory tfd/data, writing tfd's
  * manifest; the SHA-256 of the whole file into sha. */
 static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint8_t sha[32],
-			       uint64_t *bytes, ar_state *s, volatile uint64_t *progress)
+                               uint64_t *bytes, ar_state *s, volatile uint64_t *progress)
 {
 	stg_err err = STG_OK;
 	ar_src src = {.fd = fd, .progress = progress};
@@ -520,10 +533,10 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 	if (mkdirat(tfd, "data", 0700) ||
 	    (dfd = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    (mfd = openat(tfd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  0400)) < 0 ||
+	                  0400)) < 0 ||
 	    !(s->manifest = fdopen(mfd, "w"))) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create a cache entry in '%s'",
-				      c->root);
+		                      c->root);
 		goto out;
 	}
 	mfd = -1;
@@ -550,10 +563,11 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
 	archive_read_set_seek_callback(a, ar_seek);
 	if (archive_read_open(a, &src, NULL, ar_read, NULL) != ARCHIVE_OK) {
 		err = src.err ? stg__fail_errno(ctx, STG_EIO, src.err, "cannot read the archive")
-			      : stg__fail(ctx, STG_ECORRUPT,
-					  "not an archive stager can read: %s (make a pack with "
-					  "'stager pack')",
-					  archive_error_string(a) ? archive_error_string(a) : "unknown format");
+		              : stg__fail(ctx, STG_ECORRUPT,
+		                          "not an archive stager can read: %s (make a pack with "
+		                          "'stager pack')",
+		                          archive_error_string(a) ? archive_error_string(a)
+		                                                  : "unknown format");
 		goto out;
 	}
 	if ((err = read_archive(s, a)))
@@ -611,10 +625,10 @@ typedef struct ar_shared {
 } ar_shared;
 
 static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint8_t sha[32],
-				uint64_t *bytes, ar_state *out)
+                                uint64_t *bytes, ar_state *out)
 {
-	ar_shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
-			     -1, 0);
+	ar_shared *sh =
+	        mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		return stg__fail_errno(ctx, STG_ENOMEM, errno, "cannot map memory");
 	memset(sh, 0, sizeof *sh);
@@ -642,7 +656,8 @@ static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uin
 		stg_ctx child = *ctx;
 		child.log_fn = NULL; /* the parent's terminal belongs to the parent */
 		child.progress_fn = NULL;
-		sh->err = extract_archive(&child, c, fd, tfd, sh->sha, &sh->bytes, &s, &sh->progress);
+		sh->err =
+		        extract_archive(&child, c, fd, tfd, sh->sha, &sh->bytes, &s, &sh->progress);
 		snprintf(sh->msg, sizeof sh->msg, "%s", child.errmsg);
 		sh->files = s.files;
 		sh->content = s.content;
@@ -671,29 +686,31 @@ static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uin
 			while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
 				;
 			err = stg__cancelled(ctx)
-				      ? stg__fail(ctx, STG_EINTR, "interrupted")
-				      : stg__fail(ctx, STG_ECORRUPT,
-						  "damaged archive: reading it made no progress for %u "
-						  "s (libarchive loops on it); refusing it",
-						  c->stall_timeout);
+			              ? stg__fail(ctx, STG_EINTR, "interrupted")
+			              : stg__fail(ctx, STG_ECORRUPT,
+			                          "damaged archive: reading it made no progress "
+			                          "for %u "
+			                          "s (libarchive loops on it); refusing it",
+			                          c->stall_timeout);
 			break;
 		}
 	}
 	if (!err && WIFSIGNALED(status))
 		err = stg__fail(ctx, STG_ECORRUPT,
-				"damaged archive: reading it crashed the reader (signal %d); "
-				"refusing it",
-				WTERMSIG(status));
+		                "damaged archive: reading it crashed the reader (signal %d); "
+		                "refusing it",
+		                WTERMSIG(status));
 	else if (!err && (!WIFEXITED(status) || WEXITSTATUS(status)))
 		/* the child does nothing but read the archive */
 		err = stg__fail(ctx, STG_ECORRUPT,
-				"damaged archive: the reader failed on it (status %d); refusing it",
-				WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+		                "damaged archive: the reader failed on it (status %d); refusing it",
+		                WIFEXITED(status) ? WEXITSTATUS(status) : -1);
 	else if (!err && sh->err == STG_ENOMEM)
-		err = stg__fail(ctx, STG_ECORRUPT,
-				"damaged archive: reading it needs more memory than a reader may use "
-				"(%u GiB): %s",
-				(unsigned)(READER_MEM_MAX >> 30), sh->msg);
+		err = stg__fail(
+		        ctx, STG_ECORRUPT,
+		        "damaged archive: reading it needs more memory than a reader may use "
+		        "(%u GiB): %s",
+		        (unsigned)(READER_MEM_MAX >> 30), sh->msg);
 	else if (!err && sh->err)
 		err = stg__fail(ctx, sh->err, "%s", sh->msg);
 	if (!err) {
@@ -707,31 +724,30 @@ static stg_err extract_isolated(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uin
 	return err;
 }
 
-stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
-			   const stg_ident *id, const stg_stage_opts *o, const char *owner,
-			   stg_stage_result *res)
+stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
+                           const stg_stage_opts *o, const char *owner, stg_stage_result *res)
 {
 	if (o->n_include)
 		return stg__fail(ctx, STG_EUSAGE,
-				 "--include needs a pack: '%s' is another kind of archive (make a "
-				 "pack with 'stager pack' to stage parts of it)",
-				 src);
+		                 "--include needs a pack: '%s' is another kind of archive (make a "
+		                 "pack with 'stager pack' to stage parts of it)",
+		                 src);
 	if (id->size == 0)
 		return stg__fail(ctx, STG_ECORRUPT, "'%s' is empty: not a pack or an archive", src);
 	stg__log(ctx, STG_LOG_INFO,
-		 "'%s' is not a pack: it is read and unpacked in one stream, with no parallel "
-		 "extraction; 'stager pack' makes it faster to stage",
-		 src);
+	         "'%s' is not a pack: it is read and unpacked in one stream, with no parallel "
+	         "extraction; 'stager pack' makes it faster to stage",
+	         src);
 	/* one builder per source file */
 	char lname[96];
 	snprintf(lname, sizeof lname, "src-%llu-%llu", (unsigned long long)id->dev,
-		 (unsigned long long)id->ino);
+	         (unsigned long long)id->ino);
 	bool waited;
 	int lk = stg__cache_lock(ctx, c, lname, true, &waited);
 	if (lk < 0)
-		return stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
-					   : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock '%s'",
-							     lname);
+		return stg__cancelled(ctx)
+		               ? stg__fail(ctx, STG_EINTR, "interrupted")
+		               : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock '%s'", lname);
 	stg_err err = STG_OK;
 	char hex[STG_DIGEST_HEXLEN + 1];
 	if (waited && stg__index_get(c, id, hex) == 0 && stg__entry_exists(c, hex)) {
@@ -758,7 +774,7 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
 	if (mkdirat(c->rootfd, tmp, 0700) ||
 	    (tfd = openat(c->rootfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create a cache entry in '%s'",
-				      c->root);
+		                      c->root);
 		goto out;
 	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -829,9 +845,9 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 	w->ops += 2; /* open and list */
 	if (stg__dir_names(rootfd, rel, true, &names, &n))
 		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
-				       "cannot read directory '%s'", *rel ? rel : ".");
+		                       "cannot read directory '%s'", *rel ? rel : ".");
 	int dfd = *rel ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-		       : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	               : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
 	stg_err err = STG_OK;
 	if (dfd < 0)
 		err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
@@ -859,9 +875,10 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}
-		if (!S_ISREG(it->st.st_mode) && !S_ISDIR(it->st.st_mode) && !S_ISLNK(it->st.st_mode)) {
-			stg__log(w->ctx, STG_LOG_WARN, "skipping '%s': not a file, directory or link",
-				 path);
+		if (!S_ISREG(it->st.st_mode) && !S_ISDIR(it->st.st_mode) &&
+		    !S_ISLNK(it->st.st_mode)) {
+			stg__log(w->ctx, STG_LOG_WARN,
+			         "skipping '%s': not a file, directory or link", path);
 			continue;
 		}
 		if (!(it->path = strdup(path))) {
@@ -874,8 +891,8 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 			ssize_t k = readlinkat(dfd, names[i], t, sizeof t - 1);
 			if (k <= 0 || !(it->link = strndup(t, (size_t)k))) {
 				free(it->path);
-				err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read link '%s'",
-						      path);
+				err = stg__fail_errno(w->ctx, STG_ENOENT, errno,
+				                      "cannot read link '%s'", path);
 				break;
 			}
 		}
@@ -900,7 +917,7 @@ static void walk_free(dir_walk *w)
 
 /* Copy a file while hashing it; fails if it changes size meanwhile. */
 static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *it, uint8_t *buf,
-			   XXH128_canonical_t *h)
+                           XXH128_canonical_t *h)
 {
 	int s = openat(sroot, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (s < 0)
@@ -909,7 +926,7 @@ static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *i
 	if (d < 0) {
 		close(s);
 		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-				       "cannot create '%s'", it->path);
+		                       "cannot create '%s'", it->path);
 	}
 	XXH3_state_t *xs = XXH3_createState();
 	stg_err err = STG_OK;
@@ -932,7 +949,7 @@ static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *i
 		XXH3_128bits_update(xs, buf, (size_t)n);
 		if (stg__write_full(d, buf, (size_t)n)) {
 			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-					      "writing '%s'", it->path);
+			                      "writing '%s'", it->path);
 			goto out;
 		}
 		total += (uint64_t)n;
@@ -943,7 +960,7 @@ static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *i
 	}
 	if (total != (uint64_t)it->st.st_size) {
 		err = stg__fail(ctx, STG_EIO, "'%s' changed while it was staged; stage again",
-				it->path);
+		                it->path);
 		goto out;
 	}
 	XXH128_canonicalFromHash(h, XXH3_128bits_digest(xs));
@@ -960,7 +977,7 @@ out:
 
 /* Build the entry from the walked tree into tfd/data. */
 static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64_t *content,
-			   uint64_t *files)
+                           uint64_t *files)
 {
 	stg_err err = STG_OK;
 	int droot = -1;
@@ -970,7 +987,7 @@ static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64
 	if (!buf || mkdirat(tfd, "data", 0700) ||
 	    (droot = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
 	    (mfd = openat(tfd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  0400)) < 0 ||
+	                  0400)) < 0 ||
 	    !(man = fdopen(mfd, "w"))) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create a cache entry");
 		if (mfd >= 0 && !man)
@@ -981,18 +998,19 @@ static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64
 		const dir_item *it = &w->v[i];
 		if (S_ISDIR(it->st.st_mode)) {
 			if (mkdirat(droot, it->path, 0700))
-				err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-						      "cannot create '%s'", it->path);
+				err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
+				                      errno, "cannot create '%s'", it->path);
 		} else if (S_ISLNK(it->st.st_mode)) {
 			struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
 			if (symlinkat(it->link, droot, it->path) ||
 			    utimensat(droot, it->path, ts, AT_SYMLINK_NOFOLLOW))
 				err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s'",
-						      it->path);
+				                      it->path);
 		} else {
 			XXH128_canonical_t h;
 			if (!(err = copy_hashed(ctx, sroot, droot, it, buf, &h))) {
-				stg__manifest_line(man, h.digest, (uint64_t)it->st.st_size, it->path);
+				stg__manifest_line(man, h.digest, (uint64_t)it->st.st_size,
+				                   it->path);
 				*content += (uint64_t)it->st.st_size;
 				(*files)++;
 			}
@@ -1020,11 +1038,11 @@ out:
 }
 
 stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
-		       const char *owner, stg_stage_result *res)
+                       const char *owner, stg_stage_result *res)
 {
 	if (o->n_include)
 		return stg__fail(ctx, STG_EUSAGE,
-				 "--include needs a pack: pack '%s' with 'stager pack' first", src);
+		                 "--include needs a pack: pack '%s' with 'stager pack' first", src);
 	int sroot = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sroot < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
@@ -1043,9 +1061,9 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 	for (size_t i = 0; i < w.n; i++) {
 		const dir_item *it = &w.v[i];
 		char line[256];
-		int n = snprintf(line, sizeof line, "|%o|%lld|%lld.%09ld|", (unsigned)it->st.st_mode,
-				 (long long)it->st.st_size, (long long)it->st.st_mtim.tv_sec,
-				 it->st.st_mtim.tv_nsec);
+		int n = snprintf(line, sizeof line, "|%o|%lld|%lld.%09ld|",
+		                 (unsigned)it->st.st_mode, (long long)it->st.st_size,
+		                 (long long)it->st.st_mtim.tv_sec, it->st.st_mtim.tv_nsec);
 		EVP_DigestUpdate(md, it->path, strlen(it->path) + 1);
 		EVP_DigestUpdate(md, line, (size_t)n);
 		if (it->link)
@@ -1057,9 +1075,9 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 	char key[STG_DIGEST_HEXLEN + 1];
 	stg_digest_hex(res->digest, key);
 	stg__log(ctx, STG_LOG_INFO,
-		 "'%s' is a directory: staging it costs %llu metadata operations on the shared "
-		 "filesystem in every job; 'stager pack %s' once makes a warm stage cost 1",
-		 src, (unsigned long long)w.ops, src);
+	         "'%s' is a directory: staging it costs %llu metadata operations on the shared "
+	         "filesystem in every job; 'stager pack %s' once makes a warm stage cost 1",
+	         src, (unsigned long long)w.ops, src);
 	res->source_bytes = 0;
 	bool built = false;
 	for (int attempt = 0; attempt < 2 && !res->path; attempt++) {
@@ -1073,8 +1091,9 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 		bool waited;
 		int lk = stg__cache_lock(ctx, c, key, true, &waited);
 		if (lk < 0) {
-			err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
-						  : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock");
+			err = stg__cancelled(ctx)
+			              ? stg__fail(ctx, STG_EINTR, "interrupted")
+			              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock");
 			goto out;
 		}
 		res->waited = waited;
@@ -1091,10 +1110,12 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 			snprintf(fin, sizeof fin, "cache/%s", key);
 			int tfd = -1;
 			uint64_t content = 0, files = 0;
-			if (!err && (mkdirat(c->rootfd, tmp, 0700) ||
-				     (tfd = openat(c->rootfd, tmp,
-						   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
-				err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create a cache entry");
+			if (!err &&
+			    (mkdirat(c->rootfd, tmp, 0700) ||
+			     (tfd = openat(c->rootfd, tmp,
+			                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
+				err = stg__fail_errno(ctx, STG_EIO, errno,
+				                      "cannot create a cache entry");
 			if (!err)
 				err = copy_source(ctx, sroot, tfd, &w, &content, &files);
 			if (!err) {
@@ -1109,7 +1130,7 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 				if (stg__meta_write(tfd, &m) ||
 				    renameat(c->rootfd, tmp, c->rootfd, fin))
 					err = stg__fail_errno(ctx, STG_EIO, errno,
-							      "cannot publish the cache entry");
+					                      "cannot publish the cache entry");
 			}
 			if (tfd >= 0)
 				close(tfd);

@@ -80,7 +80,7 @@ int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN
 }
 
 int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
-		   const char *path)
+                   const char *path)
 {
 	int lk = stg__cache_lock(ctx, c, "index", true, NULL);
 	if (lk < 0)
@@ -92,7 +92,8 @@ int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *
 		close(ifd);
 	char tmp[64];
 	snprintf(tmp, sizeof tmp, "index.tmp.%d", (int)getpid());
-	int ofd = openat(c->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int ofd =
+	        openat(c->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (ofd < 0 || !(out = fdopen(ofd, "w"))) {
 		if (ofd >= 0)
 			close(ofd);
@@ -114,8 +115,8 @@ int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *
 	/* a path with a newline is not worth an escape: it is left out */
 	const char *shown = strchr(path, '\n') ? "?" : path;
 	fprintf(out, "%s %llu %llu %llu %lld %lld %s\n", hex, (unsigned long long)id->dev,
-		(unsigned long long)id->ino, (unsigned long long)id->size, (long long)id->mtime_ns,
-		(long long)id->ctime_ns, shown);
+	        (unsigned long long)id->ino, (unsigned long long)id->size, (long long)id->mtime_ns,
+	        (long long)id->ctime_ns, shown);
 	if (fclose(out) == 0 && renameat(c->rootfd, tmp, c->rootfd, "index") == 0)
 		rc = 0;
 	out = NULL;
@@ -162,8 +163,9 @@ static char *dest_name(const char *src)
 	char *name = strndup(src + start, len - start);
 	if (!name)
 		return NULL;
-	static const char *const sfx[] = {".tar.zst", ".tar.gz", ".tar.xz", ".tar.bz2", ".tar.lz4",
-					  ".tzst", ".tgz", ".txz", ".tbz2", ".tar", ".zip", ".7z"};
+	static const char *const sfx[] = {".tar.zst", ".tar.gz", ".tar.xz", ".tar.bz2",
+	                                  ".tar.lz4", ".tzst",   ".tgz",    ".txz",
+	                                  ".tbz2",    ".tar",    ".zip",    ".7z"};
 	size_t n = strlen(name);
 	for (size_t i = 0; i < sizeof sfx / sizeof sfx[0]; i++) {
 		size_t k = strlen(sfx[i]);
@@ -180,7 +182,7 @@ static char *dest_name(const char *src)
 }
 
 static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const char *owner,
-			  stg_err *err)
+                          stg_err *err)
 {
 	char *name = dest_name(src);
 	char *out = NULL;
@@ -189,8 +191,8 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 		return NULL;
 	}
 	const char *tmpdir = getenv("SLURM_TMPDIR");
-	size_t need = strlen(c->root) + strlen(owner) + strlen(name) + 16 +
-		      (tmpdir ? strlen(tmpdir) : 0);
+	size_t need =
+	        strlen(c->root) + strlen(owner) + strlen(name) + 16 + (tmpdir ? strlen(tmpdir) : 0);
 	out = malloc(need);
 	if (!out) {
 		free(name);
@@ -205,8 +207,8 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 		char jd[STG_PATH_MAX];
 		snprintf(jd, sizeof jd, "jobs/%s", owner);
 		if (mkdirat(c->rootfd, jd, 0700) && errno != EEXIST) {
-			*err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/%s'", c->root,
-					       jd);
+			*err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/%s'",
+			                       c->root, jd);
 			free(out);
 			free(name);
 			return NULL;
@@ -232,18 +234,21 @@ static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const c
 					return STG_OK; /* staged there already */
 				size_t rl = strlen(c->root);
 				if (strncmp(cur, c->root, rl) || strncmp(cur + rl, "/cache/", 7))
-					return stg__fail(ctx, STG_EEXIST,
-							 "'%s' exists (a link to '%s'); remove it or "
-							 "choose another destination",
-							 dest, cur);
+					return stg__fail(
+					        ctx, STG_EEXIST,
+					        "'%s' exists (a link to '%s'); remove it or "
+					        "choose another destination",
+					        dest, cur);
 				/* a link to another entry of ours: switch it below */
 			}
 		} else if (!(S_ISDIR(st.st_mode) && rmdir(dest) == 0)) {
 			return stg__fail(ctx, STG_EEXIST,
-					 "'%s' exists; remove it or choose another destination", dest);
+			                 "'%s' exists; remove it or choose another destination",
+			                 dest);
 		}
 	} else if (errno == ENOENT && stg__mkdirs_parent(dest)) {
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'", dest);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'",
+		                       dest);
 	}
 	/* a new link beside it, renamed over: the switch is atomic */
 	char *tmp = stg__tmp_name(dest, "link");
@@ -253,7 +258,8 @@ static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const c
 	if (symlink(target, tmp) || rename(tmp, dest)) {
 		int e = errno;
 		unlink(tmp);
-		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "cannot link '%s'", dest);
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "cannot link '%s'",
+		                      dest);
 	}
 	free(tmp);
 	return err;
@@ -324,8 +330,10 @@ static int copy_tree(int sfd, int dfd, int depth)
 		if (S_ISDIR(st.st_mode)) {
 			int a = -1, b = -1;
 			if (mkdirat(dfd, n, 0700) ||
-			    (a = openat(sfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-			    (b = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+			    (a = openat(sfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+			            0 ||
+			    (b = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+			            0 ||
 			    copy_tree(a, b, depth + 1) || fchmod(b, mode | S_IXUSR) ||
 			    futimens(b, ts))
 				rc = -1;
@@ -340,16 +348,18 @@ static int copy_tree(int sfd, int dfd, int depth)
 				rc = -1;
 			else {
 				t[k] = '\0';
-				rc = symlinkat(t, dfd, n) ? -1
-				     : utimensat(dfd, n, ts, AT_SYMLINK_NOFOLLOW);
+				rc = symlinkat(t, dfd, n)
+				             ? -1
+				             : utimensat(dfd, n, ts, AT_SYMLINK_NOFOLLOW);
 			}
 		} else if (S_ISREG(st.st_mode)) {
 			int a = openat(sfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 			int b = a < 0 ? -1
-				      : openat(dfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-					       0600);
-			if (a < 0 || b < 0 || copy_file(a, b, (uint64_t)st.st_size) || fchmod(b, mode) ||
-			    futimens(b, ts))
+			              : openat(dfd, n,
+			                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			                       0600);
+			if (a < 0 || b < 0 || copy_file(a, b, (uint64_t)st.st_size) ||
+			    fchmod(b, mode) || futimens(b, ts))
 				rc = -1;
 			if (a >= 0)
 				close(a);
@@ -368,9 +378,10 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 	struct stat st;
 	if (lstat(dest, &st) == 0 && !(S_ISDIR(st.st_mode) && rmdir(dest) == 0))
 		return stg__fail(ctx, STG_EEXIST,
-				 "'%s' exists; remove it or choose another destination", dest);
+		                 "'%s' exists; remove it or choose another destination", dest);
 	if (stg__mkdirs_parent(dest))
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'", dest);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the parents of '%s'",
+		                       dest);
 	char *tmp = stg__tmp_name(dest, "copy");
 	if (!tmp)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -382,7 +393,7 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 	    copy_tree(sfd, dfd, 0) || fchmod(dfd, 0755) || rename(tmp, dest)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				      "cannot copy the dataset to '%s'", dest);
+		                      "cannot copy the dataset to '%s'", dest);
 		stg__rmtree(tmp);
 	}
 	if (sfd >= 0)
@@ -462,7 +473,7 @@ void stg__remove_leftovers(stg_cache *c, const char *key)
 /* Build the entry key from an open pack into a temporary directory, then
  * publish it.  The caller holds the key's lock. */
 static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
-			       const char *src, const stg_stage_opts *o, stg_stage_result *res)
+                               const char *src, const stg_stage_opts *o, stg_stage_result *res)
 {
 	stg_err err;
 	bool *sel = NULL;
@@ -478,7 +489,8 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
 	if (lk < 0) {
 		free(sel);
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
 	}
 	err = stg__make_room(ctx, c, disk_need(p, sel), NULL);
 	stg__cache_unlock(lk);
@@ -497,7 +509,7 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	    (dfd = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				      "cannot create a cache entry in '%s'", c->root);
+		                      "cannot create a cache entry in '%s'", c->root);
 		goto out;
 	}
 	stg_unpack_stats st;
@@ -510,7 +522,7 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	fchmod(dfd, 0555);
 	if (stg__manifest_write(tfd, p, sel)) {
 		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-				      "cannot write the entry's manifest");
+		                      "cannot write the entry's manifest");
 		goto out;
 	}
 	stg_meta m = {0};
@@ -521,12 +533,13 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	m.content = st.bytes;
 	if (stg__meta_write(tfd, &m)) {
 		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-				      "cannot write the entry's description");
+		                      "cannot write the entry's description");
 		goto out;
 	}
 	/* publish */
 	if (renameat(c->rootfd, tmp, c->rootfd, fin)) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot publish the cache entry %s", key);
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot publish the cache entry %s",
+		                      key);
 		goto out;
 	}
 	tmp[0] = '\0';
@@ -544,11 +557,12 @@ out:
 /* Pin the entry (if it still exists) and put it at the destination.
  * STG_ENOENT (quietly) if it was evicted meanwhile: the caller retries. */
 stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
-		    const stg_stage_opts *o, const char *owner, stg_stage_result *res)
+                    const stg_stage_opts *o, const char *owner, stg_stage_result *res)
 {
 	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
 	if (lk < 0)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'", c->root);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
 	bool ok = stg__entry_exists(c, key);
 	if (ok && !o->no_pin && stg__pin(c, key, owner)) {
 		int e = errno;
@@ -590,9 +604,8 @@ static bool is_pack(int fd, uint64_t size)
 	       !memcmp(f + 40, STG_FOOTER_MAGIC, 8);
 }
 
-static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
-			  const stg_ident *id, const stg_stage_opts *o, const char *owner,
-			  stg_stage_result *res)
+static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
+                          const stg_stage_opts *o, const char *owner, stg_stage_result *res)
 {
 	stg_pack *p = NULL;
 	stg_err err = stg_pack_open_fd(ctx, fd, &p);
@@ -621,9 +634,10 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
 			klock = stg__cache_lock(ctx, c, key, true, &waited);
 			if (klock < 0) {
 				err = stg__cancelled(ctx)
-					      ? stg__fail(ctx, STG_EINTR, "interrupted")
-					      : stg__fail_errno(ctx, STG_EIO, errno,
-								"cannot lock the cache entry %s", key);
+				              ? stg__fail(ctx, STG_EINTR, "interrupted")
+				              : stg__fail_errno(ctx, STG_EIO, errno,
+				                                "cannot lock the cache entry %s",
+				                                key);
 				goto out;
 			}
 			res->waited = waited;
@@ -637,9 +651,10 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src,
 		res->waited = 0;
 	}
 	if (!res->path)
-		err = stg__fail(ctx, STG_EIO, "the cache entry %s keeps disappearing (evicted by "
-					      "another process?); try again",
-				key);
+		err = stg__fail(ctx, STG_EIO,
+		                "the cache entry %s keeps disappearing (evicted by "
+		                "another process?); try again",
+		                key);
 out:
 	if (!err)
 		stg__index_put(ctx, c, id, hex, src);
@@ -671,7 +686,7 @@ static double now(void)
 }
 
 stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *opts,
-		  stg_stage_result *res)
+                  stg_stage_result *res)
 {
 	double t0 = now();
 	memset(res, 0, sizeof *res);
@@ -721,9 +736,10 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		make_key(hex, opts, key, sizeof key);
 		if (stg__entry_exists(c, key)) {
 			if (opts->verify && stg__verify_entry(ctx, c, key) > 0) {
-				stg__log(ctx, STG_LOG_WARN, "%s; the cache entry is damaged: "
-							    "staging it again",
-					 stg_errmsg(ctx));
+				stg__log(ctx, STG_LOG_WARN,
+				         "%s; the cache entry is damaged: "
+				         "staging it again",
+				         stg_errmsg(ctx));
 				int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
 				stg__entry_remove(c, key);
 				stg__cache_unlock(lk);
@@ -734,7 +750,8 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 					res->kind = "pack"; /* refined below if not */
 					stg_meta m;
 					if (stg__meta_read(c, key, &m) == 0)
-						res->kind = !strcmp(m.kind, "archive") ? "archive" : "pack";
+						res->kind = !strcmp(m.kind, "archive") ? "archive"
+						                                       : "pack";
 					for (int i = 0; i < STG_DIGEST_LEN; i++)
 						sscanf(hex + 2 * i, "%2hhx", &res->digest[i]);
 					goto out;

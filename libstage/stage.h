@@ -37,9 +37,9 @@ extern "C" {
 #define STG_API
 #endif
 
-#define STG_VERSION_MAJOR 0
-#define STG_VERSION_MINOR 1
-#define STG_VERSION_PATCH 0
+#define STG_VERSION_MAJOR  0
+#define STG_VERSION_MINOR  1
+#define STG_VERSION_PATCH  0
 #define STG_VERSION_STRING "0.1.0"
 
 /* Version of the library actually linked, "MAJOR.MINOR.PATCH". */
@@ -51,16 +51,16 @@ STG_API const char *stg_version(void);
  */
 typedef enum stg_err {
 	STG_OK = 0,
-	STG_EUSAGE = 1,     /* invalid argument or option */
-	STG_ENOENT = 2,     /* a source is missing or unreadable */
-	STG_ENOSPC = 3,     /* not enough space or inodes */
-	STG_ECORRUPT = 4,   /* integrity failure: checksum, damaged or hostile input */
-	STG_EINTR = 5,      /* cancelled (stg_cancel) */
-	STG_EREMOTE = 6,    /* remote or transport failure */
-	STG_EIO = 7,        /* other I/O error */
-	STG_ENOMEM = 8,     /* out of memory */
-	STG_EEXIST = 9,     /* the destination exists and would be overwritten */
-	STG_ENOTSUP = 10,   /* not supported (yet) */
+	STG_EUSAGE = 1,   /* invalid argument or option */
+	STG_ENOENT = 2,   /* a source is missing or unreadable */
+	STG_ENOSPC = 3,   /* not enough space or inodes */
+	STG_ECORRUPT = 4, /* integrity failure: checksum, damaged or hostile input */
+	STG_EINTR = 5,    /* cancelled (stg_cancel) */
+	STG_EREMOTE = 6,  /* remote or transport failure */
+	STG_EIO = 7,      /* other I/O error */
+	STG_ENOMEM = 8,   /* out of memory */
+	STG_EEXIST = 9,   /* the destination exists and would be overwritten */
+	STG_ENOTSUP = 10, /* not supported (yet) */
 } stg_err;
 
 /* A short, static description of a result code. */
@@ -87,8 +87,7 @@ typedef void (*stg_log_fn)(void *arg, stg_log_level level, const char *msg);
 /* Progress callback: what is being done ("pack", "unpack", "verify"), the
  * units done and the total (bytes of tar stream; total 0 if unknown).  May be
  * called from any of the library's threads, never concurrently. */
-typedef void (*stg_progress_fn)(void *arg, const char *what, uint64_t done,
-				uint64_t total);
+typedef void (*stg_progress_fn)(void *arg, const char *what, uint64_t done, uint64_t total);
 
 /* Returns NULL only when out of memory. */
 STG_API stg_ctx *stg_ctx_new(void);
@@ -114,7 +113,7 @@ STG_API const char *stg_errmsg(const stg_ctx *ctx);
 
 typedef struct stg_pack stg_pack;
 
-#define STG_DIGEST_LEN 32     /* SHA-256 */
+#define STG_DIGEST_LEN    32 /* SHA-256 */
 #define STG_DIGEST_HEXLEN 64
 
 typedef enum stg_type {
@@ -126,12 +125,12 @@ typedef enum stg_type {
 
 /* One manifest entry.  Strings point into the pack handle. */
 typedef struct stg_entry {
-	const char *path;     /* relative, '/'-separated, NUL-terminated */
-	const char *link;     /* symlink target or hardlink's target path; NULL otherwise */
+	const char *path; /* relative, '/'-separated, NUL-terminated */
+	const char *link; /* symlink target or hardlink's target path; NULL otherwise */
 	stg_type type;
-	uint32_t mode;        /* permission bits (07777) */
-	uint64_t size;        /* content bytes (files only) */
-	int64_t mtime;        /* seconds since the epoch */
+	uint32_t mode; /* permission bits (07777) */
+	uint64_t size; /* content bytes (files only) */
+	int64_t mtime; /* seconds since the epoch */
 	uint32_t mtime_nsec;
 	uint64_t tar_offset;  /* where its header starts in the tar stream */
 	uint64_t data_offset; /* where its content starts in the tar stream */
@@ -141,14 +140,14 @@ typedef struct stg_entry {
 /* Totals of a pack. */
 typedef struct stg_pack_info {
 	uint8_t digest[STG_DIGEST_LEN]; /* SHA-256 of every byte before the trailer */
-	uint64_t pack_size;      /* bytes of the pack file */
-	uint64_t data_size;      /* bytes of compressed frames */
-	uint64_t tar_size;       /* bytes of the uncompressed tar stream */
-	uint64_t content_size;   /* bytes of regular file content */
-	uint64_t entries;        /* manifest entries */
+	uint64_t pack_size;             /* bytes of the pack file */
+	uint64_t data_size;             /* bytes of compressed frames */
+	uint64_t tar_size;              /* bytes of the uncompressed tar stream */
+	uint64_t content_size;          /* bytes of regular file content */
+	uint64_t entries;               /* manifest entries */
 	uint64_t files, dirs, symlinks, hardlinks;
 	uint64_t frames;
-	uint64_t deltas;         /* delta records */
+	uint64_t deltas; /* delta records */
 	uint32_t format_version;
 } stg_pack_info;
 
@@ -166,8 +165,7 @@ STG_API stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out);
 /* The same over a whole pack image in memory (copied as needed); for tests
  * and fuzzing.  Operations that need the frames read them from buf, which
  * must stay valid while the handle lives. */
-STG_API stg_err stg_pack_open_mem(stg_ctx *ctx, const void *buf, size_t len,
-				  stg_pack **out);
+STG_API stg_err stg_pack_open_mem(stg_ctx *ctx, const void *buf, size_t len, stg_pack **out);
 
 STG_API void stg_pack_close(stg_pack *pack);
 
@@ -179,12 +177,12 @@ STG_API int stg_pack_entry(const stg_pack *pack, size_t i, stg_entry *out);
 /* Frame i: where it lies in the file and what part of the tar stream it
  * holds.  0, or -1 if out of range. */
 STG_API int stg_pack_frame(const stg_pack *pack, size_t i, uint64_t *offset, uint64_t *size,
-			   uint64_t *tar_offset, uint64_t *tar_size);
+                           uint64_t *tar_offset, uint64_t *tar_size);
 
 /* Delta record i: the digest of the base it applies to and the delta file's
  * name (relative to the pack's directory).  0, or -1 if out of range. */
-STG_API int stg_pack_delta(const stg_pack *pack, size_t i,
-			   uint8_t base_digest[STG_DIGEST_LEN], const char **name);
+STG_API int stg_pack_delta(const stg_pack *pack, size_t i, uint8_t base_digest[STG_DIGEST_LEN],
+                           const char **name);
 
 /* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */
 STG_API void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out);
@@ -199,22 +197,22 @@ STG_API stg_err stg_verify(stg_ctx *ctx, stg_pack *pack);
 /* Options of stg_unpack(); initialise with stg_unpack_opts_init(). */
 typedef struct stg_unpack_opts {
 	const char *const *include; /* glob patterns (fnmatch, a match on a
-				       directory takes its subtree); NULL = all */
+	                               directory takes its subtree); NULL = all */
 	size_t n_include;
-	int replace_empty;          /* DIR may exist if it is an empty directory
-				       (default 1) */
-	int read_only;              /* drop every write permission bit (cache
-				       entries; default 0) */
+	int replace_empty; /* DIR may exist if it is an empty directory
+	                      (default 1) */
+	int read_only;     /* drop every write permission bit (cache
+	                      entries; default 0) */
 } stg_unpack_opts;
 
 STG_API void stg_unpack_opts_init(stg_unpack_opts *opts);
 
 /* What an extraction did. */
 typedef struct stg_unpack_stats {
-	uint64_t files;        /* regular files and hardlinks written */
+	uint64_t files; /* regular files and hardlinks written */
 	uint64_t dirs, symlinks;
-	uint64_t bytes;        /* content bytes written */
-	uint64_t frames_read;  /* frames decoded, of ... */
+	uint64_t bytes;       /* content bytes written */
+	uint64_t frames_read; /* frames decoded, of ... */
 	uint64_t frames_total;
 	uint64_t pack_bytes_read; /* compressed bytes read from the pack */
 } stg_unpack_stats;
@@ -232,18 +230,18 @@ typedef struct stg_unpack_stats {
  * what was done.
  */
 STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
-			   const stg_unpack_opts *opts, stg_unpack_stats *stats);
+                           const stg_unpack_opts *opts, stg_unpack_stats *stats);
 
 /* ---- packs: writing --------------------------------------------------- */
 
 typedef struct stg_pack_opts {
-	int level;           /* zstd level, 1..19; default 3 (frames that do not
-				compress are stored at a fast level whatever this is) */
-	size_t frame_size;   /* target uncompressed bytes per frame; default 4 MiB */
-	int fsync;           /* stg_pack_dir: fsync the pack before renaming it into
-				place (default 0: like tar and rsync, the write is
-				left to the kernel; a pack damaged by a crash fails
-				its digest check when read) */
+	int level;         /* zstd level, 1..19; default 3 (frames that do not
+	                      compress are stored at a fast level whatever this is) */
+	size_t frame_size; /* target uncompressed bytes per frame; default 4 MiB */
+	int fsync;         /* stg_pack_dir: fsync the pack before renaming it into
+	                      place (default 0: like tar and rsync, the write is
+	                      left to the kernel; a pack damaged by a crash fails
+	                      its digest check when read) */
 } stg_pack_opts;
 
 STG_API void stg_pack_opts_init(stg_pack_opts *opts);
@@ -257,12 +255,11 @@ STG_API void stg_pack_opts_init(stg_pack_opts *opts);
  * digest.  info (may be NULL) receives the totals.
  */
 STG_API stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
-			     const stg_pack_opts *opts, stg_pack_info *info);
+                             const stg_pack_opts *opts, stg_pack_info *info);
 
 /* The stream form: write the pack to fd (need not be seekable). */
-STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd,
-				const stg_pack_opts *opts, stg_pack_info *info);
-
+STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_opts *opts,
+                                stg_pack_info *info);
 
 /* ---- configuration ---------------------------------------------------- */
 
@@ -277,11 +274,11 @@ typedef struct stg_config stg_config;
 STG_API stg_config *stg_config_new(void);
 STG_API void stg_config_free(stg_config *cfg);
 /* Set one key, validating the value; origin is copied. */
-STG_API stg_err stg_config_set(stg_ctx *ctx, stg_config *cfg, const char *key,
-			       const char *value, const char *origin);
+STG_API stg_err stg_config_set(stg_ctx *ctx, stg_config *cfg, const char *key, const char *value,
+                               const char *origin);
 /* "key = value" lines; a missing file is fine unless must_exist. */
 STG_API stg_err stg_config_load_file(stg_ctx *ctx, stg_config *cfg, const char *path,
-				     int must_exist);
+                                     int must_exist);
 /* STAGER_<KEY> variables, e.g. STAGER_SCRATCH_ROOT. */
 STG_API stg_err stg_config_load_env(stg_ctx *ctx, stg_config *cfg);
 /* The value of key (NULL if no such key) and, if origin, where it came from. */
@@ -308,28 +305,28 @@ STG_API const char *stg_cache_root(const stg_cache *cache);
 
 typedef struct stg_stage_opts {
 	const char *dest;           /* NULL: $SLURM_TMPDIR/NAME, else a job
-				       directory under the scratch root */
+	                               directory under the scratch root */
 	const char *const *include; /* stage a subset (see stg_unpack_opts) */
 	size_t n_include;
-	int copy;                   /* a private writable copy instead of a link */
-	int verify;                 /* re-check a warm entry's files */
-	int no_pin;                 /* do not pin the entry */
-	const char *owner;          /* pin owner; NULL: "job-$SLURM_JOB_ID" under
-				       Slurm, else the calling process's parent */
+	int copy;          /* a private writable copy instead of a link */
+	int verify;        /* re-check a warm entry's files */
+	int no_pin;        /* do not pin the entry */
+	const char *owner; /* pin owner; NULL: "job-$SLURM_JOB_ID" under
+	                      Slurm, else the calling process's parent */
 } stg_stage_opts;
 
 STG_API void stg_stage_opts_init(stg_stage_opts *opts);
 
 typedef struct stg_stage_result {
-	char *path;              /* the staged path; freed by stg_stage_result_free */
+	char *path; /* the staged path; freed by stg_stage_result_free */
 	uint8_t digest[STG_DIGEST_LEN];
-	int hit;                 /* served from the cache */
-	int waited;              /* waited for another process building it */
-	uint64_t source_bytes;   /* bytes read from the source (the shared FS) */
-	uint64_t content_bytes;  /* bytes of file content staged */
+	int hit;                /* served from the cache */
+	int waited;             /* waited for another process building it */
+	uint64_t source_bytes;  /* bytes read from the source (the shared FS) */
+	uint64_t content_bytes; /* bytes of file content staged */
 	uint64_t files;
 	double seconds;
-	const char *kind;        /* "pack", "archive" or "directory" (static) */
+	const char *kind; /* "pack", "archive" or "directory" (static) */
 } stg_stage_result;
 
 /*
@@ -340,7 +337,7 @@ typedef struct stg_stage_result {
  * STG_EEXIST (destination exists), STG_EINTR.
  */
 STG_API stg_err stg_stage(stg_ctx *ctx, stg_cache *cache, const char *src,
-			  const stg_stage_opts *opts, stg_stage_result *res);
+                          const stg_stage_opts *opts, stg_stage_result *res);
 STG_API void stg_stage_result_free(stg_stage_result *res);
 
 /* A pin: who uses an entry, and whether that owner is still alive. */
@@ -350,12 +347,12 @@ typedef struct stg_pin {
 } stg_pin;
 
 typedef struct stg_cache_entry {
-	const char *key;        /* digest, or digest-subsethash */
+	const char *key; /* digest, or digest-subsethash */
 	const char *kind;
-	const char *source;     /* the path it was staged from */
-	uint64_t size;          /* bytes on disk (estimate) */
+	const char *source; /* the path it was staged from */
+	uint64_t size;      /* bytes on disk (estimate) */
 	uint64_t files;
-	int64_t last_use;       /* seconds since the epoch */
+	int64_t last_use; /* seconds since the epoch */
 	const stg_pin *pins;
 	size_t n_pins;
 } stg_cache_entry;
@@ -364,7 +361,7 @@ typedef struct stg_cache_info {
 	const char *root;
 	uint64_t fs_size, fs_free, fs_files_free;
 	uint64_t cache_bytes;
-	uint64_t cache_max, min_free;   /* resolved to bytes (0: none) */
+	uint64_t cache_max, min_free; /* resolved to bytes (0: none) */
 	const stg_cache_entry *entries;
 	size_t n_entries;
 } stg_cache_info;
@@ -374,10 +371,10 @@ STG_API stg_err stg_cache_status(stg_ctx *ctx, stg_cache *cache, stg_cache_info 
 STG_API void stg_cache_info_free(stg_cache_info *info);
 
 typedef struct stg_clean_opts {
-	int dry_run;          /* change nothing, report what would go */
-	int all;              /* every unpinned entry */
-	uint64_t older_than;  /* entries unused for this many seconds (0: off) */
-	const char *job;      /* what this Slurm job left: its pins and job directory */
+	int dry_run;         /* change nothing, report what would go */
+	int all;             /* every unpinned entry */
+	uint64_t older_than; /* entries unused for this many seconds (0: off) */
+	const char *job;     /* what this Slurm job left: its pins and job directory */
 } stg_clean_opts;
 
 STG_API void stg_clean_opts_init(stg_clean_opts *opts);
@@ -393,7 +390,7 @@ typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint
  * freed (may be NULL) receives the bytes freed.
  */
 STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *opts,
-			  stg_clean_fn report, void *arg, uint64_t *freed);
+                          stg_clean_fn report, void *arg, uint64_t *freed);
 
 /* ---- helpers ---------------------------------------------------------- */
 

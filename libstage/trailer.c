@@ -50,8 +50,8 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off)
 
 /* ---- encoding ---------------------------------------------------------- */
 
-stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
-			    uint8_t **out, size_t *out_len)
+stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8_t **out,
+                            size_t *out_len)
 {
 	stg_err err = STG_OK;
 	uint8_t *body = NULL, *frame = NULL;
@@ -62,12 +62,11 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
 		names_size += t->deltas[i].name_len;
 
 	size_t raw = STG_BODY_HEADER_SIZE + t->n_frames * STG_FRAME_REC_SIZE +
-		     t->n_entries * STG_ENTRY_REC_SIZE + t->n_deltas * STG_DELTA_REC_SIZE +
-		     names_size;
+	             t->n_entries * STG_ENTRY_REC_SIZE + t->n_deltas * STG_DELTA_REC_SIZE +
+	             names_size;
 	if (raw > STG_BODY_RAW_MAX)
-		return stg__fail(ctx, STG_ENOTSUP,
-				 "manifest too large (%zu bytes, at most %llu)", raw,
-				 (unsigned long long)STG_BODY_RAW_MAX);
+		return stg__fail(ctx, STG_ENOTSUP, "manifest too large (%zu bytes, at most %llu)",
+		                 raw, (unsigned long long)STG_BODY_RAW_MAX);
 	body = calloc(1, raw);
 	if (!body)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory encoding the trailer");
@@ -143,7 +142,7 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level,
 	ZSTD_freeCCtx(cc);
 	if (ZSTD_isError(clen)) {
 		err = stg__fail(ctx, STG_EIO, "compressing the trailer: %s",
-				ZSTD_getErrorName(clen));
+		                ZSTD_getErrorName(clen));
 		goto out;
 	}
 	if (clen + STG_FOOTER_SIZE > UINT32_MAX) {
@@ -178,8 +177,7 @@ static stg_err bad(stg_ctx *ctx, const char *what)
 
 /* Decompress exactly raw bytes from src, growing the buffer only as output
  * appears. */
-static stg_err inflate_body(stg_ctx *ctx, const uint8_t *src, size_t len, size_t raw,
-			    uint8_t **out)
+static stg_err inflate_body(stg_ctx *ctx, const uint8_t *src, size_t len, size_t raw, uint8_t **out)
 {
 	stg_err err = STG_OK;
 	ZSTD_DStream *ds = ZSTD_createDStream();
@@ -198,8 +196,8 @@ static stg_err inflate_body(stg_ctx *ctx, const uint8_t *src, size_t len, size_t
 		size_t r = ZSTD_decompressStream(ds, &ob, &in);
 		if (ZSTD_isError(r)) {
 			err = stg__fail(ctx, STG_ECORRUPT,
-					"damaged pack: trailer does not decompress (%s)",
-					ZSTD_getErrorName(r));
+			                "damaged pack: trailer does not decompress (%s)",
+			                ZSTD_getErrorName(r));
 			goto out;
 		}
 		if (r == 0)
@@ -212,7 +210,8 @@ static stg_err inflate_body(stg_ctx *ctx, const uint8_t *src, size_t len, size_t
 			size_t ncap = ob.size * 2 > raw ? raw : ob.size * 2;
 			uint8_t *nb = realloc(buf, ncap);
 			if (!nb) {
-				err = stg__fail(ctx, STG_ENOMEM, "out of memory reading the trailer");
+				err = stg__fail(ctx, STG_ENOMEM,
+				                "out of memory reading the trailer");
 				goto out;
 			}
 			buf = nb;
@@ -241,7 +240,7 @@ static bool add_ok(uint64_t a, uint64_t b, uint64_t limit)
 }
 
 static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t data_size,
-			  stg_trailer *t)
+                          stg_trailer *t)
 {
 	if (raw < STG_BODY_HEADER_SIZE || memcmp(b, STG_BODY_MAGIC, 4))
 		return bad(ctx, "trailer body has no header");
@@ -329,8 +328,7 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 		if (r->mode & ~07777u || r->mtime_nsec >= 1000000000u)
 			return bad(ctx, "entry with invalid mode or time");
 		if (r->tar_off < prev_end || r->data_off < r->tar_off ||
-		    r->data_off - r->tar_off < 512 ||
-		    !add_ok(r->data_off, r->size, t->tar_size))
+		    r->data_off - r->tar_off < 512 || !add_ok(r->data_off, r->size, t->tar_size))
 			return bad(ctx, "entry offsets out of order or range");
 		prev_end = r->data_off + r->size;
 		if (r->type != STG_FILE && r->size)
@@ -390,29 +388,28 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 	return STG_OK;
 }
 
-stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len,
-			    uint64_t file_size, stg_trailer *t, size_t *need)
+stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
+                            stg_trailer *t, size_t *need)
 {
 	memset(t, 0, sizeof *t);
 	*need = 0;
 	if (file_size == 0)
 		return stg__fail(ctx, STG_ECORRUPT, "not a pack: the file is empty");
-	if (file_size < 8 + STG_FOOTER_SIZE || tail_len < STG_FOOTER_SIZE ||
-	    tail_len > file_size)
+	if (file_size < 8 + STG_FOOTER_SIZE || tail_len < STG_FOOTER_SIZE || tail_len > file_size)
 		return stg__fail(ctx, STG_ECORRUPT,
-				 "not a pack: %llu bytes is too short to hold a trailer",
-				 (unsigned long long)file_size);
+		                 "not a pack: %llu bytes is too short to hold a trailer",
+		                 (unsigned long long)file_size);
 	const uint8_t *f = tail + tail_len - STG_FOOTER_SIZE;
 	if (memcmp(f + 40, STG_FOOTER_MAGIC, 8))
 		return stg__fail(ctx, STG_ECORRUPT,
-				 "not a stager pack: no trailer at its end (truncated, or "
-				 "a plain archive: make a pack with 'stager pack')");
+		                 "not a stager pack: no trailer at its end (truncated, or "
+		                 "a plain archive: make a pack with 'stager pack')");
 	uint32_t version = stg__get32(f + 32);
 	if (version != STG_FORMAT_VERSION)
 		return stg__fail(ctx, STG_ECORRUPT,
-				 "pack format version %u is not supported (this stager reads "
-				 "version %d)",
-				 version, STG_FORMAT_VERSION);
+		                 "pack format version %u is not supported (this stager reads "
+		                 "version %d)",
+		                 version, STG_FORMAT_VERSION);
 	if (stg__get32(f + 36) != 0)
 		return bad(ctx, "trailer footer has unknown flags");
 	uint64_t data_size = stg__get64(f);

@@ -79,13 +79,9 @@ int cli_global_option(int c, const char *arg)
 {
 	switch (c) {
 	case 'q':
-	case OPT_QUIET:
-		g_opts.quiet = 1;
-		return -2;
+	case OPT_QUIET: g_opts.quiet = 1; return -2;
 	case 'v':
-	case OPT_VERBOSE:
-		g_opts.verbose++;
-		return -2;
+	case OPT_VERBOSE: g_opts.verbose++; return -2;
 	case OPT_PROGRESS:
 		if (!strcmp(arg, "auto"))
 			g_opts.progress = PROGRESS_AUTO;
@@ -96,7 +92,8 @@ int cli_global_option(int c, const char *arg)
 		else if (!strcmp(arg, "none"))
 			g_opts.progress = PROGRESS_NONE;
 		else
-			return cli_usage("--progress must be auto, bar, lines or none, not '%s'", arg);
+			return cli_usage("--progress must be auto, bar, lines or none, not '%s'",
+			                 arg);
 		return -2;
 	case OPT_BWLIMIT: {
 		uint64_t v;
@@ -105,9 +102,7 @@ int cli_global_option(int c, const char *arg)
 		g_opts.bwlimit = arg;
 		return -2;
 	}
-	case OPT_SCRATCH:
-		g_opts.scratch = arg;
-		return -2;
+	case OPT_SCRATCH: g_opts.scratch = arg; return -2;
 	case OPT_CONFIG:
 		if (access(arg, R_OK)) {
 			cli_error("cannot read config file '%s': %s", arg, strerror(errno));
@@ -116,12 +111,8 @@ int cli_global_option(int c, const char *arg)
 		g_opts.config = arg;
 		return -2;
 	case 'h':
-	case OPT_HELP:
-		cli_print_help(cli_find(g_cmd));
-		return EXIT_OK;
-	case '?':
-		fprintf(stderr, "see 'stager %s --help'\n", g_cmd);
-		return EXIT_USAGE;
+	case OPT_HELP: cli_print_help(cli_find(g_cmd)); return EXIT_OK;
+	case '?': fprintf(stderr, "see 'stager %s --help'\n", g_cmd); return EXIT_USAGE;
 	}
 	return -1;
 }
@@ -192,8 +183,8 @@ int cli_check_globals(void)
 {
 	if (g_opts.bwlimit) {
 		cli_error("--bwlimit is not available for '%s' in this version "
-			  "(bandwidth limits are not built yet)",
-			  g_cmd);
+		          "(bandwidth limits are not built yet)",
+		          g_cmd);
 		return EXIT_USAGE;
 	}
 	return 0;
@@ -223,7 +214,7 @@ void cli_print_help(const cli_cmd *cmd)
 /* ---- logging and progress ------------------------------------------------ */
 
 static struct {
-	bool active;   /* a bar is on screen */
+	bool active; /* a bar is on screen */
 	bool bar;
 	bool lines;
 	double start, last;
@@ -355,7 +346,10 @@ static int utf8_len(const unsigned char *s)
 {
 	if (s[0] < 0x80)
 		return 1;
-	int n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+	int n = (s[0] & 0xE0) == 0xC0   ? 2
+	        : (s[0] & 0xF0) == 0xE0 ? 3
+	        : (s[0] & 0xF8) == 0xF0 ? 4
+	                                : 0;
 	if (!n || (n == 2 && s[0] < 0xC2))
 		return 0;
 	for (int i = 1; i < n; i++)

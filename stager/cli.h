@@ -62,13 +62,15 @@ enum {
 	OPT_FIRST_LOCAL, /* commands number their own long-only options from here */
 };
 
-#define CLI_GLOBAL_OPTIONS                                                                 \
-	{"quiet", no_argument, NULL, OPT_QUIET}, {"verbose", no_argument, NULL, OPT_VERBOSE},  \
-		{"progress", required_argument, NULL, OPT_PROGRESS},                           \
-		{"bwlimit", required_argument, NULL, OPT_BWLIMIT},                             \
-		{"scratch", required_argument, NULL, OPT_SCRATCH},                             \
-		{"config", required_argument, NULL, OPT_CONFIG},                               \
-		{"help", no_argument, NULL, OPT_HELP}
+#define CLI_GLOBAL_OPTIONS                                                                         \
+	{"quiet", no_argument, NULL, OPT_QUIET}, {"verbose", no_argument, NULL, OPT_VERBOSE},      \
+	        {"progress", required_argument, NULL, OPT_PROGRESS},                               \
+	        {"bwlimit", required_argument, NULL, OPT_BWLIMIT},                                 \
+	        {"scratch", required_argument, NULL, OPT_SCRATCH},                                 \
+	        {"config", required_argument, NULL, OPT_CONFIG},                                   \
+	{                                                                                          \
+		"help", no_argument, NULL, OPT_HELP                                                \
+	}
 
 /* Handle a global option (or -h/--help); returns -1 if c is not one,
  * else an exit status to return now (or -2 to go on). */

@@ -30,13 +30,13 @@ static void on_removed(void *arg, const char *what, const char *path, uint64_t b
 int cmd_clean(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"dry-run", no_argument, NULL, 'n'},
-		{"all", no_argument, NULL, OPT_ALL},
-		{"older-than", required_argument, NULL, OPT_OLDER},
-		{"job", required_argument, NULL, OPT_JOB},
-		{"json", no_argument, NULL, OPT_JSON},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"dry-run", no_argument, NULL, 'n'},
+	        {"all", no_argument, NULL, OPT_ALL},
+	        {"older-than", required_argument, NULL, OPT_OLDER},
+	        {"job", required_argument, NULL, OPT_JOB},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	stg_clean_opts co;
 	stg_clean_opts_init(&co);
@@ -49,30 +49,25 @@ int cmd_clean(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'n':
-			co.dry_run = 1;
-			break;
-		case OPT_ALL:
-			co.all = 1;
-			break;
+		case 'n': co.dry_run = 1; break;
+		case OPT_ALL: co.all = 1; break;
 		case OPT_OLDER:
 			if (stg_parse_duration(optarg, &co.older_than) || !co.older_than)
-				return cli_usage("--older-than wants an age like 12h or 7d, not '%s'",
-						 optarg);
+				return cli_usage(
+				        "--older-than wants an age like 12h or 7d, not '%s'",
+				        optarg);
 			break;
 		case OPT_JOB:
 			for (const char *p = optarg; *p; p++)
 				if (!((*p >= '0' && *p <= '9') || *p == '_'))
-					return cli_usage("--job wants a Slurm job id, not '%s'", optarg);
+					return cli_usage("--job wants a Slurm job id, not '%s'",
+					                 optarg);
 			if (!*optarg)
 				return cli_usage("--job wants a Slurm job id");
 			co.job = optarg;
 			break;
-		case OPT_JSON:
-			out.json = 1;
-			break;
-		default:
-			return cli_usage("unexpected option");
+		case OPT_JSON: out.json = 1; break;
+		default: return cli_usage("unexpected option");
 		}
 	}
 	if (optind != argc)
@@ -95,9 +90,9 @@ int cmd_clean(int argc, char **argv)
 		} else {
 			char a[16];
 			cli_info("%s %s in %llu item%s under '%s'",
-				 co.dry_run ? "would free" : "freed",
-				 stg_format_size(freed, a, sizeof a), out.count,
-				 out.count == 1 ? "" : "s", stg_cache_root(cache));
+			         co.dry_run ? "would free" : "freed",
+			         stg_format_size(freed, a, sizeof a), out.count,
+			         out.count == 1 ? "" : "s", stg_cache_root(cache));
 			rc = EXIT_OK;
 		}
 		stg_cache_close(cache);

@@ -22,7 +22,10 @@ static const char *type_name(stg_type t)
 static void mode_string(const stg_entry *e, char out[11])
 {
 	static const char rwx[] = "rwxrwxrwx";
-	out[0] = e->type == STG_DIR ? 'd' : e->type == STG_SYMLINK ? 'l' : e->type == STG_HARDLINK ? 'h' : '-';
+	out[0] = e->type == STG_DIR        ? 'd'
+	         : e->type == STG_SYMLINK  ? 'l'
+	         : e->type == STG_HARDLINK ? 'h'
+	                                   : '-';
 	for (int i = 0; i < 9; i++)
 		out[1 + i] = (e->mode & (0400u >> i)) ? rwx[i] : '-';
 	if (e->mode & 01000)
@@ -60,7 +63,8 @@ static void print_json(const stg_pack *pack, int lng)
 		for (size_t i = 0; i < info.frames; i++) {
 			uint64_t off, size, toff, tsize;
 			stg_pack_frame(pack, i, &off, &size, &toff, &tsize);
-			printf("%s{\"offset\":%llu,\"size\":%llu,\"tar_offset\":%llu,\"tar_size\":%llu}",
+			printf("%s{\"offset\":%llu,\"size\":%llu,\"tar_offset\":%llu,\"tar_size\":%"
+			       "llu}",
 			       i ? "," : "", (unsigned long long)off, (unsigned long long)size,
 			       (unsigned long long)toff, (unsigned long long)tsize);
 		}
@@ -92,10 +96,10 @@ static void print_json(const stg_pack *pack, int lng)
 int cmd_ls(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"long", no_argument, NULL, 'l'},
-		{"json", no_argument, NULL, OPT_JSON},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"long", no_argument, NULL, 'l'},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	int lng = 0, json = 0, c;
 	while ((c = getopt_long(argc, argv, "lhqv", lo, NULL)) != -1) {
@@ -105,19 +109,14 @@ int cmd_ls(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'l':
-			lng = 1;
-			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		default:
-			return cli_usage("unexpected option");
+		case 'l': lng = 1; break;
+		case OPT_JSON: json = 1; break;
+		default: return cli_usage("unexpected option");
 		}
 	}
 	if (argc - optind != 1)
 		return cli_usage(argc - optind < 1 ? "which pack? stager ls PACK"
-						   : "too many arguments");
+		                                   : "too many arguments");
 	int rc = cli_check_globals();
 	if (rc)
 		return rc;

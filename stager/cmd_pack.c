@@ -38,15 +38,15 @@ static double elapsed(const struct timespec *t0)
 int cmd_pack(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"output", required_argument, NULL, 'o'},
-		{"level", required_argument, NULL, 'l'},
-		{"threads", required_argument, NULL, 'j'},
-		{"frame-size", required_argument, NULL, OPT_FRAME},
-		{"json", no_argument, NULL, OPT_JSON},
-		{"base", required_argument, NULL, OPT_BASE},
-		{"fsync", no_argument, NULL, OPT_FSYNC},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"output", required_argument, NULL, 'o'},
+	        {"level", required_argument, NULL, 'l'},
+	        {"threads", required_argument, NULL, 'j'},
+	        {"frame-size", required_argument, NULL, OPT_FRAME},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        {"base", required_argument, NULL, OPT_BASE},
+	        {"fsync", no_argument, NULL, OPT_FSYNC},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	const char *out = NULL;
 	int threads = 0, json = 0, c;
@@ -59,9 +59,7 @@ int cmd_pack(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'o':
-			out = optarg;
-			break;
+		case 'o': out = optarg; break;
 		case 'l': {
 			char *end;
 			long v = strtol(optarg, &end, 10);
@@ -77,26 +75,22 @@ int cmd_pack(int argc, char **argv)
 		case OPT_FRAME: {
 			uint64_t v;
 			if (stg_parse_size(optarg, &v) || v < 65536 || v > (32u << 20))
-				return cli_usage("--frame-size must be 64K to 32M, not '%s'", optarg);
+				return cli_usage("--frame-size must be 64K to 32M, not '%s'",
+				                 optarg);
 			po.frame_size = (size_t)v;
 			break;
 		}
-		case OPT_JSON:
-			json = 1;
-			break;
-		case OPT_FSYNC:
-			po.fsync = 1;
-			break;
+		case OPT_JSON: json = 1; break;
+		case OPT_FSYNC: po.fsync = 1; break;
 		case OPT_BASE:
 			cli_error("--base (delta packs) is not built yet in this version");
 			return EXIT_USAGE;
-		default:
-			return cli_usage("unexpected option");
+		default: return cli_usage("unexpected option");
 		}
 	}
 	if (argc - optind != 1)
 		return cli_usage(argc - optind < 1 ? "which directory? stager pack DIR"
-						   : "too many arguments");
+		                                   : "too many arguments");
 	int rc = cli_check_globals();
 	if (rc)
 		return rc;
@@ -148,10 +142,10 @@ int cmd_pack(int argc, char **argv)
 	} else {
 		printf("%s  %s\n", hex, out);
 		cli_info("packed %llu files (%s) into '%s': %s in %llu frames, %.1f s",
-			 (unsigned long long)(info.files + info.hardlinks),
-			 stg_format_size(info.content_size, a, sizeof a), out,
-			 stg_format_size(info.pack_size, b, sizeof b),
-			 (unsigned long long)info.frames, secs);
+		         (unsigned long long)(info.files + info.hardlinks),
+		         stg_format_size(info.content_size, a, sizeof a), out,
+		         stg_format_size(info.pack_size, b, sizeof b),
+		         (unsigned long long)info.frames, secs);
 	}
 	free(def);
 	return EXIT_OK;

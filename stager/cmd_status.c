@@ -56,7 +56,8 @@ static void print_json(const stg_cache_info *in, const stg_config *cfg)
 	       (unsigned long long)in->cache_max, (unsigned long long)in->min_free);
 	for (size_t i = 0; i < in->n_entries; i++) {
 		const stg_cache_entry *e = &in->entries[i];
-		printf("%s{\"key\":\"%s\",\"kind\":\"%s\",\"source\":", i ? "," : "", e->key, e->kind);
+		printf("%s{\"key\":\"%s\",\"kind\":\"%s\",\"source\":", i ? "," : "", e->key,
+		       e->kind);
 		json_str(stdout, e->source);
 		printf(",\"size\":%llu,\"files\":%llu,\"last_use\":%lld,\"pins\":[",
 		       (unsigned long long)e->size, (unsigned long long)e->files,
@@ -85,9 +86,9 @@ static void print_json(const stg_cache_info *in, const stg_config *cfg)
 int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"json", no_argument, NULL, OPT_JSON},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	int json = 0, c, rc;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {

@@ -9,10 +9,10 @@
 int cmd_unpack(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"include", required_argument, NULL, 'i'},
-		{"threads", required_argument, NULL, 'j'},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"include", required_argument, NULL, 'i'},
+	        {"threads", required_argument, NULL, 'j'},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	const char **inc = calloc((size_t)argc, sizeof *inc);
 	size_t n_inc = 0;
@@ -26,18 +26,14 @@ int cmd_unpack(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'i':
-			inc[n_inc++] = optarg;
-			break;
+		case 'i': inc[n_inc++] = optarg; break;
 		case 'j':
 			if (cli_parse_threads(optarg, &threads)) {
 				rc = cli_usage("--threads must be 0 to 64, not '%s'", optarg);
 				goto done;
 			}
 			break;
-		default:
-			rc = cli_usage("unexpected option");
-			goto done;
+		default: rc = cli_usage("unexpected option"); goto done;
 		}
 	}
 	if (argc - optind != 2) {
@@ -67,12 +63,12 @@ int cmd_unpack(int argc, char **argv)
 	} else {
 		char a[16];
 		cli_info("unpacked '%s' into '%s': %llu files, %s verified, %llu of %llu "
-			 "frames decoded, %.1f s",
-			 path, dir, (unsigned long long)stats.files,
-			 stg_format_size(stats.bytes, a, sizeof a),
-			 (unsigned long long)stats.frames_read,
-			 (unsigned long long)stats.frames_total,
-			 (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
+		         "frames decoded, %.1f s",
+		         path, dir, (unsigned long long)stats.files,
+		         stg_format_size(stats.bytes, a, sizeof a),
+		         (unsigned long long)stats.frames_read,
+		         (unsigned long long)stats.frames_total,
+		         (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9);
 		rc = EXIT_OK;
 	}
 	stg_pack_close(pack);

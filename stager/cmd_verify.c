@@ -8,10 +8,10 @@ enum { OPT_JSON = OPT_FIRST_LOCAL };
 int cmd_verify(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"threads", required_argument, NULL, 'j'},
-		{"json", no_argument, NULL, OPT_JSON},
-		CLI_GLOBAL_OPTIONS,
-		{NULL, 0, NULL, 0},
+	        {"threads", required_argument, NULL, 'j'},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
 	};
 	int threads = 0, json = 0, c;
 	while ((c = getopt_long(argc, argv, "j:hqv", lo, NULL)) != -1) {
@@ -25,16 +25,13 @@ int cmd_verify(int argc, char **argv)
 			if (cli_parse_threads(optarg, &threads))
 				return cli_usage("--threads must be 0 to 64, not '%s'", optarg);
 			break;
-		case OPT_JSON:
-			json = 1;
-			break;
-		default:
-			return cli_usage("unexpected option");
+		case OPT_JSON: json = 1; break;
+		default: return cli_usage("unexpected option");
 		}
 	}
 	if (argc - optind != 1)
 		return cli_usage(argc - optind < 1 ? "which pack? stager verify PACK"
-						   : "too many arguments");
+		                                   : "too many arguments");
 	int rc = cli_check_globals();
 	if (rc)
 		return rc;
@@ -75,8 +72,8 @@ int cmd_verify(int argc, char **argv)
 		if (!json)
 			printf("%s: OK\n", path);
 		cli_info("'%s' is intact: %llu files, %s, sha256 %s", path,
-			 (unsigned long long)(info.files + info.hardlinks),
-			 stg_format_size(info.content_size, a, sizeof a), hex);
+		         (unsigned long long)(info.files + info.hardlinks),
+		         stg_format_size(info.content_size, a, sizeof a), hex);
 		rc = EXIT_OK;
 	}
 	stg_pack_close(pack);

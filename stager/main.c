@@ -14,165 +14,165 @@
 #define GLOBALS_NOTE ""
 
 const cli_cmd cli_commands[] = {
-	{"pack", cmd_pack, "pack a directory into one verified .tar.zst",
-	 "usage: stager pack DIR [-o OUT.tar.zst] [--level N] [--threads N] [--json]\n"
-	 "\n"
-	 "Pack the tree at DIR into one compressed file that plain `tar --zstd -xf`\n"
-	 "can read, with independent zstd frames and a trailer (manifest with an\n"
-	 "XXH3-128 per file, SHA-256 of the pack) so stager can extract it in\n"
-	 "parallel, extract parts of it, and verify every byte.  Stage packs, not\n"
-	 "trees: one file costs the shared filesystem a handful of operations.\n"
-	 "\n"
-	 "Files, directories (empty ones too), symlinks, hardlinks, permission bits\n"
-	 "and mtimes are kept; sockets, FIFOs and devices are skipped with a warning.\n"
-	 "The same tree gives the same digest.  The pack is written under a\n"
-	 "temporary name and renamed when complete.\n"
-	 "\n"
-	 "  -o, --output FILE   where to write (default: DIR.tar.zst beside DIR)\n"
-	 "  -l, --level N       zstd level 1-19 (default 3)\n"
-	 "  -j, --threads N     compression threads (default: one per CPU)\n"
-	 "      --frame-size S  uncompressed bytes per frame (default 4M)\n"
-	 "      --fsync         make the pack durable (fsync) before renaming it\n"
-	 "                      into place\n"
-	 "      --json          print a JSON summary on stdout\n"
-	 "  --base OLD.tar.zst  (delta packs: not built yet)\n"
-	 "\n"
-	 "Prints \"DIGEST  OUT\" on stdout.\n"},
-	{"verify", cmd_verify, "check a pack's SHA-256 and every file's XXH3",
-	 "usage: stager verify PACK [--json]\n"
-	 "\n"
-	 "Read the whole pack once and check the SHA-256 of its frames against\n"
-	 "the trailer, that every frame decodes, and every file's XXH3-128.\n"
-	 "Exit 0 if intact; 4 naming the first problem (file, frame, expected and\n"
-	 "found); 2 if PACK is missing or unreadable.\n"
-	 "\n"
-	 "  -j, --threads N     decoding threads (default: one per CPU)\n"
-	 "      --json          print a JSON result on stdout\n"},
-	{"ls", cmd_ls, "list a pack's contents from its trailer",
-	 "usage: stager ls PACK [--long] [--json]\n"
-	 "\n"
-	 "List the contents of a pack from its trailer alone: one small read at\n"
-	 "the end of the file, whatever the pack's size.  Directories end in '/'.\n"
-	 "\n"
-	 "  -l, --long          mode, size, mtime and link targets, like `tar -tv`\n"
-	 "      --json          the digest, totals and every entry as JSON (with\n"
-	 "                      --long, also the frame table)\n"},
-	{"unpack", cmd_unpack, "extract a pack into a new directory, verified",
-	 "usage: stager unpack PACK DIR [--include GLOB]...\n"
-	 "\n"
-	 "Extract PACK into DIR, which must not exist (or be empty).  Frames are\n"
-	 "decoded and files written in parallel; every file is checked against its\n"
-	 "XXH3-128 as it is written and the pack's SHA-256 is checked; the tree is\n"
-	 "built in a temporary sibling (.stager-unpack.*) and renamed to DIR only\n"
-	 "when everything checked out.  Extraction is secure: absolute paths, '..',\n"
-	 "symlinks or hardlinks leading outside DIR and device nodes are refused,\n"
-	 "setuid and setgid bits are dropped.\n"
-	 "\n"
-	 "  -i, --include GLOB  extract only matching paths (a directory brings its\n"
-	 "                      subtree; repeatable); only the frames that hold them\n"
-	 "                      are decoded\n"
-	 "  -j, --threads N     threads (default: one per CPU)\n"},
-	{"stage", cmd_stage, "make a dataset available on this node (cached)",
-	 "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--copy]\n"
-	 "                    [--no-pin] [--json]\n"
-	 "\n"
-	 "Make the dataset SRC available on this node through the per-node cache\n"
-	 "and print the staged path, so `DATA=$(stager stage ~/data/ds.tar.zst)`\n"
-	 "works.  SRC is a pack (the fast path), any archive libarchive reads\n"
-	 "(tar, tar.gz, tar.zst, zip, 7z, ...), or a plain directory (which costs a\n"
-	 "walk of the tree on the shared filesystem every time: pack it).\n"
-	 "\n"
-	 "The cache lives under the scratch root (scratch_root, --scratch, else\n"
-	 "/disk/scratch/$USER, /scratch-ssd/$USER, $TMPDIR/stager-$USER), one entry\n"
-	 "per pack digest, verified before it is published and read-only.  A warm\n"
-	 "stage costs one stat() of SRC on the shared filesystem.  Concurrent stages\n"
-	 "of one pack on a node read it once: the others wait and reuse it.  Least\n"
-	 "recently used entries are evicted to respect cache_max and min_free; an\n"
-	 "entry in use by a live job (a pin) never is.\n"
-	 "\n"
-	 "DEST defaults to $SLURM_TMPDIR/NAME, else a job directory under the\n"
-	 "scratch root (removed by `stager clean` once the job is gone).  DEST is a\n"
-	 "symbolic link to the read-only entry unless --copy.\n"
-	 "\n"
-	 "  -i, --include GLOB  stage a subset of a pack (only its frames are read)\n"
-	 "      --verify        re-check a cached entry's files before using it\n"
-	 "      --copy          a private writable copy (reflinked where possible)\n"
-	 "      --no-pin        do not pin the entry for this job\n"
-	 "      --json          print {path, digest, hit, source_bytes, seconds, ...}\n"
-	 "      --all-nodes     (multi-node fan-out: not built yet)\n"
-	 "\n"
-	 "Exit: 2 SRC missing, 3 no room even after eviction (nothing copied), 4 a\n"
-	 "damaged pack or hostile archive (nothing published).\n"},
-	{"collect", cmd_not_built, "copy results back to the shared filesystem",
-	 "usage: stager collect SRC DEST [--pack] [--every INTERVAL] [--json]\n"
-	 "\n"
-	 "Copy results from scratch to the shared filesystem, incrementally and\n"
-	 "atomically.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"run", cmd_not_built, "stage, run a command, collect, clean up",
-	 "usage: stager run [--stage SRC[:DEST]]... [--collect SRC:DEST]...\n"
-	 "                  [--every INTERVAL] -- CMD [ARG]...\n"
-	 "\n"
-	 "The wrapper for batch scripts: stage, run CMD, collect on exit (also on\n"
-	 "Slurm's signals), clean the job's scratch.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"push", cmd_not_built, "upload a dataset over ssh (delta, verified, resumable)",
-	 "usage: stager push LOCAL [USER@]HOST:PATH [--pack]\n"
-	 "\n"
-	 "Send a dataset to another machine over ssh: compressed, delta against\n"
-	 "what is there, verified, resumable, atomic.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"pull", cmd_not_built, "download a dataset over ssh",
-	 "usage: stager pull [USER@]HOST:PATH LOCAL\n"
-	 "\n"
-	 "The reverse of push.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"serve", cmd_not_built, "the far end of push and pull (started over ssh)",
-	 "usage: stager serve\n"
-	 "\n"
-	 "Speak stager's transfer protocol on stdin and stdout; started by push\n"
-	 "and pull through ssh.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"status", cmd_status, "show the node cache, pins, space and settings",
-	 "usage: stager status [--json]\n"
-	 "\n"
-	 "Show the scratch root, its filesystem's size and free space, the cache\n"
-	 "entries (digest, kind, source, size, last use, pins with their owners and\n"
-	 "whether they are alive), the quotas, and every effective setting with\n"
-	 "where it came from.\n"},
-	{"clean", cmd_clean, "remove what no live job owns from scratch",
-	 "usage: stager clean [--dry-run] [--all] [--older-than AGE] [--job ID] [--json]\n"
-	 "\n"
-	 "Remove what no live job or process needs: builds left by dead stagers,\n"
-	 "stale pins, job directories of finished jobs (Slurm is asked when it is\n"
-	 "there; process liveness otherwise), and cache entries down to the quotas.\n"
-	 "An entry pinned by a live owner is never removed.\n"
-	 "\n"
-	 "  -n, --dry-run       change nothing; list what would go, with sizes\n"
-	 "      --all           also every unpinned cache entry\n"
-	 "      --older-than AGE  also entries unused for AGE (e.g. 7d)\n"
-	 "      --job ID        what Slurm job ID left (its pins and job directory),\n"
-	 "                      alive or not: for an epilog\n"
-	 "      --json          print what was removed and the bytes freed\n"},
-	{"diff", cmd_not_built, "what changed between two packs",
-	 "usage: stager diff OLD NEW [--json]\n"
-	 "\n"
-	 "Compare two packs from their trailers: added, removed, changed, bytes.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{"doctor", cmd_not_built, "check this node's set-up and say what to fix",
-	 "usage: stager doctor\n"
-	 "\n"
-	 "Check scratch, free space, permissions, Slurm variables and the shared\n"
-	 "filesystem, and say what to fix.\n"
-	 "\n"
-	 "Not built yet in this version.\n"},
-	{NULL, NULL, NULL, NULL},
+        {"pack", cmd_pack, "pack a directory into one verified .tar.zst",
+         "usage: stager pack DIR [-o OUT.tar.zst] [--level N] [--threads N] [--json]\n"
+         "\n"
+         "Pack the tree at DIR into one compressed file that plain `tar --zstd -xf`\n"
+         "can read, with independent zstd frames and a trailer (manifest with an\n"
+         "XXH3-128 per file, SHA-256 of the pack) so stager can extract it in\n"
+         "parallel, extract parts of it, and verify every byte.  Stage packs, not\n"
+         "trees: one file costs the shared filesystem a handful of operations.\n"
+         "\n"
+         "Files, directories (empty ones too), symlinks, hardlinks, permission bits\n"
+         "and mtimes are kept; sockets, FIFOs and devices are skipped with a warning.\n"
+         "The same tree gives the same digest.  The pack is written under a\n"
+         "temporary name and renamed when complete.\n"
+         "\n"
+         "  -o, --output FILE   where to write (default: DIR.tar.zst beside DIR)\n"
+         "  -l, --level N       zstd level 1-19 (default 3)\n"
+         "  -j, --threads N     compression threads (default: one per CPU)\n"
+         "      --frame-size S  uncompressed bytes per frame (default 4M)\n"
+         "      --fsync         make the pack durable (fsync) before renaming it\n"
+         "                      into place\n"
+         "      --json          print a JSON summary on stdout\n"
+         "  --base OLD.tar.zst  (delta packs: not built yet)\n"
+         "\n"
+         "Prints \"DIGEST  OUT\" on stdout.\n"},
+        {"verify", cmd_verify, "check a pack's SHA-256 and every file's XXH3",
+         "usage: stager verify PACK [--json]\n"
+         "\n"
+         "Read the whole pack once and check the SHA-256 of its frames against\n"
+         "the trailer, that every frame decodes, and every file's XXH3-128.\n"
+         "Exit 0 if intact; 4 naming the first problem (file, frame, expected and\n"
+         "found); 2 if PACK is missing or unreadable.\n"
+         "\n"
+         "  -j, --threads N     decoding threads (default: one per CPU)\n"
+         "      --json          print a JSON result on stdout\n"},
+        {"ls", cmd_ls, "list a pack's contents from its trailer",
+         "usage: stager ls PACK [--long] [--json]\n"
+         "\n"
+         "List the contents of a pack from its trailer alone: one small read at\n"
+         "the end of the file, whatever the pack's size.  Directories end in '/'.\n"
+         "\n"
+         "  -l, --long          mode, size, mtime and link targets, like `tar -tv`\n"
+         "      --json          the digest, totals and every entry as JSON (with\n"
+         "                      --long, also the frame table)\n"},
+        {"unpack", cmd_unpack, "extract a pack into a new directory, verified",
+         "usage: stager unpack PACK DIR [--include GLOB]...\n"
+         "\n"
+         "Extract PACK into DIR, which must not exist (or be empty).  Frames are\n"
+         "decoded and files written in parallel; every file is checked against its\n"
+         "XXH3-128 as it is written and the pack's SHA-256 is checked; the tree is\n"
+         "built in a temporary sibling (.stager-unpack.*) and renamed to DIR only\n"
+         "when everything checked out.  Extraction is secure: absolute paths, '..',\n"
+         "symlinks or hardlinks leading outside DIR and device nodes are refused,\n"
+         "setuid and setgid bits are dropped.\n"
+         "\n"
+         "  -i, --include GLOB  extract only matching paths (a directory brings its\n"
+         "                      subtree; repeatable); only the frames that hold them\n"
+         "                      are decoded\n"
+         "  -j, --threads N     threads (default: one per CPU)\n"},
+        {"stage", cmd_stage, "make a dataset available on this node (cached)",
+         "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--copy]\n"
+         "                    [--no-pin] [--json]\n"
+         "\n"
+         "Make the dataset SRC available on this node through the per-node cache\n"
+         "and print the staged path, so `DATA=$(stager stage ~/data/ds.tar.zst)`\n"
+         "works.  SRC is a pack (the fast path), any archive libarchive reads\n"
+         "(tar, tar.gz, tar.zst, zip, 7z, ...), or a plain directory (which costs a\n"
+         "walk of the tree on the shared filesystem every time: pack it).\n"
+         "\n"
+         "The cache lives under the scratch root (scratch_root, --scratch, else\n"
+         "/disk/scratch/$USER, /scratch-ssd/$USER, $TMPDIR/stager-$USER), one entry\n"
+         "per pack digest, verified before it is published and read-only.  A warm\n"
+         "stage costs one stat() of SRC on the shared filesystem.  Concurrent stages\n"
+         "of one pack on a node read it once: the others wait and reuse it.  Least\n"
+         "recently used entries are evicted to respect cache_max and min_free; an\n"
+         "entry in use by a live job (a pin) never is.\n"
+         "\n"
+         "DEST defaults to $SLURM_TMPDIR/NAME, else a job directory under the\n"
+         "scratch root (removed by `stager clean` once the job is gone).  DEST is a\n"
+         "symbolic link to the read-only entry unless --copy.\n"
+         "\n"
+         "  -i, --include GLOB  stage a subset of a pack (only its frames are read)\n"
+         "      --verify        re-check a cached entry's files before using it\n"
+         "      --copy          a private writable copy (reflinked where possible)\n"
+         "      --no-pin        do not pin the entry for this job\n"
+         "      --json          print {path, digest, hit, source_bytes, seconds, ...}\n"
+         "      --all-nodes     (multi-node fan-out: not built yet)\n"
+         "\n"
+         "Exit: 2 SRC missing, 3 no room even after eviction (nothing copied), 4 a\n"
+         "damaged pack or hostile archive (nothing published).\n"},
+        {"collect", cmd_not_built, "copy results back to the shared filesystem",
+         "usage: stager collect SRC DEST [--pack] [--every INTERVAL] [--json]\n"
+         "\n"
+         "Copy results from scratch to the shared filesystem, incrementally and\n"
+         "atomically.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"run", cmd_not_built, "stage, run a command, collect, clean up",
+         "usage: stager run [--stage SRC[:DEST]]... [--collect SRC:DEST]...\n"
+         "                  [--every INTERVAL] -- CMD [ARG]...\n"
+         "\n"
+         "The wrapper for batch scripts: stage, run CMD, collect on exit (also on\n"
+         "Slurm's signals), clean the job's scratch.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"push", cmd_not_built, "upload a dataset over ssh (delta, verified, resumable)",
+         "usage: stager push LOCAL [USER@]HOST:PATH [--pack]\n"
+         "\n"
+         "Send a dataset to another machine over ssh: compressed, delta against\n"
+         "what is there, verified, resumable, atomic.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"pull", cmd_not_built, "download a dataset over ssh",
+         "usage: stager pull [USER@]HOST:PATH LOCAL\n"
+         "\n"
+         "The reverse of push.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"serve", cmd_not_built, "the far end of push and pull (started over ssh)",
+         "usage: stager serve\n"
+         "\n"
+         "Speak stager's transfer protocol on stdin and stdout; started by push\n"
+         "and pull through ssh.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"status", cmd_status, "show the node cache, pins, space and settings",
+         "usage: stager status [--json]\n"
+         "\n"
+         "Show the scratch root, its filesystem's size and free space, the cache\n"
+         "entries (digest, kind, source, size, last use, pins with their owners and\n"
+         "whether they are alive), the quotas, and every effective setting with\n"
+         "where it came from.\n"},
+        {"clean", cmd_clean, "remove what no live job owns from scratch",
+         "usage: stager clean [--dry-run] [--all] [--older-than AGE] [--job ID] [--json]\n"
+         "\n"
+         "Remove what no live job or process needs: builds left by dead stagers,\n"
+         "stale pins, job directories of finished jobs (Slurm is asked when it is\n"
+         "there; process liveness otherwise), and cache entries down to the quotas.\n"
+         "An entry pinned by a live owner is never removed.\n"
+         "\n"
+         "  -n, --dry-run       change nothing; list what would go, with sizes\n"
+         "      --all           also every unpinned cache entry\n"
+         "      --older-than AGE  also entries unused for AGE (e.g. 7d)\n"
+         "      --job ID        what Slurm job ID left (its pins and job directory),\n"
+         "                      alive or not: for an epilog\n"
+         "      --json          print what was removed and the bytes freed\n"},
+        {"diff", cmd_not_built, "what changed between two packs",
+         "usage: stager diff OLD NEW [--json]\n"
+         "\n"
+         "Compare two packs from their trailers: added, removed, changed, bytes.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {"doctor", cmd_not_built, "check this node's set-up and say what to fix",
+         "usage: stager doctor\n"
+         "\n"
+         "Check scratch, free space, permissions, Slurm variables and the shared\n"
+         "filesystem, and say what to fix.\n"
+         "\n"
+         "Not built yet in this version.\n"},
+        {NULL, NULL, NULL, NULL},
 };
 
 int cmd_not_built(int argc, char **argv)
@@ -186,8 +186,8 @@ int cmd_not_built(int argc, char **argv)
 		}
 	}
 	cli_error("not built yet in this version of stager (%s); see 'stager --help' "
-		  "for what is",
-		  STG_VERSION_STRING);
+	          "for what is",
+	          STG_VERSION_STRING);
 	return EXIT_USAGE;
 }
 
@@ -202,7 +202,7 @@ static void usage(FILE *f)
 	      f);
 	for (const cli_cmd *c = cli_commands; c->name; c++)
 		fprintf(f, "  %-9s %s%s\n", c->name, c->summary,
-			c->run == cmd_not_built ? " (not built yet)" : "");
+		        c->run == cmd_not_built ? " (not built yet)" : "");
 	fputs("\n"
 	      "Global options: --quiet, --verbose, --progress=auto|bar|lines|none,\n"
 	      "  --bwlimit RATE, --scratch DIR, --config FILE, --help, --version\n"

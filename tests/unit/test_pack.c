@@ -279,7 +279,7 @@ static void test_damage(void **state)
 /* Rewrite a pack's trailer with a changed manifest (keeping its frames), to
  * test the tree checks on a structurally valid pack. */
 static uint8_t *rewrite(stg_ctx *ctx, const uint8_t *img, size_t len, void (*edit)(stg_trailer *),
-			size_t *out_len)
+                        size_t *out_len)
 {
 	stg_trailer t;
 	size_t need;
@@ -334,7 +334,8 @@ static void edit_escape(stg_trailer *t)
 		if (r->type == STG_SYMLINK) {
 			static char target[] = "../../../../etc/passwd";
 			size_t off = t->names_len;
-			t->names = realloc(t->names, t->names_len + r->path_len + sizeof target + 2);
+			t->names =
+			        realloc(t->names, t->names_len + r->path_len + sizeof target + 2);
 			memcpy(t->names + off, t->names + r->path_off, r->path_len + 1);
 			memcpy(t->names + off + r->path_len + 1, target, sizeof target);
 			r->path_off = off;
@@ -443,10 +444,10 @@ static void test_cancel(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-	cmocka_unit_test(test_round_trip),      cmocka_unit_test(test_deterministic),
-	cmocka_unit_test(test_include),         cmocka_unit_test(test_damage),
-	cmocka_unit_test(test_hostile_manifest), cmocka_unit_test(test_stream_form),
-	cmocka_unit_test(test_cancel),
+        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_include),          cmocka_unit_test(test_damage),
+        cmocka_unit_test(test_hostile_manifest), cmocka_unit_test(test_stream_form),
+        cmocka_unit_test(test_cancel),
 };
 
 UT_MAIN(tests)

@@ -122,11 +122,9 @@ static void test_sizes(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-	cmocka_unit_test(test_path_ok),
-	cmocka_unit_test(test_symlink_ok),
-	cmocka_unit_test(test_path_match),
-	cmocka_unit_test(test_strmap),
-	cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_path_ok),    cmocka_unit_test(test_symlink_ok),
+        cmocka_unit_test(test_path_match), cmocka_unit_test(test_strmap),
+        cmocka_unit_test(test_sizes),
 };
 
 UT_MAIN(tests)

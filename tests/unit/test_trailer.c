@@ -14,14 +14,29 @@ static void make_trailer(stg_trailer *t, char *names)
 	memset(recs, 0, sizeof recs);
 	/* names: "d\0\0" "d/f\0\0" "l\0d/f\0" "old.delta\0" */
 	memcpy(names, "d\0\0d/f\0\0l\0d/f\0old.delta\0", 25);
-	recs[0] = (stg_rec){.tar_off = 0, .data_off = 512, .type = STG_DIR, .mode = 0755,
-			    .path_off = 0, .path_len = 1};
-	recs[1] = (stg_rec){.tar_off = 512, .data_off = 1024, .size = 5, .type = STG_FILE,
-			    .mode = 0644, .mtime = 1700000000, .mtime_nsec = 5, .path_off = 3,
-			    .path_len = 3};
+	recs[0] = (stg_rec){.tar_off = 0,
+	                    .data_off = 512,
+	                    .type = STG_DIR,
+	                    .mode = 0755,
+	                    .path_off = 0,
+	                    .path_len = 1};
+	recs[1] = (stg_rec){.tar_off = 512,
+	                    .data_off = 1024,
+	                    .size = 5,
+	                    .type = STG_FILE,
+	                    .mode = 0644,
+	                    .mtime = 1700000000,
+	                    .mtime_nsec = 5,
+	                    .path_off = 3,
+	                    .path_len = 3};
 	memset(recs[1].xxh3, 0xab, 16);
-	recs[2] = (stg_rec){.tar_off = 1536, .data_off = 2048, .type = STG_SYMLINK,
-			    .mode = 0777, .path_off = 8, .path_len = 1, .link_len = 3};
+	recs[2] = (stg_rec){.tar_off = 1536,
+	                    .data_off = 2048,
+	                    .type = STG_SYMLINK,
+	                    .mode = 0777,
+	                    .path_off = 8,
+	                    .path_len = 1,
+	                    .link_len = 3};
 	memset(deltas[0].base, 0x11, STG_DIGEST_LEN);
 	deltas[0].name_off = 14;
 	deltas[0].name_len = 9;
@@ -173,9 +188,8 @@ static void test_hostile_counts(void **state)
 	stg_trailer d;
 	size_t need, len;
 	uint64_t counts[][3] = {
-		{UINT64_MAX, 0, 0},          {1, UINT64_MAX, 0},
-		{1, 0, UINT64_MAX},          {1ull << 60, 1ull << 60, 0},
-		{0, 0, 0} /* no frames */,   {2, 0, 0},
+	        {UINT64_MAX, 0, 0},          {1, UINT64_MAX, 0},        {1, 0, UINT64_MAX},
+	        {1ull << 60, 1ull << 60, 0}, {0, 0, 0} /* no frames */, {2, 0, 0},
 	};
 	for (size_t i = 0; i < sizeof counts / sizeof counts[0]; i++) {
 		stg__put64(body + 8, counts[i][0]);
@@ -228,10 +242,10 @@ static void test_not_a_pack(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-	cmocka_unit_test(test_round_trip),
-	cmocka_unit_test(test_mutations),
-	cmocka_unit_test(test_hostile_counts),
-	cmocka_unit_test(test_not_a_pack),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_mutations),
+        cmocka_unit_test(test_hostile_counts),
+        cmocka_unit_test(test_not_a_pack),
 };
 
 UT_MAIN(tests)

@@ -97,11 +97,11 @@ static inline void ut_fill(uint8_t *buf, size_t len, uint64_t seed)
 	}
 }
 
-#define UT_MAIN(tests)                                                                     \
-	int main(void)                                                                     \
-	{                                                                                  \
-		cmocka_set_message_output(CM_OUTPUT_TAP);                                  \
-		return cmocka_run_group_tests(tests, NULL, NULL);                          \
+#define UT_MAIN(tests)                                                                             \
+	int main(void)                                                                             \
+	{                                                                                          \
+		cmocka_set_message_output(CM_OUTPUT_TAP);                                          \
+		return cmocka_run_group_tests(tests, NULL, NULL);                                  \
 	}
 
 #endif
