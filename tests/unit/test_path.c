@@ -76,7 +76,7 @@ static void test_strmap(void **state)
 	(void)state;
 	stg_strmap m;
 	assert_int_equal(stg__strmap_init(&m, 2), 0);
-	char keys[1000][8];
+	char keys[1000][16];
 	for (int i = 0; i < 1000; i++) {
 		snprintf(keys[i], sizeof keys[i], "k%d", i);
 		assert_int_equal(stg__strmap_put(&m, keys[i], strlen(keys[i]), (uint32_t)i), 1);
