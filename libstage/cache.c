@@ -178,6 +178,8 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
+	if ((err = stg__limits_init(ctx, c, cfg)))
+		goto fail;
 	*out = c;
 	return STG_OK;
 fail:
@@ -194,6 +196,7 @@ void stg_cache_close(stg_cache *c)
 	free(c->root);
 	free(c->cache_max);
 	free(c->min_free);
+	stg__limits_free(c);
 	free(c);
 }
 
@@ -296,8 +299,13 @@ char *stg__default_owner(void)
 		if (owner_name_ok(buf))
 			return strdup(buf);
 	}
-	pid_t pp = getppid();
-	snprintf(buf, sizeof buf, "pid-%d-%llu", (int)pp, proc_start(pp));
+	return stg_owner_process((int)getppid());
+}
+
+char *stg_owner_process(int pid)
+{
+	char buf[160];
+	snprintf(buf, sizeof buf, "pid-%d-%llu", pid, proc_start((pid_t)pid));
 	return strdup(buf);
 }
 

@@ -7,14 +7,50 @@
 
 #include "internal.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
+
+/* A token bucket (limit.c). */
+typedef struct stg_bucket {
+	pthread_mutex_t mu;
+	double rate;   /* units per second; 0: unlimited */
+	double tokens; /* negative: a debt the next taker sleeps off */
+	double last;
+} stg_bucket;
 
 struct stg_cache {
 	char *root;
 	int rootfd;
 	char *cache_max, *min_free; /* settings, resolved against the disk's size */
 	unsigned stall_timeout;     /* seconds an archive reader may make no progress */
+	/* sparing the shared FS (limit.c) */
+	unsigned node_slots, cluster_slots, lease_ttl;
+	char *slot_dir, *lease_dir;
+	stg_bucket bw, ops; /* bytes/s, metadata operations/s */
+	bool limits_ready;
 };
+
+/* A held shared-FS slot: a node slot (flock) and a cluster lease. */
+typedef struct stg_slot {
+	int fd, lease_fd; /* -1: not held (no such limit) */
+	char lease[STG_PATH_MAX];
+	unsigned ttl;
+	bool renewing, stop;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+} stg_slot;
+
+stg_err stg__limits_init(stg_ctx *ctx, stg_cache *c, const stg_config *cfg);
+void stg__limits_free(stg_cache *c);
+/* Wait for a node slot and a cluster lease (as configured); STG_EINTR if
+ * cancelled.  Without a usable slot directory it warns and goes on. */
+stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s);
+void stg__slot_release(stg_slot *s);
+void stg__bucket_init(stg_bucket *b, double rate);
+void stg__bucket_destroy(stg_bucket *b);
+/* Charge n units, sleeping as long as the rate demands (less if cancelled). */
+void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n);
 
 /* Entry description (cache/<key>/meta). */
 typedef struct stg_meta {
@@ -83,6 +119,27 @@ void stg__ident_of(const struct stat *st, stg_ident *id);
 int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1]);
 int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
                    const char *path);
+
+/* A tree walked without following links (source.c). */
+typedef struct stg_witem {
+	char *path; /* relative */
+	char *link; /* a symlink's target */
+	struct stat st;
+} stg_witem;
+
+typedef struct stg_walk {
+	stg_ctx *ctx;
+	stg_witem *v;
+	size_t n, cap;
+	uint64_t ops;    /* metadata operations made */
+	stg_bucket *opl; /* their rate limit (NULL: none) */
+} stg_walk;
+
+/* Append what is under rel (relative to rootfd; "" for all), sorted, depth
+ * first, parents before children; sockets, FIFOs and devices are skipped
+ * with a warning. */
+stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel);
+void stg__walk_free(stg_walk *w);
 
 /* Staging (stage.c, source.c). */
 stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,

@@ -248,6 +248,29 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	return STG_OK;
 }
 
+stg_err stg_unpin(stg_ctx *ctx, stg_cache *c, const char *owner)
+{
+	if (!*owner || owner[0] == '.' || strchr(owner, '/'))
+		return stg__fail(ctx, STG_EUSAGE, "'%s' is not a pin owner", owner);
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
+	char **keys;
+	size_t nk = list_dir(c, "pins", &keys);
+	for (size_t i = 0; i < nk; i++) {
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "pins/%s/%s", keys[i], owner);
+		if (unlinkat(c->rootfd, rel, 0) == 0) {
+			snprintf(rel, sizeof rel, "pins/%s", keys[i]);
+			unlinkat(c->rootfd, rel, AT_REMOVEDIR); /* if it was the last */
+		}
+	}
+	free_list(keys, nk);
+	stg__cache_unlock(lk);
+	return STG_OK;
+}
+
 /* ---- status --------------------------------------------------------------------- */
 
 void stg_cache_info_free(stg_cache_info *info)

@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
+#include <xxhash.h>
 
 #define STG_ERRMSG_MAX 1024
 
@@ -152,11 +153,14 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off);
 
 /* ---- an opened pack (pack_read.c) ------------------------------------- */
 
+struct stg_bucket;
 struct stg_pack {
 	int fd;             /* -1 for a memory pack */
 	const uint8_t *mem; /* memory pack */
 	uint64_t size;
 	stg_trailer t;
+	struct stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
+	stg_ctx *bw_ctx;
 };
 
 /* Read len bytes at off of the pack's data. */
@@ -180,6 +184,11 @@ int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel);
  * (named on ctx), -1 unreadable manifest. */
 int stg__manifest_check(stg_ctx *ctx, FILE *manifest, int datafd);
 void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path);
+/* A path with '\\' and newline escaped, and back (false if malformed). */
+void stg__put_escaped(FILE *f, const char *path);
+bool stg__unescape(char *s);
+/* XXH3-128 and size of a file (not following a link); -1/errno. */
+int stg__hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);

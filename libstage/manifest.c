@@ -21,6 +21,12 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 	for (int i = 0; i < 16; i++)
 		fprintf(f, "%02x", xxh3[i]);
 	fprintf(f, " %llu ", (unsigned long long)size);
+	stg__put_escaped(f, path);
+	fputc('\n', f);
+}
+
+void stg__put_escaped(FILE *f, const char *path)
+{
 	for (const char *p = path; *p; p++) {
 		if (*p == '\\')
 			fputs("\\\\", f);
@@ -29,7 +35,6 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 		else
 			fputc(*p, f);
 	}
-	fputc('\n', f);
 }
 
 int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
@@ -51,7 +56,7 @@ int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
 	return fclose(f);
 }
 
-static bool unescape(char *s)
+bool stg__unescape(char *s)
 {
 	char *w = s;
 	for (char *r = s; *r; r++) {
@@ -71,7 +76,7 @@ static bool unescape(char *s)
 	return true;
 }
 
-static int hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size)
+int stg__hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size)
 {
 	int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
@@ -121,7 +126,7 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 		*sp2 = '\0';
 		uint64_t want_size = strtoull(sp1 + 1, NULL, 10);
 		char *path = sp2 + 1;
-		if (!unescape(path) || !stg__path_ok(path, strlen(path))) {
+		if (!stg__unescape(path) || !stg__path_ok(path, strlen(path))) {
 			rc = -1;
 			break;
 		}
@@ -130,7 +135,7 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 			sscanf(line + 2 * i, "%2hhx", &want[i]);
 		XXH128_hash_t h;
 		uint64_t size = 0;
-		if (hash_file(datafd, path, &h, &size)) {
+		if (stg__hash_file(datafd, path, &h, &size)) {
 			stg__fail_errno(ctx, STG_ECORRUPT, errno, "'%s' is missing or unreadable",
 			                path);
 			rc = 1;

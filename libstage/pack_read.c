@@ -3,7 +3,7 @@
  * the end of the file (two when the manifest is larger than the first
  * read), and hand out its manifest.
  */
-#include "internal.h"
+#include "cache.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,8 +15,11 @@
 
 int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off)
 {
-	if (p->fd >= 0)
+	if (p->fd >= 0) {
+		if (p->bw)
+			stg__bucket_take(p->bw_ctx, p->bw, (double)len);
 		return stg__pread_full(p->fd, buf, len, off);
+	}
 	if (off > p->size || len > p->size - off) {
 		errno = 0;
 		return -1;

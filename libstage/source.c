@@ -50,6 +50,7 @@ typedef struct ar_src {
 	uint64_t bytes; /* read from the file, re-reads included */
 	int err;
 	volatile uint64_t *progress; /* shared with the watching parent */
+	stg_bucket *bw;              /* the bandwidth limit */
 } ar_src;
 
 /* Reads may jump (zip and 7z read their directory at the end first): a read
@@ -59,6 +60,7 @@ static la_ssize_t ar_read(struct archive *a, void *arg, const void **out)
 {
 	ar_src *s = arg;
 	for (;;) {
+		stg__bucket_take(NULL, s->bw, BLOCK);
 		ssize_t n = pread(s->fd, s->buf, BLOCK, (off_t)s->pos);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -516,7 +518,7 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
                                uint64_t *bytes, ar_state *s, volatile uint64_t *progress)
 {
 	stg_err err = STG_OK;
-	ar_src src = {.fd = fd, .progress = progress};
+	ar_src src = {.fd = fd, .progress = progress, .bw = &c->bw};
 	s->progress = progress;
 	struct archive *a = archive_read_new();
 	src.buf = malloc(BLOCK);
@@ -824,25 +826,13 @@ out_unlock:
 
 /* ---- directories ---------------------------------------------------------------- */
 
-typedef struct dir_item {
-	char *path; /* relative */
-	char *link;
-	struct stat st;
-} dir_item;
-
-typedef struct dir_walk {
-	stg_ctx *ctx;
-	dir_item *v;
-	size_t n, cap;
-	uint64_t ops; /* metadata operations on the source */
-} dir_walk;
-
 /* Sorted, depth first, not following links. */
-static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
+stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 {
 	char **names;
 	size_t n;
 	w->ops += 2; /* open and list */
+	stg__bucket_take(w->ctx, w->opl, 2);
 	if (stg__dir_names(rootfd, rel, true, &names, &n))
 		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
 		                       "cannot read directory '%s'", *rel ? rel : ".");
@@ -860,7 +850,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		}
 		if (w->n == w->cap) {
 			size_t ncap = w->cap ? w->cap * 2 : 1024;
-			dir_item *nv = realloc(w->v, ncap * sizeof *nv);
+			stg_witem *nv = realloc(w->v, ncap * sizeof *nv);
 			if (!nv) {
 				err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
 				break;
@@ -868,9 +858,10 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 			w->v = nv;
 			w->cap = ncap;
 		}
-		dir_item *it = &w->v[w->n];
+		stg_witem *it = &w->v[w->n];
 		memset(it, 0, sizeof *it);
 		w->ops++;
+		stg__bucket_take(w->ctx, w->opl, 1);
 		if (fstatat(dfd, names[i], &it->st, AT_SYMLINK_NOFOLLOW)) {
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
@@ -888,6 +879,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		if (S_ISLNK(it->st.st_mode)) {
 			char t[STG_PATH_MAX + 1];
 			w->ops++;
+			stg__bucket_take(w->ctx, w->opl, 1);
 			ssize_t k = readlinkat(dfd, names[i], t, sizeof t - 1);
 			if (k <= 0 || !(it->link = strndup(t, (size_t)k))) {
 				free(it->path);
@@ -898,7 +890,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 		}
 		w->n++;
 		if (S_ISDIR(it->st.st_mode))
-			err = walk_source(w, rootfd, path);
+			err = stg__walk_tree(w, rootfd, path);
 	}
 	if (dfd >= 0)
 		close(dfd);
@@ -906,7 +898,7 @@ static stg_err walk_source(dir_walk *w, int rootfd, const char *rel)
 	return err;
 }
 
-static void walk_free(dir_walk *w)
+void stg__walk_free(stg_walk *w)
 {
 	for (size_t i = 0; i < w->n; i++) {
 		free(w->v[i].path);
@@ -916,9 +908,10 @@ static void walk_free(dir_walk *w)
 }
 
 /* Copy a file while hashing it; fails if it changes size meanwhile. */
-static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *it, uint8_t *buf,
-                           XXH128_canonical_t *h)
+static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, const stg_witem *it,
+                           uint8_t *buf, XXH128_canonical_t *h)
 {
+	stg__bucket_take(ctx, &c->ops, 1);
 	int s = openat(sroot, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (s < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", it->path);
@@ -937,6 +930,7 @@ static stg_err copy_hashed(stg_ctx *ctx, int sroot, int droot, const dir_item *i
 	}
 	XXH3_128bits_reset(xs);
 	for (;;) {
+		stg__bucket_take(ctx, &c->bw, BLOCK);
 		ssize_t n = read(s, buf, BLOCK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -976,7 +970,7 @@ out:
 }
 
 /* Build the entry from the walked tree into tfd/data. */
-static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64_t *content,
+static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_walk *w, uint64_t *content,
                            uint64_t *files)
 {
 	stg_err err = STG_OK;
@@ -995,7 +989,7 @@ static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64
 		goto out;
 	}
 	for (size_t i = 0; i < w->n && !err; i++) {
-		const dir_item *it = &w->v[i];
+		const stg_witem *it = &w->v[i];
 		if (S_ISDIR(it->st.st_mode)) {
 			if (mkdirat(droot, it->path, 0700))
 				err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
@@ -1008,7 +1002,7 @@ static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64
 				                      it->path);
 		} else {
 			XXH128_canonical_t h;
-			if (!(err = copy_hashed(ctx, sroot, droot, it, buf, &h))) {
+			if (!(err = copy_hashed(ctx, c, sroot, droot, it, buf, &h))) {
 				stg__manifest_line(man, h.digest, (uint64_t)it->st.st_size,
 				                   it->path);
 				*content += (uint64_t)it->st.st_size;
@@ -1018,7 +1012,7 @@ static stg_err copy_source(stg_ctx *ctx, int sroot, int tfd, dir_walk *w, uint64
 	}
 	/* directories read-only, deepest first */
 	for (size_t i = w->n; !err && i-- > 0;) {
-		const dir_item *it = &w->v[i];
+		const stg_witem *it = &w->v[i];
 		if (!S_ISDIR(it->st.st_mode))
 			continue;
 		struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
@@ -1046,8 +1040,8 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 	int sroot = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sroot < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
-	dir_walk w = {.ctx = ctx};
-	stg_err err = walk_source(&w, sroot, "");
+	stg_walk w = {.ctx = ctx, .opl = &c->ops};
+	stg_err err = stg__walk_tree(&w, sroot, "");
 	if (err)
 		goto out;
 	/* the key: a digest of the listing */
@@ -1059,7 +1053,7 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
 	EVP_DigestUpdate(md, "stager-dir-1", 12);
 	for (size_t i = 0; i < w.n; i++) {
-		const dir_item *it = &w.v[i];
+		const stg_witem *it = &w.v[i];
 		char line[256];
 		int n = snprintf(line, sizeof line, "|%o|%lld|%lld.%09ld|",
 		                 (unsigned)it->st.st_mode, (long long)it->st.st_size,
@@ -1117,7 +1111,7 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 				err = stg__fail_errno(ctx, STG_EIO, errno,
 				                      "cannot create a cache entry");
 			if (!err)
-				err = copy_source(ctx, sroot, tfd, &w, &content, &files);
+				err = copy_source(ctx, c, sroot, tfd, &w, &content, &files);
 			if (!err) {
 				built = true;
 				stg_meta m = {0};
@@ -1146,7 +1140,7 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 			res->hit = !built;
 	}
 out:
-	walk_free(&w);
+	stg__walk_free(&w);
 	close(sroot);
 	return err;
 }

@@ -604,11 +604,28 @@ static bool is_pack(int fd, uint64_t size)
 	       !memcmp(f + 40, STG_FOOTER_MAGIC, 8);
 }
 
-static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
-                          const stg_stage_opts *o, const char *owner, stg_stage_result *res)
+/* Open the pack at src within the shared-FS slot, its reads charged to the
+ * bandwidth limit. */
+static stg_err open_pack(stg_ctx *ctx, stg_cache *c, int fd, stg_pack **p)
+{
+	stg_err err = stg_pack_open_fd(ctx, fd, p);
+	if (!err) {
+		(*p)->bw = &c->bw;
+		(*p)->bw_ctx = ctx;
+	}
+	return err;
+}
+
+/* Stage the pack open at *fd, holding the shared-FS slot.  While another
+ * process builds the same entry, this one waits without its slot and
+ * without the source open (so slots count readers), and reopens the source
+ * if it has to build after all. */
+static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, const char *src,
+                          const stg_ident *id, const stg_stage_opts *o, const char *owner,
+                          stg_stage_result *res)
 {
 	stg_pack *p = NULL;
-	stg_err err = stg_pack_open_fd(ctx, fd, &p);
+	stg_err err = open_pack(ctx, c, *fd, &p);
 	if (err)
 		return err;
 	uint64_t trailer = p->size - p->t.data_size;
@@ -629,21 +646,38 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src, c
 				goto out;
 			}
 		}
-		if (klock < 0) {
-			bool waited;
-			klock = stg__cache_lock(ctx, c, key, true, &waited);
-			if (klock < 0) {
-				err = stg__cancelled(ctx)
-				              ? stg__fail(ctx, STG_EINTR, "interrupted")
-				              : stg__fail_errno(ctx, STG_EIO, errno,
-				                                "cannot lock the cache entry %s",
-				                                key);
+		if (klock < 0 && (klock = stg__cache_lock(ctx, c, key, false, NULL)) < 0) {
+			if (errno != EWOULDBLOCK)
+				goto lock_failed;
+			/* another process builds it: wait for it without the slot */
+			stg_pack_close(p);
+			p = NULL;
+			close(*fd);
+			*fd = -1;
+			stg__slot_release(slot);
+			if ((klock = stg__cache_lock(ctx, c, key, true, NULL)) < 0)
+				goto lock_failed;
+			res->waited = 1;
+			if (stg__entry_exists(c, key))
+				continue; /* built meanwhile */
+			/* its builder failed or died: build it ourselves */
+			if ((err = stg__slot_acquire(ctx, c, slot)))
+				goto out;
+			if ((*fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
+				err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
 				goto out;
 			}
-			res->waited = waited;
-			if (stg__entry_exists(c, key))
-				continue; /* another process built it meanwhile */
+			if ((err = open_pack(ctx, c, *fd, &p)))
+				goto out;
+			if (memcmp(p->t.digest, res->digest, STG_DIGEST_LEN)) {
+				err = stg__fail(ctx, STG_EIO,
+				                "'%s' changed while it was being staged; try again",
+				                src);
+				goto out;
+			}
 		}
+		if (stg__entry_exists(c, key))
+			continue;
 		stg__remove_leftovers(c, key);
 		if ((err = build_from_pack(ctx, c, p, key, src, o, res)))
 			goto out;
@@ -655,6 +689,11 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int fd, const char *src, c
 		                "the cache entry %s keeps disappearing (evicted by "
 		                "another process?); try again",
 		                key);
+	goto out;
+lock_failed:
+	err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
+	                          : stg__fail_errno(ctx, STG_EIO, errno,
+	                                            "cannot lock the cache entry %s", key);
 out:
 	if (!err)
 		stg__index_put(ctx, c, id, hex, src);
@@ -713,6 +752,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	}
 	stg_err err = STG_OK;
 	int fd = -1;
+	stg_slot slot = {.fd = -1, .lease_fd = -1};
 	struct stat st;
 	/* the one call on the shared filesystem that a warm stage makes */
 	if (stat(src, &st)) {
@@ -721,7 +761,8 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	}
 	if (S_ISDIR(st.st_mode)) {
 		res->kind = "directory";
-		err = stg__stage_dir(ctx, c, src, opts, owner, res);
+		if (!(err = stg__slot_acquire(ctx, c, &slot)))
+			err = stg__stage_dir(ctx, c, src, opts, owner, res);
 		goto out;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -759,6 +800,9 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 			}
 		}
 	}
+	/* a miss reads the shared filesystem: within a slot */
+	if ((err = stg__slot_acquire(ctx, c, &slot)))
+		goto out;
 	fd = open(src, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
@@ -766,7 +810,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	}
 	if (is_pack(fd, (uint64_t)st.st_size)) {
 		res->kind = "pack";
-		err = stage_pack(ctx, c, fd, src, &id, opts, owner, res);
+		err = stage_pack(ctx, c, &fd, &slot, src, &id, opts, owner, res);
 		if (err && err != STG_EINTR && err != STG_ENOSPC && err != STG_EEXIST &&
 		    err != STG_ENOMEM) {
 			char msg[STG_ERRMSG_MAX];
@@ -780,6 +824,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 out:
 	if (fd >= 0)
 		close(fd);
+	stg__slot_release(&slot);
 	free(owner);
 	res->seconds = now() - t0;
 	if (err) {

@@ -340,6 +340,13 @@ STG_API stg_err stg_stage(stg_ctx *ctx, stg_cache *cache, const char *src,
                           const stg_stage_opts *opts, stg_stage_result *res);
 STG_API void stg_stage_result_free(stg_stage_result *res);
 
+/* The owner name of a process ("pid-PID-STARTTIME", malloc'ed), for
+ * stg_stage_opts.owner when a long-lived process (a job wrapper) owns
+ * what it stages rather than its parent. */
+STG_API char *stg_owner_process(int pid);
+/* Drop every pin of owner (when it stops using what it staged). */
+STG_API stg_err stg_unpin(stg_ctx *ctx, stg_cache *cache, const char *owner);
+
 /* A pin: who uses an entry, and whether that owner is still alive. */
 typedef struct stg_pin {
 	const char *owner;
@@ -392,6 +399,45 @@ typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint
 STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *opts,
                           stg_clean_fn report, void *arg, uint64_t *freed);
 
+/* ---- collecting results ------------------------------------------------ */
+
+typedef struct stg_collect_opts {
+	int pack;  /* one pack, DEST.tar.zst, instead of a tree of files */
+	int level; /* its zstd level (0: the default) */
+} stg_collect_opts;
+
+STG_API void stg_collect_opts_init(stg_collect_opts *opts);
+
+typedef struct stg_collect_result {
+	char *dest;          /* what was written to (DEST, or DEST.tar.zst) */
+	uint64_t files;      /* regular files in SRC */
+	uint64_t sent_files; /* files (and links) written to DEST this time */
+	uint64_t sent_bytes; /* bytes written to DEST this time */
+	uint64_t unchanged;  /* files already collected and unchanged */
+	uint64_t retries;    /* transient errors retried */
+	uint64_t failed;     /* files that could not be collected */
+	double seconds;
+} stg_collect_result;
+
+/*
+ * Copy the directory src (on scratch) to dest (on the shared filesystem):
+ * a tree like `rsync -a src/ dest/` (files removed from src are left in
+ * dest), or with opts->pack one verified pack.  Incremental: a record on
+ * scratch says what dest already holds, so unchanged files cost nothing
+ * and deciding needs no reads of the shared filesystem.  Every file is
+ * written under a temporary name (.stager-tmp.*) and renamed, so dest never
+ * shows a partial file; a killed collect is completed by the next.  Free
+ * space and inodes of dest are checked first (STG_ENOSPC with the figures).
+ * Transient errors (EINTR, EAGAIN, ESTALE, EIO, ETIMEDOUT) are retried with
+ * backoff; a file that still fails is reported and the others go on
+ * (STG_EIO at the end, naming the first).  Uses the node's shared-FS slots,
+ * bandwidth and operations limits.  res->dest is freed by
+ * stg_collect_result_free, also after an error.
+ */
+STG_API stg_err stg_collect(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                            const stg_collect_opts *opts, stg_collect_result *res);
+STG_API void stg_collect_result_free(stg_collect_result *res);
+
 /* ---- helpers ---------------------------------------------------------- */
 
 /* Parse a size with an optional K M G T suffix (powers of 1024, optional
@@ -400,6 +446,10 @@ STG_API int stg_parse_size(const char *s, uint64_t *out);
 
 /* Parse a duration with an optional s m h d suffix into seconds. */
 STG_API int stg_parse_duration(const char *s, uint64_t *seconds);
+
+/* Give this process idle I/O priority (idle != 0) or the normal one back,
+ * for background work such as periodic collection.  0 or -1/errno. */
+STG_API int stg_io_idle(int idle);
 
 /* Format bytes as "12.3 MiB" into buf (at least 16 bytes). */
 STG_API const char *stg_format_size(uint64_t bytes, char *buf, size_t len);

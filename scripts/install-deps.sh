@@ -6,7 +6,8 @@ pkgs="build-essential pkg-config
 libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev
 libcmocka-dev bats jq zstd tar zip strace util-linux
 clang libclang-rt-14-dev
-slurm-wlm munge"
+slurm-wlm munge
+rsync libfuse3-dev fuse3 gnuplot-nox"
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then
 	command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }

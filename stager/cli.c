@@ -182,8 +182,8 @@ stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status)
 int cli_check_globals(void)
 {
 	if (g_opts.bwlimit) {
-		cli_error("--bwlimit is not available for '%s' in this version "
-		          "(bandwidth limits are not built yet)",
+		cli_error("--bwlimit applies to stage, collect and run (what reads or writes "
+		          "the shared filesystem), not to '%s'",
 		          g_cmd);
 		return EXIT_USAGE;
 	}

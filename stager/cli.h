@@ -75,8 +75,8 @@ enum {
 /* Handle a global option (or -h/--help); returns -1 if c is not one,
  * else an exit status to return now (or -2 to go on). */
 int cli_global_option(int c, const char *arg);
-/* Check the global options make sense for a command that does not read the
- * shared filesystem through the limits (yet); an exit status or 0. */
+/* Check the global options make sense for a command that does not go
+ * through the shared-FS limits; an exit status or 0. */
 int cli_check_globals(void);
 
 /* "stager: CMD: message" on stderr. */
@@ -108,6 +108,18 @@ const cli_cmd *cli_find(const char *name);
 void json_str(FILE *f, const char *s);
 void json_hex(FILE *f, const uint8_t *p, size_t n);
 
+/* One collect, reported; the totals accumulate over calls. */
+typedef struct collect_totals {
+	unsigned rounds;
+	uint64_t files, sent_files, sent_bytes, unchanged, retries, failed;
+	double seconds;
+	int status; /* of the last round */
+} collect_totals;
+
+int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                     const stg_collect_opts *o, collect_totals *t);
+void cli_collect_json(const char *src, const char *dest, const collect_totals *t);
+
 /* The commands. */
 int cmd_pack(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
@@ -116,6 +128,8 @@ int cmd_unpack(int argc, char **argv);
 int cmd_stage(int argc, char **argv);
 int cmd_status(int argc, char **argv);
 int cmd_clean(int argc, char **argv);
+int cmd_collect(int argc, char **argv);
+int cmd_run(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

@@ -52,8 +52,6 @@ int cmd_stage(int argc, char **argv)
 		                         : "too many arguments");
 		goto done;
 	}
-	if ((rc = cli_check_globals()))
-		goto done;
 	so.include = inc;
 	if (nargs == 2)
 		so.dest = argv[optind + 1];

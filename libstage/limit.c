@@ -1,0 +1,373 @@
+/*
+ * limit.c - how stager spares the shared filesystem.
+ *
+ * Slots: a node-wide cap on processes reading or writing the shared FS at
+ * once (max_readers_per_node), for every user.  The slots are the files
+ * slot.0 .. slot.N-1 in a sticky, world-writable directory (slot_dir);
+ * holding one is holding flock(LOCK_EX) on it, so the kernel frees the slot
+ * of a holder that dies.  Anyone may create those files, so nothing but a
+ * lock is ever taken from them: they are opened O_NOFOLLOW | O_NONBLOCK,
+ * read-only, and must be regular files.
+ *
+ * Leases: an optional cluster-wide cap (max_readers_cluster) with the files
+ * lease.0 .. lease.N-1 in shared_lock_dir, on the shared FS, where locks
+ * cannot be trusted.  A lease is taken by creating its file with O_EXCL and
+ * renewed (its mtime touched) every lease_ttl/3 seconds by a thread of the
+ * holder; a lease untouched for lease_ttl seconds belongs to a dead or
+ * cut-off node and is broken: renamed to a name of the breaker's own (one
+ * breaker wins the rename) and removed.  This compares the file server's
+ * clock with ours: clusters keep them within seconds of each other (NTP),
+ * well inside lease_ttl.
+ *
+ * Rates: token buckets for bytes (bwlimit) and metadata operations
+ * (ops_limit) per process.  A taker goes into debt and sleeps it off, so
+ * large requests are charged exactly and the rate holds over any interval
+ * longer than the burst (a tenth of a second's worth).
+ */
+#include "cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static double mono(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Sleep up to s seconds; false if cancelled meanwhile. */
+static bool nap(stg_ctx *ctx, double s)
+{
+	while (s > 0 && !(ctx && stg__cancelled(ctx))) {
+		double step = s < 0.1 ? s : 0.1;
+		struct timespec ts = {(time_t)step, (long)((step - (double)(time_t)step) * 1e9)};
+		nanosleep(&ts, NULL);
+		s -= step;
+	}
+	return !(ctx && stg__cancelled(ctx));
+}
+
+/* ---- token buckets ------------------------------------------------------------ */
+
+void stg__bucket_init(stg_bucket *b, double rate)
+{
+	pthread_mutex_init(&b->mu, NULL);
+	b->rate = rate;
+	b->tokens = 0;
+	b->last = mono();
+}
+
+void stg__bucket_destroy(stg_bucket *b)
+{
+	pthread_mutex_destroy(&b->mu);
+}
+
+void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n)
+{
+	if (!b || b->rate <= 0)
+		return;
+	pthread_mutex_lock(&b->mu);
+	double t = mono(), burst = b->rate / 10 > 1 ? b->rate / 10 : 1;
+	b->tokens += (t - b->last) * b->rate;
+	if (b->tokens > burst)
+		b->tokens = burst;
+	b->last = t;
+	b->tokens -= n;
+	double wait = b->tokens < 0 ? -b->tokens / b->rate : 0;
+	pthread_mutex_unlock(&b->mu);
+	nap(ctx, wait);
+}
+
+/* ---- node slots --------------------------------------------------------------- */
+
+/* Open (creating it if need be) the slot directory; -1 if it cannot be used. */
+static int slot_dir_open(stg_ctx *ctx, const char *dir)
+{
+	if (mkdir(dir, 01777) == 0)
+		chmod(dir, 01777); /* past the umask: every user's stager uses it */
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		stg__log(ctx, STG_LOG_WARN,
+		         "no node-wide limit on shared-FS readers: cannot use slot_dir '%s' "
+		         "(%s); ask your administrators or set slot_dir",
+		         dir, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if ((st.st_mode & 01777) != 01777 && st.st_uid != geteuid()) {
+		stg__log(ctx, STG_LOG_WARN,
+		         "no node-wide limit on shared-FS readers: slot_dir '%s' is not a sticky, "
+		         "world-writable directory (mode %04o, owner %u)",
+		         dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int slot_open(int dirfd, unsigned i)
+{
+	char name[32];
+	snprintf(name, sizeof name, "slot.%u", i);
+	const int fl = O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
+	int fd = openat(dirfd, name, fl);
+	if (fd < 0 && errno == ENOENT) {
+		fd = openat(dirfd, name, fl | O_CREAT | O_EXCL, 0444);
+		if (fd < 0 && errno == EEXIST)
+			fd = openat(dirfd, name, fl);
+	}
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+{
+	unsigned n = c->node_slots;
+	int dirfd = slot_dir_open(ctx, c->slot_dir);
+	if (dirfd < 0)
+		return STG_OK;
+	int *fds = malloc(n * sizeof *fds);
+	if (!fds) {
+		close(dirfd);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	unsigned usable = 0;
+	for (unsigned i = 0; i < n; i++)
+		usable += (fds[i] = slot_open(dirfd, i)) >= 0;
+	close(dirfd);
+	stg_err err = STG_OK;
+	if (!usable) {
+		stg__log(ctx, STG_LOG_WARN,
+		         "no node-wide limit on shared-FS readers: no usable slot file in '%s'",
+		         c->slot_dir);
+		goto out;
+	}
+	unsigned start = (unsigned)getpid() % n;
+	double delay = 0.02, t0 = mono();
+	bool told = false;
+	for (;;) {
+		for (unsigned k = 0; k < n && s->fd < 0; k++) {
+			unsigned i = (start + k) % n;
+			if (fds[i] >= 0 && flock(fds[i], LOCK_EX | LOCK_NB) == 0) {
+				s->fd = fds[i];
+				fds[i] = -1;
+			}
+		}
+		if (s->fd >= 0)
+			break;
+		if (!told && mono() - t0 > 0.5) {
+			stg__log(ctx, STG_LOG_INFO,
+			         "waiting for a shared-FS slot: all %u on this node are in use "
+			         "(max_readers_per_node)",
+			         n);
+			told = true;
+		}
+		if (!nap(ctx, delay)) {
+			err = stg__fail(ctx, STG_EINTR, "interrupted while waiting for a shared-FS slot");
+			break;
+		}
+		delay = delay * 2 > 0.2 ? 0.2 : delay * 2;
+	}
+out:
+	for (unsigned i = 0; i < n; i++)
+		if (fds[i] >= 0)
+			close(fds[i]);
+	free(fds);
+	return err;
+}
+
+/* ---- cluster leases ----------------------------------------------------------- */
+
+static void *renewer(void *arg)
+{
+	stg_slot *s = arg;
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += s->ttl / 3 ? s->ttl / 3 : 1;
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+		if (!s->stop)
+			futimens(s->lease_fd, NULL); /* the file server's "now" */
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+/* Take lease.i if free or expired: 1 taken, 0 held by someone, -1 error. */
+static int lease_try(stg_ctx *ctx, stg_cache *c, stg_slot *s, unsigned i)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "%s/lease.%u", c->lease_dir, i);
+	for (int tries = 0; tries < 2; tries++) {
+		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+		if (fd >= 0) {
+			char host[256] = "?", line[320];
+			gethostname(host, sizeof host - 1);
+			int len = snprintf(line, sizeof line, "%s %d %lld\n", host, (int)getpid(),
+			                   (long long)time(NULL));
+			stg__write_full(fd, line, (size_t)len);
+			s->lease_fd = fd;
+			snprintf(s->lease, sizeof s->lease, "%s", path);
+			return 1;
+		}
+		if (errno != EEXIST)
+			return -1;
+		struct stat st;
+		if (lstat(path, &st))
+			continue; /* released meanwhile */
+		if (st.st_mtime + (time_t)c->lease_ttl > time(NULL))
+			return 0;
+		/* expired: break it; only one breaker wins the rename */
+		char host[64] = "?", broken[STG_PATH_MAX];
+		gethostname(host, sizeof host - 1);
+		snprintf(broken, sizeof broken, "%s/lease.%u.broken.%s.%d", c->lease_dir, i, host,
+		         (int)getpid());
+		if (rename(path, broken) == 0) {
+			unlink(broken);
+			stg__log(ctx, STG_LOG_WARN,
+			         "broke the cluster-wide lease '%s': not renewed for %lld s "
+			         "(its holder died or lost the shared FS)",
+			         path, (long long)(time(NULL) - st.st_mtime));
+		}
+	}
+	return 0;
+}
+
+static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+{
+	unsigned n = c->cluster_slots;
+	unsigned start = (unsigned)getpid() % n;
+	double t0 = mono();
+	bool told = false;
+	for (;;) {
+		for (unsigned k = 0; k < n; k++) {
+			int r = lease_try(ctx, c, s, (start + k) % n);
+			if (r < 0) {
+				stg__log(ctx, STG_LOG_WARN,
+				         "no cluster-wide limit: cannot create leases in "
+				         "shared_lock_dir '%s': %s",
+				         c->lease_dir, strerror(errno));
+				return STG_OK;
+			}
+			if (r > 0) {
+				s->ttl = c->lease_ttl;
+				s->stop = false;
+				pthread_mutex_init(&s->mu, NULL);
+				pthread_cond_init(&s->cv, NULL);
+				s->renewing = pthread_create(&s->thread, NULL, renewer, s) == 0;
+				return STG_OK;
+			}
+		}
+		if (!told && mono() - t0 > 1) {
+			stg__log(ctx, STG_LOG_INFO,
+			         "waiting for a cluster-wide shared-FS lease: all %u in '%s' are "
+			         "held (max_readers_cluster)",
+			         n, c->lease_dir);
+			told = true;
+		}
+		/* every round costs the shared FS n operations: poll slowly */
+		if (!nap(ctx, 1.0 + (double)(rand() % 1000) / 1000))
+			return stg__fail(ctx, STG_EINTR,
+			                 "interrupted while waiting for a cluster-wide lease");
+	}
+}
+
+/* ---- slots: both levels ------------------------------------------------------- */
+
+stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+{
+	memset(s, 0, sizeof *s);
+	s->fd = -1;
+	s->lease_fd = -1;
+	stg_err err = STG_OK;
+	if (c->node_slots && (err = node_slot(ctx, c, s)))
+		return err;
+	if (c->cluster_slots && c->lease_dir[0] && (err = cluster_lease(ctx, c, s))) {
+		stg__slot_release(s);
+		return err;
+	}
+	return STG_OK;
+}
+
+void stg__slot_release(stg_slot *s)
+{
+	if (s->lease_fd >= 0) {
+		if (s->renewing) {
+			pthread_mutex_lock(&s->mu);
+			s->stop = true;
+			pthread_cond_signal(&s->cv);
+			pthread_mutex_unlock(&s->mu);
+			pthread_join(s->thread, NULL);
+			s->renewing = false;
+		}
+		pthread_mutex_destroy(&s->mu);
+		pthread_cond_destroy(&s->cv);
+		/* remove it only if it is still ours (not broken and retaken) */
+		struct stat a, b;
+		if (fstat(s->lease_fd, &a) == 0 && lstat(s->lease, &b) == 0 && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev)
+			unlink(s->lease);
+		close(s->lease_fd);
+		s->lease_fd = -1;
+	}
+	if (s->fd >= 0) {
+		close(s->fd); /* drops the flock */
+		s->fd = -1;
+	}
+}
+
+/* ---- settings ----------------------------------------------------------------- */
+
+stg_err stg__limits_init(stg_ctx *ctx, stg_cache *c, const stg_config *cfg)
+{
+	c->node_slots = (unsigned)stg__config_count(cfg, "max_readers_per_node");
+	c->cluster_slots = (unsigned)stg__config_count(cfg, "max_readers_cluster");
+	c->lease_ttl = (unsigned)stg__config_count(cfg, "lease_ttl");
+	if (c->lease_ttl < 3)
+		c->lease_ttl = 3;
+	c->slot_dir = strdup(stg_config_get(cfg, "slot_dir", NULL));
+	c->lease_dir = strdup(stg_config_get(cfg, "shared_lock_dir", NULL));
+	if (!c->slot_dir || !c->lease_dir)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	uint64_t bw = stg__config_bytes(cfg, "bwlimit", 0);
+	stg__bucket_init(&c->bw, (double)bw);
+	stg__bucket_init(&c->ops, (double)stg__config_count(cfg, "ops_limit"));
+	c->limits_ready = true;
+	return STG_OK;
+}
+
+void stg__limits_free(stg_cache *c)
+{
+	if (c->limits_ready) {
+		stg__bucket_destroy(&c->bw);
+		stg__bucket_destroy(&c->ops);
+	}
+	free(c->slot_dir);
+	free(c->lease_dir);
+}
+
+/* ---- I/O priority ------------------------------------------------------------- */
+
+int stg_io_idle(int idle)
+{
+	/* ioprio_set has no glibc wrapper; values from linux/ioprio.h */
+	const int who_process = 1, class_shift = 13, class_be = 2, class_idle = 3;
+	int prio = idle ? class_idle << class_shift : (class_be << class_shift) | 4;
+	return (int)syscall(SYS_ioprio_set, who_process, 0, prio);
+}

@@ -1,0 +1,174 @@
+/*
+ * cmd_collect.c - stager collect SRC DEST [--pack] [--every INTERVAL]
+ *                                [--level N] [--json]
+ *
+ * With --every, collects at once and then every INTERVAL (with idle I/O
+ * priority) until SIGTERM, SIGINT or SIGHUP, which end it after one last
+ * collect at normal priority (exit 0 if that succeeds); a second signal
+ * interrupts that collect (exit 5).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL };
+
+static volatile sig_atomic_t stop_signals;
+static stg_ctx *volatile every_ctx;
+
+static void on_stop(int sig)
+{
+	(void)sig;
+	if (++stop_signals > 1 && every_ctx)
+		stg_cancel(every_ctx);
+}
+
+int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                     const stg_collect_opts *o, collect_totals *t)
+{
+	stg_collect_result res;
+	stg_err err = stg_collect(ctx, cache, src, dest, o, &res);
+	t->rounds++;
+	t->files = res.files;
+	t->sent_files += res.sent_files;
+	t->sent_bytes += res.sent_bytes;
+	t->unchanged = res.unchanged;
+	t->retries += res.retries;
+	t->failed = res.failed;
+	t->seconds += res.seconds;
+	int rc = EXIT_OK;
+	if (err) {
+		rc = cli_fail(ctx, err);
+	} else {
+		char a[16];
+		if (res.sent_files)
+			cli_info("collected '%s' to '%s': %llu sent (%s), %llu unchanged, %.2f s", src,
+			         res.dest, (unsigned long long)res.sent_files,
+			         stg_format_size(res.sent_bytes, a, sizeof a),
+			         (unsigned long long)res.unchanged, res.seconds);
+		else if (g_opts.verbose)
+			cli_info("'%s' unchanged since the last collect to '%s'", src, res.dest);
+	}
+	stg_collect_result_free(&res);
+	t->status = rc;
+	return rc;
+}
+
+void cli_collect_json(const char *src, const char *dest, const collect_totals *t)
+{
+	printf("{\"src\":");
+	json_str(stdout, src);
+	printf(",\"dest\":");
+	json_str(stdout, dest);
+	printf(",\"rounds\":%u,\"files\":%llu,\"sent_files\":%llu,\"sent_bytes\":%llu,"
+	       "\"unchanged\":%llu,\"retries\":%llu,\"failed\":%llu,\"seconds\":%.3f,"
+	       "\"status\":%d}\n",
+	       t->rounds, (unsigned long long)t->files, (unsigned long long)t->sent_files,
+	       (unsigned long long)t->sent_bytes, (unsigned long long)t->unchanged,
+	       (unsigned long long)t->retries, (unsigned long long)t->failed, t->seconds,
+	       t->status);
+}
+
+/* Collect every interval seconds until a signal; then once more. */
+static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                         const stg_collect_opts *o, uint64_t interval, collect_totals *t)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	every_ctx = ctx;
+	int rc = EXIT_OK;
+	while (!stop_signals) {
+		stg_io_idle(1);
+		struct timespec t0, t1;
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		rc = cli_collect_once(ctx, cache, src, dest, o, t);
+		if (rc == EXIT_USAGE || rc == EXIT_SOURCE)
+			return rc; /* will not get better */
+		/* sleep until the next round (signals cut it short) */
+		for (;;) {
+			clock_gettime(CLOCK_MONOTONIC, &t1);
+			double left = (double)interval - ((double)(t1.tv_sec - t0.tv_sec) +
+			                                  (t1.tv_nsec - t0.tv_nsec) / 1e9);
+			if (left <= 0 || stop_signals)
+				break;
+			struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+			nanosleep(&ts, NULL);
+		}
+	}
+	/* the last collect: at normal priority, it is what the job keeps */
+	stg_io_idle(0);
+	if (g_opts.verbose)
+		cli_info("stopping: collecting one last time");
+	rc = cli_collect_once(ctx, cache, src, dest, o, t);
+	every_ctx = NULL;
+	return rc;
+}
+
+int cmd_collect(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	        {"pack", no_argument, NULL, OPT_PACK},
+	        {"every", required_argument, NULL, OPT_EVERY},
+	        {"level", required_argument, NULL, OPT_LEVEL},
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
+	};
+	stg_collect_opts co;
+	stg_collect_opts_init(&co);
+	int json = 0, c, rc;
+	uint64_t every = 0;
+	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+		rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -2)
+			continue;
+		switch (c) {
+		case OPT_PACK: co.pack = 1; break;
+		case OPT_JSON: json = 1; break;
+		case OPT_EVERY:
+			if (stg_parse_duration(optarg, &every) || every == 0)
+				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
+				                 optarg);
+			break;
+		case OPT_LEVEL: {
+			char *end;
+			long v = strtol(optarg, &end, 10);
+			if (*end || v < 1 || v > 19)
+				return cli_usage("--level: '%s' is not a level from 1 to 19", optarg);
+			co.level = (int)v;
+			break;
+		}
+		default: return cli_usage("unexpected option");
+		}
+	}
+	if (argc - optind != 2)
+		return cli_usage(argc - optind < 2 ? "what to collect, and where? stager collect SRC "
+		                                     "DEST"
+		                                   : "too many arguments");
+	const char *src = argv[optind], *dest = argv[optind + 1];
+	stg_ctx *ctx = cli_ctx();
+	stg_config *cfg = cli_config(ctx);
+	stg_cache *cache = cli_cache(ctx, cfg, &rc);
+	collect_totals t = {0};
+	if (cache) {
+		rc = every ? collect_every(ctx, cache, src, dest, &co, every, &t)
+		           : cli_collect_once(ctx, cache, src, dest, &co, &t);
+		if (json)
+			cli_collect_json(src, dest, &t);
+		stg_cache_close(cache);
+	}
+	stg_config_free(cfg);
+	cli_ctx_done(ctx);
+	return rc;
+}

@@ -1,0 +1,503 @@
+/*
+ * cmd_run.c - stager run [--stage SRC[:DEST]]... [--collect SRC:DEST]...
+ *                        [--every INTERVAL] [--pack] [--grace TIME] -- CMD...
+ *
+ * The batch-script wrapper: stage, export, run CMD, pass signals on,
+ * collect (periodically, on the early warning, on termination and at the
+ * end), clean what it made.
+ *
+ * While CMD runs, the signals stager cares about are blocked and taken with
+ * sigtimedwait(), so nothing happens in a signal handler.  Collections while
+ * CMD runs (periodic, early warning, termination) happen in a child process
+ * with idle I/O priority, so signals keep being passed on promptly; the
+ * final collection happens here at normal priority, and a second
+ * terminating signal during it interrupts it (what it already sent stays
+ * complete).
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OPT_STAGE = OPT_FIRST_LOCAL, OPT_COLLECT, OPT_EVERY, OPT_PACK, OPT_GRACE };
+
+typedef struct pair {
+	char *src, *dest; /* malloc'ed */
+	bool made;        /* run created src (and removes it once collected) */
+	int status;       /* of its last collect */
+} pair;
+
+typedef struct run_state {
+	stg_ctx *ctx;
+	stg_cache *cache;
+	pair *stages, *collects;
+	size_t n_stages, n_collects;
+	char *owner;  /* pins and job directory: NULL under Slurm (the job's) */
+	char *jobdir; /* malloc'ed */
+	bool own_jobdir;
+	stg_collect_opts co;
+	pid_t cmd, collector;
+} run_state;
+
+static volatile sig_atomic_t final_signals;
+static stg_ctx *volatile final_ctx;
+
+static void on_final_signal(int sig)
+{
+	(void)sig;
+	if (++final_signals > 1 && final_ctx)
+		stg_cancel(final_ctx);
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* "SRC:DEST" split at the last ':' (DEST may be optional). */
+static int split_pair(const char *arg, bool need_dest, pair *p)
+{
+	const char *colon = strrchr(arg, ':');
+	if (!colon && need_dest)
+		return -1;
+	p->src = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
+	p->dest = colon && colon[1] ? strdup(colon + 1) : NULL;
+	if (!p->src || !*p->src || (need_dest && !p->dest))
+		return -1;
+	return 0;
+}
+
+/* path made absolute against the job directory. */
+static char *in_jobdir(const run_state *r, const char *path)
+{
+	if (path[0] == '/')
+		return strdup(path);
+	size_t n = strlen(r->jobdir) + strlen(path) + 2;
+	char *out = malloc(n);
+	if (out)
+		snprintf(out, n, "%s/%s", r->jobdir, path);
+	return out;
+}
+
+static int mkdirs(const char *path)
+{
+	char buf[PATH_MAX];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
+}
+
+static void export_numbered(const char *base, size_t i, const char *value)
+{
+	char name[64];
+	if (i == 0)
+		snprintf(name, sizeof name, "%s", base);
+	else
+		snprintf(name, sizeof name, "%s_%zu", base, i + 1);
+	setenv(name, value, 1);
+}
+
+/* Where the job's scratch is: $SLURM_TMPDIR, else our own job directory. */
+static int job_directory(run_state *r)
+{
+	const char *t = getenv("SLURM_TMPDIR");
+	if (t && t[0] == '/') {
+		r->jobdir = strdup(t);
+		return r->jobdir ? 0 : -1;
+	}
+	const char *who = r->owner;
+	char job[160];
+	if (!who) {
+		snprintf(job, sizeof job, "job-%s", getenv("SLURM_JOB_ID"));
+		who = job;
+	}
+	size_t n = strlen(stg_cache_root(r->cache)) + strlen(who) + 8;
+	if (!(r->jobdir = malloc(n)))
+		return -1;
+	snprintf(r->jobdir, n, "%s/jobs/%s", stg_cache_root(r->cache), who);
+	if (mkdir(r->jobdir, 0700) == 0)
+		r->own_jobdir = true;
+	else if (errno != EEXIST)
+		return -1;
+	return 0;
+}
+
+static int stage_all(run_state *r)
+{
+	for (size_t i = 0; i < r->n_stages; i++) {
+		pair *p = &r->stages[i];
+		stg_stage_opts so;
+		stg_stage_opts_init(&so);
+		so.owner = r->owner;
+		char *dest = p->dest ? in_jobdir(r, p->dest) : NULL;
+		if (p->dest && !dest)
+			return EXIT_IO;
+		so.dest = dest;
+		stg_stage_result res;
+		stg_err err = stg_stage(r->ctx, r->cache, p->src, &so, &res);
+		free(dest);
+		if (err)
+			return cli_fail(r->ctx, err);
+		free(p->dest);
+		p->dest = strdup(res.path);
+		export_numbered("STAGER_DATA", i, res.path);
+		char a[16];
+		cli_info("%s '%s' at '%s' (%s, %.2f s)", res.hit ? "cached" : "staged", p->src,
+		         res.path, stg_format_size(res.content_bytes, a, sizeof a), res.seconds);
+		stg_stage_result_free(&res);
+	}
+	return EXIT_OK;
+}
+
+static int prepare_outputs(run_state *r)
+{
+	for (size_t i = 0; i < r->n_collects; i++) {
+		pair *p = &r->collects[i];
+		char *abs = in_jobdir(r, p->src);
+		if (!abs)
+			return EXIT_IO;
+		free(p->src);
+		p->src = abs;
+		struct stat st;
+		if (stat(abs, &st)) {
+			if (mkdirs(abs)) {
+				cli_error("cannot create '%s': %s", abs, strerror(errno));
+				return EXIT_IO;
+			}
+			p->made = true;
+		} else if (!S_ISDIR(st.st_mode)) {
+			cli_error("--collect: '%s' is not a directory", abs);
+			return EXIT_USAGE;
+		}
+		export_numbered("STAGER_OUT", i, abs);
+	}
+	return EXIT_OK;
+}
+
+/* Collect every pair once (in this process); the worst status. */
+static int collect_all(run_state *r)
+{
+	int rc = EXIT_OK;
+	for (size_t i = 0; i < r->n_collects; i++) {
+		pair *p = &r->collects[i];
+		collect_totals t = {0};
+		p->status = cli_collect_once(r->ctx, r->cache, p->src, p->dest, &r->co, &t);
+		if (p->status && !rc)
+			rc = p->status;
+	}
+	return rc;
+}
+
+/* Start a collection in a child (idle I/O priority) unless one runs. */
+static void collect_in_background(run_state *r, const char *why)
+{
+	if (r->collector > 0 || !r->n_collects)
+		return;
+	if (g_opts.verbose)
+		cli_info("collecting (%s)", why);
+	pid_t pid = fork();
+	if (pid < 0) {
+		cli_error("cannot fork a collector: %s", strerror(errno));
+		return;
+	}
+	if (pid == 0) {
+		sigset_t none;
+		sigemptyset(&none);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGINT, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		stg_io_idle(1);
+		_exit(collect_all(r));
+	}
+	r->collector = pid;
+}
+
+static void stop_collector(run_state *r)
+{
+	if (r->collector <= 0)
+		return;
+	/* what it has sent is complete; the final collect does the rest */
+	kill(r->collector, SIGTERM);
+	waitpid(r->collector, NULL, 0);
+	r->collector = 0;
+}
+
+static pid_t start_cmd(char **argv, const sigset_t *old)
+{
+	pid_t pid = fork();
+	if (pid != 0)
+		return pid;
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	sigprocmask(SIG_SETMASK, old, NULL);
+	/* if stager dies, so does the command (outside Slurm nothing else
+	 * would stop it) */
+	prctl(PR_SET_PDEATHSIG, SIGTERM);
+	execvp(argv[0], argv);
+	int e = errno;
+	cli_error("cannot run '%s': %s", argv[0], strerror(e));
+	_exit(e == ENOENT ? 127 : 126);
+}
+
+/* Wait for CMD, passing signals on and collecting as asked.  Returns CMD's
+ * status as a shell reports it; *stopped says whether a terminating
+ * signal reached stager. */
+static int supervise(run_state *r, const sigset_t *set, uint64_t every, double grace,
+                     bool *stopped)
+{
+	double next = every ? now() + (double)every : 0, deadline = 0;
+	int status = 0;
+	for (;;) {
+		double t = now(), wake = 3600;
+		if (next)
+			wake = next - t;
+		if (deadline && deadline - t < wake)
+			wake = deadline - t;
+		if (wake < 0)
+			wake = 0;
+		struct timespec ts = {(time_t)wake, (long)((wake - (double)(time_t)wake) * 1e9)};
+		siginfo_t si;
+		int sig = sigtimedwait(set, &si, &ts);
+		if (sig < 0 && errno != EAGAIN && errno != EINTR)
+			break;
+		if (sig == SIGCHLD || sig < 0) {
+			int st;
+			pid_t pid;
+			while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+				if (pid == r->collector) {
+					r->collector = 0;
+				} else if (pid == r->cmd) {
+					status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+					r->cmd = 0;
+				}
+			}
+			if (!r->cmd)
+				return status;
+		}
+		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
+			*stopped = true;
+			/* a terminal's ^C already reached the whole process group */
+			if (si.si_code != SI_KERNEL)
+				kill(r->cmd, sig);
+			if (!deadline)
+				deadline = now() + grace;
+			cli_info("%s: passed to the command; collecting results", strsignal(sig));
+		} else if (sig == SIGUSR1 || sig == SIGUSR2) {
+			kill(r->cmd, sig);
+			cli_info("%s (early warning): collecting results now", strsignal(sig));
+			collect_in_background(r, "early warning");
+		}
+		t = now();
+		if (deadline && t >= deadline) {
+			/* the command takes its time: save what is there already */
+			collect_in_background(r, "stopping");
+			deadline = 0;
+		}
+		if (next && t >= next) {
+			collect_in_background(r, "periodic");
+			next = t + (double)every;
+		}
+	}
+	return status;
+}
+
+/* Remove what run made on scratch: links to the cache, collected outputs,
+ * its job directory if empty, its pins. */
+static void clean_up(run_state *r)
+{
+	for (size_t i = 0; i < r->n_stages; i++) {
+		struct stat st;
+		const char *d = r->stages[i].dest;
+		if (d && lstat(d, &st) == 0 && S_ISLNK(st.st_mode))
+			unlink(d);
+	}
+	for (size_t i = 0; i < r->n_collects; i++) {
+		pair *p = &r->collects[i];
+		if (!p->made)
+			continue;
+		if (p->status) {
+			cli_error("the results in '%s' were not all collected; they stay there: "
+			          "collect them with `stager collect %s %s`",
+			          p->src, p->src, p->dest);
+			continue;
+		}
+		char *argv[] = {"rm", "-rf", "--", p->src, NULL};
+		pid_t pid = fork();
+		if (pid == 0) {
+			execvp("rm", argv);
+			_exit(127);
+		}
+		if (pid > 0)
+			waitpid(pid, NULL, 0);
+	}
+	if (r->own_jobdir)
+		rmdir(r->jobdir); /* only if empty: anything left is kept */
+	if (r->owner)
+		stg_unpin(r->ctx, r->cache, r->owner);
+}
+
+static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *grace)
+{
+	static const struct option lo[] = {
+	        {"stage", required_argument, NULL, OPT_STAGE},
+	        {"collect", required_argument, NULL, OPT_COLLECT},
+	        {"every", required_argument, NULL, OPT_EVERY},
+	        {"pack", no_argument, NULL, OPT_PACK},
+	        {"grace", required_argument, NULL, OPT_GRACE},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
+	};
+	int c, rc;
+	uint64_t g;
+	while ((c = getopt_long(argc, argv, "+hqv", lo, NULL)) != -1) {
+		rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -2)
+			continue;
+		switch (c) {
+		case OPT_STAGE:
+			if (split_pair(optarg, false, &r->stages[r->n_stages++]))
+				return cli_usage("--stage: '%s' is not SRC or SRC:DEST", optarg);
+			break;
+		case OPT_COLLECT:
+			if (split_pair(optarg, true, &r->collects[r->n_collects++]))
+				return cli_usage("--collect: '%s' is not SRC:DEST", optarg);
+			break;
+		case OPT_EVERY:
+			if (stg_parse_duration(optarg, every) || !*every)
+				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
+				                 optarg);
+			break;
+		case OPT_GRACE:
+			if (stg_parse_duration(optarg, &g))
+				return cli_usage("--grace: '%s' is not a time (e.g. 5s)", optarg);
+			*grace = (double)g;
+			break;
+		case OPT_PACK: r->co.pack = 1; break;
+		default: return cli_usage("unexpected option");
+		}
+	}
+	if (optind >= argc)
+		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
+	if (*every && !r->n_collects)
+		return cli_usage("--every needs something to collect (--collect SRC:DEST)");
+	return -1;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	run_state r = {0};
+	stg_collect_opts_init(&r.co);
+	r.stages = calloc((size_t)argc, sizeof *r.stages);
+	r.collects = calloc((size_t)argc, sizeof *r.collects);
+	uint64_t every = 0;
+	double grace = 5;
+	int rc = r.stages && r.collects ? parse(argc, argv, &r, &every, &grace) : EXIT_IO;
+	stg_config *cfg = NULL;
+	if (rc >= 0)
+		goto out;
+	r.ctx = cli_ctx();
+	cfg = cli_config(r.ctx);
+	if (!(r.cache = cli_cache(r.ctx, cfg, &rc)))
+		goto out;
+	const char *job = getenv("SLURM_JOB_ID");
+	if (!(job && *job) && !(r.owner = stg_owner_process((int)getpid()))) {
+		rc = EXIT_IO;
+		goto out;
+	}
+	if (job_directory(&r)) {
+		cli_error("cannot create the job directory '%s': %s", r.jobdir ? r.jobdir : "?",
+		          strerror(errno));
+		rc = EXIT_IO;
+		goto out;
+	}
+	setenv("STAGER_JOB_DIR", r.jobdir, 1);
+	if ((rc = stage_all(&r)) || (rc = prepare_outputs(&r)))
+		goto cleanup;
+
+	/* from here on signals are taken, not handled */
+	sigset_t set, old;
+	sigemptyset(&set);
+	int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGCHLD};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&set, sigs[i]);
+	sigprocmask(SIG_BLOCK, &set, &old);
+	fflush(NULL);
+	r.cmd = start_cmd(argv + optind, &old);
+	if (r.cmd < 0) {
+		cli_error("cannot start '%s': %s", argv[optind], strerror(errno));
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		rc = EXIT_IO;
+		goto cleanup;
+	}
+	bool stopped = false;
+	int status = supervise(&r, &set, every, grace, &stopped);
+	stop_collector(&r);
+
+	/* the final collect; a second terminating signal interrupts it */
+	final_ctx = r.ctx;
+	final_signals = stopped ? 1 : 0;
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_final_signal;
+	sigemptyset(&sa.sa_mask);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGUSR1, SIG_IGN);
+	signal(SIGUSR2, SIG_IGN);
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	int crc = collect_all(&r);
+	if (final_signals > (stopped ? 1 : 0))
+		stopped = true;
+	rc = stopped ? EXIT_INTERRUPTED : status ? status : crc;
+	if (stopped || status)
+		cli_info("the command %s; results collected%s",
+		         stopped ? "was stopped by a signal" : "failed",
+		         crc ? " only in part (see above)" : "");
+cleanup:
+	clean_up(&r);
+out:
+	for (size_t i = 0; r.stages && i < r.n_stages; i++) {
+		free(r.stages[i].src);
+		free(r.stages[i].dest);
+	}
+	for (size_t i = 0; r.collects && i < r.n_collects; i++) {
+		free(r.collects[i].src);
+		free(r.collects[i].dest);
+	}
+	free(r.stages);
+	free(r.collects);
+	free(r.owner);
+	free(r.jobdir);
+	stg_cache_close(r.cache);
+	stg_config_free(cfg);
+	if (r.ctx)
+		cli_ctx_done(r.ctx);
+	return rc;
+}
