@@ -58,7 +58,8 @@ typedef struct collector {
 	int srcfd, destfd, logfd;
 	crec *recs;
 	size_t n_recs, cap_recs, log_lines;
-	stg_strmap map; /* path -> index in recs */
+	stg_strmap map;  /* path -> index in recs */
+	stg_strmap dirs; /* directories of DEST changed in this run */
 	char **pending; /* temporary names logged but not resolved */
 	size_t n_pending;
 	uint64_t dest_dev, dest_ino;
@@ -674,6 +675,36 @@ static void existing_parent(const char *path, char *out, size_t len)
 
 /* ---- the tree ---------------------------------------------------------------------- */
 
+/* Note that the directory holding path changed in DEST (path itself stays
+ * valid while the walk lives: the set keeps pointers into it). */
+static void touched(collector *k, const char *path)
+{
+	const char *slash = strrchr(path, '/');
+	size_t len = slash ? (size_t)(slash - path) : 0;
+	stg__strmap_put(&k->dirs, path, len, 1);
+}
+
+/* Give the directories that changed their mtimes from SRC, deepest first
+ * (as rsync -a does). */
+static void dir_times(collector *k, const stg_walk *w)
+{
+	for (size_t i = w->n; i-- > 0;) {
+		const stg_witem *it = &w->v[i];
+		if (!S_ISDIR(it->st.st_mode) ||
+		    stg__strmap_get(&k->dirs, it->path, strlen(it->path)) == UINT32_MAX)
+			continue;
+		struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
+		op(k);
+		utimensat(k->destfd, it->path, ts, AT_SYMLINK_NOFOLLOW);
+	}
+	struct stat st;
+	if (stg__strmap_get(&k->dirs, "", 0) != UINT32_MAX && fstat(k->srcfd, &st) == 0) {
+		struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
+		op(k);
+		futimens(k->destfd, ts);
+	}
+}
+
 static stg_err collect_tree(collector *k, stg_walk *w)
 {
 	struct stat dst;
@@ -735,15 +766,20 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				}
 				crec r = {.type = 'd'};
 				remember(k, &r, it->path);
+				touched(k, it->path);
+				/* and its own mtime, once it is filled */
+				stg__strmap_put(&k->dirs, it->path, strlen(it->path), 1);
 				continue;
 			}
 			crec r;
 			if (send_item(k, it, it->path, it->path, &r))
 				remember(k, &r, it->path);
+			touched(k, it->path);
 			if (k->ctx->progress_fn)
 				k->ctx->progress_fn(k->ctx->progress_arg, "collect", k->res->sent_bytes,
 				                    need);
 		}
+		dir_times(k, w);
 	}
 	stg__slot_release(&slot);
 out:
@@ -962,7 +998,7 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 		              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the collect record");
 		goto out;
 	}
-	if (stg__strmap_init(&k->map, 1024)) {
+	if (stg__strmap_init(&k->map, 1024) || stg__strmap_init(&k->dirs, 64)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -996,6 +1032,7 @@ out:
 		free(k->recs[i].path);
 	free(k->recs);
 	stg__strmap_free(&k->map);
+	stg__strmap_free(&k->dirs);
 	for (size_t i = 0; i < k->n_pending; i++)
 		free(k->pending[i]);
 	free(k->pending);

@@ -1,0 +1,207 @@
+#!/usr/bin/env bats
+# stager collect: results back to the "shared filesystem", incremental,
+# atomic, checked for space first.
+
+load helpers
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots"
+}
+
+teardown() {
+	cd /
+	for m in "$T"/mnt*; do
+		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
+	done
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+# Files under DEST, without stager's own, sorted.
+files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | LC_ALL=C sort); }
+
+@test "collect copies a tree like rsync -a (modes, mtimes, links, awkward names)" {
+	make_awkward_tree src
+	run stager collect src dest
+	[ "$status" -eq 0 ]
+	[ "$(tree_sig src)" = "$(tree_sig dest)" ]
+	diff <(tree_sig_ns src) <(tree_sig_ns dest)
+	rsync -a src/ rsync-dest/
+	[ "$(tree_sig rsync-dest)" = "$(tree_sig dest)" ]
+	# nothing of stager's is left in DEST
+	[ -z "$(find dest -name '.stager*')" ]
+}
+
+@test "an unchanged re-run makes no reads or writes on DEST (strace)" {
+	make_awkward_tree src
+	stager collect -q src "$T/dest"
+	strace -f -y -o trace -e trace=%file,%desc "$STAGER" collect --json src "$T/dest" >out.json
+	jq -e '.sent_files == 0 and .unchanged > 5' out.json
+	# every call naming DEST: only the stat that checks it is still the
+	# directory collected to
+	grep "$T/dest" trace | grep -v execve >calls || true
+	cat calls
+	[ "$(grep -cv -E '^[0-9]+ +(newfstatat|statx|stat)\(' calls)" -eq 0 ]
+	[ "$(wc -l <calls)" -le 1 ]
+}
+
+@test "a changed file alone is sent again; a touched file is hashed, not sent" {
+	mkdir src
+	for i in $(seq 1 100); do head -c 2000 /dev/urandom >"src/f$i"; done
+	stager collect -q src dest
+	echo changed >>src/f7
+	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 1 and .unchanged == 99'
+	cmp src/f7 dest/f7
+	touch src/f8
+	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 0'
+	# a file removed from SRC stays in DEST
+	rm src/f9
+	stager collect -q src dest
+	[ -e dest/f9 ]
+}
+
+@test "DEST removed or replaced since: everything is sent again" {
+	mkdir src && echo a >src/a && echo b >src/b
+	stager collect -q src dest
+	rm -rf dest
+	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 2'
+	[ "$(cat dest/b)" = b ]
+}
+
+@test "kill -9 at random moments never leaves a partial file under its final name" {
+	mkdir src
+	for i in $(seq 1 12); do head -c 1500000 /dev/urandom >"src/f$i"; done
+	for round in 1 2 3 4 5; do
+		rm -rf dest "$STAGER_SCRATCH_ROOT"
+		"$STAGER" collect -q --bwlimit 12M src dest &
+		pid=$!
+		sleep "0.$((RANDOM % 9 + 1))"
+		kill -9 "$pid"
+		wait "$pid" || true
+		# every file under its final name is whole
+		for f in $(files_of dest 2>/dev/null); do cmp "src/$f" "dest/$f"; done
+		# the next collect completes it and leaves nothing of its own
+		stager collect -q src dest
+		[ "$(tree_sig src)" = "$(tree_sig dest)" ]
+		[ -z "$(find dest -name '.stager*')" ]
+	done
+}
+
+@test "a DEST too small: exit 3 with the figures, before writing anything" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
+	mkdir src mnt
+	for i in 1 2 3; do head -c 1000000 /dev/urandom >"src/f$i"; done
+	mount -t tmpfs -o size=1m tmpfs mnt
+	run stager collect src mnt/dest
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -q "need"
+	echo "$output" | grep -q "MiB"
+	[ -z "$(ls -A mnt)" ]
+	umount mnt
+	# out of inodes
+	mkdir src2
+	for i in $(seq 1 60); do echo "$i" >"src2/f$i"; done
+	mount -t tmpfs -o size=10m,nr_inodes=20 tmpfs mnt
+	run stager collect src2 mnt/dest
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -q "files free"
+	umount mnt
+}
+
+@test "--pack writes one verified pack; unchanged re-runs write nothing" {
+	make_awkward_tree src
+	run stager collect --pack --json src out/res
+	[ "$status" -eq 0 ]
+	[ -f out/res.tar.zst ]
+	stager verify out/res.tar.zst
+	stager unpack -q out/res.tar.zst back
+	[ "$(tree_sig src)" = "$(tree_sig back)" ]
+	[ "$(ls -A out)" = res.tar.zst ]
+	before=$(stat -c %i:%Y out/res.tar.zst)
+	stager collect --pack --json src out/res.tar.zst 2>/dev/null | jq -e '.sent_files == 0'
+	[ "$(stat -c %i:%Y out/res.tar.zst)" = "$before" ]
+	# a removed file makes a new pack without it
+	rm src/zero
+	stager collect -q --pack src out/res
+	! stager ls out/res.tar.zst | grep -q '^zero$'
+	stager ls out/res.tar.zst | grep -q 'hello.txt'
+}
+
+@test "kill -9 of collect --pack leaves the old pack whole" {
+	mkdir src
+	head -c 20000000 /dev/urandom >src/a
+	stager collect -q --pack src out/res
+	old=$(sha256sum <out/res.tar.zst)
+	head -c 20000000 /dev/urandom >src/a
+	"$STAGER" collect -q --pack --bwlimit 10M src out/res &
+	pid=$!
+	sleep 1
+	kill -9 "$pid"
+	wait "$pid" || true
+	[ "$(sha256sum <out/res.tar.zst)" = "$old" ]
+	stager collect -q --pack src out/res
+	stager verify out/res.tar.zst
+	[ -z "$(find out -name '.stager*')" ]
+}
+
+@test "--every collects periodically and once more when stopped" {
+	mkdir src
+	"$STAGER" collect --every 1 --json src dest >every.json &
+	pid=$!
+	echo one >src/one
+	for _ in $(seq 1 50); do [ -e dest/one ] && break; sleep 0.1; done
+	[ "$(cat dest/one)" = one ]
+	echo two >src/two
+	kill -TERM "$pid"
+	wait "$pid"
+	[ "$(cat dest/two)" = two ]
+	jq -e '.status == 0 and .rounds >= 2' every.json
+}
+
+@test "bad input: clear messages and exit statuses, nothing written" {
+	run stager collect nowhere dest
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "nowhere"
+	[ ! -e dest ]
+	echo x >file
+	run stager collect file dest
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "not a directory"
+	mkdir src && echo a >src/a
+	run stager collect src src/inside
+	[ "$status" -eq 1 ]
+	run stager collect src
+	[ "$status" -eq 1 ]
+	run stager collect --every soon src dest
+	[ "$status" -eq 1 ]
+}
+
+@test "a file that cannot be written is named; the others are collected (exit 7)" {
+	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"
+	mkdir -p src/sub && echo a >src/a && echo b >src/sub/b
+	mkdir -p dest/sub
+	chmod 0555 dest/sub
+	as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+	chmod -R a+rwX "$T" && chmod 0555 dest/sub
+	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" collect src dest
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "sub/b"
+	[ "$(cat dest/a)" = a ]
+	[ -z "$(find dest -name '.stager*')" ]
+}
+
+@test "a damaged record is rebuilt, and collect still does the right thing" {
+	mkdir src && echo a >src/a && echo b >src/b
+	stager collect -q src dest
+	rec=$(ls "$STAGER_SCRATCH_ROOT"/collect/*)
+	printf 'garbage\0line\nf 1 2' >>"$rec"
+	echo changed >src/b
+	stager collect -q src dest
+	[ "$(cat dest/b)" = changed ]
+	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 0'
+}

@@ -1,0 +1,135 @@
+#!/usr/bin/env bats
+# stager run: stage, run a command, pass signals on, collect, clean up
+# (outside Slurm here; tests/e2e/slurm.bats runs it under a real Slurm).
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots"
+	unset SLURM_JOB_ID SLURM_TMPDIR
+	mkdir -p ds/sub && echo hello >ds/a && head -c 100000 /dev/urandom >ds/sub/b
+	stager pack -q ds -o ds.tar.zst >/dev/null
+}
+
+# Wait until file $1 exists (at most $2 tenths of a second).
+wait_for() {
+	for _ in $(seq 1 "${2:-100}"); do [ -e "$1" ] && return 0; sleep 0.1; done
+	return 1
+}
+
+@test "run stages, exports, runs, collects and cleans what it made" {
+	run stager run --stage ds.tar.zst --stage ds:mine --collect out:results -- \
+		bash -c 'diff -r ds "$STAGER_DATA" && diff -r ds "$STAGER_DATA_2" &&
+			echo "$STAGER_DATA|$STAGER_DATA_2|$STAGER_OUT|$STAGER_JOB_DIR" >"$STAGER_OUT/env" &&
+			cp -r "$STAGER_DATA/sub" "$STAGER_OUT/"'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	IFS='|' read -r d1 d2 out job <results/env
+	[[ "$d1" == "$job/ds" ]]
+	[[ "$d2" == "$job/mine" ]]
+	[[ "$out" == "$job/out" ]]
+	diff -r ds/sub results/sub
+	# the job directory, its links and the collected output are gone; no pins
+	[ ! -e "$job" ]
+	[ -z "$(find scratch/pins -mindepth 2)" ]
+	# the cache entries stay, for the next job
+	[ -n "$(ls scratch/cache)" ]
+}
+
+@test "the command's exit status is run's; a signal's is 128+N" {
+	run stager run -q -- sh -c 'exit 3'
+	[ "$status" -eq 3 ]
+	run stager run -q -- sh -c 'kill -KILL $$'
+	[ "$status" -eq 137 ]
+	run -127 stager run -q -- /nonexistent/cmd
+	[ "$status" -eq 127 ]
+	echo "$output" | grep -q "/nonexistent/cmd"
+}
+
+@test "a staging failure: the command does not run (exit 2)" {
+	run stager run --stage missing.tar.zst -- touch ran
+	[ "$status" -eq 2 ]
+	[ ! -e ran ]
+	echo "$output" | grep -q "missing.tar.zst"
+}
+
+@test "SIGTERM: passed to the command, results collected, exit 5" {
+	"$STAGER" run --collect out:results -- bash -c '
+		trap "echo saved >\$STAGER_OUT/at-term; exit 0" TERM
+		echo started >$STAGER_OUT/started
+		while :; do sleep 0.1; done' 2>err &
+	pid=$!
+	for _ in $(seq 1 50); do ls scratch/jobs/*/out/started >/dev/null 2>&1 && break; sleep 0.1; done
+	kill -TERM "$pid"
+	status=0
+	wait "$pid" || status=$?
+	cat err
+	[ "$status" -eq 5 ]
+	[ "$(cat results/started)" = started ]
+	[ "$(cat results/at-term)" = saved ]
+}
+
+@test "SIGUSR1 (early warning) collects while the command goes on" {
+	"$STAGER" run --collect out:results -- bash -c '
+		trap "echo warned >\$STAGER_OUT/warned" USR1
+		echo partial >$STAGER_OUT/partial
+		while [ ! -e '"$T"'/go ]; do sleep 0.1; done
+		echo final >$STAGER_OUT/final' 2>err &
+	pid=$!
+	for _ in $(seq 1 50); do ls scratch/jobs/*/out/partial >/dev/null 2>&1 && break; sleep 0.1; done
+	kill -USR1 "$pid"
+	wait_for results/partial 100
+	[ "$(cat results/partial)" = partial ]
+	[ ! -e results/final ]
+	kill -0 "$pid" # still running
+	touch go
+	wait "$pid"
+	[ "$(cat results/final)" = final ]
+	[ "$(cat results/warned)" = warned ]
+}
+
+@test "--every: after kill -9 of everything, results at most one interval old are safe" {
+	"$STAGER" run --every 1 --collect out:results -- bash -c '
+		i=0; while :; do i=$((i+1)); echo $i >$STAGER_OUT/step-$i; sleep 0.2; done' 2>err &
+	pid=$!
+	sleep 3.5
+	pkill -KILL -P "$pid" || true
+	kill -KILL "$pid"
+	wait "$pid" || true
+	cat err
+	n=$(ls results | grep -c step-)
+	[ "$n" -ge 5 ]
+	# every collected file is whole, none is half-written
+	for f in results/step-*; do [ "$(cat "$f")" = "${f#results/step-}" ]; done
+	# a collect of what the job left completes DEST and removes temporaries
+	out=$(ls -d scratch/jobs/*/out)
+	stager collect -q "$out" results
+	[ "$(ls results | grep -c step-)" -eq "$(ls "$out" | wc -l)" ]
+	[ -z "$(find results -name '.stager*')" ]
+}
+
+@test "results that cannot be collected stay on scratch, named (exit 7)" {
+	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"
+	mkdir results && chmod 0555 results
+	chmod -R a+rwX "$T" && chmod 0555 results
+	as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" run \
+		--collect out:results -- sh -c 'echo precious >"$STAGER_OUT/r"'
+	echo "$output"
+	[ "$status" -eq 7 ]
+	kept=$(find scratch2/jobs -name r)
+	[ "$(cat "$kept")" = precious ]
+	echo "$output" | grep -q "stay there"
+}
+
+@test "usage errors exit 1" {
+	run stager run
+	[ "$status" -eq 1 ]
+	run stager run --collect nodest -- true
+	[ "$status" -eq 1 ]
+	run stager run --every 1m -- true
+	[ "$status" -eq 1 ]
+}
