@@ -253,7 +253,6 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 {
 	unsigned n = c->cluster_slots;
 	unsigned start = (unsigned)getpid() % n;
-	double t0 = mono();
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n; k++) {
@@ -274,7 +273,7 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 				return STG_OK;
 			}
 		}
-		if (!told && mono() - t0 > 1) {
+		if (!told) {
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a cluster-wide shared-FS lease: all %u in '%s' are "
 			         "held (max_readers_cluster)",

@@ -1,0 +1,196 @@
+#!/usr/bin/env bats
+# Sparing the shared filesystem: node-wide reader slots, cluster-wide
+# leases, bandwidth and operations limits, measured.
+
+load helpers
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots"
+	unset SLURM_JOB_ID SLURM_TMPDIR STAGER_BWLIMIT STAGER_MAX_READERS_PER_NODE
+}
+
+teardown() {
+	cd /
+	if [ -n "${MNT:-}" ] && mountpoint -q "$MNT"; then
+		fusermount3 -u "$MNT" 2>/dev/null || umount -l "$MNT"
+	fi
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+now() { date +%s.%N; }
+elapsed() { echo "$(now) - $1" | bc -l; }
+within() { # value target fraction
+	echo "$1 >= $2 * (1 - $3) && $1 <= $2 * (1 + $3)" | bc -l | grep -q 1
+}
+
+# n packs of incompressible data, size MiB each: p1.tar.zst ...
+make_packs() {
+	for i in $(seq 1 "$1"); do
+		mkdir -p "d$i"
+		head -c "$(($2 * 1048576))" /dev/urandom >"d$i/data"
+		stager pack -q "d$i" -o "p$i.tar.zst" >/dev/null
+	done
+}
+
+@test "bandwidth limit on stage: throughput within 10% of --bwlimit" {
+	make_packs 1 40
+	t0=$(now)
+	stager stage -q --bwlimit 20M p1.tar.zst staged >/dev/null
+	t=$(elapsed "$t0")
+	echo "40 MiB at 20 MiB/s took $t s"
+	within "$t" 2.0 0.10
+	diff -r d1 staged
+}
+
+@test "bandwidth limit on collect: throughput within 10%" {
+	mkdir out
+	head -c 31457280 /dev/urandom >out/a
+	t0=$(now)
+	STAGER_BWLIMIT=15M stager collect -q out dest
+	t=$(elapsed "$t0")
+	echo "30 MiB at 15 MiB/s took $t s"
+	within "$t" 2.0 0.10
+	cmp out/a dest/a
+}
+
+@test "operations limit on a directory source and on collect" {
+	mkdir -p tree
+	for i in $(seq 1 200); do echo "$i" >"tree/f$i"; done
+	t0=$(now)
+	STAGER_OPS_LIMIT=200 stager stage -q tree staged >/dev/null
+	t=$(elapsed "$t0")
+	echo "stage of 200 files at 200 ops/s: $t s"
+	# a stat per file and an open per file: at least 400 operations
+	echo "$t >= 1.8" | bc -l | grep -q 1
+	t0=$(now)
+	STAGER_OPS_LIMIT=400 stager collect -q tree dest
+	t=$(elapsed "$t0")
+	echo "collect of 200 files at 400 ops/s: $t s"
+	echo "$t >= 1.3" | bc -l | grep -q 1
+	t0=$(now)
+	stager collect -q tree dest2
+	t=$(elapsed "$t0")
+	echo "without a limit: $t s"
+	echo "$t < 1" | bc -l | grep -q 1
+}
+
+# The largest number of stagers holding the source pack open at once,
+# sampled from /proc every 20 ms while they run.
+max_open_readers() {
+	local max=0 n
+	while kill -0 "$@" 2>/dev/null; do
+		n=0
+		for p in "$@"; do
+			ls -l "/proc/$p/fd" 2>/dev/null | grep -q '/p[0-9]*\.tar\.zst$' && n=$((n + 1))
+		done
+		[ "$n" -gt "$max" ] && max=$n
+		sleep 0.02
+	done
+	echo "$max"
+}
+
+@test "node slots: 4 stagers with max_readers_per_node=2 never read more than 2 at once" {
+	make_packs 4 12
+	export STAGER_MAX_READERS_PER_NODE=2
+	pids=()
+	for i in 1 2 3 4; do
+		"$STAGER" stage -v --bwlimit 12M "p$i.tar.zst" "s$i" >/dev/null 2>"err$i" &
+		pids+=($!)
+	done
+	max=$(max_open_readers "${pids[@]}")
+	for p in "${pids[@]}"; do wait "$p"; done
+	echo "at most $max read at once"
+	[ "$max" -eq 2 ]
+	for i in 1 2 3 4; do diff -r "d$i" "s$i"; done
+	# the ones that waited said so
+	cat err* | grep -q "waiting for a shared-FS slot"
+}
+
+@test "node slots: a holder killed with SIGKILL frees its slot" {
+	make_packs 2 20
+	export STAGER_MAX_READERS_PER_NODE=1
+	"$STAGER" stage -q --bwlimit 4M p1.tar.zst s1 >/dev/null 2>&1 &
+	holder=$!
+	for _ in $(seq 1 100); do ls -l "/proc/$holder/fd" 2>/dev/null | grep -q p1.tar.zst && break; sleep 0.05; done
+	kill -9 "$holder"
+	wait "$holder" || true
+	t0=$(now)
+	stager stage -q p2.tar.zst s2 >/dev/null
+	t=$(elapsed "$t0")
+	echo "took $t s"
+	echo "$t < 3" | bc -l | grep -q 1
+	diff -r d2 s2
+}
+
+@test "slot files in a shared directory are not trusted: links and FIFOs" {
+	make_packs 1 1
+	mkdir slots elsewhere
+	chmod 1777 slots
+	ln -s ../elsewhere/x slots/slot.0
+	mkfifo slots/slot.1
+	export STAGER_MAX_READERS_PER_NODE=2
+	run timeout 20 "$STAGER" stage p1.tar.zst s1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e elsewhere/x ]
+	echo "$output" | grep -q "no usable slot"
+	# a slot directory that is a link to somewhere else is not used
+	rm -rf slots && ln -s elsewhere slots
+	stager clean -q --all
+	run timeout 20 "$STAGER" stage p1.tar.zst s2
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "no node-wide limit"
+	[ -z "$(ls elsewhere)" ]
+}
+
+@test "cluster leases: max_readers_cluster=1 serializes; leases are removed after" {
+	make_packs 2 10
+	mkdir leases
+	export STAGER_SHARED_LOCK_DIR="$T/leases" STAGER_MAX_READERS_CLUSTER=1
+	export STAGER_MAX_READERS_PER_NODE=0
+	"$STAGER" stage -v --bwlimit 10M p1.tar.zst s1 >/dev/null 2>err1 &
+	a=$!
+	"$STAGER" stage -v --bwlimit 10M p2.tar.zst s2 >/dev/null 2>err2 &
+	b=$!
+	max=$(max_open_readers "$a" "$b")
+	wait "$a"
+	wait "$b"
+	[ "$max" -eq 1 ]
+	cat err1 err2 | grep -q "waiting for a cluster-wide"
+	[ -z "$(ls -A leases)" ]
+}
+
+@test "cluster leases: an expired lease of a dead node is broken" {
+	make_packs 2 1
+	mkdir leases
+	echo "deadnode 123 0" >leases/lease.0
+	touch -d '-10 minutes' leases/lease.0
+	export STAGER_SHARED_LOCK_DIR="$T/leases" STAGER_MAX_READERS_CLUSTER=1 STAGER_LEASE_TTL=60
+	run timeout 30 "$STAGER" stage p1.tar.zst s1
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "broke the cluster-wide lease"
+	[ -z "$(ls -A leases)" ]
+	# a fresh lease is respected: the stage waits until it is released
+	echo "othernode 456 0" >leases/lease.0
+	"$STAGER" stage -q p2.tar.zst s2 >/dev/null 2>&1 &
+	pid=$!
+	sleep 2
+	kill -0 "$pid"     # still waiting
+	[ ! -e s2 ]
+	rm leases/lease.0  # released
+	wait "$pid"
+	[ -L s2 ]
+}
+
+@test "status shows the limits and where they came from" {
+	STAGER_MAX_READERS_PER_NODE=3 stager status --json | jq -e '.settings.max_readers_per_node.value == "3" and (.settings.max_readers_per_node.from | test("STAGER_MAX_READERS_PER_NODE"))'
+	stager status --json | jq -e '.settings | has("bwlimit") and has("ops_limit") and has("slot_dir") and has("lease_ttl")'
+	run stager status --bwlimit 1M
+	[ "$status" -eq 1 ]
+	run stager stage --bwlimit lots x
+	[ "$status" -eq 1 ]
+}
