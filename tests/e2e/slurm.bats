@@ -43,6 +43,19 @@ sleep 600
 JOB
 	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit.log" "$SL/limit.sh" |
 		cut -d';' -f1 >"$SL/limit.id"
+	# the same for `stager run`, with the early warning 50 s before the
+	# limit: the command checkpoints at SIGUSR1 and at SIGTERM
+	cat >"$SL/limit-run.sh" <<JOB
+#!/bin/bash
+#SBATCH --signal=B:USR1@50
+exec "$STAGER" run --stage "$SL/shared/limit.tar.zst" --collect out:"$SL/out/limit-results" -- bash -c '
+	trap "echo warned >\$STAGER_OUT/warned" USR1
+	trap "echo term >\$STAGER_OUT/term; exit 0" TERM
+	cp "\$STAGER_DATA/f" "\$STAGER_OUT/data-f"
+	while :; do sleep 0.2; done'
+JOB
+	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit-run.log" "$SL/limit-run.sh" |
+		cut -d';' -f1 >"$SL/limit-run.id"
 }
 
 teardown_file() {
@@ -147,4 +160,62 @@ JOB
 	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
 	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
 	! "$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o)] | length > 0'
+}
+
+@test "stager run under scancel: the command is stopped, results collected (exit 5)" {
+	cat >cancel.sh <<JOB
+#!/bin/bash
+exec "$STAGER" run --stage "$SL/shared/ds.tar.zst" --collect out:"$SL/out/cancel-results" -- bash -c '
+	echo started >\$STAGER_OUT/started
+	ls "\$STAGER_DATA" >\$STAGER_OUT/listing
+	trap "echo term >\$STAGER_OUT/term; exit 0" TERM
+	while :; do sleep 0.2; done'
+JOB
+	id=$(submit -n1 --mem=200 cancel.sh)
+	for _ in $(seq 1 300); do
+		ls "$SL"/scratch/root/jobs/job-"$id"/out/started >/dev/null 2>&1 && break
+		sleep 0.1
+	done
+	scancel "$id"
+	wait_gone "$id" 60
+	cat "out/$id.log"
+	[ "$(cat out/cancel-results/started)" = started ]
+	[ "$(cat out/cancel-results/term)" = term ]
+	grep -q sub out/cancel-results/listing
+	grep -q "collected" "out/$id.log"
+	[ "$(sacct -n -X -j "$id" -o ExitCode 2>/dev/null | tr -d ' ')" = "5:0" ] ||
+		grep -q "stopped by a signal" "out/$id.log"
+	# run removed its job directory; the epilog the rest
+	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+}
+
+@test "stager run --every: a job killed with SIGKILL keeps what was collected" {
+	cat >every.sh <<JOB
+#!/bin/bash
+exec "$STAGER" run --every 1 --collect out:"$SL/out/every-results" -- bash -c '
+	i=0; while :; do i=\$((i+1)); echo \$i >\$STAGER_OUT/step-\$i; sleep 0.2; done'
+JOB
+	id=$(submit -n1 --mem=200 every.sh)
+	for _ in $(seq 1 300); do [ -e out/every-results/step-5 ] && break; sleep 0.1; done
+	sleep 1
+	scancel -s KILL "$id"
+	wait_gone "$id" 60
+	n=$(ls out/every-results | grep -c step-)
+	echo "$n steps collected"
+	[ "$n" -ge 5 ]
+	for f in out/every-results/step-*; do [ "$(cat "$f")" = "${f#out/every-results/step-}" ]; done
+}
+
+@test "stager run at the time limit: early warning (B:USR1) and SIGTERM both collect" {
+	id=$(cat "$SL/limit-run.id")
+	wait_gone "$id" 150
+	cat "out/limit-run.log"
+	[ "$(cat out/limit-results/data-f)" = limit ]
+	[ "$(cat out/limit-results/warned)" = warned ]
+	[ "$(cat out/limit-results/term)" = term ]
+	# the early warning collected while the command was still running
+	grep -n "early warning" out/limit-run.log
+	w=$(grep -n "early warning" out/limit-run.log | head -1 | cut -d: -f1)
+	t=$(grep -n "Terminated" out/limit-run.log | head -1 | cut -d: -f1)
+	[ "$w" -lt "$t" ]
 }
