@@ -174,6 +174,65 @@ static void clean_jobs(cl_run *r)
 	free_list(v, n);
 }
 
+/* The source a collect record is about (its "S" line); false if unknown. */
+static bool record_source(cl_run *r, const char *rel, char *src, size_t len)
+{
+	int fd = openat(r->c->rootfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t n;
+	bool found = false;
+	for (int i = 0; i < 3 && (n = getline(&line, &cap, f)) > 0; i++) {
+		if (line[n - 1] == '\n')
+			line[--n] = '\0';
+		if (line[0] == 'S' && line[1] == ' ' && stg__unescape(line + 2) &&
+		    (size_t)n < len) {
+			snprintf(src, len, "%s", line + 2);
+			found = true;
+			break;
+		}
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Collect records whose source is gone (a finished job's $SLURM_TMPDIR),
+ * and what killed collects left (a pack being made, a record being
+ * rewritten), unless a collect holds the record's lock. */
+static void clean_records(cl_run *r)
+{
+	char **v;
+	size_t n = list_dir(r->c, "collect", &v);
+	for (size_t i = 0; i < n; i++) {
+		char id[17];
+		if (strlen(v[i]) < 16)
+			continue;
+		memcpy(id, v[i], 16);
+		id[16] = '\0';
+		char lname[40], rel[STG_PATH_MAX], src[STG_PATH_MAX + 1];
+		snprintf(lname, sizeof lname, "collect-%s", id);
+		snprintf(rel, sizeof rel, "collect/%s", v[i]);
+		bool leftover = v[i][16] != '\0';
+		struct stat st;
+		if (!leftover && (!record_source(r, rel, src, sizeof src) || lstat(src, &st) == 0 ||
+		                  errno != ENOENT))
+			continue;
+		int lk = stg__cache_lock(r->ctx, r->c, lname, false, NULL);
+		if (lk < 0)
+			continue; /* a collect is using it */
+		drop(r, leftover ? "partial" : "record", rel);
+		stg__cache_unlock(lk);
+	}
+	free_list(v, n);
+}
+
 /* With stale pins gone (or, in a dry run, seen as gone), is key pinned? */
 static bool pinned(cl_run *r, const char *key)
 {
@@ -241,6 +300,7 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	clean_partials(&r);
 	clean_pins(&r);
 	clean_jobs(&r);
+	clean_records(&r);
 	clean_entries(&r);
 	stg__cache_unlock(lk);
 	if (freed)

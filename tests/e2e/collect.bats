@@ -205,3 +205,18 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$(cat dest/b)" = changed ]
 	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 0'
 }
+
+@test "clean removes the records of sources that are gone, not the others" {
+	mkdir src keep && echo a >src/a && echo k >keep/k
+	stager collect -q src dest
+	stager collect -q keep dest2
+	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 2 ]
+	rm -rf src
+	run stager clean --dry-run
+	echo "$output" | grep -q "record"
+	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 2 ]
+	stager clean -q
+	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 1 ]
+	# the remaining record still works: nothing to send
+	stager collect --json keep dest2 2>/dev/null | jq -e '.sent_files == 0'
+}
