@@ -40,7 +40,7 @@ STAGER  := $(B)/stager
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
-TOOLS    := $(B)/gendata $(B)/runstat $(B)/fuzz_replay
+TOOLS    := $(B)/gendata $(B)/runstat $(B)/fuzz_replay $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
 	format format-check deps help
@@ -82,6 +82,11 @@ $(B)/gendata: bench/gendata.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -lm
 $(B)/runstat: bench/runstat.c
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
+# the emulated shared filesystem (FUSE) of the benchmarks and tests
+$(B)/sharedfs: bench/sharedfs.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -pthread $(WARN) $$(pkg-config --cflags fuse3) -o $@ $< \
+		$$(pkg-config --libs fuse3)
 $(B)/fuzz_replay: tests/fuzz/fuzz_trailer.c tests/fuzz/replay.c $(LIB_OBJ)
 	$(CC) $(ALL_CFLAGS) -Ilibstage -o $@ $^ $(LDLIBS_ALL)
 
