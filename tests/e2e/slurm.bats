@@ -219,3 +219,47 @@ JOB
 	t=$(grep -n "Terminated" out/limit-run.log | head -1 | cut -d: -f1)
 	[ "$w" -lt "$t" ]
 }
+
+@test "the example batch scripts run as written (single node, array sweep)" {
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	mkdir -p bin ex
+	ln -sf "$STAGER" bin/stager
+	# a stand-in for `python train.py --data D --output O [--lr X]`
+	cat >bin/python <<'PY'
+#!/bin/bash
+shift
+while [ $# -gt 0 ]; do
+	case $1 in --data) d=$2; shift ;; --output) o=$2; shift ;; --lr) lr=$2; shift ;; esac
+	shift
+done
+(cd "$d" && find . | sort) >"$o/listing"
+echo "${lr:-none}" >"$o/lr"
+PY
+	chmod +x bin/python
+	# this cluster has no GPUs and small nodes
+	for f in single-node single-node-explicit array-sweep array-sweep-explicit; do
+		sed -e '/--gres/d' -e '/--cpus-per-task/d' -e 's/--array=0-31/--array=0-3/' \
+			"$top/scripts/examples/$f.sh" >"ex/$f.sh"
+	done
+	export PATH="$SL/bin:$PATH" DATASET="$SL/shared/ds.tar.zst"
+	a=$(RESULTS="$SL/out/ex-single" submit --mem=200 ex/single-node.sh)
+	b=$(RESULTS="$SL/out/ex-explicit" submit --mem=200 ex/single-node-explicit.sh)
+	c=$(RESULTS="$SL/out/ex-sweep" submit --mem=200 ex/array-sweep.sh)
+	d=$(RESULTS="$SL/out/ex-sweep-explicit" submit --mem=200 ex/array-sweep-explicit.sh)
+	for j in "$a" "$b" "$c" "$d"; do wait_gone "$j" 120; done
+	cat out/*.log | tail -40
+	want=$(cd shared/ds && find . | sort)
+	[ "$(cat out/ex-single/listing)" = "$want" ]
+	[ "$(cat out/ex-explicit/listing)" = "$want" ]
+	# the sweeps: one verified pack of results per task, each its own lr
+	for s in ex-sweep ex-sweep-explicit; do
+		ls -R "out/$s"
+		for i in 0 1 2 3; do
+			"$STAGER" verify -q "out/$s/task-$i.tar.zst"
+			rm -rf check && "$STAGER" unpack -q "out/$s/task-$i.tar.zst" check
+			[ "$(cat check/listing)" = "$want" ]
+			lrs+=("$(cat check/lr)")
+		done
+	done
+	[ "$(printf '%s\n' "${lrs[@]}" | sort -u | wc -l)" -eq 4 ]
+}
