@@ -33,7 +33,9 @@
  * open_now, open_max, open_read_now, open_read_max (handles from open and
  * create; "read" ones are O_RDONLY), then one line per operation (getattr,
  * open, ...).  Writing "reset" to it zeroes them; the open_*_max restart
- * from open_*_now.
+ * from open_*_now.  Writing "fail OP ERRNO N" (OP write, create or
+ * rename; ERRNO EIO, ESTALE, EAGAIN, ENOSPC or EDQUOT) makes the next N
+ * such operations fail with that error: faults for tests of retries.
  *
  * Exit status: 0 after a clean unmount, 1 usage error, 2 cannot mount.
  */
@@ -221,13 +223,62 @@ static int stats_read(char *buf, size_t size, off_t off, struct fuse_file_info *
 	return (int)n;
 }
 
-/* "reset", with a newline or not */
+/* Injected faults: the next fault_n[op] operations fail with fault_err[op]. */
+enum { F_write, F_create, F_rename, F_N };
+static const char *const fault_ops[F_N] = {"write", "create", "rename"};
+static atomic_int fault_n[F_N], fault_err[F_N];
+
+static int fault(int op)
+{
+	int n = atomic_load(&fault_n[op]);
+	while (n > 0)
+		if (atomic_compare_exchange_weak(&fault_n[op], &n, n - 1))
+			return -atomic_load(&fault_err[op]);
+	return 0;
+}
+
+/* "fail OP ERRNO N" */
+static int set_fault(const char *line)
+{
+	static const struct {
+		const char *name;
+		int err;
+	} errs[] = {{"EIO", EIO}, {"ESTALE", ESTALE}, {"EAGAIN", EAGAIN}, {"ENOSPC", ENOSPC},
+	            {"EDQUOT", EDQUOT}};
+	char op[16], err[16];
+	int n;
+	if (sscanf(line, "fail %15s %15s %d", op, err, &n) != 3 || n < 0)
+		return -EINVAL;
+	for (int i = 0; i < F_N; i++) {
+		if (strcmp(op, fault_ops[i]))
+			continue;
+		for (size_t e = 0; e < sizeof errs / sizeof errs[0]; e++) {
+			if (!strcmp(err, errs[e].name)) {
+				atomic_store(&fault_err[i], errs[e].err);
+				atomic_store(&fault_n[i], n);
+				return 0;
+			}
+		}
+	}
+	return -EINVAL;
+}
+
+/* "reset" or a fault, with a newline or not */
 static int stats_write(const char *buf, size_t size)
 {
 	size_t n = size;
 	while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' ' || buf[n - 1] == '\r'))
 		n--;
-	if (n != 5 || memcmp(buf, "reset", 5) != 0)
+	char line[64];
+	if (n >= sizeof line)
+		return -EINVAL;
+	memcpy(line, buf, n);
+	line[n] = '\0';
+	if (!strncmp(line, "fail ", 5)) {
+		int rc = set_fault(line);
+		return rc ? rc : (int)size;
+	}
+	if (strcmp(line, "reset"))
 		return -EINVAL;
 	reset_counters();
 	return (int)size;
@@ -352,7 +403,8 @@ static int sfs_rename(const char *from, const char *to, unsigned int flags)
 	if (is_stats(from) || is_stats(to))
 		return -EPERM;
 	meta(C_rename);
-	return ret(renameat2(bfd, rel(from), bfd, rel(to), flags));
+	int f = fault(F_rename);
+	return f ? f : ret(renameat2(bfd, rel(from), bfd, rel(to), flags));
 }
 
 static int sfs_link(const char *from, const char *to)
@@ -423,6 +475,9 @@ static int sfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	if (is_stats(path))
 		return -EEXIST;
 	meta(C_create);
+	int f = fault(F_create);
+	if (f)
+		return f;
 	int fd = openat(bfd, rel(path), fi->flags | O_CREAT, mode);
 	if (fd < 0)
 		return -errno;
@@ -457,6 +512,9 @@ static int sfs_write(const char *path, const char *buf, size_t size, off_t off,
 		return stats_write(buf, size);
 	add(C_write, 1);
 	add(C_write_calls, 1);
+	int f = fault(F_write);
+	if (f)
+		return f;
 	ssize_t n = pwrite((int)fi->fh, buf, size, off);
 	if (n < 0)
 		return -errno;

@@ -13,7 +13,7 @@ setup() {
 teardown() {
 	cd /
 	for m in "$T"/mnt*; do
-		mountpoint -q "$m" 2>/dev/null && umount -l "$m"
+		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; }
 	done
 	chmod -R u+w "$T" 2>/dev/null || true
 	rm -rf "$T"
@@ -219,4 +219,50 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 1 ]
 	# the remaining record still works: nothing to send
 	stager collect --json keep dest2 2>/dev/null | jq -e '.sent_files == 0'
+}
+
+# Mount the emulated shared filesystem (bench/sharedfs) over $T/backing at
+# $T/mnt-shared; sets MNT.
+mount_shared() {
+	[ "$(id -u)" -eq 0 ] && [ -e /dev/fuse ] || skip "needs root and /dev/fuse"
+	: "${SHAREDFS:=$BATS_TEST_DIRNAME/../../build/sharedfs}"
+	mkdir -p "$T/backing" "$T/mnt-shared"
+	"$SHAREDFS" --delay-ms 0 --attr-timeout 0 "$T/backing" "$T/mnt-shared"
+	MNT="$T/mnt-shared"
+}
+
+@test "transient errors (ESTALE, EIO, EAGAIN) are retried and reported; ENOSPC is not" {
+	mount_shared
+	mkdir src
+	for i in 1 2 3 4; do head -c 300000 /dev/urandom >"src/f$i"; done
+	echo "fail write ESTALE 2" >"$MNT/.sharedfs-stats"
+	echo "fail rename EIO 1" >"$MNT/.sharedfs-stats"
+	echo "fail create EAGAIN 1" >"$MNT/.sharedfs-stats"
+	run "$STAGER" collect --json src "$MNT/dest"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "retrying"
+	echo "$output" | grep '^{' | jq -e '.retries == 4 and .failed == 0 and .sent_files == 4'
+	for i in 1 2 3 4; do cmp "src/f$i" "$MNT/dest/f$i"; done
+	[ -z "$(find "$T/backing" -name '.stager*')" ]
+	# a fault that lasts: named, exit 7, the other files collected
+	echo more >>src/f2
+	echo more >>src/f3
+	echo "fail rename EIO 9" >"$MNT/.sharedfs-stats"
+	run "$STAGER" collect src "$MNT/dest"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "could not be collected"
+	echo "fail rename EIO 0" >"$MNT/.sharedfs-stats"
+	# quota: not retried, exit 3, nothing partial
+	echo "fail write EDQUOT 1" >"$MNT/.sharedfs-stats"
+	echo more >>src/f4
+	run "$STAGER" collect src "$MNT/dest"
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -q "quota"
+	run "$STAGER" collect src "$MNT/dest"
+	[ "$status" -eq 0 ]
+	for i in 1 2 3 4; do cmp "src/f$i" "$MNT/dest/f$i"; done
+	[ -z "$(find "$T/backing" -name '.stager*')" ]
 }
