@@ -77,14 +77,6 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
                          const stg_collect_opts *o, uint64_t interval, collect_totals *t)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	every_ctx = ctx;
 	int rc = EXIT_OK;
 	while (!stop_signals) {
 		stg_io_idle(1);
@@ -158,6 +150,17 @@ int cmd_collect(int argc, char **argv)
 		                                   : "too many arguments");
 	const char *src = argv[optind], *dest = argv[optind + 1];
 	stg_ctx *ctx = cli_ctx();
+	if (every) {
+		/* at once: a stop that comes early must still end in a collect */
+		struct sigaction sa;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_stop;
+		sigemptyset(&sa.sa_mask);
+		every_ctx = ctx;
+		sigaction(SIGINT, &sa, NULL);
+		sigaction(SIGTERM, &sa, NULL);
+		sigaction(SIGHUP, &sa, NULL);
+	}
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
 	collect_totals t = {0};

@@ -19,8 +19,7 @@ DATA=$(stager stage "$DATASET")
 OUT=$(dirname "$DATA")/out
 mkdir -p "$OUT"
 
-# collect every 15 minutes in the background (idle I/O priority); stopping
-# it makes it collect once more
+# collect every 15 minutes in the background (idle I/O priority)
 stager collect --every 15m "$OUT" "$RESULTS" &
 collector=$!
 
@@ -34,5 +33,6 @@ wait $train || true
 wait $train 2>/dev/null || true
 
 kill -TERM $collector
-wait $collector   # its last collect: the final results
+wait $collector || true
+stager collect "$OUT" "$RESULTS"   # the final results (only what changed)
 # the epilog (scripts/slurm-epilog.sh) cleans the job's scratch and pins
