@@ -1,33 +1,54 @@
 #!/usr/bin/env bash
-# bench/run.sh - stager against tar + zstd.  `make bench` runs it.
+# bench/run.sh - stager against rsync, tar + zstd and cp, on an emulated
+# shared filesystem and on the local disk.  `make bench` runs it.
 #
 #   B=build bash bench/run.sh [--quick] [--reps N]
 #
-# Generates an image-folder dataset (20,000 files, about 256 MiB) and a 1 GiB
-# single file under bench/work/, then measures
-#   pack    stager pack  vs  tar -I 'zstd -T0 -3' -cf     (target ratio <= 1.0)
-#   unpack  stager unpack vs tar -I zstd -xf (same pack)   (target ratio <= 0.8)
-#   ls      stager ls on the 1 GiB file's pack: wall time and the read/pread64
-#           calls on the pack (strace), against tar -I zstd -tf
-#   RSS     peak RSS of stager pack and unpack (and of tar's largest process)
-#   stage   stager stage of the images' pack through the per-node cache (a
-#           scratch root under bench/work/), cold (cache emptied with
-#           `stager clean --all` before each run) against tar -I zstd -xf of
-#           the same pack (target ratio <= 0.8) and against rsync -a of the
-#           unpacked tree; warm (cache filled, a new DEST) against an rsync -a
-#           re-run into a complete copy; and the calls naming the source on a
-#           warm stage and on that rsync re-run (strace; target <= 3 for
-#           stager).  Without rsync the rsync comparisons are skipped.
-# Each repetition runs both tools, alternating which goes first; `sync` runs
-# before every timed command; the page cache is warm for both alike.  Reported
-# numbers are medians over the repetitions.  Results go to bench/results.md,
-# or with --quick (tiny data, 1 rep: proves the harness works, asserts
-# nothing about speed) to bench/work-quick/results-quick.md; either is also
-# printed.  Datasets are removed at the end unless KEEP=1.
+# Shared filesystem: the datasets live in a backing directory under
+# bench/work/ that bench/sharedfs (a FUSE passthrough with an NFS-like cost
+# model: a delay per metadata operation, one bandwidth shared by all
+# readers and writers, a 1 s attribute cache, the page cache dropped at
+# each open) mounts on bench/work/shared.  Every command reads its source
+# through that mount, or for collect writes its destination there; local
+# destinations are a tmpfs.  For each run the mount's counters are reset
+# and then read: metadata operations, bytes read and bytes written on the
+# shared filesystem.  Scenarios:
+#   stage cold   stager stage of the dataset's pack (cache emptied with
+#                `stager clean --all`) vs rsync -a of the tree vs
+#                tar -I zstd -xf of the pack vs cp -r of the tree, for the
+#                image-folder dataset (20,000 files, 256 MiB), 8 large
+#                shards (8 x 256 MiB) and a 1 GiB container image
+#   stage warm   the same datasets again on the same node: stager stage to
+#                a new DEST (cache filled) vs an rsync -a re-run into a
+#                complete copy
+#   concurrent   4 stages of the images' pack at once on one node (single
+#                flight: the pack is read once) vs 4 rsync -a at once
+#   collect      a results directory (checkpoints + logs) from local
+#                scratch to the shared filesystem: stager collect SRC DEST
+#                vs rsync -a SRC/ DEST/, first copy, unchanged re-run, and
+#                re-run after 1% of the files changed
+# Local disk (no mount): pack (stager pack vs tar -I 'zstd -T0 -3' -cf),
+# unpack (stager unpack vs tar -I zstd -xf of the same pack), ls of the
+# container image's pack (time and read calls, strace), peak RSS.
 #
-# A command that fails or runs longer than BENCH_TIMEOUT seconds (default
-# 120) is recorded as failed, the suite goes on, the results say so and the
-# exit status is 1.
+# Each repetition runs every tool of a comparison, rotating and reversing
+# the order from one repetition to the next; reported numbers are medians
+# over the repetitions, and ratios of medians.  Results go to
+# bench/results.md and a chart (gnuplot, bench/plot.gp) to bench/results.png;
+# with --quick (tiny data, 1 repetition, a 0.2 s attribute cache: proves the
+# harness works, asserts nothing about speed) to
+# bench/work-quick/results-quick.md and .png.  The results are also printed.
+# Datasets are removed at the end unless KEEP=1.
+#
+# Environment: B (build directory, default build), BENCH_TIMEOUT (seconds a
+# command may take before it counts as failed, default 300), BENCH_DELAY_MS
+# (default 0.5), BENCH_BW (default 1G, bytes/s), BENCH_ATTR_TIMEOUT (default
+# 1; 0.2 with --quick), KEEP=1.  Needs root for the tmpfs (else the disk is
+# used) and /dev/fuse with fusermount3 for the mount; rsync and gnuplot are
+# optional (their rows, or the chart, are skipped).
+#
+# A command that fails or runs longer than BENCH_TIMEOUT seconds is recorded
+# as failed, the suite goes on, the results say so and the exit status is 1.
 set -euo pipefail
 
 usage() {
@@ -59,7 +80,14 @@ ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$ROOT"
 B=${B:-build}
 KEEP=${KEEP:-0}
-TIMEOUT=${BENCH_TIMEOUT:-120}
+TIMEOUT=${BENCH_TIMEOUT:-300}
+DELAY_MS=${BENCH_DELAY_MS:-0.5}
+BW=${BENCH_BW:-1G}
+if ((QUICK)); then ATTR_TIMEOUT=${BENCH_ATTR_TIMEOUT:-0.2}; else ATTR_TIMEOUT=${BENCH_ATTR_TIMEOUT:-1}; fi
+# before each run on the mount: long enough for the kernel to forget every
+# name and attribute an earlier run looked up (each run starts as a job
+# on another node, or later, would)
+SETTLE=$(awk -v a="$ATTR_TIMEOUT" 'BEGIN { print a + 0.1 }')
 
 die() {
 	echo "run.sh: $*" >&2
@@ -72,54 +100,75 @@ B=$(cd "$B" && pwd)
 STAGER=$B/stager
 GENDATA=$B/gendata
 RUNSTAT=$B/runstat
-for bin in "$STAGER" "$GENDATA" "$RUNSTAT"; do
-	[[ -x $bin ]] || die "$bin missing: run 'make all $B/gendata $B/runstat' (or make bench)"
+SHAREDFS=$B/sharedfs
+for bin in "$STAGER" "$GENDATA" "$RUNSTAT" "$SHAREDFS"; do
+	[[ -x $bin ]] || die "$bin missing: run 'make all $B/gendata $B/runstat $B/sharedfs' (or make bench)"
 done
-for tool in tar zstd strace sync awk sort find diff timeout; do
+for tool in tar zstd strace sync awk sort find diff timeout cp mountpoint fusermount3; do
 	command -v "$tool" >/dev/null || die "'$tool' is needed and not installed"
 done
-# rsync is optional: without it the stage benchmarks skip their rsync rows
+[[ -e /dev/fuse ]] || die "/dev/fuse is missing: the shared-FS benchmarks need FUSE"
+# rsync is optional: without it the rsync rows are skipped
 HAVE_RSYNC=0
 command -v rsync >/dev/null && HAVE_RSYNC=1
+RSYNC_NOTE="skipped: rsync is not installed"
+HAVE_GNUPLOT=0
+command -v gnuplot >/dev/null && HAVE_GNUPLOT=1
 
-# quick runs (make test) get their own work directory, so they never
-# disturb a full run going on beside them
 if ((QUICK)); then
 	N_IMAGES=500
-	BIG_SIZE=20M
-	WORK=$ROOT/bench/work-quick
-	RESULTS=$WORK/results-quick.md
+	SHARD_COUNT=4 SHARD_SIZE=4M
+	BIG_SIZE=16M
+	CKPT_COUNT=2 CKPT_SIZE=1M N_LOGS=98
+	OUT_SIZE=2g
+	# a directory of its own for each quick run: `make test` may run one
+	# in several build trees at once, or beside a full run
+	mkdir -p "$ROOT/bench/work-quick"
+	WORK=$(mktemp -d "$ROOT/bench/work-quick/run.XXXXXX")
+	RESULTS=$ROOT/bench/work-quick/results-quick.md
+	CHART=$ROOT/bench/work-quick/results-quick.png
 else
 	N_IMAGES=20000
+	SHARD_COUNT=8 SHARD_SIZE=256M
 	BIG_SIZE=1G
+	CKPT_COUNT=8 CKPT_SIZE=32M N_LOGS=1992
+	OUT_SIZE=8g
 	WORK=$ROOT/bench/work
 	RESULTS=$ROOT/bench/results.md
+	CHART=$ROOT/bench/results.png
 fi
 N_CLASSES=100
+CONC=4 # concurrent stages on one node
 
-DATA=$WORK/data
+BACK=$WORK/back     # the shared filesystem's backing directory (local disk)
+SHARED=$WORK/shared # where sharedfs mounts it
+SFS_STATS=$SHARED/.sharedfs-stats
 TMP=$WORK/tmp
-mkdir -p "$WORK"
-# stager's cache entries are read-only: make them writable so rm can go
-chmod -R u+w "$DATA" 2>/dev/null || true
-rm -rf "$DATA" "$TMP"
-mkdir -p "$DATA" "$TMP"
+OUT=$WORK/out # local destinations: a tmpfs when root
 
-# Where extraction writes (unpack, stage, tar -x, rsync): node-local scratch
-# is an SSD; on this kind of VM disk, creating files right after deleting
-# tens of thousands swings 5x from run to run, which measures the disk, not
-# the tools.  As root, every tool writes to the same tmpfs instead
-# (BENCH_OUT=disk keeps the disk).
-OUT=$DATA
-OUT_DESC="the work directory's disk"
-if [[ ${BENCH_OUT:-tmpfs} == tmpfs && $(id -u) == 0 ]]; then
-	mkdir -p "$WORK/out"
-	mountpoint -q "$WORK/out" && umount "$WORK/out"
-	if mount -t tmpfs -o size=6g tmpfs "$WORK/out" 2>/dev/null; then
-		OUT=$WORK/out
-		OUT_DESC="a tmpfs (the same for every tool)"
+unmount_all() {
+	if mountpoint -q "$SHARED" 2>/dev/null; then
+		fusermount3 -u "$SHARED" 2>/dev/null || umount "$SHARED" 2>/dev/null || umount -l "$SHARED" || true
 	fi
-fi
+	if mountpoint -q "$OUT" 2>/dev/null; then
+		chmod -R u+w "$OUT" 2>/dev/null || true
+		umount "$OUT" 2>/dev/null || umount -l "$OUT" || true
+	fi
+}
+# never delete through a mount
+rm_work() { # DIR...
+	local d
+	for d; do
+		mountpoint -q "$SHARED" 2>/dev/null && die "refusing to remove $d: $SHARED is still mounted"
+		chmod -R u+w "$d" 2>/dev/null || true
+		rm -rf "$d"
+	done
+}
+
+mkdir -p "$WORK"
+unmount_all # leftovers of an interrupted run
+rm_work "$BACK" "$TMP" "$OUT"
+mkdir -p "$BACK" "$TMP" "$OUT" "$SHARED"
 
 cleanup() {
 	local rc=$?
@@ -127,22 +176,48 @@ cleanup() {
 		kill -KILL -- "-$CUR_PGID" 2>/dev/null || true
 		wait 2>/dev/null || true
 	fi
-	rm -rf "$TMP"
-	if [[ $OUT != "$DATA" ]]; then
-		chmod -R u+w "$OUT" 2>/dev/null || true
-		umount "$OUT" 2>/dev/null || true
+	unmount_all
+	if mountpoint -q "$SHARED" 2>/dev/null; then
+		log "WARNING: could not unmount $SHARED: nothing removed"
+		exit "$rc"
 	fi
+	rm_work "$TMP" "$OUT"
 	if [[ $KEEP == 1 ]]; then
-		log "KEEP=1: datasets kept in $DATA"
+		log "KEEP=1: datasets kept in $BACK"
 	else
-		chmod -R u+w "$DATA" 2>/dev/null || true
-		rm -rf "$DATA"
+		rm_work "$BACK"
+		rmdir "$SHARED" 2>/dev/null || true
+		((QUICK)) && rm -rf "$WORK"
 	fi
 	exit "$rc"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# Local destinations (unpack, stage, tar -x, rsync, cp; collect's source):
+# node-local scratch is an SSD; on this kind of VM disk, creating files right
+# after deleting tens of thousands swings 5x from run to run, which measures
+# the disk, not the tools.  As root, every tool writes to the same tmpfs
+# instead (BENCH_OUT=disk keeps the disk).
+OUT_DESC="the work directory's disk"
+if [[ ${BENCH_OUT:-tmpfs} == tmpfs && $(id -u) == 0 ]]; then
+	if mount -t tmpfs -o size=$OUT_SIZE tmpfs "$OUT" 2>/dev/null; then
+		OUT_DESC="a tmpfs (the same for every tool)"
+	fi
+fi
+
+# stager's settings: nothing from this machine's files or environment; a
+# scratch root (per-node cache, collect records) and slot directory of the
+# benchmark's own.  A stage pins its cache entry for its parent process (or
+# the Slurm job, hence the unset): every stage below runs under runstat or
+# timeout, gone right after, so `stager clean --all` can empty the cache.
+while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
+unset SLURM_JOB_ID SLURM_TMPDIR
+SCRATCH=$OUT/scratch
+export STAGER_SCRATCH_ROOT=$SCRATCH STAGER_SITE_CONFIG=/dev/null
+export STAGER_SLOT_DIR=$WORK/slots XDG_CONFIG_HOME=$WORK/no-config
+mkdir -p "$SCRATCH"
 
 # ---- helpers ------------------------------------------------------------------
 
@@ -162,16 +237,16 @@ limited() {
 	CUR_PGID=
 }
 
-# timed LABEL CMD...: sync, run CMD under runstat (and timeout).  On success
-# append its wall seconds to $TMP/LABEL.wall and its peak RSS (KiB) to
-# $TMP/LABEL.rss and set LAST_OK=1; on failure append the reason to
-# $TMP/LABEL.fail and $TMP/failures, and set LAST_OK=0.  stdout goes to
-# $TMP/LABEL.out; stderr is shown.  LAST_WALL is a display string.
+# timed LABEL CMD...: sync (unless NOSYNC=1), run CMD under runstat (and
+# timeout).  On success append its wall seconds to $TMP/LABEL.wall and its
+# peak RSS (KiB) to $TMP/LABEL.rss and set LAST_OK=1; on failure append the
+# reason to $TMP/LABEL.fail and $TMP/failures, and set LAST_OK=0.  stdout
+# goes to $TMP/LABEL.out; stderr is shown.  LAST_WALL is a display string.
 timed() {
 	local label=$1 rs=$TMP/runstat.line rc=0
 	shift
 	: >"$rs"
-	sync
+	[[ ${NOSYNC:-0} == 1 ]] || sync
 	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
 	rc=$LIMIT_RC
 	if [[ -s $TMP/$label.err ]]; then
@@ -205,15 +280,72 @@ timed() {
 	LAST_WALL=$wall
 }
 
+# reject LABEL WHY: the last run of LABEL succeeded but measured the wrong
+# thing: its figures leave the medians and it counts as failed
+reject() {
+	local label=$1 why=$2 f
+	for f in wall rss meta rd wr; do
+		[[ -s $TMP/$label.$f ]] && sed -i '$d' "$TMP/$label.$f"
+	done
+	echo "$why" >>"$TMP/$label.fail"
+	echo "- $label: $why" >>"$TMP/failures"
+	log "WARNING: $label: $why"
+	LAST_OK=0
+	LAST_WALL="FAILED ($why)"
+}
+
+# the shared filesystem's counters
+sfs_stat() { awk -v k="$1" '$1 == k { print $2; exit }' "$SFS_STATS"; }
+# release reaches sharedfs after close(2) returns: wait for the last one
+sfs_quiesce() {
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[[ $(sfs_stat open_now) == 0 ]] && return 0
+		sleep 0.05
+	done
+	log "WARNING: files still open on the shared filesystem: $(sfs_stat open_now)"
+}
+# sfs_timed LABEL CMD...: timed, on a shared filesystem whose caches hold
+# nothing from earlier runs and whose counters start at 0; then append the
+# run's metadata operations, bytes read and bytes written on it to
+# $TMP/LABEL.meta, .rd and .wr, and its operations by kind to $TMP/LABEL.ops
+# (the last run only)
+sfs_timed() {
+	local label=$1
+	sync
+	sleep "$SETTLE"
+	sfs_quiesce
+	echo reset >"$SFS_STATS"
+	NOSYNC=1 timed "$@"
+	((LAST_OK)) || return 0
+	sfs_quiesce
+	cat "$SFS_STATS" >"$TMP/stats.now"
+	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
+	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
+	awk '$1 == "bytes_written" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.wr"
+	# per operation, metadata ones only (not read, write, flush, release*)
+	awk 'NR > 9 && $2 > 0 && $1 !~ /^(read|write|flush|release|releasedir)$/' "$TMP/stats.now" |
+		sort -k2,2nr -k1,1 | awk '{ printf "%s%s %s", (NR > 1 ? ", " : ""), $1, $2 } END { print "" }' \
+		>"$TMP/$label.ops"
+}
+
+# stats over a LABEL's runs (file $TMP/LABEL.KIND, one number a line)
 median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
+minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
+med() { median "$TMP/$1.$2"; }
 nlines() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 nfail() { nlines "$1"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "NA" && b != "NA" && b > 0) printf "%.3f", a / b; else print "—" }'; }
+# speedup BASE STAGER: how many times faster stager was
+speedup() { awk -v a="$1" -v b="$2" 'BEGIN { if (a != "NA" && b != "NA" && b > 0) { r = a / b; printf (r >= 100 ? "%.0f×" : r >= 10 ? "%.1f×" : "%.2f×"), r } else print "—" }'; }
 # formatters: a number, or NA (no successful run)
 secs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILED/) print s; else printf "%.3f s", s }'; }
 msecs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILED/) print s; else printf "%.1f ms", s * 1000 }'; }
+asecs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILED/) print s; else if (s < 0.1) printf "%.1f ms", s * 1000; else if (s < 10) printf "%.3f s", s; else printf "%.1f s", s }'; }
 mib() { awk -v k="$1" 'BEGIN { if (k == "NA") print "—"; else printf "%.1f MiB", k / 1024 }'; }
+count() { awk -v n="$1" 'BEGIN { if (n == "NA") print "—"; else { s = sprintf("%d", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o } }'; }
+bytes_h() { awk -v b="$1" 'BEGIN { if (b == "NA" || b == "") print "—"; else if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else if (b >= 1024) printf "%.1f KiB", b / 1024; else printf "%d B", b }'; }
 # cell FMT LABEL: the formatted median of LABEL's runs, noting failed runs
 cell() {
 	local fmt=$1 label=$2 f
@@ -232,10 +364,9 @@ rsscell() {
 		mib "$(maxof "$TMP/$label.rss")"
 	fi
 }
-bytes_h() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else if (b >= 1024) printf "%.1f KiB", b / 1024; else printf "%d B", b }'; }
 raw() { if [[ -s $1 ]]; then paste -sd' ' "$1"; else echo "(none)"; fi; }
-# met RATIO TARGET: yes/no, or "-" in quick mode (which asserts nothing)
-# met RATIO TARGET LABEL...: "**no**" as well when any of the LABELs failed
+# met RATIO TARGET LABEL...: yes/no for RATIO <= TARGET, "(quick)" in quick
+# mode (which asserts nothing), "**no**" as well when any LABEL failed
 met() {
 	local r=$1 t=$2 label
 	shift 2
@@ -243,119 +374,148 @@ met() {
 		if (($(nfail "$TMP/$label.fail"))); then echo "**no** (failed runs)"; return; fi
 	done
 	if ((QUICK)); then echo "(quick)"; return; fi
-	awk -v r="$r" -v t="$t" 'BEGIN { if (r == "—") print "—"; else print (r + 0 <= t + 0) ? "yes" : "**no**" }'
+	awk -v r="$r" -v t="$t" 'BEGIN { if (r == "—" || r == "NA") print "—"; else print (r + 0 <= t + 0) ? "yes" : "**no**" }'
 }
 warm() { find "$@" -type f -exec cat {} + >/dev/null; }
+# order I TOOL...: the tools in the order of repetition I: rotated by I-1,
+# reversed in even repetitions
+order() {
+	local i=$1 n k
+	shift
+	local t=("$@") o=()
+	n=${#t[@]}
+	for ((k = 0; k < n; k++)); do o+=("${t[(k + i - 1) % n]}"); done
+	if ((i % 2 == 0)); then
+		for ((k = n - 1; k >= 0; k--)); do echo "${o[k]}"; done
+	else
+		printf '%s\n' "${o[@]}"
+	fi
+}
+# json_field FILE FIELD: a number or true/false from a --json output
+json_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$1" 2>/dev/null | sed -n 1p; }
+empty_cache() {
+	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
+	if ((LIMIT_RC)); then
+		log "WARNING: stager clean --all failed (status $LIMIT_RC):"
+		head -n 3 "$TMP/clean.err" >&2
+	fi
+}
+# same_tree LABEL A B: diff -r A B, once per LABEL (untimed); the verdict
+# goes to $TMP/LABEL.check
+same_tree() {
+	local label=$1 a=$2 b=$3
+	[[ -e $TMP/$label.check ]] && return 0
+	if diff -r "$a" "$b" >"$TMP/diff" 2>&1; then
+		echo "identical" >"$TMP/$label.check"
+	else
+		echo "**differs from the source**" >"$TMP/$label.check"
+		log "WARNING: $label: the copy differs from the source:"
+		head -n 5 "$TMP/diff" >&2
+	fi
+}
+check_of() { if [[ -s $TMP/$1.check ]]; then cat "$TMP/$1.check"; else echo "not checked"; fi; }
 
-# ---- datasets ---------------------------------------------------------------
+# ---- datasets -----------------------------------------------------------------
 
-IMG=$DATA/images
-BIGDIR=$DATA/container
+IMG=$BACK/images        # image folder: a tree of small files
+SHARDS=$BACK/shards     # a few large files
+BIGDIR=$BACK/container  # one large file, the container image
 BIG=$BIGDIR/container.img
-log "generating $N_IMAGES images and a $BIG_SIZE file under $DATA"
+log "generating $N_IMAGES images, $SHARD_COUNT shards of $SHARD_SIZE and a $BIG_SIZE file under $BACK"
 "$GENDATA" images "$IMG" --files "$N_IMAGES" --classes "$N_CLASSES" --seed 1
+"$GENDATA" shards "$SHARDS" --count "$SHARD_COUNT" --size "$SHARD_SIZE" --seed 3
 "$GENDATA" file "$BIG" --size "$BIG_SIZE" --seed 2
-IMG_BYTES=$(find "$IMG" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }')
-IMG_FILES=$(find "$IMG" -type f | wc -l)
+tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+tree_files() { find "$1" -type f | wc -l; }
+IMG_BYTES=$(tree_bytes "$IMG")
+IMG_FILES=$(tree_files "$IMG")
+SHARDS_BYTES=$(tree_bytes "$SHARDS")
 BIG_BYTES=$(stat -c %s "$BIG")
 
-# ---- pack -----------------------------------------------------------------------
+# ---- local disk: pack -------------------------------------------------------------
 
-SPACK=$DATA/stager.tar.zst # the last stager pack, used by unpack
-TPACK=$DATA/tar.tar.zst
+SPACK=$BACK/images.tar.zst # the last stager pack: unpack and the stage benchmarks use it
+TPACK=$BACK/tar.tar.zst
 # Each tool's previous output is removed (untimed) right before its own run,
 # the same for both: on a VM, writing into freshly freed page-cache memory
 # is much cheaper than into memory the host must back anew, and leaving one
 # tool's old output in place would favour the other.
-pack_stager() {
+local_pack_stager() {
 	rm -f "$SPACK"
 	timed pack_stager "$STAGER" pack "$IMG" -o "$SPACK" --quiet --progress=none
 }
-pack_tar() {
+local_pack_tar() {
 	rm -f "$TPACK"
-	timed pack_tar tar -I 'zstd -T0 -3' -cf "$TPACK" -C "$DATA" images
+	timed pack_tar tar -I 'zstd -T0 -3' -cf "$TPACK" -C "$BACK" images
 }
 
 warm "$IMG"
 for ((i = 1; i <= REPS; i++)); do
-	if ((i % 2)); then
-		pack_stager; s=$LAST_WALL; pack_tar; t=$LAST_WALL
-	else
-		pack_tar; t=$LAST_WALL; pack_stager; s=$LAST_WALL
-	fi
-	log "pack   rep $i/$REPS: stager $(secs "$s"), tar $(secs "$t")"
+	msg=
+	for t in $(order "$i" stager tar); do
+		"local_pack_$t"
+		msg+=" $t $(secs "$LAST_WALL"),"
+	done
+	log "pack   rep $i/$REPS:${msg%,}"
 done
-# the last stager pack must be good: unpack uses it
+# the last stager pack must be good: unpack and stage use it
 if ! "$STAGER" verify -q "$SPACK" >/dev/null 2>&1; then
-	pack_stager
+	local_pack_stager
 fi
 SPACK_BYTES=$(stat -c %s "$SPACK" 2>/dev/null || echo 0)
 TPACK_BYTES=$(stat -c %s "$TPACK" 2>/dev/null || echo 0)
 rm -f "$TPACK"
-[[ -f $SPACK ]] || die "every stager pack failed: nothing to unpack"
+[[ -f $SPACK ]] || die "every stager pack failed: nothing to unpack or stage"
 
-# ---- unpack --------------------------------------------------------------------
+# ---- local disk: unpack -----------------------------------------------------------
 
 SOUT=$OUT/out-stager
 TOUT=$OUT/out-tar
 # stager drops the pack from the page cache after reading it (so that
 # staging does not evict a job's working set): put it back before each
 # tool's run, so both read it from memory
-unpack_stager() {
+local_unpack_stager() {
+	rm -rf "$SOUT" "$OUT"/.stager-unpack.*
 	warm "$SPACK"
 	timed unpack_stager "$STAGER" unpack "$SPACK" "$SOUT" --quiet --progress=none
+	((LAST_OK)) && same_tree unpack_stager "$IMG" "$SOUT"
+	rm -rf "$SOUT"
 }
-unpack_tar() {
+local_unpack_tar() {
+	rm -rf "$TOUT"
+	mkdir "$TOUT"
 	warm "$SPACK"
 	timed unpack_tar tar -I zstd -xf "$SPACK" -C "$TOUT"
+	((LAST_OK)) && same_tree unpack_tar "$IMG" "$TOUT"
+	rm -rf "$TOUT"
 }
 
-CHECK="not done: no stager unpack succeeded"
-CHECKED=0
-warm "$SPACK"
 for ((i = 1; i <= REPS; i++)); do
-	rm -rf "$SOUT" "$TOUT" "$OUT"/.stager-unpack.*
-	mkdir "$TOUT"
-	if ((i % 2)); then
-		unpack_stager; s=$LAST_WALL; sok=$LAST_OK; unpack_tar; t=$LAST_WALL; tok=$LAST_OK
-	else
-		unpack_tar; t=$LAST_WALL; tok=$LAST_OK; unpack_stager; s=$LAST_WALL; sok=$LAST_OK
-	fi
-	log "unpack rep $i/$REPS: stager $(secs "$s"), tar $(secs "$t")"
-	if ((!CHECKED && sok && tok)); then
-		# untimed, once: both extractions must reproduce the source tree
-		CHECKED=1
-		CHECK="identical to the source"
-		if ! diff -r "$IMG" "$SOUT" >"$TMP/diff" 2>&1; then
-			CHECK="**stager unpack differs from the source**"
-			log "WARNING: stager unpack output differs from the source:"
-			head -n 5 "$TMP/diff" >&2
-		elif ! diff -r "$IMG" "$TOUT" >"$TMP/diff" 2>&1; then
-			CHECK="**tar's extraction of the stager pack differs from the source**"
-			log "WARNING: tar -x of the stager pack differs from the source:"
-			head -n 5 "$TMP/diff" >&2
-		fi
-	fi
+	msg=
+	for t in $(order "$i" stager tar); do
+		"local_unpack_$t"
+		msg+=" $t $(secs "$LAST_WALL"),"
+	done
+	log "unpack rep $i/$REPS:${msg%,}"
 done
-rm -rf "$SOUT" "$TOUT" "$OUT"/.stager-unpack.*
 
-# ---- ls -------------------------------------------------------------------------
+# ---- local disk: ls ---------------------------------------------------------------
 
-BPACK=$DATA/container.tar.zst
-log "packing the $BIG_SIZE file for ls"
+BPACK=$BACK/container.tar.zst
+log "packing the $BIG_SIZE file (for ls and stage) and the shards (for stage)"
 timed pack_big "$STAGER" pack "$BIGDIR" -o "$BPACK" --quiet --progress=none
-[[ -f $BPACK ]] || die "stager could not pack the $BIG_SIZE file: no ls benchmark"
+[[ -f $BPACK ]] || die "stager could not pack the $BIG_SIZE file"
 BPACK_BYTES=$(stat -c %s "$BPACK")
-ls_stager() { timed ls_stager "$STAGER" ls "$BPACK"; }
-ls_tar() { timed ls_tar tar -I zstd -tf "$BPACK"; }
+local_ls_stager() { timed ls_stager "$STAGER" ls "$BPACK"; }
+local_ls_tar() { timed ls_tar tar -I zstd -tf "$BPACK"; }
 warm "$BPACK"
 for ((i = 1; i <= REPS; i++)); do
-	if ((i % 2)); then
-		ls_stager; s=$LAST_WALL; ls_tar; t=$LAST_WALL
-	else
-		ls_tar; t=$LAST_WALL; ls_stager; s=$LAST_WALL
-	fi
-	log "ls     rep $i/$REPS: stager $(msecs "$s"), tar -t $(msecs "$t")"
+	msg=
+	for t in $(order "$i" stager tar); do
+		"local_ls_$t"
+		msg+=" $t $(msecs "$LAST_WALL"),"
+	done
+	log "ls     rep $i/$REPS:${msg%,}"
 done
 
 # read/pread64 calls on the pack's fd: strace -y prints fds as N</path>
@@ -378,228 +538,283 @@ read -r LS_READS LS_BYTES < <(awk -v p="<$BPACK_REAL>" '
 	}
 	END { print n + 0, b + 0 }' "$TMP/strace.ls")
 
-# ---- stage ----------------------------------------------------------------------
+SHPACK=$BACK/shards.tar.zst
+limited "$STAGER" pack "$SHARDS" -o "$SHPACK" --quiet --progress=none
+((LIMIT_RC == 0)) || die "stager could not pack the shards (status $LIMIT_RC)"
+SHPACK_BYTES=$(stat -c %s "$SHPACK")
 
-# stager stage goes through a per-node cache in a scratch root of its own.  A
-# stage pins its cache entry for its parent process (or for the Slurm job,
-# hence the unset): every stage below runs under runstat, strace or timeout,
-# which are gone right after, so `stager clean --all` can empty the cache.
-SCRATCH=$OUT/scratch
-export STAGER_SCRATCH_ROOT=$SCRATCH STAGER_SITE_CONFIG=/dev/null
-unset SLURM_JOB_ID SLURM_TMPDIR
-mkdir -p "$SCRATCH"
+# ---- the shared filesystem ------------------------------------------------------
+
+mkdir -p "$BACK/collect"
+"$SHAREDFS" --delay-ms "$DELAY_MS" --bw "$BW" --attr-timeout "$ATTR_TIMEOUT" "$BACK" "$SHARED" ||
+	die "cannot mount $SHAREDFS on $SHARED (needs /dev/fuse, fusermount3, and root for allow_other)"
+mountpoint -q "$SHARED" || die "sharedfs did not mount $SHARED"
+[[ -r $SFS_STATS ]] || die "no $SFS_STATS on the mount"
+log "sharedfs: $BACK on $SHARED, ${DELAY_MS} ms per metadata operation, $BW/s, attribute cache ${ATTR_TIMEOUT} s"
+
+STAGE_OPTS=(--json --quiet --progress=none)
 SDEST=$OUT/stage-cold # stager's DEST: a symbolic link into the cache
 WDEST=$OUT/stage-warm # removed before each warm stage, so always a new DEST
-TSOUT=$OUT/out-stage-tar
 ROUT=$OUT/out-rsync
-STAGE_OPTS=(--json --quiet --progress=none)
-RSYNC_NOTE="skipped: rsync is not installed"
+TOUT=$OUT/out-tar
+COUT=$OUT/out-cp
+CDEST=$OUT/stage-conc # CDEST.1 ... CDEST.4
 
-# stage_field LABEL FIELD: a number or true/false from LABEL's last --json output
-stage_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$TMP/$1.out" 2>/dev/null | head -n 1; }
-# reject LABEL WHY: the last run of LABEL succeeded but measured the wrong
-# thing: its time leaves the medians and it counts as failed
-reject() {
-	local label=$1 why=$2
-	sed -i '$d' "$TMP/$label.wall" "$TMP/$label.rss"
-	echo "$why" >>"$TMP/$label.fail"
-	echo "- $label: $why" >>"$TMP/failures"
-	log "WARNING: $label: $why"
-	LAST_OK=0
-	LAST_WALL="FAILED ($why)"
-}
-empty_cache() {
-	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
-	if ((LIMIT_RC)); then
-		log "WARNING: stager clean --all failed (status $LIMIT_RC):"
-		head -n 3 "$TMP/clean.err" >&2
-	fi
+COLD_TOOLS=(stager tar cp)
+WARM_TOOLS=(stager)
+if ((HAVE_RSYNC)); then
+	COLD_TOOLS=(stager rsync tar cp)
+	WARM_TOOLS=(stager rsync)
+fi
+
+# The dataset of the stage benchmarks: DS is its name; DS_TREE the tree and
+# DS_PACK its stager pack, both through the mount; DS_BACK the tree in the
+# backing directory (for the checks)
+use_dataset() {
+	DS=$1
+	DS_BACK=$BACK/$1
+	DS_TREE=$SHARED/$1
+	DS_PACK=$SHARED/$1.tar.zst
+	# the backing files in memory, as the server's would be: the emulated
+	# link is the shared filesystem's only cost (see the results' notes)
+	warm "$DS_BACK" "$BACK/$1.tar.zst"
 }
 
-# stager drops the pack from the page cache after reading it
-# (POSIX_FADV_DONTNEED), so whichever tool ran after it would read the pack
-# from the disk: each cold run of stager and tar gets it cached (untimed)
-COLD_SRC_BYTES=
-stage_cold_stager() {
+# stage, cold: after `stager clean --all` (the cache empty), to a new DEST;
+# every tool's output is removed (untimed) after its check
+cold_stager() {
+	local label=cold_${DS}_stager hit
 	empty_cache
 	rm -f "$SDEST"
-	warm "$SPACK"
-	timed stage_cold_stager "$STAGER" stage "$SPACK" "$SDEST" "${STAGE_OPTS[@]}"
-	((LAST_OK)) || return 0
-	local hit
-	hit=$(stage_field stage_cold_stager hit)
-	if [[ $hit != false ]]; then
-		reject stage_cold_stager "not cold: \"hit\" was '${hit:-missing}' after stager clean --all"
-	else
-		COLD_SRC_BYTES=$(stage_field stage_cold_stager source_bytes)
-	fi
-}
-stage_cold_tar() {
-	rm -rf "$TSOUT"
-	mkdir "$TSOUT"
-	warm "$SPACK"
-	timed stage_cold_tar tar -I zstd -xf "$SPACK" -C "$TSOUT"
-}
-stage_cold_rsync() {
-	rm -rf "$ROUT"
-	timed stage_cold_rsync rsync -a "$IMG/" "$ROUT/"
-}
-
-STAGE_CHECK="not done: no cold stage succeeded"
-STAGE_CHECKED=0
-warm "$SPACK" "$IMG"
-for ((i = 1; i <= REPS; i++)); do
-	s=NA t=NA r=NA sok=0
-	if ((i % 2)); then
-		stage_cold_stager; s=$LAST_WALL; sok=$LAST_OK
-		stage_cold_tar; t=$LAST_WALL
-		if ((HAVE_RSYNC)); then stage_cold_rsync; r=$LAST_WALL; fi
-	else
-		if ((HAVE_RSYNC)); then stage_cold_rsync; r=$LAST_WALL; fi
-		stage_cold_tar; t=$LAST_WALL
-		stage_cold_stager; s=$LAST_WALL; sok=$LAST_OK
-	fi
-	log "stage cold rep $i/$REPS: stager $(secs "$s"), tar $(secs "$t"), rsync $(secs "$r")"
-	if ((!STAGE_CHECKED && sok)); then
-		# untimed, once: the staged tree must be the source tree
-		STAGE_CHECKED=1
-		STAGE_CHECK="identical to the source"
-		if ! diff -r "$IMG" "$SDEST" >"$TMP/diff" 2>&1; then
-			STAGE_CHECK="**the staged tree differs from the source**"
-			log "WARNING: the tree stager staged differs from the source:"
-			head -n 5 "$TMP/diff" >&2
+	sfs_timed "$label" "$STAGER" stage "$DS_PACK" "$SDEST" "${STAGE_OPTS[@]}"
+	if ((LAST_OK)); then
+		hit=$(json_field "$TMP/$label.out" hit)
+		if [[ $hit != false ]]; then
+			reject "$label" "not cold: \"hit\" was '${hit:-missing}' after stager clean --all"
+		else
+			json_field "$TMP/$label.out" source_bytes >"$TMP/$label.source_bytes"
+			same_tree "$label" "$DS_BACK" "$SDEST"
 		fi
 	fi
-done
-rm -rf "$TSOUT"
+	rm -f "$SDEST"
+	empty_cache
+}
+cold_rsync() {
+	rm -rf "$ROUT"
+	sfs_timed "cold_${DS}_rsync" rsync -a "$DS_TREE/" "$ROUT/"
+	((LAST_OK)) && same_tree "cold_${DS}_rsync" "$DS_BACK" "$ROUT"
+	rm -rf "$ROUT"
+}
+cold_tar() {
+	rm -rf "$TOUT"
+	mkdir "$TOUT"
+	sfs_timed "cold_${DS}_tar" tar -I zstd -xf "$DS_PACK" -C "$TOUT"
+	((LAST_OK)) && same_tree "cold_${DS}_tar" "$DS_BACK" "$TOUT"
+	rm -rf "$TOUT"
+}
+cold_cp() {
+	rm -rf "$COUT"
+	sfs_timed "cold_${DS}_cp" cp -r "$DS_TREE" "$COUT"
+	((LAST_OK)) && same_tree "cold_${DS}_cp" "$DS_BACK" "$COUT"
+	rm -rf "$COUT"
+}
 
-# warm: fill the cache and complete the rsync copy (untimed; each also
-# serves as a warm-up run), then time a stage of the same pack to a new
-# DEST against an rsync re-run that finds nothing to copy
-rm -f "$WDEST"
-limited "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}" >/dev/null 2>"$TMP/stage-fill.err"
-((LIMIT_RC == 0)) || { log "WARNING: filling the cache failed (status $LIMIT_RC):"; head -n 3 "$TMP/stage-fill.err" >&2; }
-if ((HAVE_RSYNC)); then
-	limited rsync -a "$IMG/" "$ROUT/"
-	((LIMIT_RC == 0)) || log "WARNING: completing the rsync copy failed (status $LIMIT_RC)"
-fi
-stage_warm_stager() {
+# stage, warm: the cache holds the entry (stager) and the copy is complete
+# (rsync); stager stages to a new DEST, rsync re-runs into its copy
+warm_stager() {
+	local label=warm_${DS}_stager hit
 	rm -f "$WDEST"
-	timed stage_warm_stager "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}"
+	sfs_timed "$label" "$STAGER" stage "$DS_PACK" "$WDEST" "${STAGE_OPTS[@]}"
 	((LAST_OK)) || return 0
-	local hit
-	hit=$(stage_field stage_warm_stager hit)
-	[[ $hit == true ]] || reject stage_warm_stager "not warm: \"hit\" was '${hit:-missing}'"
+	hit=$(json_field "$TMP/$label.out" hit)
+	[[ $hit == true ]] || reject "$label" "not warm: \"hit\" was '${hit:-missing}'"
 }
-stage_warm_rsync() { timed stage_warm_rsync rsync -a "$IMG/" "$ROUT/"; }
-for ((i = 1; i <= REPS; i++)); do
-	r=NA
-	if ((i % 2)); then
-		stage_warm_stager; s=$LAST_WALL
-		if ((HAVE_RSYNC)); then stage_warm_rsync; r=$LAST_WALL; fi
-	else
-		if ((HAVE_RSYNC)); then stage_warm_rsync; r=$LAST_WALL; fi
-		stage_warm_stager; s=$LAST_WALL
-	fi
-	log "stage warm rep $i/$REPS: stager $(msecs "$s"), rsync re-run $(msecs "$r")"
-done
+warm_rsync() { sfs_timed "warm_${DS}_rsync" rsync -a "$DS_TREE/" "$ROUT/"; }
 
-# calls naming the source (strace -y prints fds as N</path>, and AT_FDCWD
-# with the working directory): for a warm stage the lines that name the pack,
-# for the rsync re-run the lines that name the image tree.  A call split in
-# <unfinished ...> and <... resumed> counts once; execve (the command line,
-# which strace truncates anyway) and signal or exit lines do not count.
-# calls_naming TRACE PATH...: prints "N (name count, ...)"
-calls_naming() {
-	local trace=$1
-	shift
-	awk -v pats="$(printf '%s\n' "$@")" '
-	BEGIN { np = split(pats, p, "\n") }
-	function names(s, k) { for (k = 1; k <= np; k++) if (p[k] != "" && index(s, p[k])) return 1; return 0 }
-	function count(name) { n++; if (!(name in c)) order[++k] = name; c[name]++ }
-	{
-		pid = ""; line = $0
-		if (match(line, /^[0-9]+ +/)) { pid = substr(line, 1, RLENGTH - 1) + 0; line = substr(line, RLENGTH + 1) }
-		if (line ~ /^(\+\+\+|---) /) next
-		if (line ~ /^<\.\.\. [A-Za-z0-9_]+ resumed>/) {
-			name = substr(line, 6); sub(/ .*/, "", name)
-			hit = (pid in pending) ? pending[pid] : 0
-			delete pending[pid]
-			if (name != "execve" && (hit || names(line))) count(name)
-			next
-		}
-		name = line; sub(/\(.*/, "", name)
-		if (name == "execve") next
-		if (line ~ /<unfinished \.\.\.>$/) { pending[pid] = names(line); next }
-		if (names(line)) count(name)
-	}
-	END {
-		out = ""
-		for (shown = 0; shown < 5; shown++) {
-			best = ""
-			for (i = 1; i <= k; i++) if (!(order[i] in done) && (best == "" || c[order[i]] > c[best])) best = order[i]
-			if (best == "") break
-			done[best] = 1
-			out = out (shown ? ", " : "") best " " c[best]
-		}
-		if (k > 5) out = out ", ..."
-		printf "%d%s\n", n, (n ? " (" out ")" : "")
-	}' "$trace"
+stage_benchmarks() { # DATASET
+	local t i msg
+	use_dataset "$1"
+	for ((i = 1; i <= REPS; i++)); do
+		msg=
+		for t in $(order "$i" "${COLD_TOOLS[@]}"); do
+			"cold_$t"
+			msg+=" $t $(asecs "$LAST_WALL"),"
+		done
+		log "$DS: stage cold rep $i/$REPS:${msg%,}"
+	done
+	# fill the cache and complete the rsync copy (untimed)
+	empty_cache
+	rm -rf "$WDEST" "$ROUT"
+	limited "$STAGER" stage "$DS_PACK" "$WDEST" "${STAGE_OPTS[@]}" >/dev/null 2>"$TMP/fill.err"
+	((LIMIT_RC == 0)) || { log "WARNING: filling the cache failed (status $LIMIT_RC):"; head -n 3 "$TMP/fill.err" >&2; }
+	if ((HAVE_RSYNC)); then
+		limited rsync -a "$DS_TREE/" "$ROUT/"
+		((LIMIT_RC == 0)) || log "WARNING: completing the rsync copy failed (status $LIMIT_RC)"
+	fi
+	for ((i = 1; i <= REPS; i++)); do
+		msg=
+		for t in $(order "$i" "${WARM_TOOLS[@]}"); do
+			"warm_$t"
+			msg+=" $t $(asecs "$LAST_WALL"),"
+		done
+		log "$DS: stage warm rep $i/$REPS:${msg%,}"
+	done
+	rm -rf "$WDEST" "$ROUT"
+	empty_cache
 }
 
-rm -f "$WDEST"
-limited strace -f -y -o "$TMP/strace.stage" "$STAGER" stage "$SPACK" "$WDEST" "${STAGE_OPTS[@]}" \
-	>"$TMP/strace_stage.out" 2>"$TMP/strace_stage.err"
-STAGE_CALLS_N=NA
-if ((LIMIT_RC)); then
-	STAGE_CALLS="**stager stage failed under strace** (status $LIMIT_RC)"
-elif [[ $(stage_field strace_stage hit) != true ]]; then
-	STAGE_CALLS="**not a warm stage** (\"hit\": $(stage_field strace_stage hit))"
-else
-	STAGE_CALLS=$(calls_naming "$TMP/strace.stage" "$SPACK" "$(readlink -f "$SPACK")")
-	STAGE_CALLS_N=${STAGE_CALLS%% *}
-fi
-if ((HAVE_RSYNC)); then
-	limited strace -f -y -o "$TMP/strace.rsync" rsync -a "$IMG/" "$ROUT/"
-	if ((LIMIT_RC)); then
-		RSYNC_CALLS="**rsync failed under strace** (status $LIMIT_RC)"
-	else
-		RSYNC_CALLS=$(calls_naming "$TMP/strace.rsync" "$IMG" "$(readlink -f "$IMG")")
+# 4 stages of one pack at once on one node (as 4 jobs starting together
+# would): the makespan, the shared filesystem's counters for all of them,
+# the largest RSS of one of them.  Each stager prints its --json to
+# $TMP/conc.K.json
+conc_stager() {
+	local label=conc_${DS}_stager k readers=0 waited=0 hit w
+	empty_cache
+	rm -f "$CDEST".* "$TMP"/conc.*.json
+	# shellcheck disable=SC2016
+	sfs_timed "$label" bash -c 'n=$1; stager=$2; pack=$3; dest=$4; json=$5; shift 5
+		pids=()
+		for ((k = 1; k <= n; k++)); do "$stager" stage "$pack" "$dest.$k" "$@" >"$json.$k.json" & pids+=($!); done
+		rc=0
+		for p in "${pids[@]}"; do wait "$p" || rc=1; done
+		exit $rc' conc "$CONC" "$STAGER" "$DS_PACK" "$CDEST" "$TMP/conc" "${STAGE_OPTS[@]}"
+	if ((LAST_OK)); then
+		for ((k = 1; k <= CONC; k++)); do
+			hit=$(json_field "$TMP/conc.$k.json" hit)
+			w=$(json_field "$TMP/conc.$k.json" waited)
+			[[ $hit == false ]] && readers=$((readers + 1))
+			[[ $w == true ]] && waited=$((waited + 1))
+		done
+		echo "$readers" >>"$TMP/$label.readers"
+		echo "$waited" >>"$TMP/$label.waited"
+		# every DEST, once
+		if [[ ! -e $TMP/$label.check ]]; then
+			for ((k = 1; k <= CONC; k++)); do
+				rm -f "$TMP/$label.check"
+				same_tree "$label" "$DS_BACK" "$CDEST.$k"
+				[[ $(cat "$TMP/$label.check") == identical ]] || break
+			done
+		fi
 	fi
-else
-	RSYNC_CALLS="— ($RSYNC_NOTE)"
-fi
-if [[ $STAGE_CALLS_N == NA ]]; then
-	STAGE_CALLS_MET="**no** (no warm stage under strace)"
-elif ((STAGE_CALLS_N <= 3)); then
-	STAGE_CALLS_MET=yes
-else
-	STAGE_CALLS_MET="**no**"
-fi
-rm -rf "$ROUT" "$SDEST" "$WDEST"
+	rm -f "$CDEST".*
+	empty_cache
+}
+conc_rsync() {
+	local label=conc_${DS}_rsync
+	rm -rf "$ROUT".*
+	# shellcheck disable=SC2016
+	sfs_timed "$label" bash -c 'n=$1; src=$2; dest=$3
+		pids=()
+		for ((k = 1; k <= n; k++)); do rsync -a "$src/" "$dest.$k/" & pids+=($!); done
+		rc=0
+		for p in "${pids[@]}"; do wait "$p" || rc=1; done
+		exit $rc' conc "$CONC" "$DS_TREE" "$ROUT"
+	rm -rf "$ROUT".*
+}
+conc_benchmarks() { # DATASET
+	local t i msg
+	use_dataset "$1"
+	for ((i = 1; i <= REPS; i++)); do
+		msg=
+		for t in $(order "$i" "${WARM_TOOLS[@]}"); do
+			"conc_$t"
+			msg+=" $t $(asecs "$LAST_WALL"),"
+		done
+		log "$DS: $CONC concurrent stages rep $i/$REPS:${msg%,}"
+	done
+}
+
+# collect: a training run's results on local scratch (checkpoints and
+# logs) to the shared filesystem, a new DEST in each repetition.  Phases:
+# first (DEST empty), unchanged (a re-run), changed (1% of the files: a
+# checkpoint rewritten, logs appended to)
+RES=$OUT/results
+gen_results() {
+	local k
+	rm -rf "$RES"
+	mkdir -p "$RES/checkpoints" "$RES/logs"
+	for ((k = 0; k < CKPT_COUNT; k++)); do
+		"$GENDATA" file "$(printf '%s/checkpoints/step_%06d.pt' "$RES" $(((k + 1) * 1000)))" \
+			--size "$CKPT_SIZE" --seed $((100 + k)) 2>/dev/null
+	done
+	# logs: 20 to 400 lines of text each
+	awk -v dir="$RES/logs" -v n="$N_LOGS" 'BEGIN {
+		srand(7)
+		for (f = 0; f < n; f++) {
+			name = sprintf("%s/worker_%04d.log", dir, f)
+			lines = 20 + int(rand() * 380)
+			for (l = 0; l < lines; l++)
+				printf "step %d rank %d loss %.6f lr %.3e throughput %.1f samples/s\n", l * 10, f, 2.5 / (1 + l * 0.01) + rand() * 0.01, 3e-4, 900 + rand() * 100 >name
+			close(name)
+		}
+	}'
+	RES_FILES=$(tree_files "$RES")
+	RES_BYTES=$(tree_bytes "$RES")
+}
+# 1% of the files (every 100th in name order) change, as a running
+# training changes them: a checkpoint rewritten, logs appended to
+change_results() {
+	local f k=0
+	CHANGED=0
+	while IFS= read -r f; do
+		if ((k % 100 == 0)); then
+			case $f in
+			*.pt)
+				"$GENDATA" file "$f" --size "$CKPT_SIZE" --seed $((500 + k)) 2>/dev/null
+				touch "$f" # gendata's fixed mtime: a new one, as a real rewrite
+				;;
+			*) echo "step 99999 rank 0 loss 0.100000 (appended)" >>"$f" ;;
+			esac
+			CHANGED=$((CHANGED + 1))
+		fi
+		k=$((k + 1))
+	done < <(find "$RES" -type f | LC_ALL=C sort)
+}
+collect_stager() { # PHASE REP
+	local label=collect_$1_stager
+	sfs_timed "$label" "$STAGER" collect "$RES" "$SHARED/collect/stager-$2" --json --quiet --progress=none
+	((LAST_OK)) && json_field "$TMP/$label.out" sent_files >>"$TMP/$label.sent"
+	return 0
+}
+collect_rsync() { # PHASE REP
+	sfs_timed "collect_$1_rsync" rsync -a "$RES/" "$SHARED/collect/rsync-$2/"
+}
+collect_benchmarks() {
+	local i t phase msg
+	for ((i = 1; i <= REPS; i++)); do
+		gen_results
+		for phase in first unchanged changed; do
+			[[ $phase == changed ]] && change_results
+			msg=
+			for t in $(order "$i" "${WARM_TOOLS[@]}"); do
+				"collect_$t" "$phase" "$i"
+				msg+=" $t $(asecs "$LAST_WALL"),"
+			done
+			log "collect $phase rep $i/$REPS:${msg%,}"
+		done
+		# the copies, compared in the backing directory (untimed, once)
+		[[ -d $BACK/collect/stager-$i ]] && same_tree collect_stager "$RES" "$BACK/collect/stager-$i"
+		if ((HAVE_RSYNC)) && [[ -d $BACK/collect/rsync-$i ]]; then
+			same_tree collect_rsync "$RES" "$BACK/collect/rsync-$i"
+		fi
+		# removed in the backing directory: costs nothing on the mount
+		rm -rf "$BACK/collect/stager-$i" "$BACK/collect/rsync-$i"
+	done
+	rm -rf "$RES"
+}
+
+stage_benchmarks images
+conc_benchmarks images
+stage_benchmarks shards
+stage_benchmarks container
+collect_benchmarks
 
 # ---- report -----------------------------------------------------------------------
 
-PS=$(median "$TMP/pack_stager.wall"); PT=$(median "$TMP/pack_tar.wall")
-US=$(median "$TMP/unpack_stager.wall"); UT=$(median "$TMP/unpack_tar.wall")
-LS=$(median "$TMP/ls_stager.wall");     LT=$(median "$TMP/ls_tar.wall")
+PS=$(med pack_stager wall); PT=$(med pack_tar wall)
+US=$(med unpack_stager wall); UT=$(med unpack_tar wall)
+LS=$(med ls_stager wall); LT=$(med ls_tar wall)
 PR=$(ratio "$PS" "$PT"); UR=$(ratio "$US" "$UT"); LR=$(ratio "$LS" "$LT")
-SCS=$(median "$TMP/stage_cold_stager.wall"); SCT=$(median "$TMP/stage_cold_tar.wall")
-SCR=$(median "$TMP/stage_cold_rsync.wall")
-SWS=$(median "$TMP/stage_warm_stager.wall"); SWR=$(median "$TMP/stage_warm_rsync.wall")
-SCTR=$(ratio "$SCS" "$SCT"); SCRR=$(ratio "$SCS" "$SCR"); SWRR=$(ratio "$SWS" "$SWR")
-if ((HAVE_RSYNC)); then
-	RSYNC_COLD_CELL="$(cell secs stage_cold_rsync) (\`rsync -a\` of the unpacked tree)"
-	RSYNC_WARM_CELL="$(cell msecs stage_warm_rsync) (\`rsync -a\` re-run into a complete copy)"
-else
-	RSYNC_COLD_CELL="— ($RSYNC_NOTE)"
-	RSYNC_WARM_CELL="— ($RSYNC_NOTE)"
-fi
-if [[ -n $COLD_SRC_BYTES ]]; then
-	COLD_READ="$(bytes_h "$COLD_SRC_BYTES") (\"source_bytes\" of the last cold stage)"
-else
-	COLD_READ="unknown (no cold stage succeeded)"
-fi
 LS_CALLS="$LS_READS, $(bytes_h "$LS_BYTES") read"
 ((LS_STRACE_OK)) || LS_CALLS="$LS_CALLS (**stager ls failed under strace**)"
 
@@ -610,11 +825,132 @@ fi
 model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
 memtotal=$(awk '/^MemTotal:/ { printf "%.1f GiB", $2 / 1048576 }' /proc/meminfo)
 commit=$(git -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)
-stager_v=$("$STAGER" --version 2>&1 | head -n 1)
+stager_v=$("$STAGER" --version 2>&1 | sed -n 1p)
 stager_bin="sha256 $(sha256sum "$STAGER" | cut -c1-12), built $(date -u -r "$STAGER" '+%Y-%m-%d %H:%M:%S UTC')"
-tar_v=$(tar --version | head -n 1)
-zstd_v=$(zstd --version | head -n 1 | sed 's/^\** *//; s/ *\**$//; s/, by .*//')
-IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images in $N_CLASSES classes, $(bytes_h "$IMG_BYTES")"
+tar_v=$(tar --version | sed -n 1p)
+zstd_v=$(zstd --version | sed -n '1{s/^\** *//; s/ *\**$//; s/, by .*//; p}')
+rsync_v="rsync not installed"
+((HAVE_RSYNC)) && rsync_v=$(rsync --version | sed -n '1{s/  */ /g; p}')
+cp_v=$(cp --version | sed -n 1p)
+IMG_DESC="$(count "$IMG_FILES") files in $N_CLASSES folders, $(bytes_h "$IMG_BYTES")"
+SHARDS_DESC="$SHARD_COUNT × $(bytes_h $((SHARDS_BYTES / SHARD_COUNT)))"
+BIG_DESC="one file, $(bytes_h "$BIG_BYTES")"
+BW_DESC=$(awk -v b="$BW" 'BEGIN { m = 1; u = substr(b, length(b)); if (u ~ /[KkMmGgTt]/) { b = substr(b, 1, length(b) - 1); m = (u ~ /[Kk]/) ? 1024 : (u ~ /[Mm]/) ? 1048576 : (u ~ /[Gg]/) ? 1073741824 : 1099511627776 } v = b * m; if (v == 0) print "unlimited"; else if (v >= 1073741824) printf "%g GiB/s", v / 1073741824; else printf "%g MiB/s", v / 1048576 }')
+COST_MODEL="${DELAY_MS} ms per metadata operation, $BW_DESC shared by all readers and writers, attribute and name cache ${ATTR_TIMEOUT} s, page cache dropped at each open"
+
+# the tools' descriptions in the tables
+tool_desc() { # SCENARIO TOOL
+	case $1:$2 in
+	cold:stager | warm:stager) echo "\`stager stage\` of the pack" ;;
+	cold:rsync) echo "\`rsync -a\` of the tree" ;;
+	warm:rsync) echo "\`rsync -a\` re-run into a complete copy" ;;
+	cold:tar) echo "\`tar -I zstd -xf\` of the pack" ;;
+	cold:cp) echo "\`cp -r\` of the tree" ;;
+	conc:stager) echo "$CONC × \`stager stage\` of the pack" ;;
+	conc:rsync) echo "$CONC × \`rsync -a\` of the tree" ;;
+	collect_*:stager) echo "\`stager collect SRC DEST\`" ;;
+	collect_*:rsync) echo "\`rsync -a SRC/ DEST/\`" ;;
+	esac
+}
+# row SCENARIO_TEXT SCENARIO DATASET TOOL: one line of the shared-FS table;
+# the label is SCENARIO_DATASET_TOOL (collect: SCENARIO_TOOL)
+row() {
+	local text=$1 scen=$2 ds=$3 tool=$4 label base sp
+	if [[ -n $ds ]]; then label=${scen}_${ds}_$tool base=${scen}_${ds}_stager; else label=${scen}_$tool base=${scen}_stager; fi
+	if [[ $tool == rsync ]] && ((!HAVE_RSYNC)); then
+		echo "| $text | $(tool_desc "$scen" "$tool") | — ($RSYNC_NOTE) | — | — | — | — | — |"
+		return
+	fi
+	sp="—"
+	[[ $tool != stager ]] && sp=$(speedup "$(med "$label" wall)" "$(med "$base" wall)")
+	echo "| $text | $(tool_desc "$scen" "$tool") | $(cell asecs "$label") | $sp | $(count "$(med "$label" meta)") | $(bytes_h "$(med "$label" rd)") | $(bytes_h "$(med "$label" wr)") | $(rsscell "$label") |"
+}
+
+# targets
+T_COLD_SP=$(awk -v r="$(med cold_images_rsync wall)" -v s="$(med cold_images_stager wall)" 'BEGIN { if (r == "NA" || s == "NA" || s <= 0) print "NA"; else printf "%.1f", r / s }')
+T_COLD_OPS=$(maxof "$TMP/cold_images_stager.meta")
+T_WARM_OPS=$(maxof "$TMP/warm_images_stager.meta")
+T_WARM_OPS_ALL=$({ cat "$TMP"/warm_{images,shards,container}_stager.meta 2>/dev/null || true; } | sort -g | tail -n 1)
+T_CONC_READ=$(awk -v b="$(maxof "$TMP/conc_images_stager.rd")" -v p="$SPACK_BYTES" 'BEGIN { if (b == "NA" || p <= 0) print "NA"; else printf "%.3f", b / p }')
+T_CONC_READERS=$(maxof "$TMP/conc_images_stager.readers")
+T_CONC_READERS_MIN=$(minof "$TMP/conc_images_stager.readers")
+met_ge() { # VALUE TARGET LABEL...: VALUE >= TARGET
+	local v=$1 t=$2 label
+	shift 2
+	for label; do
+		if (($(nfail "$TMP/$label.fail"))); then echo "**no** (failed runs)"; return; fi
+	done
+	if ((QUICK)); then echo "(quick)"; return; fi
+	awk -v v="$v" -v t="$t" 'BEGIN { if (v == "NA") print "—"; else print (v + 0 >= t + 0) ? "yes" : "**no**" }'
+}
+if [[ $T_CONC_READERS == NA ]]; then
+	T_CONC_MET="**no** (no successful run)"
+elif ((QUICK)); then
+	T_CONC_MET="(quick)"
+elif [[ $T_CONC_READERS == 1 && $T_CONC_READERS_MIN == 1 ]] && awk -v r="$T_CONC_READ" 'BEGIN { exit !(r < 2) }'; then
+	T_CONC_MET=yes
+else
+	T_CONC_MET="**no**"
+fi
+((!$(nfail "$TMP/conc_images_stager.fail"))) || T_CONC_MET="**no** (failed runs)"
+SCS=$(med cold_images_stager wall); SCT=$(med cold_images_tar wall)
+SCTR=$(ratio "$SCS" "$SCT")
+
+# the chart's data: median seconds, then median metadata operations
+# (a 0 cannot be drawn on a log scale: left out) of stager, rsync, tar, cp
+plotval() { # LABEL KIND
+	local v
+	v=$(med "$1" "$2")
+	awk -v v="$v" 'BEGIN { if (v == "NA" || v <= 0) print "?"; else print v }'
+}
+plotline() { # TEXT LABEL_PREFIX LABEL_SUFFIX
+	local t line=$1 k
+	for k in wall meta; do
+		for t in stager rsync tar cp; do line+=$'\t'$(plotval "$2$t$3" "$k"); done
+	done
+	echo "$line"
+}
+{
+	echo "# scenario, seconds of stager rsync tar cp, shared-FS metadata operations of stager rsync tar cp"
+	plotline '"images\ncold"' cold_images_ ""
+	plotline '"images\nwarm"' warm_images_ ""
+	plotline "\"images\\n$CONC concurrent\"" conc_images_ ""
+	plotline '"shards\ncold"' cold_shards_ ""
+	plotline '"shards\nwarm"' warm_shards_ ""
+	plotline '"container\ncold"' cold_container_ ""
+	plotline '"container\nwarm"' warm_container_ ""
+	plotline '"collect\nfirst"' collect_first_ ""
+	plotline '"collect\nunchanged"' collect_unchanged_ ""
+	plotline '"collect\n1% changed"' collect_changed_ ""
+} >"$TMP/plot.dat"
+CHART_NOTE="not drawn: gnuplot is not installed"
+if ((HAVE_GNUPLOT)); then
+	subtitle="emulated NFS: $COST_MODEL; medians of $REPS repetition$( ((REPS > 1)) && echo s); $(nproc)-CPU machine"
+	((QUICK)) && subtitle="--quick (tiny data: proves the harness only); $subtitle"
+	if gnuplot -e "datafile='$TMP/plot.dat'; outfile='$TMP/chart.png'; subtitle='$subtitle'" \
+		"$ROOT/bench/plot.gp" 2>"$TMP/gnuplot.err"; then
+		mv "$TMP/chart.png" "$CHART"
+		CHART_NOTE="[${CHART#"$ROOT"/bench/}](${CHART#"$ROOT"/bench/})"
+		((QUICK)) && CHART_NOTE=${CHART#"$ROOT"/}
+	else
+		CHART_NOTE="**gnuplot failed**: $(head -n 3 "$TMP/gnuplot.err" | tr '\n' ' ')"
+		echo "- chart: gnuplot failed: $(head -n 1 "$TMP/gnuplot.err")" >>"$TMP/failures"
+	fi
+fi
+
+ops_line() { # TEXT LABEL
+	if [[ -s $TMP/$2.ops ]]; then
+		echo "    $1: $(cat "$TMP/$2.ops")"
+	elif [[ $2 == *rsync* ]] && ((!HAVE_RSYNC)); then
+		:
+	else
+		echo "    $1: (no successful run)"
+	fi
+}
+raw_line() { # TEXT LABEL
+	[[ $2 == *rsync* ]] && ((!HAVE_RSYNC)) && return 0
+	echo "    $1: s $(raw "$TMP/$2.wall") | ops $(raw "$TMP/$2.meta")"
+}
 
 {
 	if ((QUICK)); then
@@ -623,69 +959,151 @@ IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images i
 		echo "# stager benchmarks"
 	fi
 	echo
-	echo "Generated by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), stager commit \`$commit\`."
-	echo "Medians of $REPS repetition$( ((REPS > 1)) && echo s); ratio = stager / baseline (lower is better)."
+	echo "Generated by \`bench/run.sh\` on $(date -u '+%Y-%m-%d %H:%M UTC'), stager commit \`$commit\`;" \
+		"medians of $REPS repetition$( ((REPS > 1)) && echo s), every tool of a comparison in each, the order rotated."
+	echo
+	echo "## Through an emulated shared filesystem (NFS)"
+	echo
+	echo "Cost model (\`bench/sharedfs\`, a FUSE passthrough): **$COST_MODEL**" \
+		"(close-to-open, as NFS). Sources are read through the mount; stage destinations and collect's" \
+		"source are on $OUT_DESC. *Speed-up* = the tool's median time / stager's (higher: stager faster);" \
+		"*meta ops* = the metadata operations the shared filesystem served (each one round trip);" \
+		"read and written = bytes through the emulated link; medians over the repetitions."
+	echo
+	echo "| dataset, scenario | tool | time | stager speed-up | meta ops | read | written | peak RSS |"
+	echo "|---|---|---|---|---|---|---|---|"
+	for ds in images shards container; do
+		case $ds in
+		images) dd="images ($IMG_DESC)" ;;
+		shards) dd="shards ($SHARDS_DESC)" ;;
+		container) dd="container image ($BIG_DESC)" ;;
+		esac
+		for t in "${COLD_TOOLS[@]}"; do row "$dd: stage, cold" cold "$ds" "$t"; done
+		((HAVE_RSYNC)) || row "$dd: stage, cold" cold "$ds" rsync
+		row "$dd: stage, warm" warm "$ds" stager
+		row "$dd: stage, warm" warm "$ds" rsync
+		if [[ $ds == images ]]; then
+			row "$dd: $CONC at once, one node" conc "$ds" stager
+			row "$dd: $CONC at once, one node" conc "$ds" rsync
+		fi
+	done
+	rd="results ($(count "${RES_FILES:-0}") files, $(bytes_h "${RES_BYTES:-0}"): $CKPT_COUNT checkpoints, $N_LOGS logs)"
+	row "$rd: collect, first" collect_first "" stager
+	row "$rd: collect, first" collect_first "" rsync
+	row "$rd: collect, unchanged re-run" collect_unchanged "" stager
+	row "$rd: collect, unchanged re-run" collect_unchanged "" rsync
+	row "$rd: collect, ${CHANGED:-?} files (1%) changed" collect_changed "" stager
+	row "$rd: collect, ${CHANGED:-?} files (1%) changed" collect_changed "" rsync
+	echo
+	echo "Chart: $CHART_NOTE"
+	echo
+	echo "### Targets"
+	echo
+	echo "| target | measured | met |"
+	echo "|---|---|---|"
+	echo "| cold stage of the images through the emulated NFS ≥ 20× faster than \`rsync -a\` of the tree | $( [[ $T_COLD_SP == NA ]] && echo — || echo "${T_COLD_SP}×") (medians) | $(met_ge "$T_COLD_SP" 20 cold_images_stager cold_images_rsync) |"
+	echo "| cold stage of the images ≤ 30 shared-FS metadata operations | $(count "$T_COLD_OPS") (largest of the repetitions) | $(met "$T_COLD_OPS" 30 cold_images_stager) |"
+	echo "| warm stage ≤ 3 metadata operations | $(count "$T_WARM_OPS") for the images ($(count "${T_WARM_OPS_ALL:-NA}") the largest over the three datasets; largest of the repetitions) | $(met "$T_WARM_OPS" 3 warm_images_stager) |"
+	echo "| $CONC concurrent stages of the images on one node read the pack once | $(awk -v r="$T_CONC_READ" 'BEGIN { if (r == "NA") print "—"; else printf "%.3f×", r }') the pack's size read from the shared FS; stages that read the pack (\"hit\": false): $T_CONC_READERS_MIN to $T_CONC_READERS of $CONC (the others \"waited\") | $T_CONC_MET |"
+	echo "| cold stage ≤ 0.8 × \`tar -I zstd -x\` of the same pack (images) | $SCTR | $(met "$SCTR" 0.8 cold_images_stager cold_images_tar) |"
+	echo
+	echo "## Local disk"
+	echo
+	echo "Ratio = stager / baseline (lower is better)."
 	echo
 	echo "| benchmark | stager | baseline | ratio | target | met |"
 	echo "|---|---|---|---|---|---|"
-	echo "| pack: $IMG_DESC | $(cell secs pack_stager) | $(cell secs pack_tar) (\`tar -I 'zstd -T0 -3' -c\`) | $PR | ≤ 1.0 | $(met "$PR" 1.0 pack_stager pack_tar) |"
+	echo "| pack: images, $IMG_DESC | $(cell secs pack_stager) | $(cell secs pack_tar) (\`tar -I 'zstd -T0 -3' -c\`) | $PR | ≤ 1.0 | $(met "$PR" 1.0 pack_stager pack_tar) |"
 	echo "| unpack: the same dataset's stager pack | $(cell secs unpack_stager) | $(cell secs unpack_tar) (\`tar -I zstd -x\`) | $UR | ≤ 0.8 | $(met "$UR" 0.8 unpack_stager unpack_tar) |"
-	echo "| ls: pack of one $(bytes_h "$BIG_BYTES") file | $(cell msecs ls_stager) | $(cell msecs ls_tar) (\`tar -I zstd -t\`) | $LR | — | — |"
+	echo "| ls: pack of the container image, $(bytes_h "$BIG_BYTES") | $(cell msecs ls_stager) | $(cell msecs ls_tar) (\`tar -I zstd -t\`) | $LR | — | — |"
 	echo "| ls: read/pread64 calls on the pack | $LS_CALLS | — | — | — | — |"
-	echo "| stage, cold (emptied cache): the same stager pack | $(cell secs stage_cold_stager) | $(cell secs stage_cold_tar) (\`tar -I zstd -x\` of the pack) | $SCTR | ≤ 0.8 | $(met "$SCTR" 0.8 stage_cold_stager stage_cold_tar) |"
-	echo "| stage, cold: against rsync | $(cell secs stage_cold_stager) | $RSYNC_COLD_CELL | $SCRR | — | — |"
-	echo "| stage, warm: same pack, new DEST | $(cell msecs stage_warm_stager) | $RSYNC_WARM_CELL | $SWRR | — | — |"
-	echo "| stage, warm: calls naming the source (strace) | $STAGE_CALLS | $RSYNC_CALLS | — | ≤ 3 | $STAGE_CALLS_MET |"
 	echo "| peak RSS, pack | $(rsscell pack_stager) | $(rsscell pack_tar) (largest of tar, zstd) | — | — | — |"
 	echo "| peak RSS, unpack | $(rsscell unpack_stager) | $(rsscell unpack_tar) (largest of tar, zstd) | — | — | — |"
 	echo
+	echo "## Method"
+	echo
 	echo "- Machine: $(nproc) CPUs ($model), $memtotal RAM, Linux $(uname -r); bench/work on $fstype."
-	echo "- Tools: $stager_v (binary $stager_bin); $tar_v; $zstd_v."
-	echo "- Data: $IMG_DESC (lognormal sizes, median 8 KiB, incompressible, seed 1);" \
-		"one $(bytes_h "$BIG_BYTES") incompressible file for ls."
-	echo "- Packs: stager $(bytes_h "$SPACK_BYTES"), tar + zstd $(bytes_h "$TPACK_BYTES");" \
-		"stager pack of the single file $(bytes_h "$BPACK_BYTES")."
-	echo "- Extraction (unpack, stage, \`tar -x\`, rsync) writes to $OUT_DESC; packs are written to bench/work."
-	echo "- Method: each repetition runs both tools, alternating which goes first; \`sync\` before" \
-		"every timed command; the page cache is warm for both tools alike (inputs read" \
-		"once beforehand, nothing dropped). Wall time from CLOCK_MONOTONIC and peak RSS" \
-		"(largest over the repetitions) from wait4 via \`runstat\`. Output trees are removed" \
-		"between repetitions, untimed. Both tools use every CPU for packing (stager's default," \
-		"\`zstd -T0\`); zstd decompression in tar's pipeline is single-threaded. stager unpack" \
-		"also verifies every file's XXH3 and the pack's SHA-256; tar checks nothing beyond zstd's frame checksums."
-	echo "- Check: stager unpack and \`tar -x\` of the stager pack were compared with \`diff -r\`" \
-		"against the source (once, in the first repetition where both succeeded): $CHECK."
-	echo "- ls syscalls counted with \`strace -f -y -e trace=read,pread64 -e signal=none\`," \
-		"calls on the pack's file descriptor only (pack size $(bytes_h "$BPACK_BYTES"))."
-	echo "- Stage: \`stager stage PACK DEST\` of the images' stager pack ($(bytes_h "$SPACK_BYTES"))" \
-		"with STAGER_SCRATCH_ROOT under bench/work and STAGER_SITE_CONFIG=/dev/null. Cold: the cache" \
-		"emptied with \`stager clean --all\` and DEST removed before each run (untimed; each run's" \
-		"\`--json\` must say \"hit\": false); the tar and rsync outputs are removed before their runs;" \
-		"the pack is read into the page cache before each cold run of stager and of tar, as stager" \
-		"drops it from the cache (POSIX_FADV_DONTNEED) after reading it." \
-		"Warm: the cache holds the entry, DEST is new (\"hit\": true required), and the rsync re-run goes" \
-		"into a complete copy (nothing to transfer). The cold stage read $COLD_READ; staged tree" \
-		"compared with \`diff -r\` against the source (once): $STAGE_CHECK."
-	echo "- Stage calls counted with \`strace -f -y\` (default string length): lines naming the pack" \
-		"(warm stage) or the image tree (rsync re-run, whose cwd is the tree, so AT_FDCWD calls count)," \
-		"one per call (unfinished/resumed pairs once), execve and signal/exit lines left out."
+	echo "- Tools: $stager_v (binary $stager_bin); $rsync_v; $tar_v; $zstd_v; $cp_v."
+	echo "- Datasets (incompressible, reproducible: \`bench/gendata\`): images, $IMG_DESC (lognormal sizes," \
+		"median 8 KiB, seed 1); shards, $SHARDS_DESC; container image, $BIG_DESC. Results for collect:" \
+		"$CKPT_COUNT checkpoints of $CKPT_SIZE (incompressible) and $N_LOGS text logs of 20 to 400 lines," \
+		"made anew on the local side for each repetition; the change rewrites every 100th file in name" \
+		"order (a checkpoint gets new contents and mtime, logs get a line appended)."
+	echo "- Packs (\`stager pack\`, level 3): images $(bytes_h "$SPACK_BYTES") (tar + zstd: $(bytes_h "$TPACK_BYTES"))," \
+		"shards $(bytes_h "$SHPACK_BYTES"), container image $(bytes_h "$BPACK_BYTES")."
+	echo "- Shared filesystem: \`bench/sharedfs --delay-ms $DELAY_MS --bw $BW --attr-timeout $ATTR_TIMEOUT\`" \
+		"over a directory on bench/work's disk. Every operation but read, write, flush and release is a" \
+		"metadata operation (LOOKUP and GETATTR both arrive as getattr) and sleeps $DELAY_MS ms; up to 10" \
+		"are served at once. Before each run: \`sync\`, then a pause of ${SETTLE} s so that the kernel's" \
+		"attribute and name cache holds nothing from earlier runs, then \`echo reset\` to the counters" \
+		"(after every file of the earlier run was released); after it, the counters are read once its last file is released."
+	echo "- Caches: \`echo 3 > /proc/sys/vm/drop_caches\` is **not** used. The client side is cold by" \
+		"construction: the mount drops a file's page cache at each open and forgets names and attributes" \
+		"after ${ATTR_TIMEOUT} s, so every run reads everything through the emulated link (see *read*)." \
+		"The backing files are kept in memory (read once before each dataset's runs), as an NFS" \
+		"server's cache would hold a dataset being staged: the cost model is then the shared" \
+		"filesystem's only cost, not this VM's disk. stager's cache is emptied with \`stager clean --all\`" \
+		"before and after each cold stage (untimed; each cold run's \`--json\` must say \"hit\": false," \
+		"each warm one \"hit\": true); the other tools' outputs are removed after each run (untimed)."
+	echo "- stager runs with its scratch root (STAGER_SCRATCH_ROOT: cache, collect records) on the same tmpfs, STAGER_SLOT_DIR and" \
+		"XDG_CONFIG_HOME private to the benchmark, STAGER_SITE_CONFIG=/dev/null, other STAGER_* and" \
+		"SLURM_* variables unset: built-in defaults (max_readers_per_node 2, no bandwidth or operations limit)."
+	echo "- Warm: the cache holds the entry (filled once, untimed), each stager run stages to a new DEST;" \
+		"rsync re-runs into a complete copy (nothing to transfer)."
+	echo "- Concurrent: $CONC \`stager stage\` (or \`rsync -a\`) started together by one shell, each to" \
+		"its own DEST; time = until the last one exits; counters for all of them; peak RSS = the" \
+		"largest single process. A stage that finds another building the same entry waits for it" \
+		"(\"waited\": true) and reads only the pack's trailer (about 1 MiB) to learn its digest."
+	echo "- Collect: SRC on $OUT_DESC, DEST a new directory on the mount in each repetition," \
+		"removed afterwards through the backing directory (untimed). stager keeps its record of DEST" \
+		"on scratch; sent files per phase (medians): first $(median "$TMP/collect_first_stager.sent")," \
+		"unchanged $(median "$TMP/collect_unchanged_stager.sent"), changed $(median "$TMP/collect_changed_stager.sent")."
+	echo "- Checks (\`diff -r\` against the source, untimed, once per tool and scenario): $(
+		for l in cold_images_stager cold_images_rsync cold_images_tar cold_images_cp cold_shards_stager cold_shards_rsync cold_shards_tar cold_shards_cp \
+			cold_container_stager cold_container_rsync cold_container_tar cold_container_cp conc_images_stager collect_stager collect_rsync unpack_stager unpack_tar; do
+			[[ $l == *rsync* ]] && ((!HAVE_RSYNC)) && continue
+			printf '%s %s; ' "$l" "$(check_of "$l")"
+		done | sed 's/; $//')."
+	echo "- Local disk: packs on bench/work's disk, extraction to $OUT_DESC; the page cache warm for" \
+		"both tools alike (stager drops the pack from it after reading: it is read back before each" \
+		"unpack). Both tools use every CPU for packing (stager's default, \`zstd -T0\`); zstd" \
+		"decompression in tar's pipeline is single-threaded. stager unpack also verifies every file's" \
+		"XXH3 and the pack's SHA-256. ls calls counted with \`strace -f -y -e trace=read,pread64\`" \
+		"on the pack's descriptor."
+	echo "- Wall time from CLOCK_MONOTONIC and peak RSS (largest over the repetitions) from wait4, via \`bench/runstat\`."
 	if ((!HAVE_RSYNC)); then
 		echo "- rsync is not installed: the rsync comparisons were skipped."
 	fi
 	echo
-	echo "Raw wall times (s), in repetition order:"
+	echo "## Raw data"
 	echo
-	echo "    pack    stager: $(raw "$TMP/pack_stager.wall")"
-	echo "    pack    tar:    $(raw "$TMP/pack_tar.wall")"
-	echo "    unpack  stager: $(raw "$TMP/unpack_stager.wall")"
-	echo "    unpack  tar:    $(raw "$TMP/unpack_tar.wall")"
-	echo "    ls      stager: $(raw "$TMP/ls_stager.wall")"
-	echo "    ls      tar -t: $(raw "$TMP/ls_tar.wall")"
-	echo "    stage cold stager: $(raw "$TMP/stage_cold_stager.wall")"
-	echo "    stage cold tar:    $(raw "$TMP/stage_cold_tar.wall")"
-	echo "    stage cold rsync:  $(raw "$TMP/stage_cold_rsync.wall")"
-	echo "    stage warm stager: $(raw "$TMP/stage_warm_stager.wall")"
-	echo "    stage warm rsync:  $(raw "$TMP/stage_warm_rsync.wall")"
+	echo "Shared-FS metadata operations by kind, last repetition:"
+	echo
+	for ds in images shards container; do
+		for t in "${COLD_TOOLS[@]}"; do ops_line "cold $ds $t" "cold_${ds}_$t"; done
+		for t in "${WARM_TOOLS[@]}"; do ops_line "warm $ds $t" "warm_${ds}_$t"; done
+	done
+	for t in "${WARM_TOOLS[@]}"; do ops_line "$CONC concurrent images $t" "conc_images_$t"; done
+	for p in first unchanged changed; do
+		for t in "${WARM_TOOLS[@]}"; do ops_line "collect $p $t" "collect_${p}_$t"; done
+	done
+	echo
+	echo "Wall times (s) and metadata operations, in repetition order:"
+	echo
+	for ds in images shards container; do
+		for t in "${COLD_TOOLS[@]}"; do raw_line "cold $ds $t" "cold_${ds}_$t"; done
+		for t in "${WARM_TOOLS[@]}"; do raw_line "warm $ds $t" "warm_${ds}_$t"; done
+	done
+	for t in "${WARM_TOOLS[@]}"; do raw_line "$CONC concurrent images $t" "conc_images_$t"; done
+	for p in first unchanged changed; do
+		for t in "${WARM_TOOLS[@]}"; do raw_line "collect $p $t" "collect_${p}_$t"; done
+	done
+	echo "    pack stager: $(raw "$TMP/pack_stager.wall")"
+	echo "    pack tar: $(raw "$TMP/pack_tar.wall")"
+	echo "    unpack stager: $(raw "$TMP/unpack_stager.wall")"
+	echo "    unpack tar: $(raw "$TMP/unpack_tar.wall")"
+	echo "    ls stager: $(raw "$TMP/ls_stager.wall")"
+	echo "    ls tar -t: $(raw "$TMP/ls_tar.wall")"
 	if [[ -s $TMP/failures ]]; then
 		echo
 		echo "Failed runs (not in the medians):"
@@ -695,7 +1113,7 @@ IMG_DESC="$(printf "%'d" "$IMG_FILES" 2>/dev/null || echo "$IMG_FILES") images i
 } >"$TMP/results.md"
 mv "$TMP/results.md" "$RESULTS"
 cat "$RESULTS"
-log "results written to ${RESULTS#"$ROOT"/}"
+log "results written to ${RESULTS#"$ROOT"/}$( ((HAVE_GNUPLOT)) && [[ -f $CHART ]] && echo ", chart to ${CHART#"$ROOT"/}")"
 if [[ -s $TMP/failures ]]; then
 	log "some runs failed: see the end of ${RESULTS#"$ROOT"/}"
 	exit 1

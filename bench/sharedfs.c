@@ -243,7 +243,10 @@ static int set_fault(const char *line)
 	static const struct {
 		const char *name;
 		int err;
-	} errs[] = {{"EIO", EIO}, {"ESTALE", ESTALE}, {"EAGAIN", EAGAIN}, {"ENOSPC", ENOSPC},
+	} errs[] = {{"EIO", EIO},
+	            {"ESTALE", ESTALE},
+	            {"EAGAIN", EAGAIN},
+	            {"ENOSPC", ENOSPC},
 	            {"EDQUOT", EDQUOT}};
 	char op[16], err[16];
 	int n;

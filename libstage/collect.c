@@ -60,7 +60,7 @@ typedef struct collector {
 	size_t n_recs, cap_recs, log_lines;
 	stg_strmap map;  /* path -> index in recs */
 	stg_strmap dirs; /* directories of DEST changed in this run */
-	char **pending; /* temporary names logged but not resolved */
+	char **pending;  /* temporary names logged but not resolved */
 	size_t n_pending;
 	uint64_t dest_dev, dest_ino;
 	unsigned seq;
@@ -156,8 +156,8 @@ static int log_rec(collector *k, const crec *r)
 		for (int i = 0; i < 16; i++)
 			snprintf(hex + 2 * i, 3, "%02x", r->xxh3[i]);
 		snprintf(head, sizeof head, "f %llu %lld %lld %llu %o %s ",
-		         (unsigned long long)r->size, (long long)r->mtime_ns, (long long)r->ctime_ns,
-		         (unsigned long long)r->ino, r->mode, hex);
+		         (unsigned long long)r->size, (long long)r->mtime_ns,
+		         (long long)r->ctime_ns, (unsigned long long)r->ino, r->mode, hex);
 	} else if (r->type == 'l') {
 		snprintf(head, sizeof head, "l %lld %lld %llu ", (long long)r->mtime_ns,
 		         (long long)r->ctime_ns, (unsigned long long)r->ino);
@@ -258,11 +258,11 @@ static stg_err record_open(collector *k)
 		                       k->c->root);
 	char rel[64];
 	snprintf(rel, sizeof rel, "collect/%s", k->id);
-	k->logfd = openat(k->c->rootfd, rel,
-	                  O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+	k->logfd = openat(k->c->rootfd, rel, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
+	                  0600);
 	if (k->logfd < 0)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot open the collect record '%s/%s'",
-		                       k->c->root, rel);
+		return stg__fail_errno(ctx, STG_EIO, errno,
+		                       "cannot open the collect record '%s/%s'", k->c->root, rel);
 	int fd = dup(k->logfd);
 	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
 	if (!f) {
@@ -471,8 +471,8 @@ static int put_item(collector *k, const stg_witem *it, const char *final, crec *
 		}
 		if ((rc = copy_out(k, s, tmp, &before, r->xxh3)))
 			goto fail;
-		if (fstat(s, &after) == 0 &&
-		    (after.st_size != before.st_size || ns_of(&after.st_mtim) != ns_of(&before.st_mtim)))
+		if (fstat(s, &after) == 0 && (after.st_size != before.st_size ||
+		                              ns_of(&after.st_mtim) != ns_of(&before.st_mtim)))
 			stg__log(k->ctx, STG_LOG_WARN,
 			         "'%s' changed while it was being collected; the next collect "
 			         "sends it again",
@@ -512,8 +512,8 @@ static void failed(collector *k, const char *path, const char *where, int e)
 	         !strcmp(where, "source") ? "reading it on scratch" : "writing it to DEST",
 	         strerror(e));
 	if (!k->first_error[0])
-		snprintf(k->first_error, sizeof k->first_error, "'%.400s/%.400s': %s", k->dest, path,
-		         strerror(e));
+		snprintf(k->first_error, sizeof k->first_error, "'%.400s/%.400s': %s", k->dest,
+		         path, strerror(e));
 }
 
 /* Send one file or link, retrying transient errors with backoff; true if
@@ -617,19 +617,20 @@ static stg_err check_space(collector *k, const char *path, uint64_t need, uint64
 {
 	struct statvfs vfs;
 	if (statvfs(path, &vfs))
-		return stg__fail_errno(k->ctx, STG_EIO, errno, "cannot check the free space of '%s'",
-		                       path);
+		return stg__fail_errno(k->ctx, STG_EIO, errno,
+		                       "cannot check the free space of '%s'", path);
 	uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	bool files_known = vfs.f_files != 0;
 	if (need > avail || (files_known && inodes > (uint64_t)vfs.f_favail)) {
 		char a[32], b[32];
-		return stg__fail(k->ctx, STG_ENOSPC,
-		                 "'%s' cannot take the results: they need %s and %llu files, it has "
-		                 "%s and %llu files free (quota?); free space there or collect "
-		                 "with --pack (one file)",
-		                 path, stg_format_size(need, a, sizeof a), (unsigned long long)inodes,
-		                 stg_format_size(avail, b, sizeof b),
-		                 (unsigned long long)(files_known ? vfs.f_favail : 0));
+		return stg__fail(
+		        k->ctx, STG_ENOSPC,
+		        "'%s' cannot take the results: they need %s and %llu files, it has "
+		        "%s and %llu files free (quota?); free space there or collect "
+		        "with --pack (one file)",
+		        path, stg_format_size(need, a, sizeof a), (unsigned long long)inodes,
+		        stg_format_size(avail, b, sizeof b),
+		        (unsigned long long)(files_known ? vfs.f_favail : 0));
 	}
 	return STG_OK;
 }
@@ -639,7 +640,8 @@ static stg_err open_dest(collector *k, const char *path, bool note)
 {
 	op(k);
 	if (mkdir(path, 0777) && errno != EEXIST) {
-		if (errno != ENOENT || stg__mkdirs_parent(path) || (mkdir(path, 0777) && errno != EEXIST))
+		if (errno != ENOENT || stg__mkdirs_parent(path) ||
+		    (mkdir(path, 0777) && errno != EEXIST))
 			return stg__fail_errno(k->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 			                       "cannot create '%s'", path);
 	}
@@ -711,9 +713,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	if (stat(k->dest, &dst) || (uint64_t)dst.st_dev != k->dest_dev ||
 	    (uint64_t)dst.st_ino != k->dest_ino) {
 		if (k->n_recs)
-			stg__log(k->ctx, STG_LOG_INFO,
-			         "'%s' is not the directory collected to before: sending everything",
-			         k->dest);
+			stg__log(
+			        k->ctx, STG_LOG_INFO,
+			        "'%s' is not the directory collected to before: sending everything",
+			        k->dest);
 		recs_clear(k);
 	}
 	bool *send = calloc(w->n ? w->n : 1, sizeof *send);
@@ -761,7 +764,8 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				    (errno != EEXIST ||
 				     fstatat(k->destfd, it->path, &st, AT_SYMLINK_NOFOLLOW) ||
 				     !S_ISDIR(st.st_mode))) {
-					failed(k, it->path, "dest", errno == EEXIST ? ENOTDIR : errno);
+					failed(k, it->path, "dest",
+					       errno == EEXIST ? ENOTDIR : errno);
 					continue;
 				}
 				crec r = {.type = 'd'};
@@ -776,8 +780,8 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				remember(k, &r, it->path);
 			touched(k, it->path);
 			if (k->ctx->progress_fn)
-				k->ctx->progress_fn(k->ctx->progress_arg, "collect", k->res->sent_bytes,
-				                    need);
+				k->ctx->progress_fn(k->ctx->progress_arg, "collect",
+				                    k->res->sent_bytes, need);
 		}
 		dir_times(k, w);
 	}
@@ -801,8 +805,8 @@ static bool tree_changed(collector *k, stg_walk *w)
 			return true;
 		if (type == 'f' && (!same_ident(r, &it->st) || r->mode != (it->st.st_mode & 07777)))
 			return true;
-		if (type == 'l' && (r->ino != (uint64_t)it->st.st_ino ||
-		                    r->mtime_ns != ns_of(&it->st.st_mtim)))
+		if (type == 'l' &&
+		    (r->ino != (uint64_t)it->st.st_ino || r->mtime_ns != ns_of(&it->st.st_mtim)))
 			return true;
 		seen++;
 	}
@@ -946,8 +950,8 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	collector *k = calloc(1, sizeof *k);
 	if (!k)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	*k = (collector){.ctx = ctx, .c = c, .o = opts, .res = res, .srcfd = -1, .destfd = -1,
-	                 .logfd = -1};
+	*k = (collector){
+	        .ctx = ctx, .c = c, .o = opts, .res = res, .srcfd = -1, .destfd = -1, .logfd = -1};
 	stg_err err = STG_OK;
 	int lock = -1;
 	stg_walk w = {.ctx = ctx};
@@ -959,8 +963,7 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	strip_slashes(k->dest);
 	if (opts->pack) {
 		size_t dl = strlen(k->dest);
-		if ((dl < 8 || strcmp(k->dest + dl - 8, ".tar.zst")) &&
-		    dl + 8 < sizeof k->dest)
+		if ((dl < 8 || strcmp(k->dest + dl - 8, ".tar.zst")) && dl + 8 < sizeof k->dest)
 			strcat(k->dest, ".tar.zst");
 	}
 	if (!(res->dest = strdup(k->dest))) {
@@ -971,14 +974,16 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	k->srcfd = open(k->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (k->srcfd < 0 || fstat(k->srcfd, &st)) {
 		err = stg__fail_errno(ctx, errno == ENOTDIR ? STG_EUSAGE : STG_ENOENT, errno,
-		                      errno == ENOTDIR ? "'%s' is not a directory (collect copies a "
-		                                         "directory's contents)"
-		                                       : "cannot read '%s'",
+		                      errno == ENOTDIR
+		                              ? "'%s' is not a directory (collect copies a "
+		                                "directory's contents)"
+		                              : "cannot read '%s'",
 		                      k->src);
 		goto out;
 	}
 	size_t sl = strlen(k->src);
-	if (!strncmp(k->dest, k->src, sl) && (k->dest[sl] == '/' || k->dest[sl] == '\0' || sl == 1)) {
+	if (!strncmp(k->dest, k->src, sl) &&
+	    (k->dest[sl] == '/' || k->dest[sl] == '\0' || sl == 1)) {
 		err = stg__fail(ctx, STG_EUSAGE, "'%s' is inside '%s': collect it elsewhere",
 		                k->dest, k->src);
 		goto out;
@@ -987,15 +992,14 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	char key[2 * (STG_PATH_MAX + 1) + 8];
 	int kl = snprintf(key, sizeof key, "%s%c%s%c%s", k->src, 0, k->dest, 0,
 	                  opts->pack ? "pack" : "tree");
-	snprintf(k->id, sizeof k->id, "%016llx",
-	         (unsigned long long)XXH3_64bits(key, (size_t)kl));
+	snprintf(k->id, sizeof k->id, "%016llx", (unsigned long long)XXH3_64bits(key, (size_t)kl));
 	char lname[40];
 	snprintf(lname, sizeof lname, "collect-%s", k->id);
 	bool waited;
 	if ((lock = stg__cache_lock(ctx, c, lname, true, &waited)) < 0) {
-		err = stg__cancelled(ctx)
-		              ? stg__fail(ctx, STG_EINTR, "interrupted")
-		              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the collect record");
+		err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
+		                          : stg__fail_errno(ctx, STG_EIO, errno,
+		                                            "cannot lock the collect record");
 		goto out;
 	}
 	if (stg__strmap_init(&k->map, 1024) || stg__strmap_init(&k->dirs, 64)) {

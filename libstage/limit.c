@@ -178,7 +178,8 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 			told = true;
 		}
 		if (!nap(ctx, delay)) {
-			err = stg__fail(ctx, STG_EINTR, "interrupted while waiting for a shared-FS slot");
+			err = stg__fail(ctx, STG_EINTR,
+			                "interrupted while waiting for a shared-FS slot");
 			break;
 		}
 		delay = delay * 2 > 0.2 ? 0.2 : delay * 2;
@@ -319,8 +320,8 @@ void stg__slot_release(stg_slot *s)
 		pthread_cond_destroy(&s->cv);
 		/* remove it only if it is still ours (not broken and retaken) */
 		struct stat a, b;
-		if (fstat(s->lease_fd, &a) == 0 && lstat(s->lease, &b) == 0 && a.st_ino == b.st_ino &&
-		    a.st_dev == b.st_dev)
+		if (fstat(s->lease_fd, &a) == 0 && lstat(s->lease, &b) == 0 &&
+		    a.st_ino == b.st_ino && a.st_dev == b.st_dev)
 			unlink(s->lease);
 		close(s->lease_fd);
 		s->lease_fd = -1;

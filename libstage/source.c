@@ -970,8 +970,8 @@ out:
 }
 
 /* Build the entry from the walked tree into tfd/data. */
-static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_walk *w, uint64_t *content,
-                           uint64_t *files)
+static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_walk *w,
+                           uint64_t *content, uint64_t *files)
 {
 	stg_err err = STG_OK;
 	int droot = -1;

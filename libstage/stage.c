@@ -664,7 +664,8 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 			if ((err = stg__slot_acquire(ctx, c, slot)))
 				goto out;
 			if ((*fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
-				err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
+				err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'",
+				                      src);
 				goto out;
 			}
 			if ((err = open_pack(ctx, c, *fd, &p)))
@@ -691,9 +692,9 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 		                key);
 	goto out;
 lock_failed:
-	err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
-	                          : stg__fail_errno(ctx, STG_EIO, errno,
-	                                            "cannot lock the cache entry %s", key);
+	err = stg__cancelled(ctx)
+	              ? stg__fail(ctx, STG_EINTR, "interrupted")
+	              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache entry %s", key);
 out:
 	if (!err)
 		stg__index_put(ctx, c, id, hex, src);

@@ -387,7 +387,8 @@ typedef struct stg_clean_opts {
 STG_API void stg_clean_opts_init(stg_clean_opts *opts);
 
 /* Called for each thing removed (or that would be, with dry_run): what it
- * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose source is gone), its path and its size. */
+ * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose source is gone), its
+ * path and its size. */
 typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint64_t bytes);
 
 /*

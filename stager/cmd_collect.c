@@ -46,8 +46,8 @@ int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char
 	} else {
 		char a[16];
 		if (res.sent_files)
-			cli_info("collected '%s' to '%s': %llu sent (%s), %llu unchanged, %.2f s", src,
-			         res.dest, (unsigned long long)res.sent_files,
+			cli_info("collected '%s' to '%s': %llu sent (%s), %llu unchanged, %.2f s",
+			         src, res.dest, (unsigned long long)res.sent_files,
 			         stg_format_size(res.sent_bytes, a, sizeof a),
 			         (unsigned long long)res.unchanged, res.seconds);
 		else if (g_opts.verbose)
@@ -92,7 +92,8 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
 			                                  (t1.tv_nsec - t0.tv_nsec) / 1e9);
 			if (left <= 0 || stop_signals)
 				break;
-			struct timespec ts = {(time_t)left, (long)((left - (double)(time_t)left) * 1e9)};
+			struct timespec ts = {(time_t)left,
+			                      (long)((left - (double)(time_t)left) * 1e9)};
 			nanosleep(&ts, NULL);
 		}
 	}
@@ -137,7 +138,8 @@ int cmd_collect(int argc, char **argv)
 			char *end;
 			long v = strtol(optarg, &end, 10);
 			if (*end || v < 1 || v > 19)
-				return cli_usage("--level: '%s' is not a level from 1 to 19", optarg);
+				return cli_usage("--level: '%s' is not a level from 1 to 19",
+				                 optarg);
 			co.level = (int)v;
 			break;
 		}
@@ -145,9 +147,10 @@ int cmd_collect(int argc, char **argv)
 		}
 	}
 	if (argc - optind != 2)
-		return cli_usage(argc - optind < 2 ? "what to collect, and where? stager collect SRC "
-		                                     "DEST"
-		                                   : "too many arguments");
+		return cli_usage(argc - optind < 2
+		                         ? "what to collect, and where? stager collect SRC "
+		                           "DEST"
+		                         : "too many arguments");
 	const char *src = argv[optind], *dest = argv[optind + 1];
 	stg_ctx *ctx = cli_ctx();
 	if (every) {

@@ -266,8 +266,7 @@ static pid_t start_cmd(char **argv, const sigset_t *old)
 /* Wait for CMD, passing signals on and collecting as asked.  Returns CMD's
  * status as a shell reports it; *stopped says whether a terminating
  * signal reached stager. */
-static int supervise(run_state *r, const sigset_t *set, uint64_t every, double grace,
-                     bool *stopped)
+static int supervise(run_state *r, const sigset_t *set, uint64_t every, double grace, bool *stopped)
 {
 	double next = every ? now() + (double)every : 0, deadline = 0;
 	int status = 0;
@@ -291,7 +290,8 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 				if (pid == r->collector) {
 					r->collector = 0;
 				} else if (pid == r->cmd) {
-					status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+					status = WIFEXITED(st) ? WEXITSTATUS(st)
+					                       : 128 + WTERMSIG(st);
 					r->cmd = 0;
 				}
 			}
