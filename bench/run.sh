@@ -539,7 +539,7 @@ read -r LS_READS LS_BYTES < <(awk -v p="<$BPACK_REAL>" '
 	END { print n + 0, b + 0 }' "$TMP/strace.ls")
 
 SHPACK=$BACK/shards.tar.zst
-limited "$STAGER" pack "$SHARDS" -o "$SHPACK" --quiet --progress=none
+limited "$STAGER" pack "$SHARDS" -o "$SHPACK" --quiet --progress=none >/dev/null
 ((LIMIT_RC == 0)) || die "stager could not pack the shards (status $LIMIT_RC)"
 SHPACK_BYTES=$(stat -c %s "$SHPACK")
 
@@ -925,8 +925,8 @@ plotline() { # TEXT LABEL_PREFIX LABEL_SUFFIX
 } >"$TMP/plot.dat"
 CHART_NOTE="not drawn: gnuplot is not installed"
 if ((HAVE_GNUPLOT)); then
-	subtitle="emulated NFS: $COST_MODEL; medians of $REPS repetition$( ((REPS > 1)) && echo s); $(nproc)-CPU machine"
-	((QUICK)) && subtitle="--quick (tiny data: proves the harness only); $subtitle"
+	subtitle="${DELAY_MS} ms per metadata operation, $BW_DESC shared, ${ATTR_TIMEOUT} s attribute cache; medians of $REPS run$( ((REPS > 1)) && echo s); $(nproc) CPUs"
+	((QUICK)) && subtitle="--quick, tiny data (proves the harness only): $subtitle"
 	if gnuplot -e "datafile='$TMP/plot.dat'; outfile='$TMP/chart.png'; subtitle='$subtitle'" \
 		"$ROOT/bench/plot.gp" 2>"$TMP/gnuplot.err"; then
 		mv "$TMP/chart.png" "$CHART"
@@ -992,8 +992,8 @@ raw_line() { # TEXT LABEL
 	row "$rd: collect, first" collect_first "" rsync
 	row "$rd: collect, unchanged re-run" collect_unchanged "" stager
 	row "$rd: collect, unchanged re-run" collect_unchanged "" rsync
-	row "$rd: collect, ${CHANGED:-?} files (1%) changed" collect_changed "" stager
-	row "$rd: collect, ${CHANGED:-?} files (1%) changed" collect_changed "" rsync
+	row "$rd: collect, 1% of the files (${CHANGED:-?}) changed" collect_changed "" stager
+	row "$rd: collect, 1% of the files (${CHANGED:-?}) changed" collect_changed "" rsync
 	echo
 	echo "Chart: $CHART_NOTE"
 	echo
