@@ -8,6 +8,7 @@ LIBDIR  ?= $(PREFIX)/lib
 INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
 PKGDIR  ?= $(LIBDIR)/pkgconfig
+DOCDIR  ?= $(PREFIX)/share/doc/stager
 
 VERSION := 0.1.0
 SOMAJOR := 0
@@ -131,7 +132,7 @@ $(B)/libstage.pc: libstage/libstage.pc.in Makefile
 
 install: all $(B)/libstage.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR)
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR)
 	install -m 755 $(STAGER) $(DESTDIR)$(BINDIR)/stager
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstage.a
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
@@ -140,11 +141,13 @@ install: all $(B)/libstage.pc
 	install -m 644 libstage/stage.h $(DESTDIR)$(INCDIR)/stage.h
 	install -m 644 $(B)/libstage.pc $(DESTDIR)$(PKGDIR)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
+	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/stager $(DESTDIR)$(LIBDIR)/libstage.a \
 	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/stage.h \
-	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1
+	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1 \
+	      $(DESTDIR)$(DOCDIR)/stager.conf.example
 
 format:
 	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c

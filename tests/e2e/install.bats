@@ -44,3 +44,17 @@ C
 	[ "$status" -eq 0 ]
 	[ "$output" = "0.1.0 2" ]
 }
+
+@test "the annotated site configuration names every setting and is accepted as is" {
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	root="$T/root"
+	make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr >/dev/null
+	ex="$root/usr/share/doc/stager/stager.conf.example"
+	[ -f "$ex" ]
+	for k in $("$STAGER" status --json --scratch "$T/s" | jq -r '.settings | keys[]'); do
+		grep -q "^#$k = " "$ex" || { echo "missing: $k"; false; }
+	done
+	# uncommented, every example value is valid
+	sed 's/^#\([a-z_]* = \)/\1/' "$ex" | sed "s|/data/.stager-leases|$T/leases|" >site.conf
+	STAGER_SITE_CONFIG="$T/site.conf" "$STAGER" status --scratch "$T/s" >/dev/null
+}
