@@ -9,6 +9,8 @@ INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
 PKGDIR  ?= $(LIBDIR)/pkgconfig
 DOCDIR  ?= $(PREFIX)/share/doc/stager
+COMPDIR ?= $(PREFIX)/share/bash-completion/completions
+MODDIR  ?= $(PREFIX)/share/modulefiles
 
 VERSION := 0.1.0
 SOMAJOR := 0
@@ -132,7 +134,8 @@ $(B)/libstage.pc: libstage/libstage.pc.in Makefile
 
 install: all $(B)/libstage.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
-		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR)
+		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR) \
+		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager
 	install -m 755 $(STAGER) $(DESTDIR)$(BINDIR)/stager
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstage.a
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
@@ -142,12 +145,16 @@ install: all $(B)/libstage.pc
 	install -m 644 $(B)/libstage.pc $(DESTDIR)$(PKGDIR)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
+	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' etc/stager.lua.in \
+		>$(DESTDIR)$(MODDIR)/stager/$(VERSION).lua
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/stager $(DESTDIR)$(LIBDIR)/libstage.a \
 	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/stage.h \
 	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1 \
-	      $(DESTDIR)$(DOCDIR)/stager.conf.example
+	      $(DESTDIR)$(DOCDIR)/stager.conf.example $(DESTDIR)$(COMPDIR)/stager \
+	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua
 
 format:
 	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c

@@ -7,7 +7,8 @@ libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev
 libcmocka-dev bats jq zstd tar zip strace util-linux
 clang libclang-rt-14-dev
 slurm-wlm munge
-rsync libfuse3-dev fuse3 gnuplot-nox"
+rsync libfuse3-dev fuse3 gnuplot-nox
+bash-completion lmod"
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then
 	command -v sudo >/dev/null || { echo "install-deps: run as root or install sudo" >&2; exit 1; }

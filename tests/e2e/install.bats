@@ -58,3 +58,68 @@ C
 	sed 's/^#\([a-z_]* = \)/\1/' "$ex" | sed "s|/data/.stager-leases|$T/leases|" >site.conf
 	STAGER_SITE_CONFIG="$T/site.conf" "$STAGER" status --scratch "$T/s" >/dev/null
 }
+
+# Completions bash-completion gives for the words of a command line (the
+# last word is the one being completed).
+complete_words() {
+	bash -c '
+		source /usr/share/bash-completion/bash_completion
+		source "$1"; shift
+		COMP_WORDS=("$@"); COMP_CWORD=$((${#COMP_WORDS[@]} - 1))
+		COMP_LINE="${COMP_WORDS[*]}"; COMP_POINT=${#COMP_LINE}
+		_stager stager "${COMP_WORDS[COMP_CWORD]}" "${COMP_WORDS[COMP_CWORD-1]}"
+		printf "%s\n" "${COMPREPLY[@]}"' sh "$@"
+}
+
+@test "bash completion: every command, each one's options, values" {
+	[ -r /usr/share/bash-completion/bash_completion ] || skip "needs bash-completion"
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	root="$T/root"
+	make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr >/dev/null
+	comp="$root/usr/share/bash-completion/completions/stager"
+	[ -f "$comp" ]
+	cmds=$("$STAGER" --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')
+	[ -n "$cmds" ]
+	[ "$(complete_words "$comp" stager '' | sort)" = "$(echo "$cmds" | sort)" ]
+	complete_words "$comp" stager co | grep -qx collect
+	for c in $cmds; do
+		offered=$(complete_words "$comp" stager "$c" -- | sort -u)
+		# every option the command's help lists is offered ...
+		for o in $("$STAGER" "$c" --help | grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z-]*' | grep -oE -- '--[a-z-]+'); do
+			echo "$offered" | grep -qx -- "$o" || { echo "$c: $o not offered"; false; }
+		done
+		# ... and everything offered is in the command's help or global
+		for o in $offered; do
+			[ "$o" = -- ] && continue
+			"$STAGER" "$c" --help | grep -q -- "${o%=}" ||
+				"$STAGER" --help | grep -q -- "${o%=}" || { echo "$c: $o offered, unknown"; false; }
+		done
+	done
+	complete_words "$comp" stager --progress=l | grep -qx lines
+	complete_words "$comp" stager stage --progress b | grep -qx bar
+	# after `run ... --`, commands complete
+	complete_words "$comp" stager run --stage x -- ech | grep -qx echo
+}
+
+@test "the Lmod modulefile: after module load stager, tool, man page and libstage.pc are found" {
+	[ -r /usr/share/lmod/lmod/init/bash ] || skip "needs lmod"
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	make -s -C "$top" B="${B:-build}" install PREFIX="$T/prefix" >/dev/null
+	[ -f "$T/prefix/share/modulefiles/stager/0.1.0.lua" ]
+	run env -i HOME="$T" PATH=/usr/bin:/bin bash -c '
+		source /usr/share/lmod/lmod/init/bash
+		module use "$1/share/modulefiles"
+		module load stager || exit 9
+		command -v stager
+		stager --version
+		man -w stager
+		pkg-config --modversion libstage
+		module unload stager
+		command -v stager || echo unloaded' sh "$T/prefix"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -qx "$T/prefix/bin/stager"
+	echo "$output" | grep -q "$T/prefix/share/man/man1/stager.1"
+	echo "$output" | grep -qx "0.1.0"
+	echo "$output" | tail -1 | grep -qx unloaded
+}
