@@ -130,6 +130,7 @@ int cmd_status(int argc, char **argv);
 int cmd_clean(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

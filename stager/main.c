@@ -212,13 +212,21 @@ const cli_cmd cli_commands[] = {
          "Compare two packs from their trailers: added, removed, changed, bytes.\n"
          "\n"
          "Not built yet in this version.\n"},
-        {"doctor", cmd_not_built, "check this node's set-up and say what to fix",
-         "usage: stager doctor\n"
+        {"doctor", cmd_doctor, "check this node's set-up and say what to fix",
+         "usage: stager doctor [PATH]... [--json]\n"
          "\n"
-         "Check scratch, free space, permissions, Slurm variables and the shared\n"
-         "filesystem, and say what to fix.\n"
+         "Check this node for stager: the configuration; the scratch root (on a\n"
+         "local disk, private, writable, its write and read throughput, free space\n"
+         "and inodes against min_free); the Slurm job, $SLURM_TMPDIR and squeue;\n"
+         "the reader slots and cluster leases; and each PATH on the shared\n"
+         "filesystem (default $HOME): its filesystem, the time of a stat(), and for\n"
+         "a file its read throughput (up to 256 MiB, past the page cache where the\n"
+         "kernel allows).  A path that does not answer within 30 s fails the check\n"
+         "instead of hanging.  Each check prints ok, warn or FAIL and what to fix.\n"
          "\n"
-         "Not built yet in this version.\n"},
+         "      --json  print {checks: [{check, status, found, fix}], failed, warnings}\n"
+         "\n"
+         "Exit: 0 nothing failed (warnings allowed), 7 a check failed.\n"},
         {NULL, NULL, NULL, NULL},
 };
 

@@ -1,0 +1,394 @@
+/*
+ * cmd_doctor.c - stager doctor [PATH]... [--json]: is this node set up
+ * right for stager, and what to fix.
+ *
+ * Each check says ok, warn or FAIL, what it found, and for the last two what
+ * to do.  The shared-filesystem paths (default $HOME) are probed in a child
+ * process with a time limit, so a hung NFS mount makes a failed check, not a
+ * hung doctor.  Exit 0 if nothing failed, 7 otherwise.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/magic.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { OPT_JSON = OPT_FIRST_LOCAL };
+enum { OK, WARN, FAIL };
+
+typedef struct report {
+	bool json;
+	unsigned n, failed, warned;
+} report;
+
+static void check(report *r, int level, const char *name, const char *fix, const char *fmt, ...)
+        __attribute__((format(printf, 5, 6)));
+
+static void check(report *r, int level, const char *name, const char *fix, const char *fmt, ...)
+{
+	char what[1024];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	static const char *const word[] = {"ok", "warn", "FAIL"}, *const jword[] = {"ok", "warn",
+	                                                                            "fail"};
+	if (r->json) {
+		printf("%s{\"check\":", r->n ? "," : "");
+		json_str(stdout, name);
+		printf(",\"status\":\"%s\",\"found\":", jword[level]);
+		json_str(stdout, what);
+		printf(",\"fix\":");
+		json_str(stdout, level == OK || !fix ? "" : fix);
+		printf("}");
+	} else {
+		printf("%-5s %-22s %s\n", word[level], name, what);
+		if (level != OK && fix)
+			printf("      %-22s -> %s\n", "", fix);
+	}
+	r->n++;
+	r->failed += level == FAIL;
+	r->warned += level == WARN;
+}
+
+static double now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* A filesystem's name from statfs, and whether it is a network one. */
+static const char *fs_kind(long type, bool *network)
+{
+	static const struct {
+		long magic;
+		const char *name;
+		bool net;
+	} fs[] = {
+	        {NFS_SUPER_MAGIC, "nfs", true},  {0xFF534D42, "cifs", true},
+	        {0x0BD00BD0, "lustre", true},    {0x47504653, "gpfs", true},
+	        {0x65735546, "fuse", true},      {0x6B414653, "afs", true},
+	        {0x19830326, "beegfs", true},    {EXT4_SUPER_MAGIC, "ext4", false},
+	        {XFS_SUPER_MAGIC, "xfs", false}, {BTRFS_SUPER_MAGIC, "btrfs", false},
+	        {TMPFS_MAGIC, "tmpfs", false},   {0x794C7630, "overlayfs", false},
+	        {0x2FC12FC1, "zfs", false},
+	};
+	for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+		if (fs[i].magic == type) {
+			*network = fs[i].net;
+			return fs[i].name;
+		}
+	}
+	*network = false;
+	return "other";
+}
+
+/* Read throughput of fd from offset 0 (up to max bytes), past the page
+ * cache where the kernel lets us; MB/s, or -1. */
+static double read_speed(int fd, uint64_t max, uint64_t *got)
+{
+	posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	const size_t bs = 4 << 20;
+	char *buf = malloc(bs);
+	if (!buf)
+		return -1;
+	double t0 = now();
+	*got = 0;
+	while (*got < max) {
+		ssize_t n = read(fd, buf, bs);
+		if (n <= 0)
+			break;
+		*got += (uint64_t)n;
+	}
+	double t = now() - t0;
+	free(buf);
+	return *got && t > 0 ? (double)*got / t / 1e6 : -1;
+}
+
+static void check_scratch(report *r, stg_cache *cache, const stg_config *cfg)
+{
+	const char *root = stg_cache_root(cache);
+	struct stat st;
+	struct statfs sf;
+	if (stat(root, &st) || statfs(root, &sf)) {
+		check(r, FAIL, "scratch root", "set scratch_root to a node-local disk", "'%s': %s",
+		      root, strerror(errno));
+		return;
+	}
+	bool net;
+	const char *kind = fs_kind((long)sf.f_type, &net);
+	if (net)
+		check(r, WARN, "scratch root", "point scratch_root at the node's local disk",
+		      "'%s' is on %s, a network filesystem: staging there gains nothing", root,
+		      kind);
+	else if (st.st_uid != geteuid() || (st.st_mode & 077))
+		check(r, FAIL, "scratch root", "chmod 700 it (and own it)",
+		      "'%s' (%s) is mode %04o, owner %u: others could read or change your data",
+		      root, kind, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+	else
+		check(r, OK, "scratch root", NULL, "'%s' (%s, private)", root, kind);
+
+	/* writable, and how fast it reads back */
+	char tmp[4200];
+	snprintf(tmp, sizeof tmp, "%s/.doctor.%d", root, (int)getpid());
+	int fd = open(tmp, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+	if (fd < 0) {
+		check(r, FAIL, "scratch write", "check the disk and its permissions",
+		      "cannot create a file in '%s': %s", root, strerror(errno));
+	} else {
+		const size_t bs = 4 << 20, total = 64 << 20;
+		char *buf = calloc(1, bs);
+		size_t done = 0;
+		double t0 = now();
+		while (buf && done < total && write(fd, buf, bs) == (ssize_t)bs)
+			done += bs;
+		fsync(fd);
+		double wt = now() - t0;
+		free(buf);
+		lseek(fd, 0, SEEK_SET);
+		uint64_t got;
+		double rs = read_speed(fd, total, &got);
+		if (done < total)
+			check(r, FAIL, "scratch write", "free space on the scratch disk",
+			      "only %zu of %zu MiB could be written: %s", done >> 20, total >> 20,
+			      strerror(errno));
+		else
+			check(r, OK, "scratch throughput", NULL,
+			      "write %.0f MB/s (with fsync), read %.0f MB/s (64 MiB)",
+			      (double)total / wt / 1e6, rs);
+		close(fd);
+		unlink(tmp);
+	}
+
+	stg_ctx *ctx = stg_ctx_new();
+	stg_cache_info *in = NULL;
+	if (ctx && stg_cache_status(ctx, cache, &in) == STG_OK) {
+		char a[16], b[16], c[16], d[16];
+		int level = in->fs_free < in->min_free ? FAIL : OK;
+		check(r, level, "scratch space", "stager clean --older-than 7d, or lower cache_max",
+		      "%s free of %s (min_free %s), %llu inodes free; cache %s in %zu entries",
+		      stg_format_size(in->fs_free, a, sizeof a),
+		      stg_format_size(in->fs_size, b, sizeof b),
+		      stg_format_size(in->min_free, c, sizeof c),
+		      (unsigned long long)in->fs_files_free,
+		      stg_format_size(in->cache_bytes, d, sizeof d), in->n_entries);
+		stg_cache_info_free(in);
+	}
+	stg_ctx_free(ctx);
+	(void)cfg;
+}
+
+static bool on_path(const char *prog)
+{
+	const char *path = getenv("PATH");
+	char dir[4096], full[4200];
+	while (path && *path) {
+		size_t n = strcspn(path, ":");
+		snprintf(dir, sizeof dir, "%.*s", (int)n, path);
+		snprintf(full, sizeof full, "%s/%s", *dir ? dir : ".", prog);
+		if (access(full, X_OK) == 0)
+			return true;
+		path += n + (path[n] == ':');
+	}
+	return false;
+}
+
+static void check_slurm(report *r)
+{
+	const char *job = getenv("SLURM_JOB_ID"), *tmp = getenv("SLURM_TMPDIR");
+	if (job && *job)
+		check(r, OK, "slurm job", NULL, "job %s on %s node(s)", job,
+		      getenv("SLURM_NNODES") ? getenv("SLURM_NNODES") : "1");
+	else
+		check(r, OK, "slurm job", NULL,
+		      "not in a job: what you stage is pinned while your shell lives");
+	if (job && *job && !(tmp && *tmp))
+		check(r, OK, "SLURM_TMPDIR", NULL,
+		      "not set: stager keeps a job directory under the scratch root, which "
+		      "`stager clean` (or the epilog) removes after the job");
+	else if (tmp && *tmp)
+		check(r, access(tmp, W_OK) ? FAIL : OK, "SLURM_TMPDIR",
+		      "ask your administrators: the job's scratch directory is not writable",
+		      "'%s'", tmp);
+	/* clean asks squeue whether jobs still run */
+	if (!on_path("squeue"))
+		check(r, WARN, "squeue", "install Slurm's client commands on this node",
+		      "not found: `stager clean` cannot tell finished jobs from running ones and "
+		      "keeps their pins");
+	else
+		check(r, OK, "squeue", NULL, "found: clean asks Slurm which jobs still run");
+}
+
+static void check_limits(report *r, const stg_config *cfg)
+{
+	const char *dir = stg_config_get(cfg, "slot_dir", NULL);
+	const char *max = stg_config_get(cfg, "max_readers_per_node", NULL);
+	struct stat st;
+	if (!strcmp(max, "0"))
+		check(r, WARN, "reader slots", "set max_readers_per_node (e.g. 2)",
+		      "no node-wide limit on shared-FS readers");
+	else if (lstat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || (st.st_mode & 01777) != 01777))
+		check(r, FAIL, "reader slots", "make slot_dir a sticky, world-writable directory",
+		      "'%s' is not a sticky, world-writable directory (mode %04o)", dir,
+		      (unsigned)(st.st_mode & 07777));
+	else if (lstat(dir, &st) && (mkdir(dir, 01777) || chmod(dir, 01777)))
+		check(r, FAIL, "reader slots",
+		      "set slot_dir to a node-local directory anyone can use",
+		      "cannot create '%s': %s", dir, strerror(errno));
+	else
+		check(r, OK, "reader slots", NULL, "%s per node, in '%s'", max, dir);
+
+	const char *lease = stg_config_get(cfg, "shared_lock_dir", NULL);
+	const char *lmax = stg_config_get(cfg, "max_readers_cluster", NULL);
+	if (!*lease || !strcmp(lmax, "0"))
+		return;
+	char probe[4200];
+	snprintf(probe, sizeof probe, "%s/.doctor.%d", lease, (int)getpid());
+	int fd = open(probe, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		check(r, FAIL, "cluster leases",
+		      "create shared_lock_dir on the shared filesystem, writable by all (1777)",
+		      "cannot create a lease in '%s': %s", lease, strerror(errno));
+		return;
+	}
+	close(fd);
+	unlink(probe);
+	check(r, OK, "cluster leases", NULL, "%s per cluster, in '%s'", lmax, lease);
+}
+
+/* Probe a shared-FS path in a child (a hung mount must not hang us): its
+ * filesystem, metadata latency, and for a file its read throughput. */
+static void check_path(report *r, const char *path)
+{
+	int pipefd[2];
+	if (pipe(pipefd))
+		return;
+	pid_t pid = fork();
+	if (pid == 0) {
+		close(pipefd[0]);
+		char out[1024];
+		struct stat st;
+		struct statfs sf;
+		if (stat(path, &st) || statfs(path, &sf)) {
+			snprintf(out, sizeof out, "F'%s': %s", path, strerror(errno));
+		} else {
+			bool net;
+			const char *kind = fs_kind((long)sf.f_type, &net);
+			/* metadata latency: stat() of the path, 200 times */
+			double t0 = now();
+			for (int i = 0; i < 200; i++)
+				stat(path, &st);
+			double us = (now() - t0) / 200 * 1e6;
+			int n = snprintf(out, sizeof out, "O'%s' (%s%s): %.1f us per stat()", path,
+			                 kind, net ? ", network" : "", us);
+			if (S_ISREG(st.st_mode)) {
+				int fd = open(path, O_RDONLY | O_CLOEXEC);
+				uint64_t got = 0;
+				double mbs = fd >= 0 ? read_speed(fd, 256ull << 20, &got) : -1;
+				if (fd >= 0)
+					close(fd);
+				if (mbs > 0)
+					snprintf(out + n, sizeof out - (size_t)n,
+					         ", read %.0f MB/s (%llu MiB)", mbs,
+					         (unsigned long long)(got >> 20));
+			}
+		}
+		(void)!write(pipefd[1], out, strlen(out));
+		_exit(0);
+	}
+	close(pipefd[1]);
+	char buf[1024] = "";
+	size_t len = 0;
+	double t0 = now();
+	int status;
+	bool done = false;
+	fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
+	while (now() - t0 < 30) {
+		ssize_t n = read(pipefd[0], buf + len, sizeof buf - 1 - len);
+		if (n > 0)
+			len += (size_t)n;
+		if (waitpid(pid, &status, WNOHANG) == pid) {
+			while ((n = read(pipefd[0], buf + len, sizeof buf - 1 - len)) > 0)
+				len += (size_t)n;
+			done = true;
+			break;
+		}
+		struct timespec ts = {0, 20000000};
+		nanosleep(&ts, NULL);
+	}
+	close(pipefd[0]);
+	buf[len] = '\0';
+	if (!done) {
+		kill(pid, SIGKILL);
+		waitpid(pid, &status, 0);
+		check(r, FAIL, "shared filesystem", "check the mount (is the file server up?)",
+		      "'%s' did not answer within 30 s", path);
+	} else if (buf[0] == 'O') {
+		check(r, OK, "shared filesystem", NULL, "%s", buf + 1);
+	} else {
+		check(r, FAIL, "shared filesystem", "check the path and the mount", "%s",
+		      buf[0] ? buf + 1 : "no answer");
+	}
+}
+
+int cmd_doctor(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	        {"json", no_argument, NULL, OPT_JSON},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
+	};
+	report r = {0};
+	int c, rc;
+	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+		rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -2)
+			continue;
+		if (c == OPT_JSON)
+			r.json = true;
+		else
+			return cli_usage("unexpected option");
+	}
+	if ((rc = cli_check_globals()))
+		return rc;
+	stg_ctx *ctx = cli_ctx();
+	stg_config *cfg = cli_config(ctx);
+	if (r.json)
+		printf("{\"checks\":[");
+	check(&r, OK, "configuration", NULL, "loaded (stager status lists every setting)");
+	stg_cache *cache = cli_cache(ctx, cfg, &rc);
+	if (cache) {
+		check_scratch(&r, cache, cfg);
+		stg_cache_close(cache);
+	} else {
+		check(&r, FAIL, "scratch root",
+		      "set scratch_root to a writable node-local directory", "%s", stg_errmsg(ctx));
+	}
+	check_slurm(&r);
+	check_limits(&r, cfg);
+	if (optind < argc) {
+		for (int i = optind; i < argc; i++)
+			check_path(&r, argv[i]);
+	} else if (getenv("HOME")) {
+		check_path(&r, getenv("HOME"));
+	}
+	if (r.json)
+		printf("],\"failed\":%u,\"warnings\":%u}\n", r.failed, r.warned);
+	else
+		printf("\n%u checks: %u failed, %u warnings\n", r.n, r.failed, r.warned);
+	stg_config_free(cfg);
+	cli_ctx_done(ctx);
+	return r.failed ? EXIT_IO : EXIT_OK;
+}

@@ -1,0 +1,84 @@
+#!/usr/bin/env bats
+# stager doctor: checks a node's set-up and says what to fix.
+
+load helpers
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots"
+	unset SLURM_JOB_ID SLURM_TMPDIR
+}
+
+teardown() {
+	cd /
+	if [ -n "${SFS_PID:-}" ]; then kill -CONT "$SFS_PID" 2>/dev/null || true; fi
+	if mountpoint -q "$T/mnt" 2>/dev/null; then fusermount3 -u "$T/mnt" 2>/dev/null || umount -l "$T/mnt"; fi
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+mount_shared() { # sharedfs options...
+	[ "$(id -u)" -eq 0 ] && [ -e /dev/fuse ] || skip "needs root and /dev/fuse"
+	: "${SHAREDFS:=$BATS_TEST_DIRNAME/../../build/sharedfs}"
+	mkdir -p "$T/backing" "$T/mnt"
+	"$SHAREDFS" "$@" "$T/backing" "$T/mnt"
+}
+
+@test "a good node: every check ok, exit 0, JSON with the checks" {
+	run stager doctor "$T"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^ok    scratch root"
+	echo "$output" | grep -q "scratch throughput.*MB/s"
+	echo "$output" | grep -q "0 failed"
+	stager doctor --json "$T" | jq -e '.failed == 0 and ([.checks[].check] | index("scratch space") != null) and ([.checks[] | select(.check == "shared filesystem")][0].status == "ok")'
+}
+
+@test "the shared filesystem: its kind, the cost of a stat, read throughput" {
+	mount_shared --delay-ms 2 --bw 50M --attr-timeout 0
+	head -c 30000000 /dev/urandom >"$T/backing/shard"
+	run stager doctor "$T/mnt/shard"
+	echo "$output"
+	line=$(echo "$output" | grep "shared filesystem")
+	echo "$line" | grep -q "fuse, network"
+	us=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) us per stat.*/\1/p')
+	# 2 ms a metadata operation
+	echo "$us >= 1800 && $us < 10000" | bc -l | grep -q 1
+	mbs=$(echo "$line" | sed -n 's/.*read \([0-9]*\) MB\/s.*/\1/p')
+	# 50 MiB/s = 52 MB/s
+	[ "$mbs" -ge 40 ] && [ "$mbs" -le 60 ]
+}
+
+@test "what is wrong is named with the fix, exit 7" {
+	touch scratch # a file where the scratch root should be
+	run stager doctor "$T"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "FAIL  scratch root"
+	echo "$output" | grep -q -- "-> set scratch_root"
+	rm scratch
+	touch slotfile
+	STAGER_SLOT_DIR="$T/slotfile" run stager doctor "$T"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "FAIL  reader slots"
+	STAGER_SHARED_LOCK_DIR="$T/no-such-dir" STAGER_MAX_READERS_CLUSTER=4 run stager doctor "$T"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "FAIL  cluster leases"
+	run stager doctor "$T/missing"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "missing.*No such file"
+}
+
+@test "a shared filesystem that hangs fails the check instead of hanging doctor" {
+	mount_shared --delay-ms 0
+	SFS_PID=$(pgrep -n -f "sharedfs.*$T/mnt")
+	kill -STOP "$SFS_PID"
+	start=$(date +%s)
+	run timeout 60 "$STAGER" doctor "$T/mnt"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "did not answer within 30 s"
+	[ $(($(date +%s) - start)) -lt 45 ]
+	kill -CONT "$SFS_PID"
+}
