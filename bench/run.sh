@@ -181,7 +181,13 @@ cleanup() {
 		log "WARNING: could not unmount $SHARED: nothing removed"
 		exit "$rc"
 	fi
-	rm_work "$TMP" "$OUT"
+	# the measurements of a run that broke down are kept (small files)
+	if ((rc)) && [[ -d $TMP ]]; then
+		rm -rf "$WORK/tmp.failed"
+		mv "$TMP" "$WORK/tmp.failed" && log "the raw measurements are kept in $WORK/tmp.failed"
+		((QUICK)) && KEEP=1
+	fi
+	rm_work "$TMP" "$OUT" "$WORK/slots" "$WORK/no-config"
 	if [[ $KEEP == 1 ]]; then
 		log "KEEP=1: datasets kept in $BACK"
 	else
@@ -330,7 +336,7 @@ sfs_timed() {
 }
 
 # stats over a LABEL's runs (file $TMP/LABEL.KIND, one number a line)
-median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
 minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
 med() { median "$TMP/$1.$2"; }
@@ -344,7 +350,7 @@ secs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILE
 msecs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILED/) print s; else printf "%.1f ms", s * 1000 }'; }
 asecs() { awk -v s="$1" 'BEGIN { if (s == "NA") print "—"; else if (s ~ /^FAILED/) print s; else if (s < 0.1) printf "%.1f ms", s * 1000; else if (s < 10) printf "%.3f s", s; else printf "%.1f s", s }'; }
 mib() { awk -v k="$1" 'BEGIN { if (k == "NA") print "—"; else printf "%.1f MiB", k / 1024 }'; }
-count() { awk -v n="$1" 'BEGIN { if (n == "NA") print "—"; else { s = sprintf("%d", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o } }'; }
+count() { awk -v n="$1" 'BEGIN { if (n == "NA") print "—"; else { s = sprintf("%.0f", n); o = ""; while (length(s) > 3) { o = "," substr(s, length(s) - 2) o; s = substr(s, 1, length(s) - 3) } print s o } }'; }
 bytes_h() { awk -v b="$1" 'BEGIN { if (b == "NA" || b == "") print "—"; else if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else if (b >= 1024) printf "%.1f KiB", b / 1024; else printf "%d B", b }'; }
 # cell FMT LABEL: the formatted median of LABEL's runs, noting failed runs
 cell() {
@@ -425,7 +431,8 @@ log "generating $N_IMAGES images, $SHARD_COUNT shards of $SHARD_SIZE and a $BIG_
 "$GENDATA" images "$IMG" --files "$N_IMAGES" --classes "$N_CLASSES" --seed 1
 "$GENDATA" shards "$SHARDS" --count "$SHARD_COUNT" --size "$SHARD_SIZE" --seed 3
 "$GENDATA" file "$BIG" --size "$BIG_SIZE" --seed 2
-tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { print s + 0 }'; }
+# (awk here is often mawk: integers past 2^31 must go through printf %.0f)
+tree_bytes() { find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }'; }
 tree_files() { find "$1" -type f | wc -l; }
 IMG_BYTES=$(tree_bytes "$IMG")
 IMG_FILES=$(tree_files "$IMG")
@@ -536,7 +543,7 @@ read -r LS_READS LS_BYTES < <(awk -v p="<$BPACK_REAL>" '
 			if (match(line, /= [0-9]+$/)) b += substr(line, RSTART + 2)
 		}
 	}
-	END { print n + 0, b + 0 }' "$TMP/strace.ls")
+	END { printf "%d %.0f\n", n, b }' "$TMP/strace.ls")
 
 SHPACK=$BACK/shards.tar.zst
 limited "$STAGER" pack "$SHARDS" -o "$SHPACK" --quiet --progress=none >/dev/null
