@@ -400,6 +400,39 @@ typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint
 STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *opts,
                           stg_clean_fn report, void *arg, uint64_t *freed);
 
+/* ---- comparing packs --------------------------------------------------- */
+
+typedef enum { STG_DIFF_ADDED, STG_DIFF_REMOVED, STG_DIFF_CHANGED } stg_diff_kind;
+
+/* What differs in a changed entry (bits). */
+enum {
+	STG_DIFF_CONTENT = 1, /* size or XXH3-128 */
+	STG_DIFF_MODE = 2,    /* permission bits */
+	STG_DIFF_TYPE = 4,    /* file, directory, link */
+	STG_DIFF_LINK = 8,    /* a link's target */
+};
+
+typedef struct stg_diff_stats {
+	uint64_t added, removed, changed, unchanged; /* entries */
+	/* file content; of changed files, the new size of those whose content
+	 * (or type) changed */
+	uint64_t added_bytes, removed_bytes, changed_bytes;
+} stg_diff_stats;
+
+/* Called per difference; old is NULL for an added entry, new_ for a
+ * removed one; what is a mask of STG_DIFF_CONTENT ... for a changed one. */
+typedef void (*stg_diff_fn)(void *arg, stg_diff_kind kind, unsigned what, const stg_entry *old,
+                            const stg_entry *new_);
+
+/*
+ * Compare two packs by their manifests alone (no frame is read): entries
+ * matched by path; changed when type, content, permission bits or link
+ * target differ (not for an mtime alone).  Reports in new_'s order, then the
+ * removed in old's.  st (may be NULL) receives the counts.
+ */
+STG_API stg_err stg_diff(stg_ctx *ctx, const stg_pack *old, const stg_pack *new_, stg_diff_fn fn,
+                         void *arg, stg_diff_stats *st);
+
 /* ---- collecting results ------------------------------------------------ */
 
 typedef struct stg_collect_opts {

@@ -131,6 +131,7 @@ int cmd_clean(int argc, char **argv);
 int cmd_collect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

@@ -206,12 +206,18 @@ const cli_cmd cli_commands[] = {
          "      --job ID        what Slurm job ID left (its pins and job directory),\n"
          "                      alive or not: for an epilog\n"
          "      --json          print what was removed and the bytes freed\n"},
-        {"diff", cmd_not_built, "what changed between two packs",
+        {"diff", cmd_diff, "what changed between two packs",
          "usage: stager diff OLD NEW [--json]\n"
          "\n"
-         "Compare two packs from their trailers: added, removed, changed, bytes.\n"
+         "Compare two packs from their trailers alone (one read at the end of each,\n"
+         "no data): one line per difference, \"A path\" added, \"D path\" removed,\n"
+         "\"M path (content, mode, type, link)\" changed, and a summary with the\n"
+         "bytes.  Content is compared by size and XXH3-128; an mtime alone is not a\n"
+         "change.\n"
          "\n"
-         "Not built yet in this version.\n"},
+         "      --json  print {old, new, added, removed, changed, unchanged, bytes}\n"
+         "\n"
+         "Exit: 0 (differences or not), 2 a pack missing, 4 a damaged pack.\n"},
         {"doctor", cmd_doctor, "check this node's set-up and say what to fix",
          "usage: stager doctor [PATH]... [--json]\n"
          "\n"

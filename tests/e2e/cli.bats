@@ -28,7 +28,7 @@ load helpers
 }
 
 @test "commands not built yet say so and exit 1" {
-	for c in push pull serve diff; do
+	for c in push pull serve; do
 		run stager "$c" x y
 		[ "$status" -eq 1 ]
 		echo "$output" | grep -q "not built yet"
