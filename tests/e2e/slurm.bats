@@ -61,7 +61,11 @@ JOB
 teardown_file() {
 	[ -n "${SL:-}" ] || return 0
 	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	# jobs still running (a filtered run) end with the cluster
+	squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
+	for _ in $(seq 1 50); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
 	"$top/scripts/slurm-test-cluster.sh" stop "$SL/cluster" || true
+	pkill -f "$SL/" 2>/dev/null || true
 	chmod -R u+w "$SL" 2>/dev/null || true
 	rm -rf "$SL"
 }
