@@ -65,12 +65,16 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* "SRC:DEST" split at the last ':' (DEST may be optional). */
+/* "SRC:DEST" split at the last ':' (DEST may be optional: then a SRC
+ * whose own name has a ':' is taken whole if it exists). */
 static int split_pair(const char *arg, bool need_dest, pair *p)
 {
 	const char *colon = strrchr(arg, ':');
+	struct stat st;
 	if (!colon && need_dest)
 		return -1;
+	if (colon && !need_dest && stat(arg, &st) == 0)
+		colon = NULL;
 	p->src = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
 	p->dest = colon && colon[1] ? strdup(colon + 1) : NULL;
 	if (!p->src || !*p->src || (need_dest && !p->dest))

@@ -133,3 +133,14 @@ wait_for() {
 	run stager run --every 1m -- true
 	[ "$status" -eq 1 ]
 }
+
+@test "--stage: a source whose name has a colon, with and without DEST" {
+	cp ds.tar.zst 'ds:v2.tar.zst'
+	run stager run -q --stage 'ds:v2.tar.zst' -- sh -c 'diff -r ds "$STAGER_DATA" && echo "$STAGER_DATA"'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q '/ds:v2$'
+	run stager run -q --stage 'ds:v2.tar.zst:mine' -- sh -c 'diff -r ds "$STAGER_DATA" && echo "$STAGER_DATA"'
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q '/mine$'
+}
