@@ -171,6 +171,7 @@ help:
 	@echo "make test       all tests; ends with 'N passed, N failed'"
 	@echo "make asan|ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
 	@echo "make fuzz       run the libFuzzer targets (FUZZ_TIME=seconds)"
-	@echo "make bench      benchmarks against tar/zstd; writes bench/results.md"
+	@echo "make bench      benchmarks against rsync, tar/zstd, cp through an emulated NFS and on"
+	@echo "                local disk; writes bench/results.md and bench/results.png"
 	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
 	@echo "make format     clang-format the sources (format-check to check)"

@@ -24,6 +24,8 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 
 @test "collect copies a tree like rsync -a (modes, mtimes, links, awkward names)" {
 	make_awkward_tree src
+	(umask 002 && echo gw >src/group-writable && chmod 0664 src/group-writable)
+	umask 022 # the copy keeps 0664 all the same
 	run stager collect src dest
 	[ "$status" -eq 0 ]
 	[ "$(tree_sig src)" = "$(tree_sig dest)" ]
