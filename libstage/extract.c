@@ -412,6 +412,13 @@ static void *ex_reader(void *arg)
 		s->qtail = b;
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
+		/* the next frame comes in (kernel readahead) while this one is
+		 * hashed: on a network filesystem reading and hashing overlap */
+		if (s->p->fd >= 0 && i + 1 < s->n_frames) {
+			const stg_frame *nf = &s->t->frames[s->frames[i + 1]];
+			posix_fadvise(s->p->fd, (off_t)nf->comp_off, (off_t)nf->comp_size,
+			              POSIX_FADV_WILLNEED);
+		}
 		/* b may be in use by a worker now, but its bytes are not changed
 		 * until it returns to the free list, after decoding; hash them
 		 * here, overlapped with the workers */
