@@ -92,12 +92,12 @@ wait_for() {
 }
 
 @test "--every: after kill -9 of everything, results at most one interval old are safe" {
-	"$STAGER" run --every 1 --collect out:results -- bash -c '
+	# its own process group, so that one kill -9 reaches all of it at once
+	setsid "$STAGER" run --every 1 --collect out:results -- bash -c '
 		i=0; while :; do i=$((i+1)); echo $i >$STAGER_OUT/step-$i; sleep 0.2; done' 2>err &
 	pid=$!
 	sleep 3.5
-	pkill -KILL -P "$pid" || true
-	kill -KILL "$pid"
+	kill -KILL -- -"$pid"
 	wait "$pid" || true
 	cat err
 	n=$(ls results | grep -c step-)
