@@ -75,13 +75,6 @@ static int64_t ns_of(const struct timespec *ts)
 	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
 }
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* ---- the record ----------------------------------------------------------------- */
 
 static crec *rec_find(collector *k, const char *path)
@@ -577,8 +570,7 @@ static bool send_item(collector *k, const stg_witem *it, const char *final, cons
 		stg__log(k->ctx, STG_LOG_WARN, "retrying '%s' in %.2g s (attempt %d of %d): %s",
 		         shown, wait, attempt + 1, TRIES, strerror(e));
 		k->res->retries++;
-		struct timespec ts = {(time_t)wait, (long)((wait - (double)(time_t)wait) * 1e9)};
-		nanosleep(&ts, NULL);
+		stg__nap(k->ctx, wait);
 	}
 	if (it->link) {
 		r.mtime_ns = ns_of(&it->st.st_mtim);
@@ -946,17 +938,6 @@ void stg_collect_result_free(stg_collect_result *res)
 	}
 }
 
-/* An absolute form of path, made without asking any filesystem. */
-static int absolute(const char *path, char *out, size_t len)
-{
-	if (path[0] == '/')
-		return (size_t)snprintf(out, len, "%s", path) < len ? 0 : -1;
-	char cwd[STG_PATH_MAX + 1];
-	if (!getcwd(cwd, sizeof cwd))
-		return -1;
-	return (size_t)snprintf(out, len, "%s/%s", cwd, path) < len ? 0 : -1;
-}
-
 static void strip_slashes(char *p)
 {
 	size_t n = strlen(p);
@@ -967,7 +948,7 @@ static void strip_slashes(char *p)
 stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest,
                     const stg_collect_opts *opts, stg_collect_result *res)
 {
-	double t0 = mono();
+	double t0 = stg__now();
 	memset(res, 0, sizeof *res);
 	stg_collect_opts def;
 	if (!opts) {
@@ -988,7 +969,8 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	stg_err err = STG_OK;
 	int lock = -1;
 	stg_walk w = {.ctx = ctx};
-	if (absolute(src, k->src, sizeof k->src) || absolute(dest, k->dest, sizeof k->dest)) {
+	if (stg__absolute(src, k->src, sizeof k->src) ||
+	    stg__absolute(dest, k->dest, sizeof k->dest)) {
 		err = stg__fail(ctx, STG_EUSAGE, "path too long");
 		goto out;
 	}
@@ -1074,6 +1056,6 @@ out:
 		free(k->pending[i]);
 	free(k->pending);
 	free(k);
-	res->seconds = mono() - t0;
+	res->seconds = stg__now() - t0;
 	return err;
 }

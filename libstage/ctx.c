@@ -9,6 +9,8 @@
  */
 #include "internal.h"
 
+#include <time.h>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -355,4 +357,22 @@ int stg__create_tmp(const char *path, const char *tag, char **name)
 	}
 	errno = EEXIST;
 	return -1;
+}
+
+double stg__now(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+bool stg__nap(stg_ctx *ctx, double s)
+{
+	while (s > 0 && !(ctx && stg__cancelled(ctx))) {
+		double step = s < 0.1 ? s : 0.1;
+		struct timespec ts = {(time_t)step, (long)((step - (double)(time_t)step) * 1e9)};
+		nanosleep(&ts, NULL);
+		s -= step;
+	}
+	return !(ctx && stg__cancelled(ctx));
 }

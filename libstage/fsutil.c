@@ -232,3 +232,13 @@ void stg__names_free(char **names, size_t n)
 		free(names[i]);
 	free(names);
 }
+
+int stg__absolute(const char *path, char *out, size_t len)
+{
+	if (path[0] == '/')
+		return (size_t)snprintf(out, len, "%s", path) < len ? 0 : -1;
+	char cwd[STG_PATH_MAX + 1];
+	if (!getcwd(cwd, sizeof cwd))
+		return -1;
+	return (size_t)snprintf(out, len, "%s/%s", cwd, path) < len ? 0 : -1;
+}

@@ -40,6 +40,10 @@ stg_err stg__err_from_errno(int errnum, stg_err otherwise);
 void stg__log(stg_ctx *ctx, stg_log_level level, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 int stg__threads(const stg_ctx *ctx);
+/* Seconds on the monotonic clock. */
+double stg__now(void);
+/* Sleep s seconds in short steps; false (early) if ctx was cancelled. */
+bool stg__nap(stg_ctx *ctx, double s);
 static inline bool stg__cancelled(const stg_ctx *ctx)
 {
 	return ctx->cancelled != 0;
@@ -205,6 +209,10 @@ void stg__names_free(char **names, size_t n);
 int stg__replace(const char *tmp, const char *path, bool durable);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */
 int stg__mkdirs_parent(const char *path);
+/* path made absolute against the working directory, without asking any
+ * filesystem (no realpath: on NFS each component would be a round trip);
+ * -1 if it does not fit. */
+int stg__absolute(const char *path, char *out, size_t len);
 
 /* ---- configuration (config.c) ------------------------------------------ */
 

@@ -37,25 +37,6 @@
 #include <time.h>
 #include <unistd.h>
 
-static double mono(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Sleep up to s seconds; false if cancelled meanwhile. */
-static bool nap(stg_ctx *ctx, double s)
-{
-	while (s > 0 && !(ctx && stg__cancelled(ctx))) {
-		double step = s < 0.1 ? s : 0.1;
-		struct timespec ts = {(time_t)step, (long)((step - (double)(time_t)step) * 1e9)};
-		nanosleep(&ts, NULL);
-		s -= step;
-	}
-	return !(ctx && stg__cancelled(ctx));
-}
-
 /* ---- token buckets ------------------------------------------------------------ */
 
 void stg__bucket_init(stg_bucket *b, double rate)
@@ -63,7 +44,7 @@ void stg__bucket_init(stg_bucket *b, double rate)
 	pthread_mutex_init(&b->mu, NULL);
 	b->rate = rate;
 	b->tokens = 0;
-	b->last = mono();
+	b->last = stg__now();
 }
 
 void stg__bucket_destroy(stg_bucket *b)
@@ -76,7 +57,7 @@ void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n)
 	if (!b || b->rate <= 0)
 		return;
 	pthread_mutex_lock(&b->mu);
-	double t = mono(), burst = b->rate / 10 > 1 ? b->rate / 10 : 1;
+	double t = stg__now(), burst = b->rate / 10 > 1 ? b->rate / 10 : 1;
 	b->tokens += (t - b->last) * b->rate;
 	if (b->tokens > burst)
 		b->tokens = burst;
@@ -84,7 +65,7 @@ void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n)
 	b->tokens -= n;
 	double wait = b->tokens < 0 ? -b->tokens / b->rate : 0;
 	pthread_mutex_unlock(&b->mu);
-	nap(ctx, wait);
+	stg__nap(ctx, wait);
 }
 
 /* ---- node slots --------------------------------------------------------------- */
@@ -158,7 +139,7 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 		goto out;
 	}
 	unsigned start = (unsigned)getpid() % n;
-	double delay = 0.02, t0 = mono();
+	double delay = 0.02, t0 = stg__now();
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n && s->fd < 0; k++) {
@@ -170,14 +151,14 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 		}
 		if (s->fd >= 0)
 			break;
-		if (!told && mono() - t0 > 0.5) {
+		if (!told && stg__now() - t0 > 0.5) {
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a shared-FS slot: all %u on this node are in use "
 			         "(max_readers_per_node)",
 			         n);
 			told = true;
 		}
-		if (!nap(ctx, delay)) {
+		if (!stg__nap(ctx, delay)) {
 			err = stg__fail(ctx, STG_EINTR,
 			                "interrupted while waiting for a shared-FS slot");
 			break;
@@ -282,7 +263,7 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 			told = true;
 		}
 		/* every round costs the shared FS n operations: poll slowly */
-		if (!nap(ctx, 1.0 + (double)(rand() % 1000) / 1000))
+		if (!stg__nap(ctx, 1.0 + (double)(rand() % 1000) / 1000))
 			return stg__fail(ctx, STG_EINTR,
 			                 "interrupted while waiting for a cluster-wide lease");
 	}

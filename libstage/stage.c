@@ -718,17 +718,10 @@ void stg_stage_result_free(stg_stage_result *res)
 	res->path = NULL;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *opts,
                   stg_stage_result *res)
 {
-	double t0 = now();
+	double t0 = stg__now();
 	memset(res, 0, sizeof *res);
 	stg_stage_opts def;
 	if (!opts) {
@@ -741,16 +734,8 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	/* an absolute name for status and the index, made without asking the
 	 * shared filesystem (no realpath) */
 	char abs[STG_PATH_MAX + 1];
-	if (src[0] != '/') {
-		char cwd[STG_PATH_MAX + 1];
-		size_t cl, sl = strlen(src);
-		if (getcwd(cwd, sizeof cwd) && (cl = strlen(cwd)) + sl + 2 <= sizeof abs) {
-			memcpy(abs, cwd, cl);
-			abs[cl] = '/';
-			memcpy(abs + cl + 1, src, sl + 1);
-			src = abs;
-		}
-	}
+	if (src[0] != '/' && stg__absolute(src, abs, sizeof abs) == 0)
+		src = abs;
 	stg_err err = STG_OK;
 	int fd = -1;
 	stg_slot slot = {.fd = -1, .lease_fd = -1};
@@ -827,7 +812,7 @@ out:
 		close(fd);
 	stg__slot_release(&slot);
 	free(owner);
-	res->seconds = now() - t0;
+	res->seconds = stg__now() - t0;
 	if (err) {
 		free(res->path);
 		res->path = NULL;

@@ -223,7 +223,7 @@ static struct {
 
 static pthread_mutex_t prog_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static double now(void)
+double cli_now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -250,7 +250,7 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 	(void)arg;
 	if (!prog.bar && !prog.lines)
 		return;
-	double t = now();
+	double t = cli_now();
 	pthread_mutex_lock(&prog_mu);
 	double since = t - prog.last;
 	bool end = total && done >= total;
@@ -312,7 +312,7 @@ stg_ctx *cli_ctx(void)
 		m = isatty(STDERR_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
 	prog.bar = m == PROGRESS_BAR;
 	prog.lines = m == PROGRESS_LINES;
-	prog.start = prog.last = now();
+	prog.start = prog.last = cli_now();
 	if (prog.bar || prog.lines)
 		stg_set_progress(ctx, on_progress, NULL);
 	sig_ctx = ctx;

@@ -101,6 +101,8 @@ stg_config *cli_config(stg_ctx *ctx);
 stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
 
 int cli_parse_threads(const char *s, int *out);
+/* Seconds on the monotonic clock. */
+double cli_now(void);
 void cli_print_help(const cli_cmd *cmd);
 const cli_cmd *cli_find(const char *name);
 

@@ -80,18 +80,13 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
 	int rc = EXIT_OK;
 	while (!stop_signals) {
 		stg_io_idle(1);
-		struct timespec t0, t1;
-		clock_gettime(CLOCK_MONOTONIC, &t0);
+		double t0 = cli_now();
 		rc = cli_collect_once(ctx, cache, src, dest, o, t);
 		if (rc == EXIT_USAGE || rc == EXIT_SOURCE)
 			return rc; /* will not get better */
 		/* sleep until the next round (signals cut it short) */
-		for (;;) {
-			clock_gettime(CLOCK_MONOTONIC, &t1);
-			double left = (double)interval - ((double)(t1.tv_sec - t0.tv_sec) +
-			                                  (t1.tv_nsec - t0.tv_nsec) / 1e9);
-			if (left <= 0 || stop_signals)
-				break;
+		for (double left;
+		     (left = t0 + (double)interval - cli_now()) > 0 && !stop_signals;) {
 			struct timespec ts = {(time_t)left,
 			                      (long)((left - (double)(time_t)left) * 1e9)};
 			nanosleep(&ts, NULL);

@@ -60,13 +60,6 @@ static void check(report *r, int level, const char *name, const char *fix, const
 	r->warned += level == WARN;
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* A filesystem's name from statfs, and whether it is a network one. */
 static const char *fs_kind(long type, bool *network)
 {
@@ -102,7 +95,7 @@ static double read_speed(int fd, uint64_t max, uint64_t *got)
 	char *buf = malloc(bs);
 	if (!buf)
 		return -1;
-	double t0 = now();
+	double t0 = cli_now();
 	*got = 0;
 	while (*got < max) {
 		ssize_t n = read(fd, buf, bs);
@@ -110,7 +103,7 @@ static double read_speed(int fd, uint64_t max, uint64_t *got)
 			break;
 		*got += (uint64_t)n;
 	}
-	double t = now() - t0;
+	double t = cli_now() - t0;
 	free(buf);
 	return *got && t > 0 ? (double)*got / t / 1e6 : -1;
 }
@@ -149,11 +142,11 @@ static void check_scratch(report *r, stg_cache *cache, const stg_config *cfg)
 		const size_t bs = 4 << 20, total = 64 << 20;
 		char *buf = calloc(1, bs);
 		size_t done = 0;
-		double t0 = now();
+		double t0 = cli_now();
 		while (buf && done < total && write(fd, buf, bs) == (ssize_t)bs)
 			done += bs;
 		fsync(fd);
-		double wt = now() - t0;
+		double wt = cli_now() - t0;
 		free(buf);
 		lseek(fd, 0, SEEK_SET);
 		uint64_t got;
@@ -285,10 +278,10 @@ static void check_path(report *r, const char *path)
 			bool net;
 			const char *kind = fs_kind((long)sf.f_type, &net);
 			/* metadata latency: stat() of the path, 200 times */
-			double t0 = now();
+			double t0 = cli_now();
 			for (int i = 0; i < 200; i++)
 				stat(path, &st);
-			double us = (now() - t0) / 200 * 1e6;
+			double us = (cli_now() - t0) / 200 * 1e6;
 			int n = snprintf(out, sizeof out, "O'%s' (%s%s): %.1f us per stat()", path,
 			                 kind, net ? ", network" : "", us);
 			if (S_ISREG(st.st_mode)) {
@@ -309,11 +302,11 @@ static void check_path(report *r, const char *path)
 	close(pipefd[1]);
 	char buf[1024] = "";
 	size_t len = 0;
-	double t0 = now();
+	double t0 = cli_now();
 	int status;
 	bool done = false;
 	fcntl(pipefd[0], F_SETFL, O_NONBLOCK);
-	while (now() - t0 < 30) {
+	while (cli_now() - t0 < 30) {
 		ssize_t n = read(pipefd[0], buf + len, sizeof buf - 1 - len);
 		if (n > 0)
 			len += (size_t)n;

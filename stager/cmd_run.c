@@ -58,13 +58,6 @@ static void on_final_signal(int sig)
 		stg_cancel(final_ctx);
 }
 
-static double now(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* "SRC:DEST" split at the last ':' (DEST may be optional: then a SRC
  * whose own name has a ':' is taken whole if it exists). */
 static int split_pair(const char *arg, bool need_dest, pair *p)
@@ -272,10 +265,10 @@ static pid_t start_cmd(char **argv, const sigset_t *old)
  * signal reached stager. */
 static int supervise(run_state *r, const sigset_t *set, uint64_t every, double grace, bool *stopped)
 {
-	double next = every ? now() + (double)every : 0, deadline = 0;
+	double next = every ? cli_now() + (double)every : 0, deadline = 0;
 	int status = 0;
 	for (;;) {
-		double t = now(), wake = 3600;
+		double t = cli_now(), wake = 3600;
 		if (next)
 			wake = next - t;
 		if (deadline && deadline - t < wake)
@@ -308,14 +301,14 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 			if (si.si_code != SI_KERNEL)
 				kill(r->cmd, sig);
 			if (!deadline)
-				deadline = now() + grace;
+				deadline = cli_now() + grace;
 			cli_info("%s: passed to the command; collecting results", strsignal(sig));
 		} else if (sig == SIGUSR1 || sig == SIGUSR2) {
 			kill(r->cmd, sig);
 			cli_info("%s (early warning): collecting results now", strsignal(sig));
 			collect_in_background(r, "early warning");
 		}
-		t = now();
+		t = cli_now();
 		if (deadline && t >= deadline) {
 			/* the command takes its time: save what is there already */
 			collect_in_background(r, "stopping");
