@@ -108,7 +108,7 @@ static double read_speed(int fd, uint64_t max, uint64_t *got)
 	return *got && t > 0 ? (double)*got / t / 1e6 : -1;
 }
 
-static void check_scratch(report *r, stg_cache *cache, const stg_config *cfg)
+static void check_scratch(report *r, stg_cache *cache)
 {
 	const char *root = stg_cache_root(cache);
 	struct stat st;
@@ -178,7 +178,6 @@ static void check_scratch(report *r, stg_cache *cache, const stg_config *cfg)
 		stg_cache_info_free(in);
 	}
 	stg_ctx_free(ctx);
-	(void)cfg;
 }
 
 static bool on_path(const char *prog)
@@ -363,7 +362,7 @@ int cmd_doctor(int argc, char **argv)
 	check(&r, OK, "configuration", NULL, "loaded (stager status lists every setting)");
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
 	if (cache) {
-		check_scratch(&r, cache, cfg);
+		check_scratch(&r, cache);
 		stg_cache_close(cache);
 	} else {
 		check(&r, FAIL, "scratch root",
