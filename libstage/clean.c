@@ -12,6 +12,7 @@
  */
 #include "cache.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -203,6 +204,28 @@ static bool record_source(cl_run *r, const char *rel, char *src, size_t len)
 	return found;
 }
 
+/* The record id a name in collect/ belongs to: "<id>" (the record),
+ * "<id>.tmp" (a record being rewritten), "<id>.tar.zst" (a pack being
+ * made) or ".stager-<tag>.<id>.tar.zst.<pid>.<n>" (that pack's temporary). */
+static bool record_id(const char *name, char id[17])
+{
+	const char *p = name;
+	if (!strncmp(p, ".stager-", 8)) {
+		p = strchr(p + 8, '.');
+		if (!p)
+			return false;
+		p++;
+	}
+	for (int i = 0; i < 16; i++)
+		if (!isxdigit((unsigned char)p[i]))
+			return false;
+	if (p[16] != '\0' && p[16] != '.')
+		return false;
+	memcpy(id, p, 16);
+	id[16] = '\0';
+	return true;
+}
+
 /* Collect records whose source is gone (a finished job's $SLURM_TMPDIR),
  * and what killed collects left (a pack being made, a record being
  * rewritten), unless a collect holds the record's lock. */
@@ -212,14 +235,12 @@ static void clean_records(cl_run *r)
 	size_t n = list_dir(r->c, "collect", &v);
 	for (size_t i = 0; i < n; i++) {
 		char id[17];
-		if (strlen(v[i]) < 16)
-			continue;
-		memcpy(id, v[i], 16);
-		id[16] = '\0';
+		if (!record_id(v[i], id))
+			continue; /* not a name collect makes */
 		char lname[40], rel[STG_PATH_MAX], src[STG_PATH_MAX + 1];
 		snprintf(lname, sizeof lname, "collect-%s", id);
 		snprintf(rel, sizeof rel, "collect/%s", v[i]);
-		bool leftover = v[i][16] != '\0';
+		bool leftover = strcmp(v[i], id) != 0;
 		struct stat st;
 		if (!leftover && (!record_source(r, rel, src, sizeof src) || lstat(src, &st) == 0 ||
 		                  errno != ENOENT))

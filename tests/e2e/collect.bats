@@ -223,6 +223,27 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	stager collect --json keep dest2 2>/dev/null | jq -e '.sent_files == 0'
 }
 
+@test "clean running beside a collect --pack leaves the pack being made alone" {
+	mkdir src
+	for i in 1 2 3 4 5 6; do head -c 12M /dev/urandom >"src/f$i"; done
+	"$STAGER" collect -q --pack src dest &
+	pid=$!
+	n=0
+	while kill -0 "$pid" 2>/dev/null; do
+		"$STAGER" clean -q
+		n=$((n + 1))
+	done
+	wait "$pid"
+	echo "clean ran $n times"
+	[ "$n" -gt 0 ]
+	"$STAGER" verify -q dest.tar.zst
+	# what a killed collect left (no lock held) does go
+	id=$(ls "$STAGER_SCRATCH_ROOT/collect")
+	: >"$STAGER_SCRATCH_ROOT/collect/.stager-tmp.$id.tar.zst.99999.0"
+	stager clean -q
+	[ "$(ls -A "$STAGER_SCRATCH_ROOT/collect")" = "$id" ]
+}
+
 # Mount the emulated shared filesystem (bench/sharedfs) over $T/backing at
 # $T/mnt-shared; sets MNT.
 mount_shared() {
