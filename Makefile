@@ -43,7 +43,11 @@ STAGER  := $(B)/stager
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c)
 UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
-TOOLS    := $(B)/gendata $(B)/runstat $(B)/fuzz_replay $(B)/sharedfs
+# fuzz targets: tests/fuzz/fuzz_NAME.c, each with its corpus in
+# tests/fuzz/corpus/NAME/, replayed by $(B)/fuzz/replay_NAME in `make test`
+FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
+TOOLS    := $(B)/gendata $(B)/runstat $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
 	format format-check deps help
@@ -90,7 +94,8 @@ $(B)/sharedfs: bench/sharedfs.c
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -pthread $(WARN) $$(pkg-config --cflags fuse3) -o $@ $< \
 		$$(pkg-config --libs fuse3)
-$(B)/fuzz_replay: tests/fuzz/fuzz_trailer.c tests/fuzz/replay.c $(LIB_OBJ)
+$(B)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB_OBJ)
+	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) -Ilibstage -o $@ $^ $(LDLIBS_ALL)
 
 # `make test` prints one closing line: "N passed, N failed".
@@ -109,12 +114,14 @@ ubsan:
 FUZZ_TIME ?= 60
 fuzz:
 	@mkdir -p build-fuzz
-	clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -pthread \
-		$(DEP_CFLAGS) -Ilibstage -o build-fuzz/fuzz_trailer tests/fuzz/fuzz_trailer.c \
-		$(LIB_SRC) $(LDLIBS_ALL)
-	mkdir -p build-fuzz/corpus
-	build-fuzz/fuzz_trailer -max_total_time=$(FUZZ_TIME) -max_len=65536 \
-		build-fuzz/corpus tests/fuzz/corpus
+	set -e; for t in $(FUZZ_NAMES); do \
+		clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -pthread \
+			$(DEP_CFLAGS) -Ilibstage -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c \
+			$(LIB_SRC) $(LDLIBS_ALL); \
+		mkdir -p build-fuzz/corpus-$$t; \
+		build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+			build-fuzz/corpus-$$t tests/fuzz/corpus/$$t; \
+	done
 
 bench: all $(TOOLS)
 	B=$(B) bash bench/run.sh

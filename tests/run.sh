@@ -10,7 +10,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 export SAN_FLAGS="${SAN_FLAGS:-}"
 export STAGER="$top/$B/stager" GENDATA="$top/$B/gendata" RUNSTAT="$top/$B/runstat"
-export SHAREDFS="$top/$B/sharedfs" FUZZ_REPLAY="$top/$B/fuzz_replay" CORPUS="$top/../shared/corpus"
+export SHAREDFS="$top/$B/sharedfs" FUZZ_DIR="$top/$B/fuzz" CORPUS="$top/../shared/corpus"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0

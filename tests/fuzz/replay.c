@@ -1,7 +1,7 @@
 /*
  * replay.c - run a fuzz target over corpus files without libFuzzer, so the
  * ordinary test suite (and its sanitizer builds) replays the corpus.
- * Usage: fuzz_replay FILE...   Prints TAP.
+ * Usage: replay_NAME FILE...   Prints a TAP line.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -32,6 +32,6 @@ int main(int argc, char **argv)
 		n++;
 	}
 	/* reaching here means no input crashed (a sanitizer aborts otherwise) */
-	printf("1..1\nok 1 - fuzz corpus replay: %d inputs\n", n);
+	printf("ok - %s: %d corpus inputs replayed\n", argv[0], n);
 	return 0;
 }

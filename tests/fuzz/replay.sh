@@ -1,6 +1,12 @@
 #!/bin/sh
-# Replay the fuzz corpus through the target (built without libFuzzer).
+# Replay every fuzz target's corpus (tests/fuzz/corpus/NAME/) through the
+# target built without libFuzzer ($FUZZ_DIR/replay_NAME).
 set -u
-: "${FUZZ_REPLAY:?}"
-dir=$(dirname "$0")/corpus
-exec "$FUZZ_REPLAY" "$dir"/*
+: "${FUZZ_DIR:?}"
+top=$(dirname "$0")
+status=0
+for c in "$top"/corpus/*/; do
+	name=$(basename "$c")
+	"$FUZZ_DIR/replay_$name" "$c"* || status=1
+done
+exit $status
