@@ -9,6 +9,7 @@ INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
 PKGDIR  ?= $(LIBDIR)/pkgconfig
 DOCDIR  ?= $(PREFIX)/share/doc/stager
+LIBEXECDIR ?= $(PREFIX)/libexec/stager
 COMPDIR ?= $(PREFIX)/share/bash-completion/completions
 MODDIR  ?= $(PREFIX)/share/modulefiles
 
@@ -142,8 +143,11 @@ $(B)/libstage.pc: libstage/libstage.pc.in Makefile
 install: all $(B)/libstage.pc
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR) \
-		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager
+		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager $(DESTDIR)$(LIBEXECDIR)
 	install -m 755 $(STAGER) $(DESTDIR)$(BINDIR)/stager
+	install -m 755 scripts/slurm-prolog.sh $(DESTDIR)$(LIBEXECDIR)/prolog
+	install -m 755 scripts/slurm-task-prolog.sh $(DESTDIR)$(LIBEXECDIR)/task-prolog
+	install -m 755 scripts/slurm-epilog.sh $(DESTDIR)$(LIBEXECDIR)/epilog
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstage.a
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
 	ln -sf libstage.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstage.so.$(SOMAJOR)
@@ -161,7 +165,8 @@ uninstall:
 	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/stage.h \
 	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1 \
 	      $(DESTDIR)$(DOCDIR)/stager.conf.example $(DESTDIR)$(COMPDIR)/stager \
-	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua
+	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua $(DESTDIR)$(LIBEXECDIR)/prolog \
+	      $(DESTDIR)$(LIBEXECDIR)/task-prolog $(DESTDIR)$(LIBEXECDIR)/epilog
 
 format:
 	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c

@@ -161,16 +161,18 @@ static void clean_pins(cl_run *r)
 	free_list(keys, nk);
 }
 
-static void clean_jobs(cl_run *r)
+/* dir/<owner> of owners that are gone: job directories (jobs/), and the
+ * copies of packs that stage --all-nodes fans out (bcast/). */
+static void clean_owned(cl_run *r, const char *dir, const char *what)
 {
 	char **v;
-	size_t n = list_dir(r->c, "jobs", &v);
+	size_t n = list_dir(r->c, dir, &v);
 	for (size_t i = 0; i < n; i++) {
 		if (!owner_gone(r, v[i]))
 			continue;
 		char rel[STG_PATH_MAX];
-		snprintf(rel, sizeof rel, "jobs/%s", v[i]);
-		drop(r, "jobdir", rel);
+		snprintf(rel, sizeof rel, "%s/%s", dir, v[i]);
+		drop(r, what, rel);
 	}
 	free_list(v, n);
 }
@@ -320,7 +322,8 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 		                       c->root);
 	clean_partials(&r);
 	clean_pins(&r);
-	clean_jobs(&r);
+	clean_owned(&r, "jobs", "jobdir");
+	clean_owned(&r, "bcast", "copy");
 	clean_records(&r);
 	clean_entries(&r);
 	stg__cache_unlock(lk);

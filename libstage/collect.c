@@ -13,7 +13,7 @@
  * the record was made (everything is then sent again).  Files removed from
  * SRC are not removed from DEST: collect never deletes results.
  *
- * Atomicity.  Every file is written as .stager-tmp.<pid>.<n> beside its
+ * Atomicity.  Every file is written as .stager-tmp.<host>.<pid>.<n> beside its
  * final name and renamed over it, so a final name holds the old file or the
  * complete new one.  The temporary name is logged before the file is
  * created, so the next collect removes what a killed one left; the log is
@@ -358,12 +358,17 @@ static void op(collector *k)
 	stg__bucket_take(k->ctx, &k->c->ops, 1);
 }
 
-/* Where the temporary for path goes: beside it. */
+/* Where the temporary for path goes: beside it, named by host and
+ * process (nodes of one job may collect into one DEST at once). */
 static void tmp_name(collector *k, const char *path, char *out, size_t len)
 {
+	static char host[32];
+	if (!host[0] && (gethostname(host, sizeof host) || !host[0]))
+		snprintf(host, sizeof host, "host");
+	host[strcspn(host, "./")] = '\0';
 	const char *slash = strrchr(path, '/');
-	snprintf(out, len, "%.*s%s.stager-tmp.%d.%u", slash ? (int)(slash - path) : 0, path,
-	         slash ? "/" : "", (int)getpid(), k->seq++);
+	snprintf(out, len, "%.*s%s.stager-tmp.%s.%d.%u", slash ? (int)(slash - path) : 0, path,
+	         slash ? "/" : "", host, (int)getpid(), k->seq++);
 }
 
 /* Remove the temporaries a killed collect left. */

@@ -624,6 +624,8 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
                           const stg_ident *id, const stg_stage_opts *o, const char *owner,
                           stg_stage_result *res)
 {
+	/* what is read: src, or the local copy of it */
+	const char *path = o->from_copy ? o->from_copy : src;
 	stg_pack *p = NULL;
 	stg_err err = open_pack(ctx, c, *fd, &p);
 	if (err)
@@ -661,11 +663,11 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 			if (stg__entry_exists(c, key))
 				continue; /* built meanwhile */
 			/* its builder failed or died: build it ourselves */
-			if ((err = stg__slot_acquire(ctx, c, slot)))
+			if (!o->from_copy && (err = stg__slot_acquire(ctx, c, slot)))
 				goto out;
-			if ((*fd = open(src, O_RDONLY | O_CLOEXEC)) < 0) {
+			if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 				err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'",
-				                      src);
+				                      path);
 				goto out;
 			}
 			if ((err = open_pack(ctx, c, *fd, &p)))
@@ -673,7 +675,7 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 			if (memcmp(p->t.digest, res->digest, STG_DIGEST_LEN)) {
 				err = stg__fail(ctx, STG_EIO,
 				                "'%s' changed while it was being staged; try again",
-				                src);
+				                path);
 				goto out;
 			}
 		}
@@ -696,10 +698,76 @@ lock_failed:
 	              ? stg__fail(ctx, STG_EINTR, "interrupted")
 	              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache entry %s", key);
 out:
-	if (!err)
+	if (!err && id)
 		stg__index_put(ctx, c, id, hex, src);
 	stg__cache_unlock(klock);
 	stg_pack_close(p);
+	return err;
+}
+
+int stg_stage_cached(stg_cache *c, const uint8_t digest[STG_DIGEST_LEN], const stg_stage_opts *o)
+{
+	stg_stage_opts def;
+	if (!o) {
+		stg_stage_opts_init(&def);
+		o = &def;
+	}
+	char hex[STG_DIGEST_HEXLEN + 1], key[STG_DIGEST_HEXLEN + 18];
+	stg_digest_hex(digest, hex);
+	make_key(hex, o, key, sizeof key);
+	return stg__entry_exists(c, key);
+}
+
+/* The SHA-256 of the first size bytes of fd. */
+static int digest_of(int fd, uint64_t size, uint8_t out[STG_DIGEST_LEN])
+{
+	EVP_MD_CTX *md = EVP_MD_CTX_new();
+	uint8_t *buf = malloc(1u << 20);
+	int rc = md && buf ? 0 : -1;
+	if (!rc)
+		EVP_DigestInit_ex(md, EVP_sha256(), NULL);
+	for (uint64_t off = 0; !rc && off < size;) {
+		size_t n = size - off < (1u << 20) ? (size_t)(size - off) : (1u << 20);
+		if ((rc = stg__pread_full(fd, buf, n, off)))
+			break;
+		EVP_DigestUpdate(md, buf, n);
+		off += n;
+	}
+	unsigned int hl = 0;
+	if (!rc)
+		EVP_DigestFinal_ex(md, out, &hl);
+	EVP_MD_CTX_free(md);
+	free(buf);
+	return rc;
+}
+
+/* Stage src from o->from_copy, a local file said to hold its bytes.  Anything
+ * wrong with the copy is STG_ECORRUPT (or the error reading it): the caller
+ * reads src instead.  Nothing of a bad copy is published: a whole pack's
+ * SHA-256 is checked while it is extracted, a subset's before. */
+static stg_err stage_copy(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
+                          const char *owner, stg_stage_result *res)
+{
+	int fd = open(o->from_copy, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read the copy '%s'",
+		                       o->from_copy);
+	stg_pack *p = NULL;
+	stg_err err = stg_pack_open_fd(ctx, fd, &p);
+	if (!err && o->from_copy_digest && memcmp(p->t.digest, o->from_copy_digest, STG_DIGEST_LEN))
+		err = stg__fail(ctx, STG_ECORRUPT, "it is not the same pack (another digest)");
+	uint8_t got[STG_DIGEST_LEN];
+	if (!err && o->n_include &&
+	    (digest_of(fd, p->t.data_size, got) || memcmp(got, p->t.digest, STG_DIGEST_LEN)))
+		err = stg__fail(ctx, STG_ECORRUPT, "its SHA-256 does not match");
+	stg_pack_close(p);
+	if (!err) {
+		stg_slot none = {.fd = -1, .lease_fd = -1};
+		err = stage_pack(ctx, c, &fd, &none, src, NULL, o, owner, res);
+		res->source_bytes = 0;
+	}
+	if (fd >= 0)
+		close(fd);
 	return err;
 }
 
@@ -740,6 +808,40 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	int fd = -1;
 	stg_slot slot = {.fd = -1, .lease_fd = -1};
 	struct stat st;
+	if (opts->from_copy_digest && !opts->verify) {
+		/* the pack's digest is known: an entry in the cache is used
+		 * without asking the shared filesystem anything */
+		char hex[STG_DIGEST_HEXLEN + 1], key[STG_DIGEST_HEXLEN + 18];
+		stg_digest_hex(opts->from_copy_digest, hex);
+		make_key(hex, opts, key, sizeof key);
+		if (stg__entry_exists(c, key)) {
+			err = stg__attach(ctx, c, key, src, opts, owner, res);
+			if (err != STG_ENOENT) {
+				res->hit = 1;
+				res->kind = "pack";
+				memcpy(res->digest, opts->from_copy_digest, STG_DIGEST_LEN);
+				goto out;
+			}
+			err = STG_OK;
+		}
+	}
+	if (opts->from_copy) {
+		res->kind = "pack";
+		err = stage_copy(ctx, c, src, opts, owner, res);
+		if (!err || err == STG_EINTR || err == STG_ENOSPC || err == STG_EEXIST ||
+		    err == STG_ENOMEM)
+			goto out;
+		stg__log(ctx, STG_LOG_WARN,
+		         "the copy '%s' of '%s' cannot be used (%s): reading '%s' instead",
+		         opts->from_copy, src, stg_errmsg(ctx), src);
+		free(res->path);
+		memset(res, 0, sizeof *res);
+		stg_stage_opts direct = *opts;
+		direct.from_copy = NULL;
+		direct.from_copy_digest = NULL;
+		free(owner);
+		return stg_stage(ctx, c, src, &direct, res);
+	}
 	/* the one call on the shared filesystem that a warm stage makes */
 	if (stat(src, &st)) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);

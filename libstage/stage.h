@@ -313,6 +313,14 @@ typedef struct stg_stage_opts {
 	int no_pin;        /* do not pin the entry */
 	const char *owner; /* pin owner; NULL: "job-$SLURM_JOB_ID" under
 	                      Slurm, else the calling process's parent */
+	/* A local file said to hold src's bytes (a pack another node read and
+	 * fanned out, see stg_copy_pack): staged from it, without reading src,
+	 * if it is the pack with digest from_copy_digest (checked: its SHA-256)
+	 * and intact; otherwise a warning and src is read after all.  With
+	 * from_copy_digest alone, an entry already cached for that digest is
+	 * used without asking src anything. */
+	const char *from_copy;
+	const uint8_t *from_copy_digest;
 } stg_stage_opts;
 
 STG_API void stg_stage_opts_init(stg_stage_opts *opts);
@@ -339,6 +347,19 @@ typedef struct stg_stage_result {
 STG_API stg_err stg_stage(stg_ctx *ctx, stg_cache *cache, const char *src,
                           const stg_stage_opts *opts, stg_stage_result *res);
 STG_API void stg_stage_result_free(stg_stage_result *res);
+
+/* Is the entry stg_stage would use for the pack with this digest (and
+ * opts' subset) complete in the cache?  1 yes, 0 no. */
+STG_API int stg_stage_cached(stg_cache *cache, const uint8_t digest[STG_DIGEST_LEN],
+                             const stg_stage_opts *opts);
+
+/* Copy the pack src (on the shared filesystem) to the local file dst,
+ * holding a shared-FS slot and within the bandwidth limit, checking its
+ * SHA-256 on the way; dst appears whole or not at all.  Its digest into
+ * digest, the bytes read into *bytes.  STG_ECORRUPT if src is not an intact
+ * pack, STG_ENOSPC if dst's filesystem cannot hold it. */
+STG_API stg_err stg_copy_pack(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dst,
+                              uint8_t digest[STG_DIGEST_LEN], uint64_t *bytes);
 
 /* The owner name of a process ("pid-PID-STARTTIME", malloc'ed), for
  * stg_stage_opts.owner when a long-lived process (a job wrapper) owns

@@ -4,6 +4,13 @@
 #   scripts/slurm-test-cluster.sh start DIR [EPILOG]   (prints the SLURM_CONF path)
 #   scripts/slurm-test-cluster.sh stop DIR
 #
+# With NODES=N (N > 1) it starts N slurmd daemons, n1 ... nN, each in its
+# own mount and UTS namespace (hostname nX) with DIR/nodes/nX bind-mounted
+# at SCRATCH (default DIR/scratch): every node has a private node-local
+# disk at the same path, and everything else is shared, like a cluster's
+# shared filesystem.  PROLOG and TASK_PROLOG name scripts for slurm.conf;
+# PORT (default 16817) the controller's port, the nodes' follow it.
+#
 # Everything lives under DIR: munge's key, socket and state, slurm.conf,
 # the controller's state and the daemons' logs.  Needs root and Debian's
 # slurm-wlm and munge (scripts/install-deps.sh installs them).  Facts this
@@ -33,6 +40,8 @@ if [ "$cmd" = stop ]; then
 fi
 
 epilog=${3:-}
+nodes=${NODES:-1}
+port=${PORT:-16817}
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 install -d -m 0700 "$dir/munge" "$dir/state" "$dir/spool"
@@ -58,11 +67,11 @@ AuthInfo=socket=$dir/munge/sock
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool/slurmd-%n
 SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd.pid
+SlurmdPidFile=$dir/slurmd-%n.pid
 SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd.log
-SlurmctldPort=16817
-SlurmdPort=16818
+SlurmdLogFile=$dir/slurmd-%n.log
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
 ProctrackType=proctrack/pgid
 TaskPlugin=task/none
 SelectType=select/cons_tres
@@ -78,19 +87,40 @@ OverTimeLimit=0
 MinJobAge=600
 ReturnToService=2
 ${epilog:+Epilog=$epilog}
-NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN
-PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
+${PROLOG:+Prolog=$PROLOG}
+${PROLOG:+PrologFlags=Alloc}
+${TASK_PROLOG:+TaskProlog=$TASK_PROLOG}
 CONF
+if [ "$nodes" -eq 1 ]; then
+	echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN" >>"$dir/slurm.conf"
+else
+	for i in $(seq 1 "$nodes"); do
+		echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((port + 1 + i))" \
+			"CPUs=2 RealMemory=2000 State=UNKNOWN" >>"$dir/slurm.conf"
+	done
+fi
+echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -f "$SLURM_CONF"
-slurmd -f "$SLURM_CONF"
+if [ "$nodes" -eq 1 ]; then
+	slurmd -f "$SLURM_CONF"
+else
+	scratch=${SCRATCH:-$dir/scratch}
+	mkdir -p "$scratch"
+	for i in $(seq 1 "$nodes"); do
+		mkdir -p "$dir/nodes/n$i"
+		unshare --mount --uts --propagation private sh -c \
+			"hostname n$i && mount --bind '$dir/nodes/n$i' '$scratch' && exec slurmd -f '$SLURM_CONF' -N n$i"
+	done
+fi
 for _ in $(seq 1 100); do
-	if sinfo -h -o %t 2>/dev/null | grep -q idle; then
+	if [ "$(sinfo -h -o %t 2>/dev/null | grep -c idle)" -ge 1 ] &&
+		! sinfo -h -o %t 2>/dev/null | grep -qv idle; then
 		echo "$SLURM_CONF"
 		exit 0
 	fi
 	sleep 0.2
 done
 echo "slurm-test-cluster: the node did not come up; logs in $dir" >&2
-tail -5 "$dir/slurmctld.log" "$dir/slurmd.log" >&2 || true
+tail -5 "$dir"/slurm*.log >&2 || true
 exit 1

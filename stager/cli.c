@@ -15,6 +15,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -392,4 +393,22 @@ void json_hex(FILE *f, const uint8_t *p, size_t n)
 	for (size_t i = 0; i < n; i++)
 		fprintf(f, "%02x", p[i]);
 	fputc('"', f);
+}
+
+int cli_mkdirs(const char *path)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0700) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }

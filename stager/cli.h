@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include "stage.h"
 
@@ -101,6 +102,8 @@ stg_config *cli_config(stg_ctx *ctx);
 stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
 
 int cli_parse_threads(const char *s, int *out);
+/* mkdir -p (mode 0700); 0 or -1 with errno. */
+int cli_mkdirs(const char *path);
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 void cli_print_help(const cli_cmd *cmd);
@@ -121,6 +124,36 @@ typedef struct collect_totals {
 int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
                      const stg_collect_opts *o, collect_totals *t);
 void cli_collect_json(const char *src, const char *dest, const collect_totals *t);
+
+/* stage --all-nodes (allnodes.c): -1 if the allocation has one node
+ * (stage as usual), else an exit status.  fwd: the options and arguments
+ * the other nodes' stagers are given.  The staged path (the same on every
+ * node) is printed, or put in *path (malloc'ed) if path is not NULL. */
+int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
+                        const char *const *fwd, int json, char **path);
+int cli_node_probe(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
+                   const char *digest_hex);
+int cli_node_receive(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
+                     const char *copy, const char *digest_hex);
+/* This node's name: $SLURMD_NODENAME, else the short host name. */
+const char *cli_node_name(void);
+/* path with %n replaced by this node's name and %% by % (malloc'ed). */
+char *cli_expand_node(const char *path);
+/* The nodes of the Slurm job we are in (0: not in one). */
+unsigned cli_job_nodes(void);
+/* The global options in effect, as arguments for another stager, into v
+ * (room for 8); their number. */
+size_t cli_global_args(const char **v);
+/* run --all-nodes: a step of one `stager collect --node-ready` per node
+ * collecting src to dest (every seconds apart, when told, and when
+ * stopped); returns once every node's collector has made src, or -1 after
+ * a message.  *in and *out: the step's stdin and stdout.
+ * cli_node_collectors_now has them collect now; cli_node_collectors_end
+ * stops them (each collects one last time) and returns srun's status. */
+pid_t cli_node_collectors(const char *src, const char *dest, const stg_collect_opts *co,
+                          uint64_t every, int *in, int *out);
+void cli_node_collectors_now(int in);
+int cli_node_collectors_end(pid_t pid, int in, int out);
 
 /* The commands. */
 int cmd_pack(int argc, char **argv);

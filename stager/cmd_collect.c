@@ -10,14 +10,17 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <unistd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY };
 
-static volatile sig_atomic_t stop_signals;
+static volatile sig_atomic_t stop_signals, now_signals;
 static stg_ctx *volatile every_ctx;
 
 static void on_stop(int sig)
@@ -25,6 +28,13 @@ static void on_stop(int sig)
 	(void)sig;
 	if (++stop_signals > 1 && every_ctx)
 		stg_cancel(every_ctx);
+}
+
+/* SIGUSR1, SIGUSR2 (Slurm's early warning): collect now */
+static void on_now(int sig)
+{
+	(void)sig;
+	now_signals++;
 }
 
 int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
@@ -73,6 +83,24 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 	       t->status);
 }
 
+/* --node-ready: the lead's stager says "now" on stdin (collect now), and
+ * closes it to stop us (collect once more and end). */
+static bool listen_stdin;
+
+static void wait_stdin(double left)
+{
+	struct pollfd p = {.fd = 0, .events = POLLIN};
+	int ms = left > 3600 ? 3600 * 1000 : (int)(left * 1000) + 1;
+	if (poll(&p, 1, ms) <= 0)
+		return;
+	char buf[256];
+	ssize_t n = read(0, buf, sizeof buf);
+	if (n > 0 && memmem(buf, (size_t)n, "now", 3))
+		now_signals++;
+	else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+		stop_signals++;
+}
+
 /* Collect every interval seconds until a signal; then once more. */
 static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
                          const stg_collect_opts *o, uint64_t interval, collect_totals *t)
@@ -81,12 +109,17 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
 	while (!stop_signals) {
 		stg_io_idle(1);
 		double t0 = cli_now();
+		now_signals = 0;
 		rc = cli_collect_once(ctx, cache, src, dest, o, t);
 		if (rc == EXIT_USAGE || rc == EXIT_SOURCE)
 			return rc; /* will not get better */
 		/* sleep until the next round (signals cut it short) */
-		for (double left;
-		     (left = t0 + (double)interval - cli_now()) > 0 && !stop_signals;) {
+		for (double left; (left = t0 + (double)interval - cli_now()) > 0 && !stop_signals &&
+		                  !now_signals;) {
+			if (listen_stdin) {
+				wait_stdin(left);
+				continue;
+			}
 			struct timespec ts = {(time_t)left,
 			                      (long)((left - (double)(time_t)left) * 1e9)};
 			nanosleep(&ts, NULL);
@@ -108,12 +141,14 @@ int cmd_collect(int argc, char **argv)
 	        {"every", required_argument, NULL, OPT_EVERY},
 	        {"level", required_argument, NULL, OPT_LEVEL},
 	        {"json", no_argument, NULL, OPT_JSON},
+	        /* run --all-nodes: make SRC, say so, collect until stopped */
+	        {"node-ready", no_argument, NULL, OPT_NODE_READY},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
 	stg_collect_opts co;
 	stg_collect_opts_init(&co);
-	int json = 0, c, rc;
+	int json = 0, c, rc, node_ready = 0;
 	uint64_t every = 0;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
@@ -124,6 +159,7 @@ int cmd_collect(int argc, char **argv)
 		switch (c) {
 		case OPT_PACK: co.pack = 1; break;
 		case OPT_JSON: json = 1; break;
+		case OPT_NODE_READY: node_ready = 1; break;
 		case OPT_EVERY:
 			if (stg_parse_duration(optarg, &every) || every == 0)
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
@@ -146,7 +182,18 @@ int cmd_collect(int argc, char **argv)
 		                         ? "what to collect, and where? stager collect SRC "
 		                           "DEST"
 		                         : "too many arguments");
-	const char *src = argv[optind], *dest = argv[optind + 1];
+	const char *src = argv[optind];
+	char *dest = cli_expand_node(argv[optind + 1]);
+	if (!dest)
+		return EXIT_IO;
+	if (node_ready) {
+		static char who[128];
+		snprintf(who, sizeof who, "collect on %s", cli_node_name());
+		g_cmd = who;
+		if (!every)
+			every = UINT32_MAX; /* only when asked or stopped */
+		listen_stdin = true;
+	}
 	stg_ctx *ctx = cli_ctx();
 	if (every) {
 		/* at once: a stop that comes early must still end in a collect */
@@ -158,18 +205,32 @@ int cmd_collect(int argc, char **argv)
 		sigaction(SIGINT, &sa, NULL);
 		sigaction(SIGTERM, &sa, NULL);
 		sigaction(SIGHUP, &sa, NULL);
+		sa.sa_handler = on_now;
+		sigaction(SIGUSR1, &sa, NULL);
+		sigaction(SIGUSR2, &sa, NULL);
 	}
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
 	collect_totals t = {0};
+	if (cache && node_ready) {
+		if (cli_mkdirs(src)) {
+			cli_error("cannot create '%s': %s", src, strerror(errno));
+			rc = EXIT_IO;
+			goto out;
+		}
+		printf("stager-node ready %s\n", cli_node_name());
+		fflush(stdout);
+	}
 	if (cache) {
 		rc = every ? collect_every(ctx, cache, src, dest, &co, every, &t)
 		           : cli_collect_once(ctx, cache, src, dest, &co, &t);
 		if (json)
 			cli_collect_json(src, dest, &t);
-		stg_cache_close(cache);
 	}
+out:
+	stg_cache_close(cache);
 	stg_config_free(cfg);
 	cli_ctx_done(ctx);
+	free(dest);
 	return rc;
 }

@@ -28,12 +28,14 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { OPT_STAGE = OPT_FIRST_LOCAL, OPT_COLLECT, OPT_EVERY, OPT_PACK, OPT_GRACE };
+enum { OPT_STAGE = OPT_FIRST_LOCAL, OPT_COLLECT, OPT_EVERY, OPT_PACK, OPT_GRACE, OPT_ALLNODES };
 
 typedef struct pair {
 	char *src, *dest; /* malloc'ed */
 	bool made;        /* run created src (and removes it once collected) */
 	int status;       /* of its last collect */
+	pid_t step;       /* --all-nodes: the step of its collectors */
+	int step_in, step_out;
 } pair;
 
 typedef struct run_state {
@@ -46,6 +48,8 @@ typedef struct run_state {
 	bool own_jobdir;
 	stg_collect_opts co;
 	pid_t cmd, collector;
+	bool all_nodes; /* on every node of the job (srun steps) */
+	uint64_t every;
 } run_state;
 
 static volatile sig_atomic_t final_signals;
@@ -85,24 +89,6 @@ static char *in_jobdir(const run_state *r, const char *path)
 	if (out)
 		snprintf(out, n, "%s/%s", r->jobdir, path);
 	return out;
-}
-
-static int mkdirs(const char *path)
-{
-	char buf[PATH_MAX];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
 }
 
 static void export_numbered(const char *base, size_t i, const char *value)
@@ -151,6 +137,26 @@ static int stage_all(run_state *r)
 		if (p->dest && !dest)
 			return EXIT_IO;
 		so.dest = dest;
+		if (r->all_nodes) {
+			const char *fwd[16];
+			size_t nf = cli_global_args(fwd);
+			fwd[nf++] = "--";
+			fwd[nf++] = p->src;
+			if (dest)
+				fwd[nf++] = dest;
+			fwd[nf] = NULL;
+			char *path = NULL;
+			int rc = cli_stage_all_nodes(r->ctx, r->cache, p->src, &so, fwd, 0, &path);
+			free(dest);
+			if (rc > 0 || !path) {
+				free(path);
+				return rc > 0 ? rc : EXIT_IO;
+			}
+			free(p->dest);
+			p->dest = path;
+			export_numbered("STAGER_DATA", i, path);
+			continue;
+		}
 		stg_stage_result res;
 		stg_err err = stg_stage(r->ctx, r->cache, p->src, &so, &res);
 		free(dest);
@@ -177,8 +183,16 @@ static int prepare_outputs(run_state *r)
 		free(p->src);
 		p->src = abs;
 		struct stat st;
-		if (stat(abs, &st)) {
-			if (mkdirs(abs)) {
+		if (r->all_nodes) {
+			/* a collector on every node makes it, and collects it
+			 * (periodically, at the early warning, when stopped) */
+			p->made = stat(abs, &st) != 0;
+			p->step = cli_node_collectors(abs, p->dest, &r->co, r->every, &p->step_in,
+			                              &p->step_out);
+			if (p->step < 0)
+				return EXIT_IO;
+		} else if (stat(abs, &st)) {
+			if (cli_mkdirs(abs)) {
 				cli_error("cannot create '%s': %s", abs, strerror(errno));
 				return EXIT_IO;
 			}
@@ -192,12 +206,28 @@ static int prepare_outputs(run_state *r)
 	return EXIT_OK;
 }
 
-/* Collect every pair once (in this process); the worst status. */
+/* Collect every pair once (in this process; with --all-nodes, stop every
+ * node's collectors, which collect one last time); the worst status. */
 static int collect_all(run_state *r)
 {
 	int rc = EXIT_OK;
 	for (size_t i = 0; i < r->n_collects; i++) {
 		pair *p = &r->collects[i];
+		if (r->all_nodes) {
+			if (p->step > 0) {
+				int st = cli_node_collectors_end(p->step, p->step_in, p->step_out);
+				p->step = 0;
+				p->status = st ? (st == EXIT_SPACE ? st : EXIT_IO) : EXIT_OK;
+				if (st)
+					cli_error(
+					        "collecting '%s' on some nodes failed (srun status "
+					        "%d); see above",
+					        p->src, st);
+			}
+			if (p->status && !rc)
+				rc = p->status;
+			continue;
+		}
 		collect_totals t = {0};
 		p->status = cli_collect_once(r->ctx, r->cache, p->src, p->dest, &r->co, &t);
 		if (p->status && !rc)
@@ -209,6 +239,13 @@ static int collect_all(run_state *r)
 /* Start a collection in a child (idle I/O priority) unless one runs. */
 static void collect_in_background(run_state *r, const char *why)
 {
+	if (r->all_nodes) {
+		/* every node's collector collects now */
+		for (size_t i = 0; i < r->n_collects; i++)
+			if (r->collects[i].step > 0)
+				cli_node_collectors_now(r->collects[i].step_in);
+		return;
+	}
 	if (r->collector > 0 || !r->n_collects)
 		return;
 	if (g_opts.verbose)
@@ -284,6 +321,15 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 			int st;
 			pid_t pid;
 			while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+				for (size_t i = 0; i < r->n_collects; i++)
+					if (pid == r->collects[i].step) {
+						r->collects[i].step = 0;
+						r->collects[i].status = EXIT_IO;
+						close(r->collects[i].step_in);
+						close(r->collects[i].step_out);
+						cli_error("the collectors of '%s' ended early",
+						          r->collects[i].src);
+					}
 				if (pid == r->collector) {
 					r->collector = 0;
 				} else if (pid == r->cmd) {
@@ -326,6 +372,10 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
  * its job directory if empty, its pins. */
 static void clean_up(run_state *r)
 {
+	for (size_t i = 0; i < r->n_collects; i++)
+		if (r->collects[i].step > 0) /* stopped early: they collect once more */
+			cli_node_collectors_end(r->collects[i].step, r->collects[i].step_in,
+			                        r->collects[i].step_out);
 	for (size_t i = 0; i < r->n_stages; i++) {
 		struct stat st;
 		const char *d = r->stages[i].dest;
@@ -365,6 +415,7 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 	        {"every", required_argument, NULL, OPT_EVERY},
 	        {"pack", no_argument, NULL, OPT_PACK},
 	        {"grace", required_argument, NULL, OPT_GRACE},
+	        {"all-nodes", no_argument, NULL, OPT_ALLNODES},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -381,10 +432,12 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 			if (split_pair(optarg, false, &r->stages[r->n_stages++]))
 				return cli_usage("--stage: '%s' is not SRC or SRC:DEST", optarg);
 			break;
-		case OPT_COLLECT:
-			if (split_pair(optarg, true, &r->collects[r->n_collects++]))
+		case OPT_COLLECT: {
+			pair *p = &r->collects[r->n_collects++];
+			if (split_pair(optarg, true, p))
 				return cli_usage("--collect: '%s' is not SRC:DEST", optarg);
 			break;
+		}
 		case OPT_EVERY:
 			if (stg_parse_duration(optarg, every) || !*every)
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
@@ -396,6 +449,7 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 			*grace = (double)g;
 			break;
 		case OPT_PACK: r->co.pack = 1; break;
+		case OPT_ALLNODES: r->all_nodes = true; break;
 		default: return cli_usage("unexpected option");
 		}
 	}
@@ -403,6 +457,26 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
 	if (*every && !r->n_collects)
 		return cli_usage("--every needs something to collect (--collect SRC:DEST)");
+	if (r->all_nodes) {
+		unsigned nn = cli_job_nodes();
+		if (!nn)
+			return cli_usage("--all-nodes works inside a Slurm allocation (sbatch, "
+			                 "salloc); SLURM_JOB_ID is not set");
+		r->all_nodes = nn > 1;
+		for (size_t i = 0; r->all_nodes && r->co.pack && i < r->n_collects; i++)
+			if (!strstr(r->collects[i].dest, "%n"))
+				return cli_usage("--all-nodes --pack: put %%n (the node's name) in "
+				                 "DEST, one pack per node: '%s'",
+				                 r->collects[i].dest);
+	}
+	/* %n in DEST: this node's name (with --all-nodes each node's own) */
+	for (size_t i = 0; !r->all_nodes && i < r->n_collects; i++) {
+		char *d = cli_expand_node(r->collects[i].dest);
+		if (!d)
+			return EXIT_IO;
+		free(r->collects[i].dest);
+		r->collects[i].dest = d;
+	}
 	return -1;
 }
 
@@ -415,6 +489,7 @@ int cmd_run(int argc, char **argv)
 	uint64_t every = 0;
 	double grace = 5;
 	int rc = r.stages && r.collects ? parse(argc, argv, &r, &every, &grace) : EXIT_IO;
+	r.every = every;
 	stg_config *cfg = NULL;
 	if (rc >= 0)
 		goto out;
@@ -453,7 +528,8 @@ int cmd_run(int argc, char **argv)
 		goto cleanup;
 	}
 	bool stopped = false;
-	int status = supervise(&r, &set, every, grace, &stopped);
+	/* with --all-nodes the collectors keep their own time */
+	int status = supervise(&r, &set, r.all_nodes ? 0 : every, grace, &stopped);
 	stop_collector(&r);
 
 	/* the final collect; a second terminating signal interrupts it */

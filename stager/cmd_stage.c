@@ -5,8 +5,20 @@
 #include "cli.h"
 
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_VERIFY, OPT_COPY, OPT_NOPIN, OPT_ALLNODES };
+enum {
+	OPT_JSON = OPT_FIRST_LOCAL,
+	OPT_VERIFY,
+	OPT_COPY,
+	OPT_NOPIN,
+	OPT_ALLNODES,
+	/* between the nodes of --all-nodes (not in --help) */
+	OPT_NODE_PROBE,
+	OPT_NODE_RECEIVE,
+	OPT_NODE_DIGEST,
+};
 
 int cmd_stage(int argc, char **argv)
 {
@@ -17,15 +29,25 @@ int cmd_stage(int argc, char **argv)
 	        {"no-pin", no_argument, NULL, OPT_NOPIN},
 	        {"json", no_argument, NULL, OPT_JSON},
 	        {"all-nodes", no_argument, NULL, OPT_ALLNODES},
+	        {"node-probe", no_argument, NULL, OPT_NODE_PROBE},
+	        {"node-receive", required_argument, NULL, OPT_NODE_RECEIVE},
+	        {"node-digest", required_argument, NULL, OPT_NODE_DIGEST},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
 	const char **inc = calloc((size_t)argc, sizeof *inc);
-	if (!inc)
+	/* what the other nodes' stagers are given (--all-nodes) */
+	const char **fwd = calloc((size_t)argc + 16, sizeof *fwd);
+	size_t nf = 0;
+	if (!inc || !fwd) {
+		free(inc);
+		free(fwd);
 		return EXIT_IO;
+	}
 	stg_stage_opts so;
 	stg_stage_opts_init(&so);
-	int json = 0, c, rc;
+	int json = 0, c, rc, all = 0, probe = 0;
+	const char *receive = NULL, *digest = NULL;
 	while ((c = getopt_long(argc, argv, "i:hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
 		if (rc >= 0)
@@ -33,19 +55,30 @@ int cmd_stage(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'i': inc[so.n_include++] = optarg; break;
+		case 'i':
+			inc[so.n_include++] = optarg;
+			fwd[nf++] = "--include";
+			fwd[nf++] = optarg;
+			break;
 		case OPT_VERIFY: so.verify = 1; break;
-		case OPT_COPY: so.copy = 1; break;
-		case OPT_NOPIN: so.no_pin = 1; break;
+		case OPT_COPY:
+			so.copy = 1;
+			fwd[nf++] = "--copy";
+			break;
+		case OPT_NOPIN:
+			so.no_pin = 1;
+			fwd[nf++] = "--no-pin";
+			break;
 		case OPT_JSON: json = 1; break;
-		case OPT_ALLNODES:
-			cli_error("--all-nodes (multi-node fan-out) is not built yet in this "
-			          "version");
-			rc = EXIT_USAGE;
-			goto done;
+		case OPT_ALLNODES: all = 1; break;
+		case OPT_NODE_PROBE: probe = 1; break;
+		case OPT_NODE_RECEIVE: receive = optarg; break;
+		case OPT_NODE_DIGEST: digest = optarg; break;
 		default: rc = cli_usage("unexpected option"); goto done;
 		}
 	}
+	/* the global options the other nodes need too */
+	nf += cli_global_args(fwd + nf);
 	int nargs = argc - optind;
 	if (nargs < 1 || nargs > 2) {
 		rc = cli_usage(nargs < 1 ? "what to stage? stager stage SRC [DEST]"
@@ -56,10 +89,35 @@ int cmd_stage(int argc, char **argv)
 	if (nargs == 2)
 		so.dest = argv[optind + 1];
 	const char *src = argv[optind];
+	/* the other nodes start in the same directory; absolute is clearer */
+	char abs_src[4096];
+	if (all && src[0] != '/' && getcwd(abs_src, sizeof abs_src) &&
+	    strlen(abs_src) + strlen(src) + 2 < sizeof abs_src) {
+		strcat(abs_src, "/");
+		strcat(abs_src, src);
+		src = abs_src;
+	}
+	fwd[nf++] = "--";
+	fwd[nf++] = src;
+	if (so.dest)
+		fwd[nf++] = so.dest;
+	if (probe || receive) {
+		/* say which node a message comes from */
+		static char who[128];
+		snprintf(who, sizeof who, "stage on %s", cli_node_name());
+		g_cmd = who;
+	}
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
-	if (cache) {
+	if (cache && probe) {
+		rc = cli_node_probe(ctx, cache, src, &so, digest);
+	} else if (cache && receive) {
+		rc = cli_node_receive(ctx, cache, src, &so, receive, digest);
+	} else if (cache && all &&
+	           (rc = cli_stage_all_nodes(ctx, cache, src, &so, fwd, json, NULL)) >= 0) {
+		/* done on every node */
+	} else if (cache) {
 		stg_stage_result res;
 		stg_err err = stg_stage(ctx, cache, src, &so, &res);
 		if (err) {
@@ -99,5 +157,6 @@ int cmd_stage(int argc, char **argv)
 	cli_ctx_done(ctx);
 done:
 	free(inc);
+	free(fwd);
 	return rc;
 }

@@ -1,9 +1,10 @@
 #!/bin/bash
-# A data-parallel job on 4 nodes: one `stager run` per node (srun), each
-# staging the dataset on its own node and collecting that node's results to
-# a directory of its own.  (Until `stager stage --all-nodes` lands, each node
-# reads the pack from the shared filesystem; stager's node and cluster
-# limits and the pack's single sequential read keep that gentle.)
+# A data-parallel job on 4 nodes: `stager run --all-nodes` stages the
+# dataset on every node with one read of the shared filesystem (Slurm's
+# sbcast fans it out), runs the training on all nodes, and collects every
+# node's results to a directory of its own (%n: the node's name) -
+# every 30 minutes, at the early warning, when the job is stopped, and at
+# the end.
 #
 #SBATCH --job-name=ddp
 #SBATCH --nodes=4
@@ -11,18 +12,17 @@
 #SBATCH --cpus-per-task=16
 #SBATCH --gres=gpu:4
 #SBATCH --time=24:00:00
-#SBATCH --signal=USR1@600
+#SBATCH --signal=B:USR1@600
 set -eu
 DATASET=${DATASET:-/data/$USER/datasets/imagenet.tar.zst}
 RESULTS=${RESULTS:-$HOME/results/$SLURM_JOB_ID}
-export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
-export MASTER_PORT=29500
+MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
+export MASTER_ADDR MASTER_PORT=29500
 
-# --signal without B: reaches the job's steps: each node's stager collects
-# at the warning and passes it to torchrun
-srun --kill-on-bad-exit=1 bash -c '
-	exec stager run --stage "'"$DATASET"'" \
-		--collect "out:'"$RESULTS"'/node-$SLURM_NODEID" --every 30m -- \
-		torchrun --nnodes="$SLURM_NNODES" --nproc-per-node=4 \
-			--rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
-			train.py --data "$STAGER_DATA" --output "$STAGER_OUT"'
+# exec: the early warning (B:USR1) reaches stager, which has every node
+# collect at once and passes it to the command.  The single quotes leave
+# $STAGER_DATA and $STAGER_OUT (set by stager run) to the tasks.
+exec stager run --all-nodes --stage "$DATASET" --collect "out:$RESULTS/%n" --every 30m -- \
+	srun --kill-on-bad-exit=1 bash -c 'exec torchrun --nnodes="$SLURM_NNODES" \
+		--nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
+		train.py --data "$STAGER_DATA" --output "$STAGER_OUT"'
