@@ -51,7 +51,7 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps help
+	format format-check deps help bench-multinode
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -126,6 +126,9 @@ fuzz:
 
 bench: all $(TOOLS)
 	B=$(B) bash bench/run.sh
+# shared-FS load of 1 to 4 nodes on a real Slurm (needs root)
+bench-multinode: all $(TOOLS)
+	B=$(B) bash bench/multinode.sh
 
 demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
@@ -185,5 +188,6 @@ help:
 	@echo "make fuzz       run the libFuzzer targets (FUZZ_TIME=seconds)"
 	@echo "make bench      benchmarks against rsync, tar/zstd, cp through an emulated NFS and on"
 	@echo "                local disk; writes bench/results.md and bench/results.png"
+	@echo "make bench-multinode  shared-FS load of 1 to 4 Slurm nodes (bench/multinode.md)"
 	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
 	@echo "make format     clang-format the sources (format-check to check)"

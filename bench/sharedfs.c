@@ -2,8 +2,8 @@
  * sharedfs - a FUSE passthrough with the costs of a shared (NFS) filesystem,
  * for benchmarks and tests of stager.
  *
- *   sharedfs [--delay-ms MS] [--bw RATE] [--attr-timeout S] [--foreground]
- *            BACKING_DIR MOUNTPOINT
+ *   sharedfs [--delay-ms MS] [--bw RATE] [--attr-timeout S] [--direct-io]
+ *            [--foreground] BACKING_DIR MOUNTPOINT
  *
  * MOUNTPOINT shows BACKING_DIR.  The costs:
  *
@@ -19,7 +19,9 @@
  *
  * Caching as on NFS: attributes and names are kept --attr-timeout seconds
  * (default 1, a short actimeo), failed lookups not at all, and the page
- * cache is dropped at each open (close-to-open).  An open file that is
+ * cache is dropped at each open (close-to-open).  --direct-io bypasses the
+ * page cache altogether, so every read reaches the counters: the "nodes" of
+ * a test cluster on one machine would otherwise share the host's cache.  An open file that is
  * unlinked becomes .fuse_hiddenNNN until closed, as with NFS's .nfsNNN.
  * Unlike NFS, open does not revalidate attributes: a file changed through
  * another hard link, another mount or BACKING_DIR may show its old size for
@@ -71,6 +73,7 @@
 static long delay_ns = 500000;           /* per metadata operation */
 static double bw = 1024.0 * 1024 * 1024; /* bytes/s; 0 = unlimited */
 static double attr_timeout = 1.0;        /* seconds */
+static int direct_io;                    /* --direct-io */
 static int bfd = -1;                     /* the backing directory */
 static int as_root;                      /* mounted allow_other */
 static struct stat stats_st;             /* the stats file's attributes */
@@ -469,6 +472,7 @@ static int sfs_open(const char *path, struct fuse_file_info *fi)
 	if (fd < 0)
 		return -errno;
 	fi->fh = (uint64_t)fd;
+	fi->direct_io = direct_io;
 	opened(fi->flags);
 	return 0;
 }
@@ -490,6 +494,7 @@ static int sfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 		return r;
 	}
 	fi->fh = (uint64_t)fd;
+	fi->direct_io = direct_io;
 	opened(fi->flags);
 	return 0;
 }
@@ -669,6 +674,7 @@ static const char usage_text[] =
         "  --bw RATE         bytes/s for reads and writes together, K/M/G suffixes are\n"
         "                    powers of 1024 (default 1G; 0 = unlimited)\n"
         "  --attr-timeout S  kernel attribute and name cache, seconds (default 1)\n"
+        "  --direct-io       no page cache: every read and write reaches the counters\n"
         "  -f, --foreground  do not daemonize\n"
         "Counters: cat MOUNTPOINT/" STATS_NAME "; echo reset > MOUNTPOINT/" STATS_NAME "\n"
         "Unmount with fusermount3 -u MOUNTPOINT.\n";
@@ -704,6 +710,7 @@ int main(int argc, char **argv)
 	        {"delay-ms", required_argument, NULL, 'd'},
 	        {"bw", required_argument, NULL, 'b'},
 	        {"attr-timeout", required_argument, NULL, 'a'},
+	        {"direct-io", no_argument, NULL, 'D'},
 	        {"foreground", no_argument, NULL, 'f'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
@@ -715,6 +722,7 @@ int main(int argc, char **argv)
 		case 'd': delay_ns = (long)(parse_num("--delay-ms", optarg, 0) * 1e6 + 0.5); break;
 		case 'b': bw = parse_num("--bw", optarg, 1); break;
 		case 'a': attr_timeout = parse_num("--attr-timeout", optarg, 0); break;
+		case 'D': direct_io = 1; break;
 		case 'f': foreground = 1; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: usage_error("unknown option", argv[optind - 1]);

@@ -18,7 +18,7 @@ setup_file() {
 	export SCRATCH="$ML/scratch" SHARED="$ML/shared"
 	mkdir -p "$ML/backing" "$SHARED" "$ML/out" "$ML/bin" "$SCRATCH"
 	# the shared filesystem, mounted before the nodes start (they see it)
-	"$SHAREDFS" --delay-ms 0 --attr-timeout 0 "$ML/backing" "$SHARED"
+	"$SHAREDFS" --delay-ms 0 --attr-timeout 0 --direct-io "$ML/backing" "$SHARED"
 	# the site configuration: node-local cache and slots
 	cat >"$ML/stager.conf" <<CONF
 scratch_root = $SCRATCH/\$USER

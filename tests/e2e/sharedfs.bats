@@ -221,6 +221,29 @@ line"
 	[ "$status" -ne 0 ]
 }
 
+@test "--direct-io: readers holding a file open at once each reach the counters" {
+	head -c 3000000 /dev/urandom >"$B/in.bin"
+	for opt in "" --direct-io; do
+		mountfs --delay-ms 0 $opt "$B" "$M"
+		reset_stats
+		# two readers with the file open at once (the page cache would serve
+		# the second from the first's pages)
+		exec {a}<"$M/in.bin" {b}<"$M/in.bin"
+		cat <&$a >/dev/null
+		cat <&$b >/dev/null
+		exec {a}<&- {b}<&-
+		got=$(stat_of bytes_read)
+		echo "${opt:-cached}: $got"
+		if [ -n "$opt" ]; then
+			[ "$got" -eq 6000000 ]
+		else
+			[ "$got" -lt 6000000 ]
+		fi
+		wait_until all_closed
+		unmount "$M"
+	done
+}
+
 @test "delay: each metadata operation sleeps --delay-ms" {
 	mkdir "$B/d"
 	(cd "$B/d" && touch $(seq -f f%g 1 400))
