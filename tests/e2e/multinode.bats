@@ -327,3 +327,30 @@ PY
 		[ "$(stat_of bytes_read)" -le $((size + size / 10)) ]
 	done
 }
+
+@test "run --all-nodes: the early warning (B:USR1) has every node collect at once" {
+	mkdir -p "$ML/backing/res8"
+	cat >"$ML/run8.sh" <<JOB
+#!/bin/bash
+exec "$STAGER" run --all-nodes --collect "out:$SHARED/res8/%n" -- \
+	srun -N3 --ntasks-per-node=1 sh -c 'trap "" USR1; sleep 1; echo "\$SLURMD_NODENAME" >"\$STAGER_OUT/early"; sleep 300'
+JOB
+	id=$(sbatch --parsable -N3 --mem=300 -o "$ML/out/run8.log" "$ML/run8.sh" | cut -d';' -f1)
+	for _ in $(seq 1 150); do
+		[ "$(ls "$ML"/cluster/nodes/n*/jobs-tmp/"$id"/out/early 2>/dev/null | wc -l)" -eq 3 ] && break
+		sleep 0.2
+	done
+	# (the collectors' first round, at their start, found nothing)
+	[ "$(ls "$ML"/backing/res8/n*/early 2>/dev/null | wc -l)" -eq 0 ]
+	scancel --batch --signal=USR1 "$id"
+	for _ in $(seq 1 100); do
+		[ "$(ls "$ML"/backing/res8/n*/early 2>/dev/null | wc -l)" -eq 3 ] && break
+		sleep 0.2
+	done
+	# collected while the job still runs
+	[ -n "$(squeue -h -j "$id")" ]
+	for n in n1 n2 n3; do [ "$(cat "$ML/backing/res8/$n/early")" = "$n" ]; done
+	scancel "$id"
+	wait_gone "$id" 60
+	cat out/run8.log
+}
