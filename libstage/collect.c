@@ -32,6 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/utsname.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -362,10 +363,15 @@ static void op(collector *k)
  * process (nodes of one job may collect into one DEST at once). */
 static void tmp_name(collector *k, const char *path, char *out, size_t len)
 {
-	static char host[32];
-	if (!host[0] && (gethostname(host, sizeof host) || !host[0]))
-		snprintf(host, sizeof host, "host");
-	host[strcspn(host, "./")] = '\0';
+	static char host[72];
+	if (!host[0]) {
+		const char *n = getenv("SLURMD_NODENAME");
+		struct utsname u;
+		if (!(n && *n) && uname(&u) == 0)
+			n = u.nodename;
+		snprintf(host, sizeof host, "%s", n && *n ? n : "host");
+		host[strcspn(host, "./")] = '\0';
+	}
 	const char *slash = strrchr(path, '/');
 	snprintf(out, len, "%.*s%s.stager-tmp.%s.%d.%u", slash ? (int)(slash - path) : 0, path,
 	         slash ? "/" : "", host, (int)getpid(), k->seq++);

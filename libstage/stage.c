@@ -630,6 +630,8 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 	stg_err err = open_pack(ctx, c, *fd, &p);
 	if (err)
 		return err;
+	if (o->from_copy)
+		p->bw = NULL; /* local: not the shared filesystem's bandwidth */
 	uint64_t trailer = p->size - p->t.data_size;
 	res->source_bytes += trailer < STG_TAIL_READ ? STG_TAIL_READ : trailer;
 	if (res->source_bytes > p->size)
@@ -672,6 +674,8 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 			}
 			if ((err = open_pack(ctx, c, *fd, &p)))
 				goto out;
+			if (o->from_copy)
+				p->bw = NULL;
 			if (memcmp(p->t.digest, res->digest, STG_DIGEST_LEN)) {
 				err = stg__fail(ctx, STG_EIO,
 				                "'%s' changed while it was being staged; try again",

@@ -9,10 +9,12 @@
 # limit).  It does no file work as root: it runs `stager clean` and the
 # removal of the job's directory as the job's user, so nothing a user put
 # on scratch can make it touch another user's files.  STAGER_BIN names the
-# binary if it is not on root's PATH; STAGER_JOB_TMP_BASE as in the prolog.
+# binary if it is not on root's PATH; STAGER_JOB_TMP_BASE (from
+# /etc/default/stager) as in the prolog.
 # An epilog that fails drains the node, so this one always exits 0.
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] || exit 0
 bin=${STAGER_BIN:-$(command -v stager || echo /usr/local/bin/stager)}
+[ -r /etc/default/stager ] && . /etc/default/stager
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 as_user() {
 	if [ "$(id -u)" -eq 0 ] && [ "$SLURM_JOB_USER" != root ]; then

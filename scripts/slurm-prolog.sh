@@ -1,30 +1,50 @@
 #!/bin/sh
 # Slurm prolog for stager: make the job's private directory on node-local
 # scratch, $STAGER_JOB_TMP_BASE/$SLURM_JOB_ID (mode 0700, the job's user),
-# which scripts/slurm-task-prolog.sh exports as SLURM_TMPDIR and TMPDIR
-# and scripts/slurm-epilog.sh removes.  `stager stage` links datasets
-# there by default; `stager run` keeps its job directory there.
+# which scripts/slurm-task-prolog.sh exports as SLURM_TMPDIR and
+# scripts/slurm-epilog.sh removes.  `stager stage` links datasets there by
+# default; `stager run` keeps its job directory there.
 #
 # Install on every node, in slurm.conf:
 #   Prolog=/usr/local/libexec/stager/prolog
 #   TaskProlog=/usr/local/libexec/stager/task-prolog
 #   Epilog=/usr/local/libexec/stager/epilog
 #   PrologFlags=Alloc          (run it on every node when the job starts)
-# and set STAGER_JOB_TMP_BASE the same in all three (default /scratch/jobs).
+# Set the base in /etc/default/stager (STAGER_JOB_TMP_BASE=/scratch/jobs,
+# the default), read by all three, and create it once: a directory owned by
+# root, mode 0755, on the node-local disk (`install -d -m 0755 -o root
+# /scratch/jobs`).
 #
-# It runs as root.  The base directory is root's (0755), so a user cannot
-# plant a link there; the job's directory is created fresh.  A prolog that
-# fails drains the node: this one fails only if it cannot make the
-# directory, which the job could not run without.
+# It runs as root, so it trusts nothing a user could have made: the base
+# must be a real directory owned by root and not writable by others (else
+# the prolog fails, which drains the node: an administrator must look).
+# Inside it, the job's directory is created fresh; what an earlier job with
+# the same id left there is removed as its owner, never as root.
+[ -r /etc/default/stager ] && . /etc/default/stager
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_UID:-}" ] || exit 0
 case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac
-umask 022
-mkdir -p "$base" && chown root "$base" && chmod 0755 "$base" || exit 1
+case $SLURM_JOB_UID in *[!0-9]*) exit 0 ;; esac
+if [ ! -e "$base" ] && [ ! -L "$base" ]; then
+	# made here only if its parent is root's and not world-writable
+	parent=$(dirname "$base")
+	[ -d "$parent" ] && [ ! -L "$parent" ] && [ "$(stat -c %u "$parent")" = 0 ] &&
+		[ "$(stat -c %A "$parent" | cut -c9)" != w ] && mkdir -m 0755 "$base" 2>/dev/null
+fi
+if [ -L "$base" ] || [ ! -d "$base" ] || [ "$(stat -c %u "$base")" != 0 ] ||
+	[ "$(stat -c %A "$base" | cut -c6)" = w ] || [ "$(stat -c %A "$base" | cut -c9)" = w ]; then
+	echo "stager-prolog: $base must be a directory owned by root, not writable by others" >&2
+	exit 1
+fi
 dir="$base/$SLURM_JOB_ID"
 if [ -e "$dir" ] || [ -L "$dir" ]; then
-	# a leftover of an earlier job with this id: its owner's business
-	rm -rf --one-file-system -- "$dir" || exit 1
+	# a leftover of an earlier job with this id: removed as its owner
+	owner=$(stat -c %u "$dir")
+	if [ -d "$dir" ] && [ ! -L "$dir" ] && [ "$owner" != 0 ]; then
+		setpriv --reuid="$owner" --regid="$(stat -c %g "$dir")" --clear-groups \
+			find "$dir" -xdev -mindepth 1 -delete 2>/dev/null
+	fi
+	rmdir "$dir" 2>/dev/null || rm -f "$dir" 2>/dev/null || exit 1
 fi
 gid=${SLURM_JOB_GID:-$(id -g "$SLURM_JOB_UID" 2>/dev/null || echo 0)}
 install -d -m 0700 -o "$SLURM_JOB_UID" -g "$gid" "$dir" || exit 1

@@ -24,6 +24,7 @@
 #include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -81,15 +82,30 @@ const char *cli_node_name(void)
 	return name;
 }
 
-/* Start argv with pipes to its stdin (*in) and from its stdout (*out), if
- * asked; stderr is ours.  The pid, or -1 after a message. */
+/* Start argv with a channel to its stdin (*in: a socket, written with
+ * say(), so a step that is gone is EPIPE, not SIGPIPE) and a pipe from its
+ * stdout (*out), if asked; stderr is ours.  It starts with the default
+ * signal dispositions and nothing blocked.  The pid, or -1 after a
+ * message. */
 static pid_t spawn(char **argv, int *in, int *out)
 {
 	int ip[2] = {-1, -1}, op[2] = {-1, -1};
 	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
 	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	sigset_t none, dfl;
+	sigemptyset(&none);
+	sigemptyset(&dfl);
+	int sigs[] = {SIGPIPE, SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		sigaddset(&dfl, sigs[i]);
+	posix_spawnattr_setsigmask(&at, &none);
+	posix_spawnattr_setsigdefault(&at, &dfl);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
 	pid_t pid = -1;
-	if ((in && pipe2(ip, O_CLOEXEC)) || (out && pipe2(op, O_CLOEXEC))) {
+	if ((in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ip)) ||
+	    (out && pipe2(op, O_CLOEXEC))) {
 		cli_error("pipe: %s", strerror(errno));
 		goto out;
 	}
@@ -99,13 +115,14 @@ static pid_t spawn(char **argv, int *in, int *out)
 		posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (out)
 		posix_spawn_file_actions_adddup2(&fa, op[1], 1);
-	int e = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+	int e = posix_spawnp(&pid, argv[0], &fa, &at, argv, environ);
 	if (e) {
 		cli_error("cannot run '%s': %s", argv[0], strerror(e));
 		pid = -1;
 	}
 out:
 	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
 	if (ip[0] >= 0)
 		close(ip[0]);
 	if (op[1] >= 0)
@@ -124,14 +141,36 @@ out:
 	return pid;
 }
 
-/* Its exit status as a shell reports it. */
+/* A line to a step's stdin; false if it is gone. */
+static bool say(int in, const char *line)
+{
+	return send(in, line, strlen(line), MSG_NOSIGNAL) == (ssize_t)strlen(line);
+}
+
+/* Its exit status as a shell reports it.  If we are told to stop while
+ * waiting, it is told too (srun then cancels its step). */
 static int wait_status(pid_t pid)
 {
 	int st;
-	while (waitpid(pid, &st, 0) < 0)
+	bool told = false;
+	while (waitpid(pid, &st, 0) < 0) {
 		if (errno != EINTR)
 			return 127;
+		if (cli_interrupted && !told) {
+			kill(pid, SIGTERM);
+			told = true;
+		}
+	}
 	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* A step's status as ours: the tasks' own statuses (2-7) pass, anything
+ * else from srun is a remote failure (6); 5 if we were told to stop. */
+static int step_status(int st)
+{
+	if (cli_interrupted)
+		return EXIT_INTERRUPTED;
+	return st == 0 ? EXIT_OK : st >= EXIT_SOURCE && st <= EXIT_IO ? st : EXIT_REMOTE;
 }
 
 /* One line from fd into buf (without the newline), waiting at most
@@ -146,6 +185,8 @@ static int read_line(int fd, char *buf, size_t len, int timeout)
 		if (left <= 0)
 			return -1;
 		int r = poll(&p, 1, left);
+		if (cli_interrupted)
+			return -1;
 		if (r < 0 && errno == EINTR)
 			continue;
 		if (r <= 0)
@@ -295,10 +336,11 @@ static int run_step(char **argv, fanout *f)
 }
 
 /* The fan-out step on the nodes that need the pack: start it, wait for its
- * tasks, sbcast the copy to that step, tell them to go, and collect their
- * answers.  If anything fails before the go, the tasks are told so and read
- * the shared filesystem themselves. */
-static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy,
+ * tasks, sbcast the copy (if there is one) to that step, tell them to go,
+ * and note their answers.  If the copy cannot be sent, the tasks are told
+ * so and read the shared filesystem themselves; if they do not start, the
+ * step is cancelled.  Our exit status for the step. */
+static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy, bool have_copy,
                    const char *const *fwd, const char *digest_hex)
 {
 	argvec b = {0};
@@ -311,8 +353,6 @@ static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy,
 	av_free(&b);
 	if (pid < 0)
 		return EXIT_IO;
-	/* no SIGPIPE if the step is gone already */
-	signal(SIGPIPE, SIG_IGN);
 	char line[512], step[32] = "";
 	unsigned ready = 0;
 	int r = 1;
@@ -323,8 +363,19 @@ static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy,
 			ready++;
 		}
 	}
+	if (ready < n || !step[0]) {
+		cli_error("the stagers on %s did not start (%s)", nodes,
+		          cli_interrupted ? "interrupted"
+		          : r < 0         ? "timed out"
+		                          : "the step ended");
+		kill(pid, SIGTERM); /* srun cancels the step */
+		close(in);
+		close(out);
+		wait_status(pid);
+		return cli_interrupted ? EXIT_INTERRUPTED : EXIT_REMOTE;
+	}
 	bool sent = false;
-	if (ready == n && step[0]) {
+	if (have_copy) {
 		const char *job = getenv("SLURM_JOB_ID");
 		char target[64];
 		snprintf(target, sizeof target, "%s.%s", job, step);
@@ -343,13 +394,8 @@ static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy,
 			          "filesystem themselves",
 			          nodes, st);
 		}
-	} else {
-		cli_error("the stagers on %s did not start (%s): those nodes read the shared "
-		          "filesystem themselves",
-		          nodes, r < 0 ? "timed out" : "the step ended");
 	}
-	const char *go = sent ? "go\n" : "nogo\n";
-	if (write(in, go, strlen(go)) < 0 && g_opts.verbose)
+	if (!say(in, sent ? "go\n" : "nogo\n") && g_opts.verbose)
 		cli_info("the fan-out step is gone: %s", strerror(errno));
 	close(in);
 	while (read_line(out, line, sizeof line, 24 * 3600) == 1) {
@@ -358,7 +404,7 @@ static int fan_out(fanout *f, const char *nodes, unsigned n, const char *copy,
 			node_add(f, node, rest && !strcmp(rest, "copy") ? "sbcast" : "shared");
 	}
 	close(out);
-	return wait_status(pid);
+	return step_status(wait_status(pid));
 }
 
 int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
@@ -372,6 +418,10 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 		                 "SLURM_JOB_ID is not set");
 	if (nn == 1)
 		return -1; /* a plain stage */
+	if (!getenv("SLURMD_NODENAME"))
+		return cli_usage("--all-nodes runs on one of the job's nodes: in the batch "
+		                 "script, or under salloc as `srun -N1 -n1 stager stage "
+		                 "--all-nodes ...`");
 	const char *me = cli_node_name();
 	fanout f = {0};
 	argvec a = {0};
@@ -385,9 +435,10 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 	                                                         : stg_pack_open(ctx, src, &p);
 	if (err == STG_ECORRUPT) {
 		/* a directory or another archive: every node reads it */
-		cli_info("'%s' is not a pack: each of the %u nodes stages it from the shared "
-		         "filesystem on its own; `stager pack` it once and it is read once",
-		         src, nn);
+		cli_info("'%s' is not a pack (%s): each of the %u nodes stages it from the "
+		         "shared filesystem on its own; `stager pack` it once and it is read "
+		         "once",
+		         src, S_ISDIR(st.st_mode) ? "a directory" : stg_errmsg(ctx), nn);
 		srun_args(&a, nn, NULL, NULL);
 		stager_args(&a, "stage", NULL, fwd);
 		int out;
@@ -402,11 +453,16 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 			if (!first[0])
 				snprintf(first, sizeof first, "%s", line);
 		close(out);
-		rc = wait_status(pid);
-		if (first[0] && path)
+		rc = step_status(wait_status(pid));
+		if (first[0] && path) {
 			*path = strdup(first);
-		else if (first[0])
+		} else if (first[0] && json) {
+			printf("{\"path\":");
+			json_str(stdout, first);
+			printf(",\"digest\":null,\"nodes\":[],\"seconds\":%.3f}\n", cli_now() - t0);
+		} else if (first[0]) {
 			printf("%s\n", first);
+		}
 		goto out;
 	}
 	if (err) {
@@ -426,8 +482,11 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 	srun_args(&a, nn - 1, NULL, me);
 	const char *probe[] = {"--node-probe", "--node-digest", hex, NULL};
 	stager_args(&a, "stage", probe, fwd);
-	if ((rc = run_step(a.v, &f))) {
-		cli_error("asking the other nodes with srun failed (status %d)", rc);
+	int pst = run_step(a.v, &f);
+	if (pst || f.n != nn - 1) {
+		cli_error("asking the other nodes with srun failed (status %d, %zu of %u answered)",
+		          pst, f.n, nn - 1);
+		rc = pst ? step_status(pst) : EXIT_REMOTE;
 		goto out;
 	}
 	av_free(&a);
@@ -449,6 +508,7 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 	}
 
 	/* one read of the shared filesystem for all */
+	bool have_copy = false;
 	if (lead_needs || n_need) {
 		/* bcast/job-ID/: `stager clean` removes what a killed job left */
 		size_t len = strlen(stg_cache_root(cache)) + strlen(job) + STG_DIGEST_HEXLEN + 40;
@@ -461,23 +521,28 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 		mkdir_parents(copy);
 		uint64_t bytes;
 		uint8_t got[STG_DIGEST_LEN];
-		if ((err = stg_copy_pack(ctx, cache, src, copy, got, &bytes))) {
+		err = stg_copy_pack(ctx, cache, src, copy, got, &bytes);
+		if (err == STG_EINTR || err == STG_ENOENT || err == STG_ECORRUPT) {
 			free(need);
 			rc = cli_fail(ctx, err);
 			goto out;
 		}
-		if (memcmp(got, digest, STG_DIGEST_LEN)) {
+		if (err) {
+			/* no room or a read error here: the others may do better */
+			cli_error("%s: every node reads '%s' itself", stg_errmsg(ctx), src);
+		} else if (memcmp(got, digest, STG_DIGEST_LEN)) {
 			free(need);
 			cli_error("'%s' changed while it was being staged; try again", src);
 			rc = EXIT_SOURCE;
 			goto out;
 		}
+		have_copy = !err;
 	}
-	int frc = n_need ? fan_out(&f, need, n_need, copy, fwd, hex) : EXIT_OK;
+	int frc = n_need ? fan_out(&f, need, n_need, copy, have_copy, fwd, hex) : EXIT_OK;
 	free(need);
 
 	/* this node, from the copy too */
-	so->from_copy = lead_needs ? copy : NULL;
+	so->from_copy = lead_needs && have_copy ? copy : NULL;
 	so->from_copy_digest = digest;
 	stg_stage_result res;
 	err = stg_stage(ctx, cache, src, so, &res);
@@ -490,7 +555,7 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 	}
 	node_add(&f, me, !lead_needs ? "cached" : res.source_bytes ? "shared" : "read");
 	if (frc) {
-		cli_error("staging on some nodes failed (srun status %d); see above", frc);
+		cli_error("staging on some nodes failed (exit %d); see above", frc);
 		rc = frc;
 	}
 	if (path) {
@@ -646,7 +711,6 @@ pid_t cli_node_collectors(const char *src, const char *dest, const stg_collect_o
 	srun_args(&a, nn, NULL, NULL);
 	av_add(&a, "--input=all");
 	stager_args(&a, "collect", NULL, fwd);
-	signal(SIGPIPE, SIG_IGN);
 	pid_t pid = spawn(a.v, in, out);
 	av_free(&a);
 	if (pid < 0)
@@ -672,7 +736,7 @@ pid_t cli_node_collectors(const char *src, const char *dest, const stg_collect_o
 
 void cli_node_collectors_now(int in)
 {
-	if (write(in, "now\n", 4) < 0 && g_opts.verbose)
+	if (!say(in, "now\n") && g_opts.verbose)
 		cli_info("the collectors are gone: %s", strerror(errno));
 }
 
@@ -681,7 +745,7 @@ int cli_node_collectors_end(pid_t pid, int in, int out)
 	close(in); /* end of file: each collects once more and ends */
 	int st = wait_status(pid);
 	close(out);
-	return st;
+	return step_status(st);
 }
 
 /* DEST with %n replaced by this node's name (%% by %). */

@@ -291,9 +291,12 @@ void cli_progress_end(void)
 
 static stg_ctx *volatile sig_ctx;
 
+volatile sig_atomic_t cli_interrupted;
+
 static void on_signal(int sig)
 {
 	(void)sig;
+	cli_interrupted = 1;
 	if (sig_ctx)
 		stg_cancel(sig_ctx);
 }

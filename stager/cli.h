@@ -11,6 +11,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <signal.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -89,7 +90,8 @@ int cli_fail(stg_ctx *ctx, stg_err err);
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* A context with the log and progress callbacks set and SIGINT/SIGTERM
- * wired to stg_cancel(). */
+ * wired to stg_cancel() (and to cli_interrupted). */
+extern volatile sig_atomic_t cli_interrupted;
 stg_ctx *cli_ctx(void);
 void cli_ctx_done(stg_ctx *ctx);
 void cli_progress_end(void);

@@ -85,7 +85,7 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 
 /* --node-ready: the lead's stager says "now" on stdin (collect now), and
  * closes it to stop us (collect once more and end). */
-static bool listen_stdin;
+static bool listen_stdin, stdin_closed;
 
 static void wait_stdin(double left)
 {
@@ -98,7 +98,7 @@ static void wait_stdin(double left)
 	if (n > 0 && memmem(buf, (size_t)n, "now", 3))
 		now_signals++;
 	else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-		stop_signals++;
+		stdin_closed = true; /* not a signal: a later one is the first */
 }
 
 /* Collect every interval seconds until a signal; then once more. */
@@ -106,7 +106,7 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
                          const stg_collect_opts *o, uint64_t interval, collect_totals *t)
 {
 	int rc = EXIT_OK;
-	while (!stop_signals) {
+	while (!stop_signals && !stdin_closed) {
 		stg_io_idle(1);
 		double t0 = cli_now();
 		now_signals = 0;
@@ -115,7 +115,7 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
 			return rc; /* will not get better */
 		/* sleep until the next round (signals cut it short) */
 		for (double left; (left = t0 + (double)interval - cli_now()) > 0 && !stop_signals &&
-		                  !now_signals;) {
+		                  !stdin_closed && !now_signals;) {
 			if (listen_stdin) {
 				wait_stdin(left);
 				continue;

@@ -215,14 +215,14 @@ static int collect_all(run_state *r)
 		pair *p = &r->collects[i];
 		if (r->all_nodes) {
 			if (p->step > 0) {
-				int st = cli_node_collectors_end(p->step, p->step_in, p->step_out);
+				p->status =
+				        cli_node_collectors_end(p->step, p->step_in, p->step_out);
 				p->step = 0;
-				p->status = st ? (st == EXIT_SPACE ? st : EXIT_IO) : EXIT_OK;
-				if (st)
-					cli_error(
-					        "collecting '%s' on some nodes failed (srun status "
-					        "%d); see above",
-					        p->src, st);
+				if (p->status)
+					cli_error("collecting '%s' on some nodes failed (exit %d); "
+					          "see "
+					          "above",
+					          p->src, p->status);
 			}
 			if (p->status && !rc)
 				rc = p->status;
@@ -297,6 +297,21 @@ static pid_t start_cmd(char **argv, const sigset_t *old)
 	_exit(e == ENOENT ? 127 : 126);
 }
 
+/* If pid was p's collector step (--all-nodes), it ended before we stopped
+ * it: Slurm stopped the job (each node collected: status 0), or it failed. */
+static void collector_ended(pair *p, pid_t pid, int st)
+{
+	if (pid != p->step)
+		return;
+	int cs = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	p->step = 0;
+	p->status = cs == 0 ? EXIT_OK : cs >= EXIT_SOURCE && cs <= EXIT_IO ? cs : EXIT_REMOTE;
+	close(p->step_in);
+	close(p->step_out);
+	if (cs)
+		cli_error("the collectors of '%s' ended early (status %d)", p->src, cs);
+}
+
 /* Wait for CMD, passing signals on and collecting as asked.  Returns CMD's
  * status as a shell reports it; *stopped says whether a terminating
  * signal reached stager. */
@@ -322,14 +337,7 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 			pid_t pid;
 			while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
 				for (size_t i = 0; i < r->n_collects; i++)
-					if (pid == r->collects[i].step) {
-						r->collects[i].step = 0;
-						r->collects[i].status = EXIT_IO;
-						close(r->collects[i].step_in);
-						close(r->collects[i].step_out);
-						cli_error("the collectors of '%s' ended early",
-						          r->collects[i].src);
-					}
+					collector_ended(&r->collects[i], pid, st);
 				if (pid == r->collector) {
 					r->collector = 0;
 				} else if (pid == r->cmd) {

@@ -37,7 +37,7 @@ int cmd_stage(int argc, char **argv)
 	};
 	const char **inc = calloc((size_t)argc, sizeof *inc);
 	/* what the other nodes' stagers are given (--all-nodes) */
-	const char **fwd = calloc((size_t)argc + 16, sizeof *fwd);
+	const char **fwd = calloc(2 * (size_t)argc + 16, sizeof *fwd);
 	size_t nf = 0;
 	if (!inc || !fwd) {
 		free(inc);
@@ -60,7 +60,10 @@ int cmd_stage(int argc, char **argv)
 			fwd[nf++] = "--include";
 			fwd[nf++] = optarg;
 			break;
-		case OPT_VERIFY: so.verify = 1; break;
+		case OPT_VERIFY:
+			so.verify = 1;
+			fwd[nf++] = "--verify";
+			break;
 		case OPT_COPY:
 			so.copy = 1;
 			fwd[nf++] = "--copy";
@@ -151,8 +154,8 @@ int cmd_stage(int argc, char **argv)
 			stg_stage_result_free(&res);
 			rc = EXIT_OK;
 		}
-		stg_cache_close(cache);
 	}
+	stg_cache_close(cache);
 	stg_config_free(cfg);
 	cli_ctx_done(ctx);
 done:

@@ -42,6 +42,7 @@ SCRIPT
 printf '%s\n' "\$*" >>"$ML/sbcast.log"
 for a; do case \$a in [0-9]*.[0-9]*) target=\$a ;; esac; done
 scontrol show step "\$target" 2>/dev/null | grep -o ' NodeList=[^ ]*' >>"$ML/sbcast.log"
+[ -s "$ML/fail-sbcast" ] && { echo "sbcast: error: injected" >&2; exit 1; }
 "$real" "\$@" || exit
 if [ -s "$ML/damage-on" ]; then
 	dest=\${@: -1}
@@ -177,6 +178,31 @@ JOB
 	[ "$read" -ge $((2 * size)) ] && [ "$read" -le $((2 * size + size / 5)) ]
 	for n in n1 n2 n3; do
 		diff -r "$ML/backing/ds2" "$(entry_of $n "$digest")"
+	done
+}
+
+@test "stage --all-nodes: if sbcast fails, the nodes read the shared filesystem themselves" {
+	make_dataset ds9
+	digest=$("$STAGER" ls --json "$ML/backing/ds9.tar.zst" | jq -r .digest)
+	size=$(stat -c %s "$ML/backing/ds9.tar.zst")
+	echo yes >"$ML/fail-sbcast"
+	echo reset >"$SHARED/.sharedfs-stats"
+	run_job stage9 <<JOB
+"$STAGER" stage --all-nodes --json "$SHARED/ds9.tar.zst" >"$ML/out/stage9.json"
+echo "rc=\$?" >>"$ML/out/stage9.json"
+JOB
+	: >"$ML/fail-sbcast"
+	cat out/stage9.json
+	grep -qx "rc=0" out/stage9.json
+	[ "$(head -1 out/stage9.json | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")')" = "n1=read,n2=shared,n3=shared" ]
+	grep -q "sbcast to .* failed" out/stage9.log
+	read=$(stat_of bytes_read)
+	echo "read $read of a $size-byte pack"
+	# three reads of the pack, and of its trailer (a 1 MiB read at the end)
+	# a few times
+	[ "$read" -ge $((3 * size)) ] && [ "$read" -le $((3 * size + size / 10 + (6 << 20))) ]
+	for n in n1 n2 n3; do
+		diff -r "$ML/backing/ds9" "$(entry_of $n "$digest")"
 	done
 }
 
