@@ -112,6 +112,31 @@ run_job() {
 # The tree of cache entry DIGEST on node N.
 entry_of() { echo "$ML/cluster/nodes/$1/root/cache/$2/data"; }
 
+# Pack NAME's digest and size into $digest and $size.
+pack_facts() {
+	digest=$("$STAGER" ls --json "$ML/backing/$1.tar.zst" | jq -r .digest)
+	size=$(stat -c %s "$ML/backing/$1.tar.zst")
+}
+
+# A 3-node job: stage --all-nodes of pack NAME, JSON and "rc=N" in
+# out/NAME.json, the counters reset first.
+stage_all() {
+	echo reset >"$SHARED/.sharedfs-stats"
+	run_job "$1" <<JOB
+"$STAGER" stage --all-nodes --json "$SHARED/$1.tar.zst" >"$ML/out/$1.json"
+echo "rc=\$?" >>"$ML/out/$1.json"
+JOB
+	cat "out/$1.json"
+}
+
+# "node=how,..." of stage_all NAME's JSON.
+hows() { head -1 "out/$1.json" | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")'; }
+
+# Every node's entry of pack NAME is its tree.
+trees_ok() {
+	for n in n1 n2 n3; do diff -r "$ML/backing/$1" "$(entry_of $n "$digest")"; done
+}
+
 @test "the test cluster: three nodes, each with its own scratch and name" {
 	run srun -N3 -l sh -c 'hostname; echo "$SLURM_TMPDIR"; touch "$SLURM_TMPDIR/mine"; ls "$SLURM_TMPDIR"'
 	echo "$output"
@@ -124,30 +149,26 @@ entry_of() { echo "$ML/cluster/nodes/$1/root/cache/$2/data"; }
 
 @test "stage --all-nodes: the shared filesystem is read once, every node's tree verifies" {
 	make_dataset ds1
-	digest=$("$STAGER" ls --json "$ML/backing/ds1.tar.zst" | jq -r .digest)
-	size=$(stat -c %s "$ML/backing/ds1.tar.zst")
+	pack_facts ds1
 	echo reset >"$SHARED/.sharedfs-stats"
-	id=$(run_job stage1 <<JOB
-"$STAGER" stage --all-nodes --json "$SHARED/ds1.tar.zst" >"$ML/out/stage1.json"
-echo "rc=\$?" >>"$ML/out/stage1.json"
-srun -N3 --ntasks-per-node=1 sh -c 'readlink "\$SLURM_TMPDIR/ds1"; ls "\$SLURM_TMPDIR/ds1/" | wc -l' >"$ML/out/stage1.links"
+	id=$(run_job ds1 <<JOB
+"$STAGER" stage --all-nodes --json "$SHARED/ds1.tar.zst" >"$ML/out/ds1.json"
+echo "rc=\$?" >>"$ML/out/ds1.json"
+srun -N3 --ntasks-per-node=1 sh -c 'readlink "\$SLURM_TMPDIR/ds1"; ls "\$SLURM_TMPDIR/ds1/" | wc -l' >"$ML/out/ds1.links"
 JOB
 	)
-	cat out/stage1.json out/stage1.links
-	grep -qx "rc=0" out/stage1.json
-	json=$(head -1 out/stage1.json)
-	[ "$(echo "$json" | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")')" = "n1=read,n2=sbcast,n3=sbcast" ]
+	cat out/ds1.json out/ds1.links
+	grep -qx "rc=0" out/ds1.json
+	[ "$(hows ds1)" = "n1=read,n2=sbcast,n3=sbcast" ]
 	# one read of the pack, from one node
 	read=$(stat_of bytes_read)
 	echo "read $read of a $size-byte pack"
 	[ "$read" -ge "$size" ] && [ "$read" -le $((size + size / 10)) ]
 	# every node: its own entry, the same tree as the source, linked at
 	# $SLURM_TMPDIR/ds1 (removed with the job by the epilog)
-	for n in n1 n2 n3; do
-		diff -r "$ML/backing/ds1" "$(entry_of $n "$digest")"
-	done
-	[ "$(grep -c "/cache/$digest/data" out/stage1.links)" -eq 3 ]
-	[ "$(grep -cx 42 out/stage1.links)" -eq 3 ]
+	trees_ok ds1
+	[ "$(grep -c "/cache/$digest/data" out/ds1.links)" -eq 3 ]
+	[ "$(grep -cx 42 out/ds1.links)" -eq 3 ]
 	# nothing left of the copies
 	[ -z "$(find "$ML/cluster/nodes" -path '*bcast*' -type f)" ]
 	for n in n1 n2 n3; do
@@ -158,84 +179,59 @@ JOB
 
 @test "stage --all-nodes: a copy damaged on one node is detected and that node reads it itself" {
 	make_dataset ds2
-	digest=$("$STAGER" ls --json "$ML/backing/ds2.tar.zst" | jq -r .digest)
-	size=$(stat -c %s "$ML/backing/ds2.tar.zst")
+	pack_facts ds2
 	echo n3 >"$ML/damage-on"
-	echo reset >"$SHARED/.sharedfs-stats"
-	run_job stage2 <<JOB
-"$STAGER" stage --all-nodes --json "$SHARED/ds2.tar.zst" >"$ML/out/stage2.json"
-echo "rc=\$?" >>"$ML/out/stage2.json"
-JOB
+	stage_all ds2
 	: >"$ML/damage-on"
-	cat out/stage2.json
 	grep -q "damaged .*/n3/" sbcast.log
-	grep -qx "rc=0" out/stage2.json
-	[ "$(head -1 out/stage2.json | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")')" = "n1=read,n2=sbcast,n3=shared" ]
+	grep -qx "rc=0" out/ds2.json
+	[ "$(hows ds2)" = "n1=read,n2=sbcast,n3=shared" ]
 	# the warning names the node and the fault
-	grep -q "stage on n3: .*cannot be used" out/stage2.log
+	grep -q "stage on n3: .*cannot be used" out/ds2.log
 	# two reads: the lead's, and n3's own
 	read=$(stat_of bytes_read)
 	[ "$read" -ge $((2 * size)) ] && [ "$read" -le $((2 * size + size / 5)) ]
-	for n in n1 n2 n3; do
-		diff -r "$ML/backing/ds2" "$(entry_of $n "$digest")"
-	done
+	trees_ok ds2
 }
 
 @test "stage --all-nodes: if sbcast fails, the nodes read the shared filesystem themselves" {
 	make_dataset ds9
-	digest=$("$STAGER" ls --json "$ML/backing/ds9.tar.zst" | jq -r .digest)
-	size=$(stat -c %s "$ML/backing/ds9.tar.zst")
+	pack_facts ds9
 	echo yes >"$ML/fail-sbcast"
-	echo reset >"$SHARED/.sharedfs-stats"
-	run_job stage9 <<JOB
-"$STAGER" stage --all-nodes --json "$SHARED/ds9.tar.zst" >"$ML/out/stage9.json"
-echo "rc=\$?" >>"$ML/out/stage9.json"
-JOB
+	stage_all ds9
 	: >"$ML/fail-sbcast"
-	cat out/stage9.json
-	grep -qx "rc=0" out/stage9.json
-	[ "$(head -1 out/stage9.json | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")')" = "n1=read,n2=shared,n3=shared" ]
-	grep -q "sbcast to .* failed" out/stage9.log
+	grep -qx "rc=0" out/ds9.json
+	[ "$(hows ds9)" = "n1=read,n2=shared,n3=shared" ]
+	grep -q "sbcast to .* failed" out/ds9.log
 	read=$(stat_of bytes_read)
 	echo "read $read of a $size-byte pack"
 	# three reads of the pack, and of its trailer (a 1 MiB read at the end)
 	# a few times
 	[ "$read" -ge $((3 * size)) ] && [ "$read" -le $((3 * size + size / 10 + (6 << 20))) ]
-	for n in n1 n2 n3; do
-		diff -r "$ML/backing/ds9" "$(entry_of $n "$digest")"
-	done
+	trees_ok ds9
 }
 
 @test "stage --all-nodes: a node that has the entry receives nothing" {
 	make_dataset ds3
-	digest=$("$STAGER" ls --json "$ML/backing/ds3.tar.zst" | jq -r .digest)
+	pack_facts ds3
 	# n2 stages it first, on its own
 	id=$(sbatch --parsable -N1 -w n2 --mem=200 -o "$ML/out/pre3.log" \
 		--wrap "\"$STAGER\" stage -q \"$SHARED/ds3.tar.zst\"" | cut -d';' -f1)
 	wait_gone "$id" 60
 	[ -d "$(entry_of n2 "$digest")" ]
 	: >sbcast.log
-	run_job stage3 <<JOB
-"$STAGER" stage --all-nodes --json "$SHARED/ds3.tar.zst" >"$ML/out/stage3.json"
-echo "rc=\$?" >>"$ML/out/stage3.json"
-JOB
-	cat out/stage3.json sbcast.log
-	grep -qx "rc=0" out/stage3.json
-	[ "$(head -1 out/stage3.json | jq -r '.nodes | map(.node + "=" + .how) | sort | join(",")')" = "n1=read,n2=cached,n3=sbcast" ]
+	stage_all ds3
+	cat sbcast.log
+	grep -qx "rc=0" out/ds3.json
+	[ "$(hows ds3)" = "n1=read,n2=cached,n3=sbcast" ]
 	# sbcast went to a step on n3 alone
 	grep -qx " NodeList=n3" sbcast.log
-	for n in n1 n2 n3; do
-		diff -r "$ML/backing/ds3" "$(entry_of $n "$digest")"
-	done
+	trees_ok ds3
 	# all three have it now: a second stage reads only the pack's trailer
-	echo reset >"$SHARED/.sharedfs-stats"
 	: >sbcast.log
-	run_job stage3b <<JOB
-"$STAGER" stage --all-nodes --json "$SHARED/ds3.tar.zst" >"$ML/out/stage3b.json"
-JOB
-	[ "$(jq -r '.nodes | map(.how) | unique | join(",")' out/stage3b.json)" = "cached" ]
+	stage_all ds3
+	[ "$(hows ds3)" = "n1=cached,n2=cached,n3=cached" ]
 	[ ! -s sbcast.log ]
-	# only the trailer, for the digest
 	[ "$(stat_of bytes_read)" -lt $((2 << 20)) ]
 }
 
