@@ -493,6 +493,62 @@ STG_API stg_err stg_collect(stg_ctx *ctx, stg_cache *cache, const char *src, con
                             const stg_collect_opts *opts, stg_collect_result *res);
 STG_API void stg_collect_result_free(stg_collect_result *res);
 
+/* ---- push, pull and serve ------------------------------------------------ */
+
+typedef struct stg_xfer_opts {
+	const char *rsh;           /* the transport command, split into words
+	                              ('...' and "..." quote); NULL: "ssh" */
+	const char *remote_stager; /* the far end's stager; NULL: "stager" */
+	uint64_t bwlimit;          /* bytes per second written to the connection
+	                              (0: no limit) */
+	int level;                 /* zstd level of the data sent (0: 3) */
+} stg_xfer_opts;
+
+STG_API void stg_xfer_opts_init(stg_xfer_opts *opts);
+
+/* What a transfer did.  Both ends fill it. */
+typedef struct stg_xfer_result {
+	uint64_t files, dirs, links; /* in the tree */
+	uint64_t content_bytes;      /* bytes of file content in the tree */
+	uint64_t whole_files;        /* sent whole (compressed) */
+	uint64_t delta_files;        /* sent as a librsync delta */
+	uint64_t reused_files;       /* already at the receiver, or resumed */
+	uint64_t sent_content;       /* content bytes of the files sent */
+	uint64_t wire_out, wire_in;  /* bytes written to and read from the
+	                                connection, framing included */
+	double seconds;
+} stg_xfer_result;
+
+/*
+ * Send the directory local to remote, "[USER@]HOST:PATH", through the
+ * transport (`ssh HOST stager serve`) and the far end's stg_serve():
+ * only what PATH lacks crosses (librsync deltas against its files, whole
+ * compressed files for new ones, nothing for files it has); every file is
+ * checked against its XXH3-128 and the whole tree against the sender's
+ * SHA-256 before PATH is switched, in one step, to the new version.  An
+ * interrupted push leaves PATH as it was and its completed files in the
+ * partial directory beside it (".stager-partial.NAME"), which the next
+ * push reuses.  PATH's parent must exist.  Errors: STG_ENOENT (local
+ * missing), STG_EREMOTE (transport or far end), STG_ECORRUPT (data damaged
+ * in transit; nothing published), STG_ENOSPC (no room at the far end),
+ * STG_EINTR.  The caller should ignore SIGPIPE.
+ */
+STG_API stg_err stg_push(stg_ctx *ctx, const char *local, const char *remote,
+                         const stg_xfer_opts *opts, stg_xfer_result *res);
+/* The reverse: the far end sends PATH, local is built and switched the
+ * same way. */
+STG_API stg_err stg_pull(stg_ctx *ctx, const char *remote, const char *local,
+                         const stg_xfer_opts *opts, stg_xfer_result *res);
+/* The same over a connection the caller made: read from in, write to out,
+ * with stg_serve() at the other end; path is the far end's PATH. */
+STG_API stg_err stg_push_fd(stg_ctx *ctx, const char *local, const char *path, int in, int out,
+                            const stg_xfer_opts *opts, stg_xfer_result *res);
+STG_API stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, int in, int out,
+                            const stg_xfer_opts *opts, stg_xfer_result *res);
+/* The far end: answer one push or pull on in/out.  Errors are also sent to
+ * the client. */
+STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
+
 /* ---- helpers ---------------------------------------------------------- */
 
 /* Parse a size with an optional K M G T suffix (powers of 1024, optional

@@ -169,6 +169,9 @@ int cmd_collect(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
+int cmd_push(int argc, char **argv);
+int cmd_pull(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

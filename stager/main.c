@@ -188,26 +188,58 @@ const cli_cmd cli_commands[] = {
          "Exit: CMD's status (128+N if a signal N ended it); 5 if stager itself was\n"
          "told to stop (SIGTERM, SIGINT, SIGHUP); a staging failure's status (CMD is\n"
          "not run); a collect failure's status if CMD succeeded.\n"},
-        {"push", cmd_not_built, "upload a dataset over ssh (delta, verified, resumable)",
-         "usage: stager push LOCAL [USER@]HOST:PATH [--pack]\n"
+        {"push", cmd_push, "upload a dataset over ssh (delta, verified, resumable)",
+         "usage: stager push LOCAL [USER@]HOST:PATH [--rsh CMD] [--remote-stager PATH]\n"
+         "                   [--level N] [--json]\n"
          "\n"
-         "Send a dataset to another machine over ssh: compressed, delta against\n"
-         "what is there, verified, resumable, atomic.\n"
+         "Send the directory LOCAL to PATH on HOST, a better `scp -r`: stager runs\n"
+         "`ssh HOST stager serve` and speaks a framed, checked protocol with it.\n"
          "\n"
-         "Not built yet in this version.\n"},
-        {"pull", cmd_not_built, "download a dataset over ssh",
-         "usage: stager pull [USER@]HOST:PATH LOCAL\n"
+         "  - only what PATH lacks crosses: a file PATH already has (same size and\n"
+         "    XXH3) costs nothing, a changed one a librsync delta against PATH's old\n"
+         "    version (the far end sends its signature), a new one its zstd-compressed\n"
+         "    content;\n"
+         "  - verified: every file against its XXH3-128, the whole tree against the\n"
+         "    sender's SHA-256, before anything is published;\n"
+         "  - atomic: the new version is built beside PATH and switched with it in one\n"
+         "    step (renameat2 RENAME_EXCHANGE); readers see the old tree or the new\n"
+         "    one, and an interrupted push (even kill -9 of either end) leaves PATH as\n"
+         "    it was;\n"
+         "  - resumable: completed files stay in PATH's sibling .stager-partial.NAME,\n"
+         "    and the next push sends only what is missing;\n"
+         "  - confined: the far end writes nothing outside PATH (and that sibling),\n"
+         "    whatever the client sends.\n"
+         "PATH's parent directory must exist; PATH is replaced by LOCAL's tree\n"
+         "(files removed from LOCAL disappear from PATH).  A relative PATH is\n"
+         "relative to the remote home directory.\n"
          "\n"
-         "The reverse of push.\n"
+         "  -e, --rsh CMD            the transport instead of `ssh` (like rsync's -e),\n"
+         "                           e.g. \"ssh -p 2222 -i ~/.ssh/cluster\"; also\n"
+         "                           $STAGER_RSH\n"
+         "      --remote-stager PATH where stager is on HOST (default: stager on the\n"
+         "                           remote PATH)\n"
+         "      --level N            zstd level of the data sent (default 3)\n"
+         "      --bwlimit RATE       at most RATE bytes per second on the wire (e.g. 10M)\n"
+         "      --json               print {files, whole_files, delta_files,\n"
+         "                           reused_files, wire_bytes, seconds, ...}\n"
+         "  --pack                   (store a pack at the far end: not built yet)\n"
          "\n"
-         "Not built yet in this version.\n"},
-        {"serve", cmd_not_built, "the far end of push and pull (started over ssh)",
+         "Exit: 2 LOCAL missing, 3 no room at the far end, 4 data damaged in transit\n"
+         "(nothing published), 5 interrupted, 6 transport or far-end failure.\n"},
+        {"pull", cmd_pull, "download a dataset over ssh",
+         "usage: stager pull [USER@]HOST:PATH LOCAL [--rsh CMD] [--remote-stager PATH]\n"
+         "                   [--level N] [--json]\n"
+         "\n"
+         "The reverse of push: HOST sends the directory PATH and LOCAL is built,\n"
+         "verified and switched the same way (deltas against LOCAL's files, a partial\n"
+         "directory .stager-partial.NAME beside LOCAL for resuming, atomic switch).\n"
+         "The options are push's.\n"},
+        {"serve", cmd_serve, "the far end of push and pull (started over ssh)",
          "usage: stager serve\n"
          "\n"
-         "Speak stager's transfer protocol on stdin and stdout; started by push\n"
-         "and pull through ssh.\n"
-         "\n"
-         "Not built yet in this version.\n"},
+         "Speak stager's transfer protocol on stdin and stdout: started by push and\n"
+         "pull through ssh (`ssh HOST stager serve`), not by hand.  The client names\n"
+         "the path; errors go back to it over the protocol.\n"},
         {"status", cmd_status, "show the node cache, pins, space and settings",
          "usage: stager status [--json]\n"
          "\n"

@@ -1,0 +1,339 @@
+/*
+ * proto.c - frames and messages of the push/pull protocol (see proto.h).
+ *
+ * The reader trusts nothing: a frame's length is checked against
+ * STG_WIRE_FRAME_MAX before a byte of its payload is read, into one buffer
+ * allocated once, so memory stays bounded whatever the peer sends; a DATA
+ * chunk may not decompress to more than STG_WIRE_CHUNK bytes; every string
+ * in a message is checked (length, NUL, a clean relative path) before use.
+ * Reading from a memory buffer is the same code path, for the fuzz target.
+ */
+#include "proto.h"
+#include "cache.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
+{
+	memset(w, 0, sizeof *w);
+	w->ctx = ctx;
+	w->in = in;
+	w->out = out;
+	w->level = 3;
+	w->buf = malloc(STG_WIRE_FRAME_MAX + 1);
+	w->zbuf = malloc(ZSTD_compressBound(STG_WIRE_CHUNK) + 1);
+	w->cz = ZSTD_createCCtx();
+	w->dz = ZSTD_createDCtx();
+	if (!w->buf || !w->zbuf || !w->cz || !w->dz) {
+		stg__wire_free(w);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	return STG_OK;
+}
+
+void stg__wire_free(stg_wire *w)
+{
+	free(w->buf);
+	free(w->zbuf);
+	ZSTD_freeCCtx(w->cz);
+	ZSTD_freeDCtx(w->dz);
+	w->buf = w->zbuf = NULL;
+	w->cz = NULL;
+	w->dz = NULL;
+}
+
+/* Read exactly len bytes; 1 at a clean end of stream before any byte. */
+static int read_exact(stg_wire *w, uint8_t *p, size_t len, bool *eof_at_start)
+{
+	size_t got = 0;
+	*eof_at_start = false;
+	while (got < len) {
+		ssize_t n;
+		if (w->mem) {
+			size_t left = w->mem_len - w->mem_pos;
+			n = (ssize_t)(left < len - got ? left : len - got);
+			memcpy(p + got, w->mem + w->mem_pos, (size_t)n);
+			w->mem_pos += (size_t)n;
+		} else {
+			n = read(w->in, p + got, len - got);
+			if (n < 0 && errno == EINTR && !stg__cancelled(w->ctx))
+				continue;
+			if (n < 0)
+				return -1;
+		}
+		if (n == 0) {
+			*eof_at_start = got == 0;
+			errno = 0;
+			return -1;
+		}
+		got += (size_t)n;
+		w->bytes_in += (uint64_t)n;
+	}
+	return 0;
+}
+
+static stg_err peer_error(stg_wire *w, const uint8_t *p, uint32_t len)
+{
+	stg_err code = len ? (stg_err)p[0] : STG_EREMOTE;
+	switch (code) {
+	case STG_ENOENT:
+	case STG_ENOSPC:
+	case STG_ECORRUPT:
+	case STG_EEXIST:
+	case STG_ENOTSUP:
+	case STG_EUSAGE: break;
+	default: code = STG_EREMOTE;
+	}
+	/* the reader keeps a spare byte past the payload for this NUL */
+	char *msg = (char *)w->buf + 1;
+	w->buf[len] = '\0';
+	for (char *c = msg; *c; c++)
+		if ((unsigned char)*c < 0x20)
+			*c = '?';
+	return stg__fail(w->ctx, code, "the far end: %s", len > 1 ? msg : "unknown error");
+}
+
+stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint32_t *len)
+{
+	uint8_t hdr[STG_WIRE_HDR];
+	bool eof;
+	if (stg__cancelled(w->ctx))
+		return stg__fail(w->ctx, STG_EINTR, "interrupted");
+	if (read_exact(w, hdr, sizeof hdr, &eof)) {
+		w->broken = true;
+		if (stg__cancelled(w->ctx))
+			return stg__fail(w->ctx, STG_EINTR, "interrupted");
+		if (errno)
+			return stg__fail_errno(w->ctx, STG_EREMOTE, errno,
+			                       "reading from the connection");
+		return stg__fail(w->ctx, STG_EREMOTE, "the connection closed %s",
+		                 eof ? "unexpectedly" : "in the middle of a frame");
+	}
+	uint32_t n = stg__get32(hdr + 1);
+	if (hdr[0] == 0 || hdr[0] > STG_W_TYPE_MAX)
+		return stg__fail(w->ctx, STG_EREMOTE,
+		                 "protocol error: unknown message type %u (a damaged stream, or "
+		                 "not stager at the far end)",
+		                 hdr[0]);
+	if (n > STG_WIRE_FRAME_MAX)
+		return stg__fail(w->ctx, STG_EREMOTE,
+		                 "protocol error: a frame of %u bytes (at most %u allowed)", n,
+		                 STG_WIRE_FRAME_MAX);
+	if (n && read_exact(w, w->buf, n, &eof)) {
+		w->broken = true;
+		if (errno)
+			return stg__fail_errno(w->ctx, STG_EREMOTE, errno,
+			                       "reading from the connection");
+		return stg__fail(w->ctx, STG_EREMOTE,
+		                 "the connection closed in the middle of a frame");
+	}
+	w->buf[n] = '\0';
+	if (hdr[0] == STG_W_ERROR) {
+		w->broken = true;
+		return peer_error(w, w->buf, n);
+	}
+	*type = hdr[0];
+	*payload = w->buf;
+	*len = n;
+	return STG_OK;
+}
+
+static const char *type_name(uint8_t t)
+{
+	static const char *names[] = {"?",           "HELLO",    "WELCOME", "ERROR",     "ENTRY",
+	                              "ENTRIES_END", "WANT",     "SIG",     "WANTS_END", "FILE",
+	                              "DATA",        "FILE_END", "DONE",    "PUBLISHED"};
+	return t <= STG_W_TYPE_MAX ? names[t] : "?";
+}
+
+stg_err stg__wire_expect(stg_wire *w, uint8_t want, const uint8_t **payload, uint32_t *len)
+{
+	uint8_t t;
+	stg_err err = stg__wire_read(w, &t, payload, len);
+	if (err)
+		return err;
+	if (t != want)
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: %s where %s was expected",
+		                 type_name(t), type_name(want));
+	return STG_OK;
+}
+
+stg_err stg__wire_send(stg_wire *w, uint8_t type, const void *a, size_t alen, const void *b,
+                       size_t blen)
+{
+	if (alen + blen > STG_WIRE_FRAME_MAX)
+		return stg__fail(w->ctx, STG_EIO, "internal error: frame too large");
+	uint8_t hdr[STG_WIRE_HDR];
+	hdr[0] = type;
+	stg__put32(hdr + 1, (uint32_t)(alen + blen));
+	stg__bucket_take(w->ctx, w->bw, (double)(alen + blen + sizeof hdr));
+	if (stg__cancelled(w->ctx))
+		return stg__fail(w->ctx, STG_EINTR, "interrupted");
+	if (stg__write_full(w->out, hdr, sizeof hdr) ||
+	    (alen && stg__write_full(w->out, a, alen)) ||
+	    (blen && stg__write_full(w->out, b, blen))) {
+		int en = errno;
+		if (stg__cancelled(w->ctx))
+			return stg__fail(w->ctx, STG_EINTR, "interrupted");
+		if (w->broken)
+			return stg__fail_errno(w->ctx, STG_EREMOTE, en,
+			                       "writing to the connection");
+		/* the far end may have said why it stopped listening */
+		w->broken = true;
+		uint8_t t;
+		const uint8_t *p;
+		uint32_t len;
+		stg_err err = stg__wire_read(w, &t, &p, &len);
+		if (err && strstr(stg_errmsg(w->ctx), "the far end:"))
+			return err;
+		return stg__fail_errno(w->ctx, STG_EREMOTE, en, "writing to the connection");
+	}
+	w->bytes_out += sizeof hdr + alen + blen;
+	return STG_OK;
+}
+
+void stg__wire_send_error(stg_wire *w, stg_err err)
+{
+	if (w->broken)
+		return;
+	uint8_t code = (uint8_t)err;
+	const char *msg = stg_errmsg(w->ctx);
+	size_t n = strlen(msg);
+	if (n > 4000)
+		n = 4000;
+	char saved[STG_ERRMSG_MAX];
+	snprintf(saved, sizeof saved, "%s", msg);
+	stg__wire_send(w, STG_W_ERROR, &code, 1, saved, n);
+	/* the message on ctx is the one that matters, not a failed send's */
+	stg__fail(w->ctx, err, "%s", saved);
+}
+
+stg_err stg__wire_send_data(stg_wire *w, const void *raw, size_t len)
+{
+	size_t cap = ZSTD_compressBound(STG_WIRE_CHUNK);
+	size_t n = ZSTD_compressCCtx(w->cz, w->zbuf, cap, raw, len, w->level);
+	if (!ZSTD_isError(n) && n < len) {
+		uint8_t enc = 1;
+		return stg__wire_send(w, STG_W_DATA, &enc, 1, w->zbuf, n);
+	}
+	uint8_t enc = 0;
+	return stg__wire_send(w, STG_W_DATA, &enc, 1, raw, len);
+}
+
+stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
+                       size_t *rawlen)
+{
+	if (len < 1 || p[0] > 1)
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a malformed DATA frame");
+	if (p[0] == 0) {
+		if (len - 1 > STG_WIRE_CHUNK)
+			return stg__fail(w->ctx, STG_EREMOTE,
+			                 "protocol error: a DATA chunk over %u bytes",
+			                 STG_WIRE_CHUNK);
+		*raw = p + 1;
+		*rawlen = len - 1;
+		return STG_OK;
+	}
+	size_t n = ZSTD_decompressDCtx(w->dz, w->zbuf, STG_WIRE_CHUNK, p + 1, len - 1);
+	if (ZSTD_isError(n))
+		return stg__fail(w->ctx, STG_ECORRUPT, "a damaged DATA chunk: %s",
+		                 ZSTD_getErrorName(n));
+	*raw = w->zbuf;
+	*rawlen = n;
+	return STG_OK;
+}
+
+/* ---- messages ------------------------------------------------------------ */
+
+size_t stg__wentry_encode(const stg_wentry *e, uint8_t *out)
+{
+	size_t pl = strlen(e->path), ll = e->link ? strlen(e->link) : 0;
+	out[0] = e->type;
+	stg__put32(out + 1, e->mode);
+	stg__put64(out + 5, e->size);
+	stg__put64(out + 13, (uint64_t)e->mtime);
+	stg__put32(out + 21, e->mtime_nsec);
+	memcpy(out + 25, e->xxh3, 16);
+	out[41] = (uint8_t)pl;
+	out[42] = (uint8_t)(pl >> 8);
+	out[43] = (uint8_t)ll;
+	out[44] = (uint8_t)(ll >> 8);
+	memcpy(out + STG_WENTRY_FIXED, e->path, pl);
+	if (ll)
+		memcpy(out + STG_WENTRY_FIXED + pl, e->link, ll);
+	return STG_WENTRY_FIXED + pl + ll;
+}
+
+void stg__wentry_free(stg_wentry *e)
+{
+	free(e->path);
+	free(e->link);
+	e->path = e->link = NULL;
+}
+
+stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e)
+{
+	memset(e, 0, sizeof *e);
+	if (len < STG_WENTRY_FIXED)
+		return stg__fail(ctx, STG_ECORRUPT, "protocol error: a short ENTRY");
+	size_t pl = (size_t)p[41] | (size_t)p[42] << 8, ll = (size_t)p[43] | (size_t)p[44] << 8;
+	if (STG_WENTRY_FIXED + pl + ll != len || pl > STG_PATH_MAX || ll > STG_PATH_MAX)
+		return stg__fail(ctx, STG_ECORRUPT, "protocol error: an ENTRY of the wrong length");
+	e->type = p[0];
+	e->mode = stg__get32(p + 1) & 07777;
+	e->size = stg__get64(p + 5);
+	e->mtime = (int64_t)stg__get64(p + 13);
+	e->mtime_nsec = stg__get32(p + 21);
+	memcpy(e->xxh3, p + 25, 16);
+	const char *path = (const char *)p + STG_WENTRY_FIXED, *link = path + pl;
+	if (!stg__path_ok(path, pl))
+		return stg__fail(ctx, STG_ECORRUPT,
+		                 "refusing the path '%.*s': not a clean relative path", (int)pl,
+		                 path);
+	if (e->mtime_nsec > 999999999)
+		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a bad mtime", (int)pl, path);
+	bool wants_link = e->type == STG_SYMLINK || e->type == STG_HARDLINK;
+	if (e->type < STG_FILE || e->type > STG_HARDLINK)
+		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': unknown entry type %u", (int)pl, path,
+		                 e->type);
+	if (wants_link != (ll > 0) || memchr(link, '\0', ll))
+		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a malformed link", (int)pl, path);
+	if (e->type == STG_HARDLINK && !stg__path_ok(link, ll))
+		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a hardlink to a bad path", (int)pl,
+		                 path);
+	if (e->type != STG_FILE)
+		e->size = 0;
+	if (!(e->path = strndup(path, pl)) || (ll && !(e->link = strndup(link, ll)))) {
+		stg__wentry_free(e);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	return STG_OK;
+}
+
+stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
+                          const char **path)
+{
+	if (len < 14 || memcmp(p, STG_WIRE_MAGIC, 8))
+		return stg__fail(ctx, STG_EREMOTE,
+		                 "protocol error: not a stager client (bad greeting)");
+	uint32_t v = stg__get32(p + 8);
+	if (v != STG_WIRE_VERSION)
+		return stg__fail(ctx, STG_EREMOTE,
+		                 "protocol version %u at the client, %u here: install the same "
+		                 "stager version on both ends",
+		                 v, STG_WIRE_VERSION);
+	*op = p[12];
+	*flags = p[13];
+	const char *s = (const char *)p + 14;
+	size_t n = len - 14;
+	if (*op != STG_OP_PUSH && *op != STG_OP_PULL)
+		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown operation %u", *op);
+	if (n == 0 || n > STG_PATH_MAX || memchr(s, '\0', n))
+		return stg__fail(ctx, STG_EUSAGE, "protocol error: a bad path in the greeting");
+	/* the reader NUL-terminates every payload */
+	*path = s;
+	return STG_OK;
+}

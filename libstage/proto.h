@@ -1,0 +1,120 @@
+/*
+ * proto.h - the wire protocol of push, pull and serve (proto.c), shared by
+ * the transfer module (xfer.c) and the fuzz target.
+ *
+ * A frame is a type byte, a payload length (u32, little-endian, at most
+ * STG_WIRE_FRAME_MAX) and the payload.  The conversation:
+ *
+ *   client -> server  HELLO    magic, version, operation (push/pull), flags, PATH
+ *   server -> client  WELCOME  magic, version
+ *   sender -> receiver  ENTRY...  the sender's tree, parents before children
+ *                       ENTRIES_END  count, SHA-256 of the tree (see xfer.c)
+ *   receiver -> sender  WANT [SIG...]...  what it lacks; a signature of its
+ *                       basis when it has one (librsync)
+ *                       WANTS_END
+ *   sender -> receiver  FILE DATA... FILE_END ...  whole files or deltas,
+ *                       each DATA chunk zstd-compressed
+ *                       DONE
+ *   receiver -> sender  PUBLISHED  (after verifying and switching)
+ *
+ * Either side may send ERROR (a result code and a message) instead of what
+ * is expected, and then closes.  The phases alternate strictly, so neither
+ * side ever writes while the other also writes: no deadlock on pipes.
+ */
+#ifndef STG_PROTO_H
+#define STG_PROTO_H
+
+#include "internal.h"
+
+#include <zstd.h>
+
+#define STG_WIRE_MAGIC     "STGWIRE1"
+#define STG_WIRE_VERSION   1
+#define STG_WIRE_FRAME_MAX (4u << 20) /* largest payload a reader accepts */
+#define STG_WIRE_CHUNK     (1u << 20) /* largest raw DATA chunk */
+#define STG_WIRE_HDR       5
+
+enum {
+	STG_W_HELLO = 1,
+	STG_W_WELCOME = 2,
+	STG_W_ERROR = 3,
+	STG_W_ENTRY = 4,
+	STG_W_ENTRIES_END = 5,
+	STG_W_WANT = 6,
+	STG_W_SIG = 7,
+	STG_W_WANTS_END = 8,
+	STG_W_FILE = 9,
+	STG_W_DATA = 10,
+	STG_W_FILE_END = 11,
+	STG_W_DONE = 12,
+	STG_W_PUBLISHED = 13,
+	STG_W_TYPE_MAX = 13,
+};
+
+enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
+enum { STG_WANT_WHOLE = 0, STG_WANT_DELTA = 1 };
+
+/* One end of a connection.  Reads come from fd in, or from a memory buffer
+ * (mem != NULL: the fuzz target and tests). */
+typedef struct stg_wire {
+	stg_ctx *ctx;
+	int in, out;
+	const uint8_t *mem;
+	size_t mem_len, mem_pos;
+	uint8_t *buf;  /* the last frame's payload (STG_WIRE_FRAME_MAX) */
+	uint8_t *zbuf; /* compression and decompression (ZSTD_compressBound) */
+	ZSTD_CCtx *cz;
+	ZSTD_DCtx *dz;
+	int level;
+	uint64_t bytes_in, bytes_out;
+	bool broken;           /* the peer is gone or failed: do not send ERROR */
+	struct stg_bucket *bw; /* bytes written are charged here (NULL: none) */
+} stg_wire;
+
+stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out);
+void stg__wire_free(stg_wire *w);
+
+/* Read one frame; *payload points into w->buf until the next read.  A
+ * truncated stream, an unknown type or an oversize length is an error
+ * (STG_EREMOTE), as is ERROR from the peer (its code, its message). */
+stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint32_t *len);
+/* Read a frame that must be of type want. */
+stg_err stg__wire_expect(stg_wire *w, uint8_t want, const uint8_t **payload, uint32_t *len);
+/* Send a frame whose payload is a then b (either may be empty). */
+stg_err stg__wire_send(stg_wire *w, uint8_t type, const void *a, size_t alen, const void *b,
+                       size_t blen);
+/* Send ERROR with the context's message (best effort). */
+void stg__wire_send_error(stg_wire *w, stg_err err);
+/* Compress raw (at most STG_WIRE_CHUNK bytes) into one DATA frame. */
+stg_err stg__wire_send_data(stg_wire *w, const void *raw, size_t len);
+/* Decode a DATA payload; *raw points into w->zbuf, at most STG_WIRE_CHUNK. */
+stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
+                       size_t *rawlen);
+
+/* A manifest entry on the wire. */
+typedef struct stg_wentry {
+	uint8_t type; /* stg_type */
+	uint32_t mode;
+	uint64_t size;
+	int64_t mtime;
+	uint32_t mtime_nsec;
+	uint8_t xxh3[16];
+	char *path; /* malloc'ed */
+	char *link; /* symlink target, hardlink's target path; NULL otherwise */
+} stg_wentry;
+
+#define STG_WENTRY_FIXED 45 /* bytes before the path */
+
+/* Encode e into out (STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1) bytes). */
+size_t stg__wentry_encode(const stg_wentry *e, uint8_t *out);
+/* Decode and check an ENTRY payload: a known type, a clean relative path,
+ * a link only where one belongs.  STG_ECORRUPT names what is wrong. */
+stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e);
+void stg__wentry_free(stg_wentry *e);
+
+/* HELLO: parse the client's greeting; *path points into p (NUL added in
+ * w->buf's copy by the reader). */
+stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
+                          const char **path);
+
+#endif
