@@ -283,7 +283,7 @@ stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wen
 	if (STG_WENTRY_FIXED + pl + ll != len || pl > STG_PATH_MAX || ll > STG_PATH_MAX)
 		return stg__fail(ctx, STG_ECORRUPT, "protocol error: an ENTRY of the wrong length");
 	e->type = p[0];
-	e->mode = stg__get32(p + 1) & 07777;
+	e->mode = stg__get32(p + 1);
 	e->size = stg__get64(p + 5);
 	e->mtime = (int64_t)stg__get64(p + 13);
 	e->mtime_nsec = stg__get32(p + 21);
@@ -304,8 +304,10 @@ stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wen
 	if (e->type == STG_HARDLINK && !stg__path_ok(link, ll))
 		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a hardlink to a bad path", (int)pl,
 		                 path);
-	if (e->type != STG_FILE)
-		e->size = 0;
+	/* every bit means something: a damaged entry never decodes */
+	static const uint8_t zero[16];
+	if (e->mode & ~07777u || (e->type != STG_FILE && (e->size || memcmp(e->xxh3, zero, 16))))
+		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a malformed entry", (int)pl, path);
 	if (!(e->path = strndup(path, pl)) || (ll && !(e->link = strndup(link, ll)))) {
 		stg__wentry_free(e);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");

@@ -1380,6 +1380,14 @@ static stg_err client(stg_ctx *ctx, uint8_t op, const char *remote, const char *
 	int in = -1, out = -1;
 	pid_t pid = -1;
 	stg_err err = split_remote(ctx, remote, &host, &path);
+	struct stat lst;
+	/* what is wrong here is said before connecting */
+	if (!err && op == STG_OP_PUSH && stat(local, &lst))
+		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
+		                      "cannot push '%s'", local);
+	else if (!err && op == STG_OP_PUSH && !S_ISDIR(lst.st_mode))
+		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a directory (push sends a tree)",
+		                local);
 	if (!err && (err = spawn(ctx, o, host, &pid, &in, &out)) == STG_OK)
 		err = client_run(ctx, op, path, local, in, out, o, res);
 	if (out >= 0)

@@ -1,0 +1,346 @@
+#!/usr/bin/env bats
+# push, pull and serve against a real sshd on localhost: Debian's
+# openssh-server with its own host key, config file and port, key
+# authentication for the test user (root in CI), StrictHostKeyChecking off
+# for the throwaway host key.  Also hostile transports (--rsh stand-ins that
+# damage or cut the stream) and a hostile client talking to serve directly.
+
+load helpers
+
+setup_file() {
+	export SSHD_DIR
+	SSHD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sshd.XXXXXX")
+	local d=$SSHD_DIR
+	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
+	ssh-keygen -q -t ed25519 -N '' -f "$d/client_key"
+	cp "$d/client_key.pub" "$d/authorized_keys"
+	mkdir -p /run/sshd
+	local port
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		port=$((20000 + RANDOM % 30000))
+		cat >"$d/sshd_config" <<-EOF
+			Port $port
+			ListenAddress 127.0.0.1
+			HostKey $d/host_key
+			PidFile $d/sshd.pid
+			AuthorizedKeysFile $d/authorized_keys
+			StrictModes no
+			UsePAM no
+			PermitRootLogin prohibit-password
+			PasswordAuthentication no
+			KbdInteractiveAuthentication no
+			PubkeyAuthentication yes
+			Subsystem sftp /usr/lib/openssh/sftp-server
+			LogLevel ERROR
+		EOF
+		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
+		echo $! >"$d/sshd.bgpid"
+		export RSH="ssh -p $port -i $d/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+		for _ in $(seq 1 50); do
+			$RSH 127.0.0.1 true 2>/dev/null && return 0
+			kill -0 "$(cat "$d/sshd.bgpid")" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$(cat "$d/sshd.bgpid")" 2>/dev/null || true
+	done
+	cat "$d/sshd.log" >&2
+	return 1
+}
+
+teardown_file() {
+	[ -f "$SSHD_DIR/sshd.bgpid" ] && kill "$(cat "$SSHD_DIR/sshd.bgpid")" 2>/dev/null
+	rm -rf "$SSHD_DIR"
+}
+
+# push/pull through the real sshd
+spush() { stager push --rsh "$RSH" --remote-stager "$STAGER" "$@"; }
+spull() { stager pull --rsh "$RSH" --remote-stager "$STAGER" "$@"; }
+
+json_field() { # json key
+	echo "$1" | jq -r ".$2"
+}
+
+# a stand-in transport that runs the far end locally: rsh HOST CMD...
+make_local_rsh() {
+	cat >"$T/local-rsh" <<-'EOF'
+		#!/bin/sh
+		shift
+		echo $$ >"${SERVE_PID_FILE:-/dev/null}"
+		exec "$@"
+	EOF
+	chmod +x "$T/local-rsh"
+}
+
+# some files of random content: DIR N SIZE
+make_files() {
+	mkdir -p "$1"
+	for i in $(seq 1 "$2"); do
+		head -c "$3" /dev/urandom >"$1/f$(printf %04d "$i")"
+	done
+}
+
+@test "push: an awkward tree over a real sshd round-trips exactly" {
+	make_awkward_tree src
+	mkdir remote
+	run spush src "127.0.0.1:$T/remote/ds"
+	[ "$status" -eq 0 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+	diff <(tree_sig_ns src) <(tree_sig_ns remote/ds)
+	diff <(link_groups src) <(link_groups remote/ds)
+	# nothing of stager's is left beside it
+	[ "$(ls -A remote)" = ds ]
+}
+
+@test "push: an unchanged re-push sends only the manifest" {
+	make_files src 50 20000
+	mkdir remote
+	first=$(spush --json src "127.0.0.1:$T/remote/ds")
+	again=$(spush --json src "127.0.0.1:$T/remote/ds")
+	[ "$(json_field "$again" reused_files)" -eq 50 ]
+	[ "$(json_field "$again" whole_files)" -eq 0 ]
+	[ "$(json_field "$again" wire_bytes)" -lt $(($(json_field "$first" wire_bytes) / 50)) ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+@test "push: a re-push after a 1% change sends under 5% of the first push's bytes" {
+	make_files src 200 50000
+	mkdir remote
+	first=$(spush --json src "127.0.0.1:$T/remote/ds")
+	# 1% of the files change: one rewritten, one with a block changed inside
+	head -c 50000 /dev/urandom >src/f0007
+	printf 'changed' | dd of=src/f0100 bs=1 seek=20000 conv=notrunc 2>/dev/null
+	second=$(spush --json src "127.0.0.1:$T/remote/ds")
+	b1=$(json_field "$first" wire_bytes) b2=$(json_field "$second" wire_bytes)
+	echo "first $b1 bytes, re-push $b2 bytes" >&3
+	[ "$b2" -le $((b1 * 5 / 100)) ]
+	[ "$(json_field "$second" delta_files)" -eq 2 ]
+	[ "$(json_field "$second" reused_files)" -eq 198 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+@test "push: removed, added, retyped entries; the switch replaces the old tree" {
+	make_awkward_tree src
+	mkdir remote
+	spush src "127.0.0.1:$T/remote/ds"
+	rm -rf src/deep src/zero
+	mkdir src/zero && echo now-a-dir >src/zero/f
+	rm src/a/hello.txt && ln -s ../big.bin src/a/hello.txt
+	echo new >"src/new file"
+	run spush src "127.0.0.1:$T/remote/ds"
+	[ "$status" -eq 0 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+	[ "$(ls -A remote)" = ds ]
+}
+
+@test "pull: a tree comes back exactly, and a re-pull reuses what is here" {
+	make_awkward_tree src
+	mkdir remote
+	spush src "127.0.0.1:$T/remote/ds"
+	run spull "127.0.0.1:$T/remote/ds" back
+	[ "$status" -eq 0 ]
+	diff <(tree_sig src) <(tree_sig back)
+	diff <(link_groups src) <(link_groups back)
+	echo changed >>remote/ds/a/hello.txt
+	out=$(spull --json "127.0.0.1:$T/remote/ds" back)
+	[ "$(json_field "$out" delta_files)" -eq 1 ]
+	diff <(tree_sig remote/ds) <(tree_sig back)
+}
+
+@test "push: kill -9 of the client mid-transfer keeps the old version; the next push resumes" {
+	make_files old 1 1000
+	make_files src 40 100000
+	mkdir remote
+	spush old "127.0.0.1:$T/remote/ds"
+	before=$(tree_sig remote/ds)
+	"$STAGER" push --rsh "$RSH" --remote-stager "$STAGER" --bwlimit 400K src \
+		"127.0.0.1:$T/remote/ds" &
+	pid=$!
+	# wait until some files are complete in the partial directory
+	for _ in $(seq 1 100); do
+		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
+		[ "$n" -ge 5 ] && break
+		sleep 0.1
+	done
+	[ "$n" -ge 5 ]
+	kill -9 "$pid"
+	wait "$pid" || true
+	[ "$(tree_sig remote/ds)" = "$before" ]
+	sleep 0.5 # the far end notices the closed connection
+	out=$(spush --json src "127.0.0.1:$T/remote/ds")
+	reused=$(json_field "$out" reused_files)
+	echo "resumed: $reused of 40 files were already there" >&3
+	[ "$reused" -ge 5 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+	[ "$(ls -A remote)" = ds ]
+}
+
+@test "push: kill -9 of the server mid-transfer keeps the old version; the next push resumes" {
+	make_local_rsh
+	make_files old 1 1000
+	make_files src 40 100000
+	mkdir remote
+	spush old "127.0.0.1:$T/remote/ds"
+	before=$(tree_sig remote/ds)
+	export SERVE_PID_FILE=$T/serve.pid
+	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
+		"x:$T/remote/ds" 2>"$T/err" &
+	pid=$!
+	for _ in $(seq 1 100); do
+		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
+		[ "$n" -ge 5 ] && break
+		sleep 0.1
+	done
+	[ "$n" -ge 5 ]
+	kill -9 "$(cat "$T/serve.pid")"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 6 ]
+	grep -q 'connection' "$T/err"
+	[ "$(tree_sig remote/ds)" = "$before" ]
+	unset SERVE_PID_FILE
+	out=$(spush --json src "127.0.0.1:$T/remote/ds")
+	[ "$(json_field "$out" reused_files)" -ge 5 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+# a transport that runs the real serve but damages what the client sends:
+# it flips one byte at offset $FLIP_AT, or cuts the stream at $CUT_AT
+# (unbuffered: a transport that held bytes back would deadlock anything)
+make_hostile_rsh() {
+	cat >"$T/hostile-rsh" <<-'EOF'
+		#!/bin/sh
+		shift
+		perl -e '
+			binmode STDIN; binmode STDOUT;
+			my ($at, $cut, $pos) = ($ENV{FLIP_AT} // -1, $ENV{CUT_AT} // -1, 0);
+			while ((my $n = sysread(STDIN, my $b, 65536)) > 0) {
+				if ($at >= $pos && $at < $pos + $n) {
+					substr($b, $at - $pos, 1) = chr(ord(substr($b, $at - $pos, 1)) ^ 0x5a);
+				}
+				if ($cut >= 0 && $pos + $n >= $cut) {
+					syswrite(STDOUT, substr($b, 0, $cut - $pos));
+					exit 0;
+				}
+				$pos += $n;
+				syswrite(STDOUT, $b);
+			}' | "$@"
+	EOF
+	chmod +x "$T/hostile-rsh"
+}
+
+hpush() { stager push --rsh "$T/hostile-rsh" --remote-stager "$STAGER" "$@"; }
+
+@test "push: damaged frames from a hostile transport: exit 4 or 6, a message, nothing published" {
+	make_hostile_rsh
+	make_files old 1 1000
+	make_files src 20 30000
+	mkdir remote
+	spush old "127.0.0.1:$T/remote/ds"
+	before=$(tree_sig remote/ds)
+	# a byte in the manifest, in a frame header, deep in file data
+	for at in 60 200 1500 150000 400000; do
+		FLIP_AT=$at run hpush src "x:$T/remote/ds"
+		echo "flip at $at: status $status: $output"
+		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
+		[ -n "$output" ]
+		[ "$(tree_sig remote/ds)" = "$before" ]
+	done
+	# a first push damaged: nothing appears at all
+	FLIP_AT=300000 run hpush src "x:$T/remote/new"
+	[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
+	[ ! -e remote/new ]
+}
+
+@test "push: a stream cut short: exit 6, nothing published" {
+	make_hostile_rsh
+	make_files src 20 30000
+	mkdir remote
+	for cut in 3 100 5000 300000; do
+		CUT_AT=$cut run hpush src "x:$T/remote/ds"
+		echo "cut at $cut: status $status: $output"
+		[ "$status" -eq 6 ]
+		[ ! -e remote/ds ]
+	done
+}
+
+# frames by hand: type, then payload (perl pack templates and values)
+frame() { # type payload-bytes-file
+	perl -e 'local $/; binmode STDIN; binmode STDOUT; my $p = <STDIN>;
+		print pack("CV", $ARGV[0], length $p), $p' "$1" <"$2"
+}
+hello() { # path
+	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 1, 1, 0), $ARGV[0]' "$1" >"$T/p"
+	frame 1 "$T/p"
+}
+entry() { # type path [link]
+	perl -e 'binmode STDOUT; my ($t, $p, $l) = @ARGV; $l //= "";
+		print pack("CVQ<q<V", $t, 0644, 0, 0, 0), "\0" x 16,
+		      pack("vv", length $p, length $l), $p, $l' "$@" >"$T/p"
+	frame 4 "$T/p"
+}
+
+@test "serve: refuses paths outside PATH, whatever the client sends" {
+	mkdir remote
+	for bad in "../escape" "/tmp/escape" "a/../../escape" "." ""; do
+		{ hello "$T/remote/ds"; entry 1 "$bad"; } >"$T/stream"
+		run "$STAGER" serve <"$T/stream"
+		echo "'$bad': status $status"
+		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
+	done
+	# through a symlink of the tree: the parent must be a directory entry
+	{
+		hello "$T/remote/ds"
+		entry 3 l /tmp
+		entry 1 l/escape
+	} >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 4 ]
+	[ ! -e /tmp/escape ] && [ ! -e "$T/escape" ] && [ ! -e remote/ds ]
+	# a hardlink to something outside
+	{
+		hello "$T/remote/ds"
+		entry 4 h ../../etc/passwd
+	} >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 4 ]
+	[ ! -e remote/ds ]
+}
+
+@test "serve: garbage, a wrong version or an oversize frame is a protocol error" {
+	printf 'SSH-2.0-not-stager\r\n' >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 6 ]
+	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 99, 1, 0), "/tmp/x"' >"$T/p"
+	frame 1 "$T/p" >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 6 ]
+	grep -q 'protocol version 99' <(cat "$T/stream" | "$STAGER" serve 2>&1 | strings)
+	perl -e 'binmode STDOUT; print pack("CV", 4, 0x7fffffff)' >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 6 ]
+}
+
+@test "push: usage errors and a missing far end" {
+	mkdir src
+	run stager push src nohostpath
+	[ "$status" -eq 1 ]
+	run stager push missing "127.0.0.1:$T/x"
+	[ "$status" -eq 2 ]
+	run stager push --rsh "$RSH" --remote-stager /nonexistent/stager src "127.0.0.1:$T/x"
+	[ "$status" -eq 6 ]
+	[[ "$output" == *remote-stager* ]]
+	touch "$T/file"
+	run spush src "127.0.0.1:$T/file"
+	[ "$status" -ne 0 ]
+	[ -f "$T/file" ]
+	run spush src "127.0.0.1:$T/no/such/parent/ds"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"no/such/parent"* ]]
+}
+
+@test "push: --json reports files, bytes on the wire and seconds" {
+	make_files src 3 1000
+	mkdir remote
+	out=$(spush --json src "127.0.0.1:$T/remote/ds")
+	echo "$out" | jq -e '.files == 3 and .whole_files == 3 and .wire_bytes > 3000 and .seconds >= 0 and .status == 0'
+}
