@@ -12,12 +12,22 @@
 #include "cache.h"
 
 #include <errno.h>
+#include <librsync.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+/* librsync logs to stderr unless told otherwise; a library must not print,
+ * and every failure reaches the caller as a result code anyway */
+static void rsync_quiet(rs_loglevel level, char const *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
 stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 {
+	rs_trace_to(rsync_quiet);
 	memset(w, 0, sizeof *w);
 	w->ctx = ctx;
 	w->in = in;
@@ -211,27 +221,56 @@ void stg__wire_send_error(stg_wire *w, stg_err err)
 	stg__fail(w->ctx, err, "%s", saved);
 }
 
-stg_err stg__wire_send_data(stg_wire *w, const void *raw, size_t len)
+stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t len)
 {
 	size_t cap = ZSTD_compressBound(STG_WIRE_CHUNK);
 	size_t n = ZSTD_compressCCtx(w->cz, w->zbuf, cap, raw, len, w->level);
 	if (!ZSTD_isError(n) && n < len) {
 		uint8_t enc = 1;
-		return stg__wire_send(w, STG_W_DATA, &enc, 1, w->zbuf, n);
+		return stg__wire_send(w, type, &enc, 1, w->zbuf, n);
 	}
 	uint8_t enc = 0;
-	return stg__wire_send(w, STG_W_DATA, &enc, 1, raw, len);
+	return stg__wire_send(w, type, &enc, 1, raw, len);
+}
+
+stg_err stg__wire_send_data(stg_wire *w, const void *raw, size_t len)
+{
+	return stg__wire_send_chunk(w, STG_W_DATA, raw, len);
+}
+
+stg_err stg__entries_decode(stg_wire *w, const uint8_t *p, uint32_t len,
+                            stg_err (*fn)(void *arg, const uint8_t *rec, uint32_t len), void *arg)
+{
+	const uint8_t *raw;
+	size_t rl;
+	stg_err err = stg__wire_data(w, p, len, &raw, &rl);
+	if (err)
+		return err;
+	if (rl == 0)
+		return stg__fail(w->ctx, STG_ECORRUPT, "protocol error: an empty ENTRY batch");
+	while (rl) {
+		if (rl < 2)
+			return stg__fail(w->ctx, STG_ECORRUPT, "protocol error: a truncated ENTRY");
+		uint32_t n = (uint32_t)raw[0] | (uint32_t)raw[1] << 8;
+		if (n > rl - 2)
+			return stg__fail(w->ctx, STG_ECORRUPT, "protocol error: a truncated ENTRY");
+		if ((err = fn(arg, raw + 2, n)))
+			return err;
+		raw += 2 + n;
+		rl -= 2 + n;
+	}
+	return STG_OK;
 }
 
 stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
                        size_t *rawlen)
 {
 	if (len < 1 || p[0] > 1)
-		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a malformed DATA frame");
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a malformed data chunk");
 	if (p[0] == 0) {
 		if (len - 1 > STG_WIRE_CHUNK)
 			return stg__fail(w->ctx, STG_EREMOTE,
-			                 "protocol error: a DATA chunk over %u bytes",
+			                 "protocol error: a data chunk over %u bytes",
 			                 STG_WIRE_CHUNK);
 		*raw = p + 1;
 		*rawlen = len - 1;
@@ -239,7 +278,7 @@ stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_
 	}
 	size_t n = ZSTD_decompressDCtx(w->dz, w->zbuf, STG_WIRE_CHUNK, p + 1, len - 1);
 	if (ZSTD_isError(n))
-		return stg__fail(w->ctx, STG_ECORRUPT, "a damaged DATA chunk: %s",
+		return stg__fail(w->ctx, STG_ECORRUPT, "a damaged data chunk: %s",
 		                 ZSTD_getErrorName(n));
 	*raw = w->zbuf;
 	*rawlen = n;

@@ -7,7 +7,8 @@
  *
  *   client -> server  HELLO    magic, version, operation (push/pull), flags, PATH
  *   server -> client  WELCOME  magic, version
- *   sender -> receiver  ENTRY...  the sender's tree, parents before children
+ *   sender -> receiver  ENTRY...  the sender's tree, parents before children,
+ *                       in compressed batches
  *                       ENTRIES_END  count, SHA-256 of the tree (see xfer.c)
  *   receiver -> sender  WANT [SIG...]...  what it lacks; a signature of its
  *                       basis when it has one (librsync)
@@ -87,7 +88,9 @@ stg_err stg__wire_send(stg_wire *w, uint8_t type, const void *a, size_t alen, co
 void stg__wire_send_error(stg_wire *w, stg_err err);
 /* Compress raw (at most STG_WIRE_CHUNK bytes) into one DATA frame. */
 stg_err stg__wire_send_data(stg_wire *w, const void *raw, size_t len);
-/* Decode a DATA payload; *raw points into w->zbuf, at most STG_WIRE_CHUNK. */
+/* The same for a frame of another type (ENTRY batches). */
+stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t len);
+/* Decode a DATA payload (or an ENTRY batch's); *raw points into w->zbuf, at most STG_WIRE_CHUNK. */
 stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
                        size_t *rawlen);
 
@@ -112,9 +115,20 @@ size_t stg__wentry_encode(const stg_wentry *e, uint8_t *out);
 stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e);
 void stg__wentry_free(stg_wentry *e);
 
+/* An ENTRY frame is a chunk (as DATA) of records, each a u16 length and an
+ * entry's encoding; fn is called for each. */
+stg_err stg__entries_decode(stg_wire *w, const uint8_t *p, uint32_t len,
+                            stg_err (*fn)(void *arg, const uint8_t *rec, uint32_t len), void *arg);
+
 /* HELLO: parse the client's greeting; *path points into p (NUL added in
  * w->buf's copy by the reader). */
 stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
                           const char **path);
+
+/* For the fuzz target (xfer.c): decode every frame of data as a reader
+ * would (librsync signatures and deltas included), then, if dir is not
+ * NULL, let a receiver build dir/ds from it as serve would for a client's
+ * stream (replies go to /dev/null) and remove what it made. */
+stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const char *dir);
 
 #endif

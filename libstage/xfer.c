@@ -4,9 +4,13 @@
  * atomically.  The frames are proto.c's.
  *
  * The sender walks its tree (not following links) and hashes every file
- * once: XXH3-128 per file, and the tree digest, a SHA-256 over, in manifest
- * order, each file's content followed by each entry's wire encoding (which
- * holds its XXH3).  It sends the manifest and the digest.
+ * once (XXH3-128), and sends the manifest with the tree digest: a SHA-256
+ * over every entry's wire encoding in order, which holds path, type, mode,
+ * mtime, size, link target and XXH3.  The receiver checks every file's
+ * bytes at their final path against its XXH3 once (as they arrive, or when
+ * it finds them already there) and the digest over the manifest it built
+ * from; so each side reads each file once, and the tree as a whole, every
+ * file's content included through its XXH3, is checked end to end.
  *
  * The receiver of DEST builds the new version in DEST's sibling
  * ".stager-partial.NAME", a stable name, so that a push interrupted at any
@@ -21,8 +25,9 @@
  * path: the partial directory holds nothing but complete, checked files.
  *
  * When all has arrived, anything in the partial directory that the manifest
- * does not name was removed (at the start), links are made, the whole tree
- * is read back and its digest compared with the sender's; only then are
+ * does not name was removed (at the start), links are made, every file not
+ * checked in this run (a local copy) is read back, and the digest is
+ * compared with the sender's; only then are
  * directory modes set and the tree switched with DEST by
  * renameat2(RENAME_EXCHANGE) (rename for a first push), and the old version
  * removed.  Files of DEST are never written: reuse links or copies them, and
@@ -266,7 +271,7 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 		if (e->type == STG_FILE) {
 			int fd = open_beneath(s->root, e->path, O_RDONLY, 0);
 			XXH128_hash_t h;
-			if (fd < 0 || hash_fd(fd, &h, &e->size, sha, s->buf)) {
+			if (fd < 0 || hash_fd(fd, &h, &e->size, NULL, s->buf)) {
 				err = stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'",
 				                      e->path);
 				if (fd >= 0)
@@ -470,10 +475,20 @@ static stg_err send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char 
 	uint8_t digest[32];
 	if ((err = build_manifest(&s, digest, res)))
 		goto out;
-	uint8_t enc[STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1)];
-	for (size_t i = 0; i < s.n && !err; i++)
-		err = stg__wire_send(w, STG_W_ENTRY, enc, stg__wentry_encode(&s.e[i], enc), NULL,
-		                     0);
+	/* entries in batches, compressed: paths and metadata repeat a lot */
+	size_t bl = 0;
+	for (size_t i = 0; i < s.n && !err; i++) {
+		if (bl + 2 + STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1) > BLOCK) {
+			err = stg__wire_send_chunk(w, STG_W_ENTRY, s.out, bl);
+			bl = 0;
+		}
+		size_t n = stg__wentry_encode(&s.e[i], s.out + bl + 2);
+		s.out[bl] = (uint8_t)n;
+		s.out[bl + 1] = (uint8_t)(n >> 8);
+		bl += 2 + n;
+	}
+	if (!err && bl)
+		err = stg__wire_send_chunk(w, STG_W_ENTRY, s.out, bl);
 	uint8_t end[52];
 	stg__put64(end, s.n);
 	memcpy(end + 8, digest, 32);
@@ -522,6 +537,7 @@ typedef struct rentry {
 	uint8_t basis; /* where the old version of a wanted file lives */
 	bool wanted;   /* asked of the sender */
 	bool received;
+	bool checked; /* its bytes at its path matched its XXH3 in this run */
 } rentry;
 
 typedef struct receiver {
@@ -530,7 +546,7 @@ typedef struct receiver {
 	int parent, part, dest; /* dest: -1 on a first push */
 	char *name, *part_name;
 	rentry *r;
-	size_t n;
+	size_t n, cap;
 	stg_strmap paths;
 	bool map;
 	uint8_t digest[32];
@@ -542,9 +558,53 @@ typedef struct receiver {
 	const char *what;
 } receiver;
 
+/* One entry of the manifest, checked against those before it. */
+static stg_err add_entry(void *arg, const uint8_t *p, uint32_t len)
+{
+	receiver *rc = arg;
+	if (rc->n >= ENTRIES_MAX)
+		return stg__fail(rc->ctx, STG_ECORRUPT, "over %u entries", ENTRIES_MAX);
+	if (rc->n == rc->cap) {
+		size_t cap = rc->cap ? rc->cap * 2 : 1024;
+		rentry *nv = realloc(rc->r, cap * sizeof *nv);
+		if (!nv)
+			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
+		rc->r = nv;
+		rc->cap = cap;
+	}
+	rentry *re = &rc->r[rc->n];
+	memset(re, 0, sizeof *re);
+	stg_err err = stg__wentry_decode(rc->ctx, p, len, &re->e);
+	if (err)
+		return err;
+	rc->n++;
+	const char *path = re->e.path;
+	/* parents first, and only directories as parents */
+	const char *slash = strrchr(path, '/');
+	if (slash) {
+		uint32_t pi = stg__strmap_get(&rc->paths, path, (size_t)(slash - path));
+		if (pi == UINT32_MAX || rc->r[pi].e.type != STG_DIR)
+			return stg__fail(rc->ctx, STG_ECORRUPT,
+			                 "refusing '%s': its parent is not a directory of the tree",
+			                 path);
+	}
+	if (re->e.type == STG_HARDLINK) {
+		uint32_t ti = stg__strmap_get(&rc->paths, re->e.link, strlen(re->e.link));
+		if (ti == UINT32_MAX || rc->r[ti].e.type != STG_FILE)
+			return stg__fail(
+			        rc->ctx, STG_ECORRUPT,
+			        "refusing '%s': a hardlink to what is not a file before it", path);
+	}
+	int put = stg__strmap_put(&rc->paths, path, strlen(path), (uint32_t)(rc->n - 1));
+	if (put < 0)
+		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
+	if (put == 0)
+		return stg__fail(rc->ctx, STG_ECORRUPT, "'%s' twice in the manifest", path);
+	return STG_OK;
+}
+
 static stg_err read_manifest(receiver *rc)
 {
-	size_t cap = 0;
 	for (;;) {
 		uint8_t t;
 		const uint8_t *p;
@@ -564,46 +624,8 @@ static stg_err read_manifest(receiver *rc)
 		if (t != STG_W_ENTRY)
 			return stg__fail(rc->ctx, STG_EREMOTE,
 			                 "protocol error: message %u in the manifest", t);
-		if (rc->n >= ENTRIES_MAX)
-			return stg__fail(rc->ctx, STG_ECORRUPT, "over %u entries", ENTRIES_MAX);
-		if (rc->n == cap) {
-			cap = cap ? cap * 2 : 1024;
-			rentry *nv = realloc(rc->r, cap * sizeof *nv);
-			if (!nv)
-				return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
-			rc->r = nv;
-		}
-		rentry *re = &rc->r[rc->n];
-		memset(re, 0, sizeof *re);
-		if ((err = stg__wentry_decode(rc->ctx, p, len, &re->e)))
+		if ((err = stg__entries_decode(rc->w, p, len, add_entry, rc)))
 			return err;
-		rc->n++;
-		const char *path = re->e.path;
-		size_t pl = strlen(path);
-		/* parents first, and only directories as parents */
-		const char *slash = strrchr(path, '/');
-		if (slash) {
-			uint32_t pi = stg__strmap_get(&rc->paths, path, (size_t)(slash - path));
-			if (pi == UINT32_MAX || rc->r[pi].e.type != STG_DIR)
-				return stg__fail(
-				        rc->ctx, STG_ECORRUPT,
-				        "refusing '%s': its parent is not a directory of the "
-				        "tree",
-				        path);
-		}
-		if (re->e.type == STG_HARDLINK) {
-			uint32_t ti = stg__strmap_get(&rc->paths, re->e.link, strlen(re->e.link));
-			if (ti == UINT32_MAX || rc->r[ti].e.type != STG_FILE)
-				return stg__fail(rc->ctx, STG_ECORRUPT,
-				                 "refusing '%s': a hardlink to what is not a file "
-				                 "before it",
-				                 path);
-		}
-		int put = stg__strmap_put(&rc->paths, path, pl, (uint32_t)(rc->n - 1));
-		if (put < 0)
-			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
-		if (put == 0)
-			return stg__fail(rc->ctx, STG_ECORRUPT, "'%s' twice in the manifest", path);
 	}
 }
 
@@ -813,15 +835,16 @@ static stg_err plan(receiver *rc, stg_xfer_result *res)
 		res->content_bytes += e->size;
 		bool meta, in_part, in_dest;
 		if (same_content(rc, rc->part, e, &meta, &in_part)) {
-			if (!meta) {
-				/* it may be a link to DEST's inode: copy, never chmod */
+			/* it may be a link to DEST's inode: copy, never chmod */
+			re->checked = meta;
+			if (!meta)
 				err = copy_local(rc, rc->part, e);
-			}
 			res->reused_files++;
 			continue;
 		}
 		if (same_content(rc, rc->dest, e, &meta, &in_dest)) {
-			if (!meta || link_from_dest(rc, e))
+			re->checked = meta && link_from_dest(rc, e) == STG_OK;
+			if (!re->checked)
 				err = copy_local(rc, rc->dest, e);
 			res->reused_files++;
 			continue;
@@ -964,17 +987,24 @@ static stg_err receive_file(receiver *rc, const uint8_t *p, uint32_t len)
 		goto out;
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(in.xs));
-	if (in.size != re->e.size || memcmp(c.digest, re->e.xxh3, 16)) {
+	if (in.size != re->e.size) {
 		err = stg__fail(rc->ctx, STG_ECORRUPT,
-		                "'%s' arrived damaged (%llu bytes, expected %llu, or a checksum "
-		                "mismatch); nothing was published",
+		                "'%s' arrived damaged (%llu bytes, expected %llu); nothing was "
+		                "published",
 		                re->e.path, (unsigned long long)in.size,
 		                (unsigned long long)re->e.size);
 		goto out;
 	}
+	if (memcmp(c.digest, re->e.xxh3, 16)) {
+		err = stg__fail(rc->ctx, STG_ECORRUPT,
+		                "'%s' arrived damaged (its XXH3-128 does not match the sender's); "
+		                "nothing was published",
+		                re->e.path);
+		goto out;
+	}
 	if ((err = finish_file(rc, in.fd, tmp, &re->e)))
 		goto out;
-	re->received = true;
+	re->received = re->checked = true;
 out:
 	if (job)
 		rs_job_free(job);
@@ -988,7 +1018,7 @@ out:
 	return err;
 }
 
-/* Links, then the whole tree read back against the sender's digest. */
+/* Links, then every file checked and the manifest against the sender's digest. */
 static stg_err links_and_verify(receiver *rc)
 {
 	stg_err err = STG_OK;
@@ -1028,24 +1058,26 @@ static stg_err links_and_verify(receiver *rc)
 	uint8_t enc[STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1)];
 	for (size_t i = 0; i < rc->n && !err; i++) {
 		const stg_wentry *e = &rc->r[i].e;
-		if (e->type == STG_FILE) {
-			int fd = open_beneath(rc->part, e->path, O_RDONLY, 0);
+		int fd = e->type == STG_FILE ? open_beneath(rc->part, e->path, O_RDONLY, 0) : -2;
+		struct stat st;
+		if (fd == -1 || (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode)))) {
+			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
+		} else if (fd >= 0 && (!rc->r[i].checked || (uint64_t)st.st_size != e->size)) {
+			/* not read in this run (a local copy): read it now */
 			XXH128_hash_t h;
 			uint64_t size;
 			XXH128_canonical_t c;
-			if (fd < 0 || hash_fd(fd, &h, &size, sha, rc->buf)) {
+			if (hash_fd(fd, &h, &size, NULL, rc->buf))
 				err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
 				                      e->path);
-			} else {
-				XXH128_canonicalFromHash(&c, h);
-				if (size != e->size || memcmp(c.digest, e->xxh3, 16))
-					err = stg__fail(rc->ctx, STG_ECORRUPT,
-					                "'%s' does not match the sender's checksum",
-					                e->path);
-			}
-			if (fd >= 0)
-				close(fd);
+			XXH128_canonicalFromHash(&c, h);
+			if (!err && (size != e->size || memcmp(c.digest, e->xxh3, 16)))
+				err = stg__fail(rc->ctx, STG_ECORRUPT,
+				                "'%s' does not match the sender's checksum",
+				                e->path);
 		}
+		if (fd >= 0)
+			close(fd);
 		EVP_DigestUpdate(sha, enc, stg__wentry_encode(e, enc));
 		if (stg__cancelled(rc->ctx) && !err)
 			err = stg__fail(rc->ctx, STG_EINTR, "interrupted");
@@ -1482,6 +1514,131 @@ out:
 	res->wire_out = w.bytes_out;
 	res->wire_in = w.bytes_in;
 	res->seconds = stg__now() - t0;
+	stg__wire_free(&w);
+	return err;
+}
+
+/* ---- for the fuzz target ------------------------------------------------- */
+
+static rs_result zero_basis(void *arg, rs_long_t pos, size_t *len, void **buf)
+{
+	(void)arg;
+	if (pos >= 4096)
+		return RS_INPUT_ENDED;
+	if (*len > (size_t)(4096 - pos))
+		*len = (size_t)(4096 - pos);
+	memset(*buf, 'x', *len);
+	return RS_DONE;
+}
+
+static stg_err fuzz_entry(void *arg, const uint8_t *p, uint32_t len)
+{
+	stg_wentry e;
+	stg_err err = stg__wentry_decode(arg, p, len, &e);
+	stg__wentry_free(&e);
+	return err;
+}
+
+static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
+{
+	rs_job_t *job = NULL;
+	rs_signature_t *sig = NULL;
+	stg_err err = STG_OK;
+	bool done = false;
+	for (unsigned k = 0; k < 100000 && !err; k++) {
+		uint8_t t, op, flags;
+		const uint8_t *p, *raw;
+		uint32_t len;
+		size_t rl;
+		const char *path;
+		if ((err = stg__wire_read(w, &t, &p, &len)))
+			break;
+		switch (t) {
+		case STG_W_HELLO: err = stg__hello_decode(ctx, p, len, &op, &flags, &path); break;
+		case STG_W_ENTRY: err = stg__entries_decode(w, p, len, fuzz_entry, ctx); break;
+		case STG_W_FILE:
+		case STG_W_WANT:
+			if (job)
+				rs_job_free(job);
+			if (sig)
+				rs_free_sumset(sig);
+			job = NULL;
+			sig = NULL;
+			if (len == 5 && p[4] == STG_WANT_DELTA)
+				job = t == STG_W_FILE ? rs_patch_begin(zero_basis, NULL)
+				                      : rs_loadsig_begin(&sig);
+			done = false;
+			break;
+		case STG_W_SIG:
+			if (job && !done)
+				err = job_feed(ctx, job, p, len, false, out, NULL, NULL, &done);
+			break;
+		case STG_W_DATA:
+			if ((err = stg__wire_data(w, p, len, &raw, &rl)))
+				break;
+			if (job && !done)
+				err = job_feed(ctx, job, raw, rl, false, out, NULL, NULL, &done);
+			break;
+		case STG_W_FILE_END:
+		case STG_W_WANTS_END:
+			if (job && !done)
+				err = job_feed(ctx, job, NULL, 0, true, out, NULL, NULL, &done);
+			if (sig && !err && done)
+				rs_build_hash_table(sig);
+			if (job)
+				rs_job_free(job);
+			job = NULL;
+			if (sig)
+				rs_free_sumset(sig);
+			sig = NULL;
+			break;
+		}
+	}
+	if (job)
+		rs_job_free(job);
+	if (sig)
+		rs_free_sumset(sig);
+	return err;
+}
+
+stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const char *dir)
+{
+	stg_wire w;
+	stg_err err = stg__wire_init(&w, ctx, -1, -1);
+	uint8_t *out = malloc(BLOCK);
+	if (err || !out) {
+		free(out);
+		return err ? err : STG_ENOMEM;
+	}
+	w.mem = data;
+	w.mem_len = len;
+	fuzz_frames(ctx, &w, out);
+	free(out);
+	if (dir) {
+		/* the receiver itself, as a client's stream drives serve */
+		int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		const uint8_t *p;
+		uint32_t plen;
+		uint8_t op, flags;
+		const char *path;
+		stg_xfer_result res = {0};
+		w.mem_pos = 0;
+		w.out = null;
+		w.broken = false;
+		char dest[STG_PATH_MAX];
+		snprintf(dest, sizeof dest, "%s/ds", dir);
+		uint8_t t;
+		/* a client's stream (HELLO) or a server's for a pull (WELCOME) */
+		if (!stg__wire_read(&w, &t, &p, &plen) &&
+		    (t == STG_W_WELCOME ||
+		     (t == STG_W_HELLO && !stg__hello_decode(ctx, p, plen, &op, &flags, &path))))
+			err = receive_tree(ctx, &w, dest, "fuzz", &res);
+		if (null >= 0)
+			close(null);
+		stg__rmtree(dest);
+		snprintf(dest, sizeof dest, "%s/.stager-partial.ds", dir);
+		stg__rmtree(dest);
+	}
 	stg__wire_free(&w);
 	return err;
 }

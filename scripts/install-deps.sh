@@ -8,6 +8,7 @@ libcmocka-dev bats jq zstd tar zip strace util-linux
 clang libclang-rt-14-dev
 slurm-wlm munge
 rsync libfuse3-dev fuse3 gnuplot-nox
+openssh-server openssh-client
 bash-completion lmod"
 SUDO=
 if [ "$(id -u)" -ne 0 ]; then

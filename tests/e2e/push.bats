@@ -203,27 +203,36 @@ make_files() {
 	diff <(tree_sig src) <(tree_sig remote/ds)
 }
 
-# a transport that runs the real serve but damages what the client sends:
-# it flips one byte at offset $FLIP_AT, or cuts the stream at $CUT_AT
+# a transport that runs the real serve but damages one direction of the
+# stream: it flips one byte at offset $FLIP_AT, or cuts it at $CUT_AT
 # (unbuffered: a transport that held bytes back would deadlock anything)
 make_hostile_rsh() {
-	cat >"$T/hostile-rsh" <<-'EOF'
+	cat >"$T/damage" <<-'EOF'
+		#!/usr/bin/perl
+		binmode STDIN; binmode STDOUT;
+		my ($at, $cut, $pos) = ($ENV{FLIP_AT} // -1, $ENV{CUT_AT} // -1, 0);
+		while ((my $n = sysread(STDIN, my $b, 65536)) > 0) {
+			if ($at >= $pos && $at < $pos + $n) {
+				substr($b, $at - $pos, 1) = chr(ord(substr($b, $at - $pos, 1)) ^ 0x5a);
+			}
+			if ($cut >= 0 && $pos + $n >= $cut) {
+				syswrite(STDOUT, substr($b, 0, $cut - $pos));
+				exit 0;
+			}
+			$pos += $n;
+			syswrite(STDOUT, $b);
+		}
+	EOF
+	chmod +x "$T/damage"
+	# DAMAGE=out damages what serve sends, else what it receives
+	cat >"$T/hostile-rsh" <<-EOF
 		#!/bin/sh
 		shift
-		perl -e '
-			binmode STDIN; binmode STDOUT;
-			my ($at, $cut, $pos) = ($ENV{FLIP_AT} // -1, $ENV{CUT_AT} // -1, 0);
-			while ((my $n = sysread(STDIN, my $b, 65536)) > 0) {
-				if ($at >= $pos && $at < $pos + $n) {
-					substr($b, $at - $pos, 1) = chr(ord(substr($b, $at - $pos, 1)) ^ 0x5a);
-				}
-				if ($cut >= 0 && $pos + $n >= $cut) {
-					syswrite(STDOUT, substr($b, 0, $cut - $pos));
-					exit 0;
-				}
-				$pos += $n;
-				syswrite(STDOUT, $b);
-			}' | "$@"
+		if [ "\${DAMAGE:-in}" = out ]; then
+			"\$@" | "$T/damage"
+		else
+			"$T/damage" | "\$@"
+		fi
 	EOF
 	chmod +x "$T/hostile-rsh"
 }
@@ -244,6 +253,8 @@ hpush() { stager push --rsh "$T/hostile-rsh" --remote-stager "$STAGER" "$@"; }
 		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
 		[ -n "$output" ]
 		[ "$(tree_sig remote/ds)" = "$before" ]
+		# what was checked stays for a resume; start afresh for the next offset
+		rm -rf remote/.stager-partial.ds
 	done
 	# a first push damaged: nothing appears at all
 	FLIP_AT=300000 run hpush src "x:$T/remote/new"
@@ -263,6 +274,23 @@ hpush() { stager push --rsh "$T/hostile-rsh" --remote-stager "$STAGER" "$@"; }
 	done
 }
 
+@test "pull: damaged frames from the far end: exit 4 or 6, LOCAL as it was" {
+	make_hostile_rsh
+	make_files src 20 30000
+	mkdir remote
+	spush src "127.0.0.1:$T/remote/ds"
+	make_files local 1 1000
+	before=$(tree_sig local)
+	for at in 30 70 1000 100000 500000; do
+		DAMAGE=out FLIP_AT=$at run stager pull --rsh "$T/hostile-rsh" \
+			--remote-stager "$STAGER" "x:$T/remote/ds" local
+		echo "flip at $at: status $status: $output"
+		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
+		[ "$(tree_sig local)" = "$before" ]
+		rm -rf .stager-partial.local
+	done
+}
+
 # frames by hand: type, then payload (perl pack templates and values)
 frame() { # type payload-bytes-file
 	perl -e 'local $/; binmode STDIN; binmode STDOUT; my $p = <STDIN>;
@@ -272,10 +300,11 @@ hello() { # path
 	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 1, 1, 0), $ARGV[0]' "$1" >"$T/p"
 	frame 1 "$T/p"
 }
-entry() { # type path [link]
+entry() { # type path [link]: a batch of one entry, not compressed
 	perl -e 'binmode STDOUT; my ($t, $p, $l) = @ARGV; $l //= "";
-		print pack("CVQ<q<V", $t, 0644, 0, 0, 0), "\0" x 16,
-		      pack("vv", length $p, length $l), $p, $l' "$@" >"$T/p"
+		my $e = pack("CVQ<q<V", $t, 0644, 0, 0, 0) . "\0" x 16 .
+		        pack("vv", length $p, length $l) . $p . $l;
+		print "\0", pack("v", length $e), $e' "$@" >"$T/p"
 	frame 4 "$T/p"
 }
 

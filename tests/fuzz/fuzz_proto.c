@@ -1,0 +1,41 @@
+/*
+ * fuzz_proto.c - libFuzzer target for what serve reads from a client (and
+ * push and pull from a server): frames, every message decoder, librsync
+ * signatures and deltas in DATA and SIG frames, and then the receiver
+ * itself building a tree from the stream in a temporary directory.  Built
+ * by `make fuzz` with clang; replayed over tests/fuzz/corpus/proto by
+ * `make test` (replay.c).  Seeds are recorded client streams.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include <unistd.h>
+
+#include "proto.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static char dir[64];
+
+static void remove_dir(void)
+{
+	rmdir(dir);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (!dir[0]) {
+		snprintf(dir, sizeof dir, "/tmp/stager-fuzz-proto.XXXXXX");
+		if (!mkdtemp(dir))
+			return 0;
+		atexit(remove_dir);
+	}
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx)
+		return 0;
+	stg__proto_replay(ctx, data, size, dir);
+	stg_ctx_free(ctx);
+	return 0;
+}
