@@ -368,6 +368,8 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 		                 v, STG_WIRE_VERSION);
 	*op = p[12];
 	*flags = p[13];
+	if (*flags & ~STG_FLAG_PACK)
+		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown flags %#x", *flags);
 	const char *s = (const char *)p + 14;
 	size_t n = len - 14;
 	if (*op != STG_OP_PUSH && *op != STG_OP_PULL)

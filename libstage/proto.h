@@ -54,6 +54,7 @@ enum {
 
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
 enum { STG_WANT_WHOLE = 0, STG_WANT_DELTA = 1 };
+enum { STG_FLAG_PACK = 1 }; /* HELLO flags */
 
 /* One end of a connection.  Reads come from fd in, or from a memory buffer
  * (mem != NULL: the fuzz target and tests). */

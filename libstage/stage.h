@@ -502,6 +502,9 @@ typedef struct stg_xfer_opts {
 	uint64_t bwlimit;          /* bytes per second written to the connection
 	                              (0: no limit) */
 	int level;                 /* zstd level of the data sent (0: 3) */
+	int pack;                  /* stg_push: the far end stores PATH.tar.zst
+	                              (PATH if it ends so), a verified pack,
+	                              instead of a tree */
 } stg_xfer_opts;
 
 STG_API void stg_xfer_opts_init(stg_xfer_opts *opts);

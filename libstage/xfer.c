@@ -545,6 +545,9 @@ typedef struct receiver {
 	stg_wire *w;
 	int parent, part, dest; /* dest: -1 on a first push */
 	char *name, *part_name;
+	bool pack;        /* publish a pack (name ends in .tar.zst), not a tree */
+	char *dir;        /* the parent's path (for the pack writer) */
+	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
 	size_t n, cap;
 	stg_strmap paths;
@@ -1115,7 +1118,18 @@ static stg_err publish(receiver *rc)
 	struct timespec ts[2] = {{0, UTIME_OMIT}, {rc->root_mtime, 0}};
 	if (fchmod(rc->part, rc->root_mode) || futimens(rc->part, ts))
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot set up '%s'", rc->name);
-	if (rc->dest >= 0) {
+	if (rc->pack) {
+		/* the pack is written beside PATH and renamed over it when complete */
+		char tree[2 * STG_PATH_MAX + 2], out[2 * STG_PATH_MAX + 2];
+		snprintf(tree, sizeof tree, "%s/%s", rc->dir, rc->part_name);
+		snprintf(out, sizeof out, "%s/%s", rc->dir, rc->name);
+		stg_pack_opts po;
+		stg_pack_opts_init(&po);
+		stg_err err = stg_pack_dir(rc->ctx, tree, out, &po, NULL);
+		if (err)
+			return err;
+		stg__rmtree_at(rc->parent, rc->part_name);
+	} else if (rc->dest >= 0) {
 		if (renameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_EXCHANGE))
 			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
 			                       rc->name);
@@ -1124,6 +1138,38 @@ static stg_err publish(receiver *rc)
 	} else if (renameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE)) {
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->name);
 	}
+	return STG_OK;
+}
+
+/* --pack: the files of the pack already at PATH serve as the basis, so a
+ * re-push sends deltas as it would for a tree.  A pack that cannot be read
+ * is no basis (said once); nothing is sent that would not be otherwise. */
+static stg_err unpack_basis(receiver *rc)
+{
+	stg__rmtree_at(rc->parent, rc->basis_name);
+	char pack_path[2 * STG_PATH_MAX + 2], basis[2 * STG_PATH_MAX + 2];
+	snprintf(pack_path, sizeof pack_path, "%s/%s", rc->dir, rc->name);
+	snprintf(basis, sizeof basis, "%s/%s", rc->dir, rc->basis_name);
+	struct stat st;
+	if (fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW)) {
+		if (errno == ENOENT)
+			return STG_OK;
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", pack_path);
+	}
+	if (!S_ISREG(st.st_mode))
+		return stg__fail(rc->ctx, STG_EEXIST, "'%s' exists and is not a pack", pack_path);
+	stg_pack *p = NULL;
+	stg_unpack_opts uo;
+	stg_unpack_opts_init(&uo);
+	if (stg_pack_open(rc->ctx, pack_path, &p) || stg_unpack(rc->ctx, p, basis, &uo, NULL)) {
+		stg__log(rc->ctx, STG_LOG_WARN, "'%s' cannot serve as a basis: %s", pack_path,
+		         stg_errmsg(rc->ctx));
+		stg_pack_close(p);
+		return STG_OK;
+	}
+	stg_pack_close(p);
+	rc->dest =
+	        openat(rc->parent, rc->basis_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	return STG_OK;
 }
 
@@ -1150,10 +1196,16 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 	if (!*name || !strcmp(name, ".") || !strcmp(name, "..") || strlen(name) > 200)
 		return stg__fail(rc->ctx, STG_EUSAGE, "'%s' does not name a directory to write",
 		                 dest);
-	if (!(rc->name = strdup(name)) ||
-	    !(rc->part_name = malloc(strlen(name) + sizeof ".stager-partial.")))
+	size_t nl = strlen(name);
+	bool ext = nl > 8 && !strcmp(name + nl - 8, ".tar.zst");
+	if (!(rc->name = malloc(nl + 9)) || !(rc->dir = strdup(dir)) ||
+	    !(rc->part_name = malloc(nl + 9 + sizeof ".stager-partial.")) ||
+	    !(rc->basis_name = malloc(nl + 9 + sizeof ".stager-basis.")))
 		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
-	sprintf(rc->part_name, ".stager-partial.%s", name);
+	/* --pack: PATH.tar.zst, as collect --pack writes */
+	sprintf(rc->name, "%s%s", name, rc->pack && !ext ? ".tar.zst" : "");
+	sprintf(rc->part_name, ".stager-partial.%s", rc->name);
+	sprintf(rc->basis_name, ".stager-basis.%s", rc->name);
 	rc->parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rc->parent < 0)
 		return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
@@ -1164,11 +1216,18 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 		if (flock(rc->parent, LOCK_EX))
 			return stg__fail_errno(rc->ctx, STG_EINTR, errno, "waiting for a lock");
 	}
-	rc->dest = openat(rc->parent, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rc->dest < 0 && errno != ENOENT)
-		return stg__fail_errno(rc->ctx,
-		                       errno == ENOTDIR || errno == ELOOP ? STG_EEXIST : STG_EIO,
-		                       errno, "'%s' exists and is not a directory", dest);
+	if (rc->pack) {
+		stg_err err = unpack_basis(rc);
+		if (err)
+			return err;
+	} else {
+		rc->dest = openat(rc->parent, rc->name,
+		                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (rc->dest < 0 && errno != ENOENT)
+			return stg__fail_errno(
+			        rc->ctx, errno == ENOTDIR || errno == ELOOP ? STG_EEXIST : STG_EIO,
+			        errno, "'%s' exists and is not a directory", dest);
+	}
 	if (mkdirat(rc->parent, rc->part_name, 0700) && errno != EEXIST)
 		return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot create '%s/%s'", dir, rc->part_name);
@@ -1181,10 +1240,16 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 	return STG_OK;
 }
 
-static stg_err receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, const char *what,
-                            stg_xfer_result *res)
+static stg_err receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack,
+                            const char *what, stg_xfer_result *res)
 {
-	receiver rc = {.ctx = ctx, .w = w, .parent = -1, .part = -1, .dest = -1, .what = what};
+	receiver rc = {.ctx = ctx,
+	               .w = w,
+	               .parent = -1,
+	               .part = -1,
+	               .dest = -1,
+	               .pack = pack,
+	               .what = what};
 	stg_err err = STG_OK;
 	rc.buf = malloc(BLOCK);
 	rc.out = malloc(BLOCK);
@@ -1233,10 +1298,14 @@ out:
 	free(rc.r);
 	free(rc.buf);
 	free(rc.out);
-	free(rc.name);
-	free(rc.part_name);
 	if (rc.dest >= 0)
 		close(rc.dest);
+	if (rc.pack && rc.basis_name && rc.parent >= 0)
+		stg__rmtree_at(rc.parent, rc.basis_name);
+	free(rc.name);
+	free(rc.dir);
+	free(rc.part_name);
+	free(rc.basis_name);
 	if (rc.part >= 0)
 		close(rc.part);
 	if (rc.parent >= 0)
@@ -1363,7 +1432,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path, const char
 	memcpy(hello, STG_WIRE_MAGIC, 8);
 	stg__put32(hello + 8, STG_WIRE_VERSION);
 	hello[12] = op;
-	hello[13] = 0;
+	hello[13] = o->pack ? STG_FLAG_PACK : 0;
 	const uint8_t *p;
 	uint32_t len;
 	if (pl == 0 || pl > STG_PATH_MAX) {
@@ -1378,7 +1447,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path, const char
 		goto out;
 	}
 	err = op == STG_OP_PUSH ? send_tree(ctx, &w, local, "push", res)
-	                        : receive_tree(ctx, &w, local, "pull", res);
+	                        : receive_tree(ctx, &w, local, false, "pull", res);
 	if (err)
 		stg__wire_send_error(&w, err);
 out:
@@ -1505,8 +1574,9 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	if (!dir)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)))
-		err = op == STG_OP_PUSH ? receive_tree(ctx, &w, dir, "serve", res)
-		                        : send_tree(ctx, &w, dir, "serve", res);
+		err = op == STG_OP_PUSH
+		              ? receive_tree(ctx, &w, dir, flags & STG_FLAG_PACK, "serve", res)
+		              : send_tree(ctx, &w, dir, "serve", res);
 	free(dir);
 out:
 	if (err)
@@ -1632,7 +1702,7 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		if (!stg__wire_read(&w, &t, &p, &plen) &&
 		    (t == STG_W_WELCOME ||
 		     (t == STG_W_HELLO && !stg__hello_decode(ctx, p, plen, &op, &flags, &path))))
-			err = receive_tree(ctx, &w, dest, "fuzz", &res);
+			err = receive_tree(ctx, &w, dest, false, "fuzz", &res);
 		if (null >= 0)
 			close(null);
 		stg__rmtree(dest);

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_RSH, OPT_REMOTE_STAGER, OPT_LEVEL };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_RSH, OPT_REMOTE_STAGER, OPT_LEVEL, OPT_PACK };
 
 static void xfer_json(const char *cmd, const char *src, const char *dest, const stg_xfer_result *r,
                       int status)
@@ -40,6 +40,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 	        {"remote-stager", required_argument, NULL, OPT_REMOTE_STAGER},
 	        {"level", required_argument, NULL, OPT_LEVEL},
 	        {"json", no_argument, NULL, OPT_JSON},
+	        {"pack", no_argument, NULL, OPT_PACK},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -58,6 +59,12 @@ static int push_or_pull(int argc, char **argv, bool push)
 		case OPT_RSH: o.rsh = optarg; break;
 		case OPT_REMOTE_STAGER: o.remote_stager = optarg; break;
 		case OPT_JSON: json = 1; break;
+		case OPT_PACK:
+			if (!push)
+				return cli_usage("--pack is for push (pull builds a tree; "
+				                 "`stager pack` it after)");
+			o.pack = 1;
+			break;
 		case OPT_LEVEL: {
 			char *end;
 			long v = strtol(optarg, &end, 10);

@@ -189,8 +189,8 @@ const cli_cmd cli_commands[] = {
          "told to stop (SIGTERM, SIGINT, SIGHUP); a staging failure's status (CMD is\n"
          "not run); a collect failure's status if CMD succeeded.\n"},
         {"push", cmd_push, "upload a dataset over ssh (delta, verified, resumable)",
-         "usage: stager push LOCAL [USER@]HOST:PATH [--rsh CMD] [--remote-stager PATH]\n"
-         "                   [--level N] [--json]\n"
+         "usage: stager push LOCAL [USER@]HOST:PATH [--pack] [--rsh CMD]\n"
+         "                   [--remote-stager PATH] [--level N] [--json]\n"
          "\n"
          "Send the directory LOCAL to PATH on HOST, a better `scp -r`: stager runs\n"
          "`ssh HOST stager serve` and speaks a framed, checked protocol with it.\n"
@@ -222,7 +222,9 @@ const cli_cmd cli_commands[] = {
          "      --bwlimit RATE       at most RATE bytes per second on the wire (e.g. 10M)\n"
          "      --json               print {files, whole_files, delta_files,\n"
          "                           reused_files, wire_bytes, seconds, ...}\n"
-         "  --pack                   (store a pack at the far end: not built yet)\n"
+         "      --pack               store one verified pack, PATH.tar.zst (PATH if it\n"
+         "                           ends so), ready for `stager stage`, instead of a\n"
+         "                           tree; the old pack's files are the delta basis\n"
          "\n"
          "Exit: 2 LOCAL missing, 3 no room at the far end, 4 data damaged in transit\n"
          "(nothing published), 5 interrupted, 6 transport or far-end failure.\n"},
@@ -233,7 +235,7 @@ const cli_cmd cli_commands[] = {
          "The reverse of push: HOST sends the directory PATH and LOCAL is built,\n"
          "verified and switched the same way (deltas against LOCAL's files, a partial\n"
          "directory .stager-partial.NAME beside LOCAL for resuming, atomic switch).\n"
-         "The options are push's.\n"},
+         "The options are push's (but --pack).\n"},
         {"serve", cmd_serve, "the far end of push and pull (started over ssh)",
          "usage: stager serve\n"
          "\n"

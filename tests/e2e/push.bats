@@ -132,6 +132,27 @@ make_files() {
 	[ "$(ls -A remote)" = ds ]
 }
 
+@test "push --pack: the far end stores a verified pack, the same as stager pack makes" {
+	make_awkward_tree src
+	mkdir remote
+	run spush --pack src "127.0.0.1:$T/remote/ds"
+	[ "$status" -eq 0 ]
+	[ "$(ls -A remote)" = ds.tar.zst ]
+	stager verify remote/ds.tar.zst
+	local_digest=$(stager pack -q src -o "$T/local.tar.zst" | cut -d' ' -f1)
+	[ "$(stager verify --json remote/ds.tar.zst | jq -r .digest)" = "$local_digest" ]
+	# a re-push: the old pack's files are the basis
+	echo more >>src/a/hello.txt
+	out=$(spush --pack --json src "127.0.0.1:$T/remote/ds.tar.zst")
+	[ "$(json_field "$out" delta_files)" -eq 1 ]
+	[ "$(json_field "$out" wire_bytes)" -lt 20000 ]
+	[ "$(ls -A remote)" = ds.tar.zst ]
+	stager unpack remote/ds.tar.zst back
+	diff <(tree_sig src) <(tree_sig back)
+	run stager pull --pack "127.0.0.1:$T/remote/ds" x
+	[ "$status" -eq 1 ]
+}
+
 @test "pull: a tree comes back exactly, and a re-pull reuses what is here" {
 	make_awkward_tree src
 	mkdir remote
