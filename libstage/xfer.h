@@ -1,0 +1,47 @@
+/*
+ * xfer.h - what the transfer modules share: xfer.c (confined file access,
+ * librsync jobs, the two ends of a connection), xfer_send.c (the sender of
+ * a tree) and xfer_recv.c (its receiver).  xfer.c explains the transfer.
+ */
+#ifndef STG_XFER_H
+#define STG_XFER_H
+
+#include "proto.h"
+
+#include <librsync.h>
+#include <openssl/evp.h>
+#include <sys/types.h>
+
+#define XFER_BLOCK STG_WIRE_CHUNK /* read, write and librsync buffers */
+
+/* open beneath dirfd: openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so
+ * no component of path may be a symlink or lead out; O_NOFOLLOW and
+ * O_CLOEXEC are added.  -1/errno. */
+int stg__open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* The directory that holds path, opened beneath root; *base is path's last
+ * component.  -1/errno. */
+int stg__parent_of(int root, const char *path, const char **base);
+/* XXH3-128 (and SHA-256 into sha, if not NULL) of the rest of fd, read with
+ * buf (XFER_BLOCK bytes).  0 or -1/errno. */
+int stg__hash_fd(int fd, XXH128_hash_t *h, uint64_t *size, EVP_MD_CTX *sha, uint8_t *buf);
+void stg__progress(stg_ctx *ctx, const char *what, uint64_t done, uint64_t total);
+
+typedef stg_err (*stg_sink_fn)(void *arg, const uint8_t *p, size_t n);
+/* Give a librsync job n bytes of input (eof: the last), its output (in out,
+ * XFER_BLOCK bytes) to sink; *done when the job has finished. */
+stg_err stg__job_feed(stg_ctx *ctx, rs_job_t *job, const uint8_t *in, size_t n, bool eof,
+                      uint8_t *out, stg_sink_fn sink, void *arg, bool *done);
+/* Run a job over all of fd (or of mem when fd < 0). */
+stg_err stg__job_run(stg_ctx *ctx, rs_job_t *job, int fd, const uint8_t *mem, size_t mem_len,
+                     uint8_t *inbuf, uint8_t *out, stg_sink_fn sink, void *arg);
+
+/* Send the tree at dir (xfer_send.c): manifest, then what the receiver
+ * asks for; returns when the receiver said PUBLISHED. */
+stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
+                       stg_xfer_result *res);
+/* Receive a tree into dest, or with pack a pack at dest.tar.zst
+ * (xfer_recv.c): verified, then switched in; then PUBLISHED. */
+stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, const char *what,
+                          stg_xfer_result *res);
+
+#endif

@@ -1,0 +1,360 @@
+/*
+ * xfer_send.c - the sending end of push and pull: walk and hash the tree,
+ * send the manifest, read what the receiver lacks (with librsync
+ * signatures of its old files), and send each file whole or as a delta,
+ * in zstd-compressed chunks.  See xfer.c for the whole transfer.
+ */
+#include "xfer.h"
+#include "cache.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define SIG_TOTAL_MAX ((size_t)512 << 20) /* signatures a sender holds at once */
+
+/* ---- the sender ------------------------------------------------------------ */
+
+typedef struct want {
+	uint32_t idx;
+	uint8_t kind;
+	uint8_t *sig;
+	size_t sig_len;
+} want;
+
+typedef struct sender {
+	stg_ctx *ctx;
+	stg_wire *w;
+	int root;
+	stg_wentry *e;
+	size_t n;
+	uint8_t *buf, *out;
+	uint64_t done, total; /* progress */
+	const char *what;
+} sender;
+
+static stg_err send_chunk(void *arg, const uint8_t *p, size_t n)
+{
+	sender *s = arg;
+	return stg__wire_send_data(s->w, p, n);
+}
+
+/* Walk and hash the tree at root into s->e; digest receives the tree's. */
+static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *res)
+{
+	stg_walk wk = {.ctx = s->ctx};
+	stg_err err = stg__walk_tree(&wk, s->root, "");
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	stg_strmap inodes;
+	char(*keys)[48] = NULL;
+	bool map = false;
+	if (err)
+		goto out;
+	if (!sha || stg__strmap_init(&inodes, 64) || !(s->e = calloc(wk.n + 1, sizeof *s->e)) ||
+	    !(keys = calloc(wk.n + 1, sizeof *keys))) {
+		err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	map = true;
+	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
+	uint8_t enc[STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1)];
+	for (size_t i = 0; i < wk.n; i++) {
+		stg_witem *it = &wk.v[i];
+		stg_wentry *e = &s->e[s->n];
+		e->mode = it->st.st_mode & 07777;
+		e->mtime = it->st.st_mtim.tv_sec;
+		e->mtime_nsec = (uint32_t)it->st.st_mtim.tv_nsec;
+		e->path = it->path;
+		it->path = NULL;
+		if (S_ISDIR(it->st.st_mode)) {
+			e->type = STG_DIR;
+			res->dirs++;
+		} else if (S_ISLNK(it->st.st_mode)) {
+			e->type = STG_SYMLINK;
+			e->link = it->link;
+			it->link = NULL;
+			res->links++;
+		} else {
+			e->type = STG_FILE;
+			if (it->st.st_nlink > 1) {
+				int kl = snprintf(keys[i], sizeof keys[i], "%llx:%llx",
+				                  (unsigned long long)it->st.st_dev,
+				                  (unsigned long long)it->st.st_ino);
+				uint32_t first = stg__strmap_get(&inodes, keys[i], (size_t)kl);
+				if (first != UINT32_MAX) {
+					e->type = STG_HARDLINK;
+					if (!(e->link = strdup(s->e[first].path))) {
+						err = stg__fail(s->ctx, STG_ENOMEM,
+						                "out of memory");
+						goto out;
+					}
+					res->links++;
+				} else if (stg__strmap_put(&inodes, keys[i], (size_t)kl,
+				                           (uint32_t)s->n) < 0) {
+					err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+					goto out;
+				}
+			}
+		}
+		if (e->type == STG_FILE) {
+			int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
+			XXH128_hash_t h;
+			if (fd < 0 || stg__hash_fd(fd, &h, &e->size, NULL, s->buf)) {
+				err = stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'",
+				                      e->path);
+				if (fd >= 0)
+					close(fd);
+				s->n++;
+				goto out;
+			}
+			close(fd);
+			XXH128_canonical_t c;
+			XXH128_canonicalFromHash(&c, h);
+			memcpy(e->xxh3, c.digest, 16);
+			res->files++;
+			res->content_bytes += e->size;
+		}
+		s->n++;
+		EVP_DigestUpdate(sha, enc, stg__wentry_encode(e, enc));
+		if (stg__cancelled(s->ctx)) {
+			err = stg__fail(s->ctx, STG_EINTR, "interrupted");
+			goto out;
+		}
+	}
+	unsigned dl;
+	EVP_DigestFinal_ex(sha, digest, &dl);
+out:
+	if (map)
+		stg__strmap_free(&inodes);
+	free(keys);
+	EVP_MD_CTX_free(sha);
+	stg__walk_free(&wk);
+	return err;
+}
+
+static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
+{
+	const stg_wentry *e = &s->e[wt->idx];
+	uint8_t hdr[5];
+	stg__put32(hdr, wt->idx);
+	hdr[4] = wt->kind;
+	stg_err err = stg__wire_send(s->w, STG_W_FILE, hdr, sizeof hdr, NULL, 0);
+	if (err)
+		return err;
+	int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
+	if (fd < 0)
+		return stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'", e->path);
+	rs_signature_t *sig = NULL;
+	rs_job_t *job = NULL;
+	if (wt->kind == STG_WANT_WHOLE) {
+		uint64_t total = 0;
+		for (;;) {
+			ssize_t n = read(fd, s->buf, XFER_BLOCK);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'",
+				                      e->path);
+				goto out;
+			}
+			if (n == 0)
+				break;
+			total += (uint64_t)n;
+			if (total > e->size)
+				break;
+			if ((err = stg__wire_send_data(s->w, s->buf, (size_t)n)))
+				goto out;
+			s->done += (uint64_t)n;
+			stg__progress(s->ctx, s->what, s->done, s->total);
+		}
+		if (total != e->size) {
+			err = stg__fail(s->ctx, STG_EIO,
+			                "'%s' changed while it was sent; push again", e->path);
+			goto out;
+		}
+		res->whole_files++;
+	} else {
+		/* load the receiver's signature, index it, and send the delta */
+		job = rs_loadsig_begin(&sig);
+		if (!job) {
+			err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+			goto out;
+		}
+		err = stg__job_run(s->ctx, job, -1, wt->sig, wt->sig_len, NULL, s->out, NULL, NULL);
+		rs_job_free(job);
+		job = NULL;
+		if (err) {
+			err = stg__fail(s->ctx, STG_ECORRUPT,
+			                "a bad signature for '%s' from the far end", e->path);
+			goto out;
+		}
+		rs_result r = rs_build_hash_table(sig);
+		if (r != RS_DONE) {
+			err = stg__fail(s->ctx, STG_ECORRUPT, "signature of '%s': %s", e->path,
+			                rs_strerror(r));
+			goto out;
+		}
+		if (!(job = rs_delta_begin(sig))) {
+			err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+			goto out;
+		}
+		err = stg__job_run(s->ctx, job, fd, NULL, 0, s->buf, s->out, send_chunk, s);
+		if (err)
+			goto out;
+		s->done += e->size;
+		stg__progress(s->ctx, s->what, s->done, s->total);
+		res->delta_files++;
+	}
+	res->sent_content += e->size;
+	err = stg__wire_send(s->w, STG_W_FILE_END, NULL, 0, NULL, 0);
+out:
+	if (job)
+		rs_job_free(job);
+	if (sig)
+		rs_free_sumset(sig);
+	close(fd);
+	return err;
+}
+
+/* Read the receiver's wants (and the signatures of its old files). */
+static stg_err read_wants(sender *s, want **out, size_t *count)
+{
+	want *v = NULL;
+	size_t n = 0, cap = 0, sigs = 0;
+	stg_err err = STG_OK;
+	bool *seen = calloc(s->n + 1, 1);
+	if (!seen)
+		return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+	for (;;) {
+		uint8_t t;
+		const uint8_t *p;
+		uint32_t len;
+		if ((err = stg__wire_read(s->w, &t, &p, &len)))
+			break;
+		if (t == STG_W_WANTS_END)
+			break;
+		if (t == STG_W_SIG && n && v[n - 1].kind == STG_WANT_DELTA) {
+			want *wt = &v[n - 1];
+			sigs += len;
+			if (sigs > SIG_TOTAL_MAX) {
+				err = stg__fail(s->ctx, STG_EREMOTE,
+				                "the far end sent over %zu MiB of signatures",
+				                SIG_TOTAL_MAX >> 20);
+				break;
+			}
+			uint8_t *ns = realloc(wt->sig, wt->sig_len + len + 1);
+			if (!ns) {
+				err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+				break;
+			}
+			wt->sig = ns;
+			memcpy(wt->sig + wt->sig_len, p, len);
+			wt->sig_len += len;
+			continue;
+		}
+		if (t != STG_W_WANT || len != 5) {
+			err = stg__fail(s->ctx, STG_EREMOTE, "protocol error: a bad request");
+			break;
+		}
+		uint32_t idx = stg__get32(p);
+		if (idx >= s->n || s->e[idx].type != STG_FILE || seen[idx] || p[4] > 1) {
+			err = stg__fail(s->ctx, STG_EREMOTE,
+			                "protocol error: a request for entry %u", idx);
+			break;
+		}
+		seen[idx] = true;
+		if (n == cap) {
+			cap = cap ? cap * 2 : 256;
+			want *nv = realloc(v, cap * sizeof *nv);
+			if (!nv) {
+				err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = (want){.idx = idx, .kind = p[4]};
+		s->total += s->e[idx].size;
+	}
+	free(seen);
+	*out = v;
+	*count = n;
+	return err;
+}
+
+stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
+                       stg_xfer_result *res)
+{
+	sender s = {.ctx = ctx, .w = w, .root = -1, .what = what};
+	want *wants = NULL;
+	size_t n_wants = 0;
+	stg_err err = STG_OK;
+	s.root = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (s.root < 0) {
+		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
+		                      "cannot open the directory '%s'", dir);
+		goto out;
+	}
+	s.buf = malloc(XFER_BLOCK);
+	s.out = malloc(XFER_BLOCK);
+	if (!s.buf || !s.out) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	uint8_t digest[32];
+	if ((err = build_manifest(&s, digest, res)))
+		goto out;
+	/* entries in batches, compressed: paths and metadata repeat a lot */
+	size_t bl = 0;
+	for (size_t i = 0; i < s.n && !err; i++) {
+		if (bl + 2 + STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1) > XFER_BLOCK) {
+			err = stg__wire_send_chunk(w, STG_W_ENTRY, s.out, bl);
+			bl = 0;
+		}
+		size_t n = stg__wentry_encode(&s.e[i], s.out + bl + 2);
+		s.out[bl] = (uint8_t)n;
+		s.out[bl + 1] = (uint8_t)(n >> 8);
+		bl += 2 + n;
+	}
+	if (!err && bl)
+		err = stg__wire_send_chunk(w, STG_W_ENTRY, s.out, bl);
+	uint8_t end[52];
+	stg__put64(end, s.n);
+	memcpy(end + 8, digest, 32);
+	struct stat rst;
+	if (fstat(s.root, &rst)) {
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", dir);
+		goto out;
+	}
+	stg__put32(end + 40, rst.st_mode & 07777);
+	stg__put64(end + 44, (uint64_t)rst.st_mtim.tv_sec);
+	if (err || (err = stg__wire_send(w, STG_W_ENTRIES_END, end, sizeof end, NULL, 0)) ||
+	    (err = read_wants(&s, &wants, &n_wants)))
+		goto out;
+	stg__progress(ctx, what, 0, s.total);
+	for (size_t i = 0; i < n_wants && !err; i++) {
+		err = send_file(&s, &wants[i], res);
+		free(wants[i].sig);
+		wants[i].sig = NULL;
+	}
+	const uint8_t *p;
+	uint32_t len;
+	if (err || (err = stg__wire_send(w, STG_W_DONE, NULL, 0, NULL, 0)) ||
+	    (err = stg__wire_expect(w, STG_W_PUBLISHED, &p, &len)))
+		goto out;
+	res->reused_files = res->files - res->whole_files - res->delta_files;
+out:
+	for (size_t i = 0; i < n_wants; i++)
+		free(wants[i].sig);
+	free(wants);
+	for (size_t i = 0; i < s.n; i++)
+		stg__wentry_free(&s.e[i]);
+	free(s.e);
+	free(s.buf);
+	free(s.out);
+	if (s.root >= 0)
+		close(s.root);
+	return err;
+}
