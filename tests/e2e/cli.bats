@@ -1,5 +1,5 @@
 #!/usr/bin/env bats
-# The command line: help, version, unknown commands, unbuilt commands.
+# The command line: help, version, unknown commands, bad arguments.
 
 load helpers
 
@@ -27,12 +27,17 @@ load helpers
 	done
 }
 
-@test "commands not built yet say so and exit 1" {
-	for c in push pull serve; do
-		run stager "$c" x y
+@test "push, pull and serve: bad arguments exit 1 with a hint" {
+	for c in push pull; do
+		run stager "$c" x
 		[ "$status" -eq 1 ]
-		echo "$output" | grep -q "not built yet"
+		echo "$output" | grep -q "see 'stager $c --help'"
 	done
+	run stager serve x y
+	[ "$status" -eq 1 ]
+	run stager push d no-colon
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "HOST:PATH"
 }
 
 @test "an unknown command exits 1 with a hint" {
