@@ -15,6 +15,7 @@
 # the encrypted traffic both ways, LogLevel VERBOSE), summed over the ssh
 # connections the tool opened.  Medians over the repetitions, tools in a
 # rotating order.  Results to bench/results-push.md (and printed).
+# PUSH_TOOLS (default "stager scp rsync") runs a subset.
 set -euo pipefail
 
 REPS=3
@@ -140,6 +141,8 @@ tool_rsync() {
 }
 TOOLS=(stager scp)
 ((HAVE_RSYNC)) && TOOLS+=(rsync)
+# PUSH_TOOLS="stager rsync": a subset
+[[ -n ${PUSH_TOOLS:-} ]] && read -r -a TOOLS <<<"$PUSH_TOOLS"
 log "dataset: $NFILES files, $NBYTES bytes; sshd on port $PORT; $REPS repetitions"
 orig=$W/orig
 cp -a "$SRC" "$orig"
@@ -153,8 +156,8 @@ for ((i = 1; i <= REPS; i++)); do
 			t=${TOOLS[$(((k + i) % n))]}
 			"tool_$t" "$phase" "$i"
 		done
-		same "$W/dst/stager-$i"
-		((HAVE_RSYNC)) && same "$W/dst/rsync-$i"
+		[[ -d $W/dst/stager-$i ]] && same "$W/dst/stager-$i"
+		[[ -d $W/dst/rsync-$i ]] && same "$W/dst/rsync-$i"
 		log "rep $i/$REPS $phase done"
 	done
 	rm -rf "$W/dst"

@@ -792,6 +792,9 @@ out:
 	free(rc.r);
 	free(rc.buf);
 	free(rc.out);
+	/* a partial directory with nothing to resume from is no use */
+	if (err && rc.part >= 0 && stg__dir_is_empty(rc.part))
+		unlinkat(rc.parent, rc.part_name, AT_REMOVEDIR);
 	if (rc.dest >= 0)
 		close(rc.dest);
 	if (rc.pack && rc.basis_name && rc.parent >= 0)

@@ -1,0 +1,308 @@
+/* test_xfer.c - the push/pull protocol: frames and messages on pipes and
+ * memory, hostile bytes, and whole transfers with stg_push_fd/stg_pull_fd
+ * against stg_serve on a thread. */
+#include "unit.h"
+#include "proto.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+static stg_ctx *new_ctx(void)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	assert_non_null(ctx);
+	stg_set_threads(ctx, 2);
+	return ctx;
+}
+
+/* A wire reading from a memory image. */
+static void mem_wire(stg_wire *w, stg_ctx *ctx, const uint8_t *p, size_t n)
+{
+	assert_int_equal(stg__wire_init(w, ctx, -1, -1), STG_OK);
+	w->mem = p;
+	w->mem_len = n;
+}
+
+static void test_frames(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = new_ctx();
+	int fds[2];
+	assert_int_equal(pipe(fds), 0);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, fds[0], fds[1]), STG_OK);
+	/* a compressible and an incompressible chunk, an empty frame */
+	static uint8_t text[100000], noise[50000];
+	memset(text, 'a', sizeof text);
+	ut_fill(noise, sizeof noise, 3);
+	assert_int_equal(stg__wire_send_data(&w, text, sizeof text), STG_OK);
+	assert_true(w.bytes_out < 1000);
+	assert_int_equal(stg__wire_send_data(&w, noise, sizeof noise), STG_OK);
+	assert_int_equal(stg__wire_send(&w, STG_W_DONE, NULL, 0, NULL, 0), STG_OK);
+	uint8_t t;
+	const uint8_t *p, *raw;
+	uint32_t len;
+	size_t rl;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(t, STG_W_DATA);
+	assert_int_equal(stg__wire_data(&w, p, len, &raw, &rl), STG_OK);
+	assert_int_equal(rl, sizeof text);
+	assert_memory_equal(raw, text, rl);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(stg__wire_data(&w, p, len, &raw, &rl), STG_OK);
+	assert_int_equal(rl, sizeof noise);
+	assert_memory_equal(raw, noise, rl);
+	assert_int_equal(stg__wire_expect(&w, STG_W_DONE, &p, &len), STG_OK);
+	assert_int_equal(len, 0);
+	/* the peer's ERROR: its code and message */
+	uint8_t code = STG_ENOSPC;
+	assert_int_equal(stg__wire_send(&w, STG_W_ERROR, &code, 1, "disk full", 9), STG_OK);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_ENOSPC);
+	assert_non_null(strstr(stg_errmsg(ctx), "the far end: disk full"));
+	/* a type that was not expected */
+	assert_int_equal(stg__wire_send(&w, STG_W_DONE, NULL, 0, NULL, 0), STG_OK);
+	assert_int_equal(stg__wire_expect(&w, STG_W_WELCOME, &p, &len), STG_EREMOTE);
+	assert_non_null(strstr(stg_errmsg(ctx), "DONE where WELCOME"));
+	stg__wire_free(&w);
+	close(fds[0]);
+	close(fds[1]);
+	stg_ctx_free(ctx);
+}
+
+static void test_hostile_frames(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = new_ctx();
+	stg_wire w;
+	uint8_t t;
+	const uint8_t *p, *raw;
+	uint32_t len;
+	size_t rl;
+	/* unknown type, oversize, truncated header, truncated payload */
+	static const uint8_t unknown[] = {99, 0, 0, 0, 0};
+	mem_wire(&w, ctx, unknown, sizeof unknown);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	assert_non_null(strstr(stg_errmsg(ctx), "unknown message type"));
+	stg__wire_free(&w);
+	static const uint8_t big[] = {STG_W_DATA, 0xff, 0xff, 0xff, 0x7f};
+	mem_wire(&w, ctx, big, sizeof big);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	assert_non_null(strstr(stg_errmsg(ctx), "at most"));
+	stg__wire_free(&w);
+	static const uint8_t cut[] = {STG_W_DATA, 10, 0};
+	mem_wire(&w, ctx, cut, sizeof cut);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	stg__wire_free(&w);
+	static const uint8_t short_payload[] = {STG_W_DATA, 10, 0, 0, 0, 1, 2};
+	mem_wire(&w, ctx, short_payload, sizeof short_payload);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	assert_non_null(strstr(stg_errmsg(ctx), "middle of a frame"));
+	stg__wire_free(&w);
+	/* a DATA chunk that claims zstd but is not, or an unknown encoding */
+	mem_wire(&w, ctx, NULL, 0);
+	static const uint8_t bad_zstd[] = {1, 0x28, 0xb5, 0x2f, 0xfd, 0, 0, 0};
+	assert_int_equal(stg__wire_data(&w, bad_zstd, sizeof bad_zstd, &raw, &rl), STG_ECORRUPT);
+	static const uint8_t bad_enc[] = {7, 1, 2};
+	assert_int_equal(stg__wire_data(&w, bad_enc, sizeof bad_enc, &raw, &rl), STG_EREMOTE);
+	/* a zstd chunk that would decode past the chunk limit */
+	size_t n = STG_WIRE_CHUNK + 4096;
+	uint8_t *zeros = calloc(1, n), *z = malloc(ZSTD_compressBound(n) + 1);
+	size_t zl = ZSTD_compress(z + 1, ZSTD_compressBound(n), zeros, n, 1);
+	z[0] = 1;
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)zl + 1, &raw, &rl), STG_ECORRUPT);
+	free(zeros);
+	free(z);
+	stg__wire_free(&w);
+	stg_ctx_free(ctx);
+}
+
+static stg_err count_entry(void *arg, const uint8_t *p, uint32_t len)
+{
+	(void)p;
+	(void)len;
+	(*(int *)arg)++;
+	return STG_OK;
+}
+
+static stg_err decode_one(stg_ctx *ctx, const stg_wentry *in, stg_wentry *out)
+{
+	uint8_t enc[STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1)];
+	size_t n = stg__wentry_encode(in, enc);
+	return stg__wentry_decode(ctx, enc, (uint32_t)n, out);
+}
+
+static void test_entries(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = new_ctx();
+	stg_wentry e = {.type = STG_FILE,
+	                .mode = 0640,
+	                .size = 12345,
+	                .mtime = 1700000000,
+	                .mtime_nsec = 42,
+	                .path = "a/b/c.txt"},
+	           d;
+	memset(e.xxh3, 0xab, 16);
+	assert_int_equal(decode_one(ctx, &e, &d), STG_OK);
+	assert_string_equal(d.path, "a/b/c.txt");
+	assert_null(d.link);
+	assert_int_equal(d.size, 12345);
+	assert_int_equal(d.mode, 0640);
+	assert_int_equal(d.mtime_nsec, 42);
+	assert_memory_equal(d.xxh3, e.xxh3, 16);
+	stg__wentry_free(&d);
+	/* what no sender makes */
+	const char *bad_paths[] = {"../x", "/etc/passwd", "a/../../x", ".", "a//b", "a/"};
+	for (size_t i = 0; i < sizeof bad_paths / sizeof *bad_paths; i++) {
+		e.path = (char *)bad_paths[i];
+		assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+		stg__wentry_free(&d);
+	}
+	e.path = "ok";
+	e.mode = 0100644; /* bits past 07777 */
+	assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+	e.mode = 0644;
+	e.type = STG_DIR; /* a size or checksum on a directory */
+	assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+	e.type = STG_SYMLINK; /* a symlink without a target */
+	e.size = 0;
+	memset(e.xxh3, 0, 16);
+	assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+	e.type = STG_HARDLINK;
+	e.link = "../outside";
+	assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+	e.type = 9;
+	assert_int_equal(decode_one(ctx, &e, &d), STG_ECORRUPT);
+	e.type = STG_SYMLINK;
+	e.link = "/anywhere"; /* a symlink's target is data */
+	assert_int_equal(decode_one(ctx, &e, &d), STG_OK);
+	stg__wentry_free(&d);
+	/* a batch: lengths that run past its end */
+	stg_wire w;
+	mem_wire(&w, ctx, NULL, 0);
+	uint8_t batch[1 + 2 + 200];
+	batch[0] = 0;
+	e.type = STG_DIR;
+	e.link = NULL;
+	size_t n = stg__wentry_encode(&e, batch + 3);
+	batch[1] = (uint8_t)n;
+	batch[2] = 0;
+	int count = 0;
+	assert_int_equal(stg__entries_decode(&w, batch, (uint32_t)(3 + n), count_entry, &count),
+	                 STG_OK);
+	assert_int_equal(count, 1);
+	batch[1] = (uint8_t)(n + 1);
+	assert_int_equal(stg__entries_decode(&w, batch, (uint32_t)(3 + n), count_entry, &count),
+	                 STG_ECORRUPT);
+	assert_int_equal(stg__entries_decode(&w, batch, 2, count_entry, &count), STG_ECORRUPT);
+	stg__wire_free(&w);
+	stg_ctx_free(ctx);
+}
+
+/* ---- whole transfers over pipes ----------------------------------------- */
+
+typedef struct server {
+	int in, out;
+	stg_err err;
+	stg_xfer_result res;
+} server;
+
+static void *serve_thread(void *arg)
+{
+	server *s = arg;
+	stg_ctx *ctx = new_ctx();
+	s->err = stg_serve(ctx, s->in, s->out, &s->res);
+	close(s->in);
+	close(s->out);
+	stg_ctx_free(ctx);
+	return NULL;
+}
+
+/* Run one push (or pull) against a serving thread. */
+static stg_err transfer(bool push, const char *local, const char *path, stg_xfer_result *res)
+{
+	int to[2], from[2];
+	assert_int_equal(pipe(to), 0);
+	assert_int_equal(pipe(from), 0);
+	server s = {.in = to[0], .out = from[1]};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, serve_thread, &s), 0);
+	stg_ctx *ctx = new_ctx();
+	stg_xfer_opts o;
+	stg_xfer_opts_init(&o);
+	stg_err err = push ? stg_push_fd(ctx, local, path, from[0], to[1], &o, res)
+	                   : stg_pull_fd(ctx, path, local, from[0], to[1], &o, res);
+	close(to[1]);
+	close(from[0]);
+	pthread_join(th, NULL);
+	if (err)
+		print_message("# %s\n", stg_errmsg(ctx));
+	stg_ctx_free(ctx);
+	return err;
+}
+
+static void assert_same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	uint8_t *pa = ut_read(a, &la), *pb = ut_read(b, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(pa, pb, la);
+	free(pa);
+	free(pb);
+}
+
+static void test_push_pull(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
+	     *back = ut_join(root, "back");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_mkdir(src, "d");
+	size_t big = 700 * 1024;
+	uint8_t *buf = malloc(big);
+	ut_fill(buf, big, 9);
+	ut_write(src, "d/big", buf, big);
+	ut_write(src, "small", "small\n", 6);
+	stg_xfer_result r;
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_int_equal(r.files, 2);
+	assert_int_equal(r.whole_files, 2);
+	char *a = ut_join(src, "d/big"), *b = ut_join(dst, "d/big");
+	assert_same_file(a, b);
+	/* a change in the middle: a delta, much smaller than the file */
+	memcpy(buf + 300000, "changed!", 8);
+	ut_write(src, "d/big", buf, big);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_int_equal(r.delta_files, 1);
+	assert_int_equal(r.reused_files, 1);
+	assert_true(r.wire_out < big / 10);
+	assert_same_file(a, b);
+	/* and back */
+	assert_int_equal(transfer(false, back, dst, &r), STG_OK);
+	char *c = ut_join(back, "d/big");
+	assert_same_file(a, c);
+	/* a push of what is not there */
+	char *missing = ut_join(root, "missing");
+	assert_int_equal(transfer(true, missing, dst, &r), STG_ENOENT);
+	assert_same_file(a, b);
+	ut_rmtree(root);
+	free(buf);
+	free(a);
+	free(b);
+	free(c);
+	free(missing);
+	free(src);
+	free(dst);
+	free(back);
+	free(root);
+}
+
+static const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_frames),
+        cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_entries),
+        cmocka_unit_test(test_push_pull),
+};
+
+UT_MAIN(tests)
