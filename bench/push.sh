@@ -32,7 +32,8 @@ done
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 B=${B:-build}
-B=$(cd "$ROOT/$B" && pwd)
+[[ $B == /* ]] || B=$ROOT/$B
+B=$(cd "$B" && pwd)
 STAGER=$B/stager GENDATA=$B/gendata
 for x in "$STAGER" "$GENDATA" /usr/sbin/sshd; do
 	[[ -x $x ]] || { echo "push.sh: $x missing (make all $B/gendata; openssh-server)" >&2; exit 1; }

@@ -29,6 +29,9 @@
 #                scratch to the shared filesystem: stager collect SRC DEST
 #                vs rsync -a SRC/ DEST/, first copy, unchanged re-run, and
 #                re-run after 1% of the files changed
+# Over ssh (bench/push.sh, not with --quick): stager push vs scp -r vs
+# rsync -az of the image-folder dataset, first push and after 1% changed,
+# to bench/results-push.md.
 # Local disk (no mount): pack (stager pack vs tar -I 'zstd -T0 -3' -cf),
 # unpack (stager unpack vs tar -I zstd -xf of the same pack), ls of the
 # container image's pack (time and read calls, strace), peak RSS.
@@ -1173,6 +1176,16 @@ raw_line() { # TEXT LABEL
 mv "$TMP/results.md" "$RESULTS"
 cat "$RESULTS"
 log "results written to ${RESULTS#"$ROOT"/}$( ((HAVE_GNUPLOT && SFS_OK)) && [[ -f $CHART ]] && echo ", chart to ${CHART#"$ROOT"/}")"
+# push over ssh against scp and rsync: bench/push.sh, with an sshd of its
+# own; not in --quick (which must stay short and needs no sshd)
+if ((!QUICK)); then
+	if [[ -x /usr/sbin/sshd ]]; then
+		B=$B bash "$ROOT/bench/push.sh" --reps "$REPS" ||
+			echo "- bench/push.sh failed" >>"$TMP/failures"
+	else
+		log "no /usr/sbin/sshd (openssh-server): the push benchmark is skipped"
+	fi
+fi
 if [[ -s $TMP/failures ]]; then
 	log "some runs failed: see the end of ${RESULTS#"$ROOT"/}"
 	exit 1
