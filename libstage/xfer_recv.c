@@ -129,6 +129,18 @@ static stg_err clean_partial(receiver *rc)
 {
 	stg_walk wk = {.ctx = rc->ctx};
 	stg_err err = stg__walk_tree(&wk, rc->part, "");
+	/* a run killed after it set the final modes may have left read-only
+	 * directories: writable again while the tree is built */
+	for (size_t k = 0; k < wk.n && !err; k++) {
+		const char *base;
+		int pfd = S_ISDIR(wk.v[k].st.st_mode) && !(wk.v[k].st.st_mode & S_IWUSR)
+		                  ? stg__parent_of(rc->part, wk.v[k].path, &base)
+		                  : -1;
+		if (pfd >= 0) {
+			fchmodat(pfd, base, 0700, 0);
+			close(pfd);
+		}
+	}
 	for (size_t k = wk.n; k-- > 0 && !err;) {
 		stg_witem *it = &wk.v[k];
 		uint32_t i = stg__strmap_get(&rc->paths, it->path, strlen(it->path));
