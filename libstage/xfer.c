@@ -397,24 +397,26 @@ stg_err stg_pull(stg_ctx *ctx, const char *remote, const char *local, const stg_
 	return client(ctx, STG_OP_PULL, remote, local, opts, res);
 }
 
-stg_err stg_push_fd(stg_ctx *ctx, const char *local, const char *path, int in, int out,
-                    const stg_xfer_opts *opts, stg_xfer_result *res)
+static stg_err client_fd(stg_ctx *ctx, uint8_t op, const char *path, const char *local, int in,
+                         int out, const stg_xfer_opts *opts, stg_xfer_result *res)
 {
 	double t0 = stg__now();
 	memset(res, 0, sizeof *res);
-	stg_err err = client_run(ctx, STG_OP_PUSH, path, local, in, out, opts, res);
+	stg_err err = client_run(ctx, op, path, local, in, out, opts, res);
 	res->seconds = stg__now() - t0;
 	return err;
+}
+
+stg_err stg_push_fd(stg_ctx *ctx, const char *local, const char *path, int in, int out,
+                    const stg_xfer_opts *opts, stg_xfer_result *res)
+{
+	return client_fd(ctx, STG_OP_PUSH, path, local, in, out, opts, res);
 }
 
 stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, int in, int out,
                     const stg_xfer_opts *opts, stg_xfer_result *res)
 {
-	double t0 = stg__now();
-	memset(res, 0, sizeof *res);
-	stg_err err = client_run(ctx, STG_OP_PULL, path, local, in, out, opts, res);
-	res->seconds = stg__now() - t0;
-	return err;
+	return client_fd(ctx, STG_OP_PULL, path, local, in, out, opts, res);
 }
 
 stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)

@@ -65,15 +65,26 @@ int cli_fail(stg_ctx *ctx, stg_err err)
 	return stg_exit_status(err);
 }
 
-int cli_parse_threads(const char *s, int *out)
+/* A whole number from lo to hi; 0, or -1. */
+static int parse_int(const char *s, long lo, long hi, int *out)
 {
 	char *end;
 	errno = 0;
 	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < 0 || v > 64)
+	if (errno || *end || end == s || v < lo || v > hi)
 		return -1;
 	*out = (int)v;
 	return 0;
+}
+
+int cli_parse_threads(const char *s, int *out)
+{
+	return parse_int(s, 0, 64, out);
+}
+
+int cli_parse_level(const char *s, int *out)
+{
+	return parse_int(s, 1, 19, out);
 }
 
 int cli_global_option(int c, const char *arg)

@@ -106,6 +106,8 @@ stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
 int cli_parse_threads(const char *s, int *out);
 /* mkdir -p (mode 0700); 0 or -1 with errno. */
 int cli_mkdirs(const char *path);
+/* A zstd level, 1 to 19; 0, or -1 if s is not one. */
+int cli_parse_level(const char *s, int *out);
 /* Seconds on the monotonic clock. */
 double cli_now(void);
 void cli_print_help(const cli_cmd *cmd);

@@ -165,15 +165,11 @@ int cmd_collect(int argc, char **argv)
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
 				                 optarg);
 			break;
-		case OPT_LEVEL: {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 19)
+		case OPT_LEVEL:
+			if (cli_parse_level(optarg, &co.level))
 				return cli_usage("--level: '%s' is not a level from 1 to 19",
 				                 optarg);
-			co.level = (int)v;
 			break;
-		}
 		default: return cli_usage("unexpected option");
 		}
 	}

@@ -60,14 +60,10 @@ int cmd_pack(int argc, char **argv)
 			continue;
 		switch (c) {
 		case 'o': out = optarg; break;
-		case 'l': {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 19)
+		case 'l':
+			if (cli_parse_level(optarg, &po.level))
 				return cli_usage("--level must be 1 to 19, not '%s'", optarg);
-			po.level = (int)v;
 			break;
-		}
 		case 'j':
 			if (cli_parse_threads(optarg, &threads))
 				return cli_usage("--threads must be 0 to 64, not '%s'", optarg);

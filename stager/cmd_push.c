@@ -65,15 +65,11 @@ static int push_or_pull(int argc, char **argv, bool push)
 				                 "`stager pack` it after)");
 			o.pack = 1;
 			break;
-		case OPT_LEVEL: {
-			char *end;
-			long v = strtol(optarg, &end, 10);
-			if (*end || v < 1 || v > 19)
+		case OPT_LEVEL:
+			if (cli_parse_level(optarg, &o.level))
 				return cli_usage("--level: '%s' is not a level from 1 to 19",
 				                 optarg);
-			o.level = (int)v;
 			break;
-		}
 		default: return cli_usage("unexpected option");
 		}
 	}

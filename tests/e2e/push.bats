@@ -167,6 +167,18 @@ make_files() {
 	diff <(tree_sig remote/ds) <(tree_sig back)
 }
 
+# wait (up to 10 s) until N files are complete in remote/.stager-partial.ds
+wait_partial() {
+	local n=0
+	for _ in $(seq 1 100); do
+		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
+		[ "$n" -ge "$1" ] && return 0
+		sleep 0.1
+	done
+	echo "only $n files in the partial directory" >&2
+	return 1
+}
+
 @test "push: kill -9 of the client mid-transfer keeps the old version; the next push resumes" {
 	make_files old 1 1000
 	make_files src 40 100000
@@ -176,13 +188,7 @@ make_files() {
 	"$STAGER" push --rsh "$RSH" --remote-stager "$STAGER" --bwlimit 400K src \
 		"127.0.0.1:$T/remote/ds" &
 	pid=$!
-	# wait until some files are complete in the partial directory
-	for _ in $(seq 1 100); do
-		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
-		[ "$n" -ge 5 ] && break
-		sleep 0.1
-	done
-	[ "$n" -ge 5 ]
+	wait_partial 5
 	kill -9 "$pid"
 	wait "$pid" || true
 	[ "$(tree_sig remote/ds)" = "$before" ]
@@ -206,12 +212,7 @@ make_files() {
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
 		"x:$T/remote/ds" 2>"$T/err" &
 	pid=$!
-	for _ in $(seq 1 100); do
-		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
-		[ "$n" -ge 5 ] && break
-		sleep 0.1
-	done
-	[ "$n" -ge 5 ]
+	wait_partial 5
 	kill -9 "$(cat "$T/serve.pid")"
 	rc=0
 	wait "$pid" || rc=$?
