@@ -434,7 +434,15 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	if ((err = stg__wire_expect(&w, STG_W_HELLO, &p, &len)) ||
 	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &path)))
 		goto out;
-	char *dir = strdup(path);
+	/* "~/x" as a shell would read it (scp and rsync users write it) */
+	const char *home = getenv("HOME");
+	char *dir = NULL;
+	if (path[0] == '~' && (path[1] == '/' || !path[1]) && home && *home) {
+		if ((dir = malloc(strlen(home) + strlen(path))))
+			sprintf(dir, "%s%s", home, path + 1);
+	} else {
+		dir = strdup(path);
+	}
 	uint8_t welcome[12];
 	memcpy(welcome, STG_WIRE_MAGIC, 8);
 	stg__put32(welcome + 8, STG_WIRE_VERSION);

@@ -225,6 +225,34 @@ wait_partial() {
 	diff <(tree_sig src) <(tree_sig remote/ds)
 }
 
+@test "push: SIGTERM mid-transfer exits 5 and leaves PATH as it was" {
+	make_local_rsh
+	make_files old 1 1000
+	make_files src 20 100000
+	mkdir remote
+	spush old "127.0.0.1:$T/remote/ds"
+	before=$(tree_sig remote/ds)
+	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
+		"x:$T/remote/ds" 2>"$T/err" &
+	pid=$!
+	wait_partial 2
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 5 ]
+	grep -q interrupted "$T/err"
+	[ "$(tree_sig remote/ds)" = "$before" ]
+}
+
+@test "push: a PATH under ~ is under the far end's home" {
+	make_files src 2 100
+	export HOME=$T/home
+	mkdir -p "$HOME"
+	make_local_rsh
+	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:~/ds"
+	diff <(tree_sig src) <(tree_sig "$HOME/ds")
+}
+
 # a transport that runs the real serve but damages one direction of the
 # stream: it flips one byte at offset $FLIP_AT, or cuts it at $CUT_AT
 # (unbuffered: a transport that held bytes back would deadlock anything)
