@@ -10,32 +10,25 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
-
 #include <unistd.h>
 
 #include "proto.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static char dir[64];
-
-static void remove_dir(void)
-{
-	rmdir(dir);
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	if (!dir[0]) {
-		snprintf(dir, sizeof dir, "/tmp/stager-fuzz-proto.XXXXXX");
-		if (!mkdtemp(dir))
-			return 0;
-		atexit(remove_dir);
-	}
-	stg_ctx *ctx = stg_ctx_new();
-	if (!ctx)
+	/* a directory per input, removed after it (libFuzzer may end the
+	 * process without running atexit handlers) */
+	char dir[4096];
+	const char *tmp = getenv("TMPDIR");
+	snprintf(dir, sizeof dir, "%s/stager-fuzz-proto.XXXXXX", tmp && *tmp ? tmp : "/tmp");
+	if (!mkdtemp(dir))
 		return 0;
-	stg__proto_replay(ctx, data, size, dir);
+	stg_ctx *ctx = stg_ctx_new();
+	if (ctx)
+		stg__proto_replay(ctx, data, size, dir);
 	stg_ctx_free(ctx);
+	rmdir(dir);
 	return 0;
 }
