@@ -167,6 +167,16 @@ make_files() {
 	diff <(tree_sig remote/ds) <(tree_sig back)
 }
 
+# an old version at remote/ds (its tree_sig in $before), and src: N files
+# of 100 kB to push over it
+old_version_pushed() {
+	make_files old 1 1000
+	make_files src "$1" 100000
+	mkdir remote
+	spush old "127.0.0.1:$T/remote/ds"
+	before=$(tree_sig remote/ds)
+}
+
 # wait (up to 10 s) until N files are complete in remote/.stager-partial.ds
 wait_partial() {
 	local n=0
@@ -180,11 +190,7 @@ wait_partial() {
 }
 
 @test "push: kill -9 of the client mid-transfer keeps the old version; the next push resumes" {
-	make_files old 1 1000
-	make_files src 40 100000
-	mkdir remote
-	spush old "127.0.0.1:$T/remote/ds"
-	before=$(tree_sig remote/ds)
+	old_version_pushed 40
 	"$STAGER" push --rsh "$RSH" --remote-stager "$STAGER" --bwlimit 400K src \
 		"127.0.0.1:$T/remote/ds" &
 	pid=$!
@@ -203,11 +209,7 @@ wait_partial() {
 
 @test "push: kill -9 of the server mid-transfer keeps the old version; the next push resumes" {
 	make_local_rsh
-	make_files old 1 1000
-	make_files src 40 100000
-	mkdir remote
-	spush old "127.0.0.1:$T/remote/ds"
-	before=$(tree_sig remote/ds)
+	old_version_pushed 40
 	export SERVE_PID_FILE=$T/serve.pid
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
 		"x:$T/remote/ds" 2>"$T/err" &
@@ -227,11 +229,7 @@ wait_partial() {
 
 @test "push: SIGTERM mid-transfer exits 5 and leaves PATH as it was" {
 	make_local_rsh
-	make_files old 1 1000
-	make_files src 20 100000
-	mkdir remote
-	spush old "127.0.0.1:$T/remote/ds"
-	before=$(tree_sig remote/ds)
+	old_version_pushed 20
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
 		"x:$T/remote/ds" 2>"$T/err" &
 	pid=$!
