@@ -3,6 +3,7 @@
 # leases, bandwidth and operations limits, measured.
 
 load helpers
+load timing
 
 setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
@@ -22,9 +23,6 @@ teardown() {
 
 now() { date +%s.%N; }
 elapsed() { echo "$(now) - $1" | bc -l; }
-within() { # value target fraction
-	echo "$1 >= $2 * (1 - $3) && $1 <= $2 * (1 + $3)" | bc -l | grep -q 1
-}
 
 # n packs of incompressible data, size MiB each: p1.tar.zst ...
 make_packs() {
@@ -35,24 +33,26 @@ make_packs() {
 	done
 }
 
+cold_stage() { # a stage that reads the whole pack: empty cache first
+	rm -rf "$STAGER_SCRATCH_ROOT" staged
+	stager stage -q --bwlimit 20M p1.tar.zst staged >/dev/null
+}
+
 @test "bandwidth limit on stage: throughput within 10% of --bwlimit" {
 	make_packs 1 40
-	t0=$(now)
-	stager stage -q --bwlimit 20M p1.tar.zst staged >/dev/null
-	t=$(elapsed "$t0")
-	echo "40 MiB at 20 MiB/s took $t s"
-	within "$t" 2.0 0.10
+	in_band 1.8 2.2 cold_stage # 40 MiB at 20 MiB/s
 	diff -r d1 staged
+}
+
+first_collect() { # a collect that writes everything: no record, no DEST
+	rm -rf dest "$STAGER_SCRATCH_ROOT"
+	STAGER_BWLIMIT=15M stager collect -q out dest
 }
 
 @test "bandwidth limit on collect: throughput within 10%" {
 	mkdir out
 	head -c 31457280 /dev/urandom >out/a
-	t0=$(now)
-	STAGER_BWLIMIT=15M stager collect -q out dest
-	t=$(elapsed "$t0")
-	echo "30 MiB at 15 MiB/s took $t s"
-	within "$t" 2.0 0.10
+	in_band 1.8 2.2 first_collect # 30 MiB at 15 MiB/s
 	cmp out/a dest/a
 }
 
