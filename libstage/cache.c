@@ -481,11 +481,22 @@ int stg__pin(stg_cache *c, const char *key, const char *owner)
 	if (mkdirat(c->rootfd, path, 0700) && errno != EEXIST)
 		return -1;
 	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
-	int fd = openat(c->rootfd, path, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(c->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+	                0600);
 	if (fd < 0)
-		return -1;
+		return errno == EEXIST ? 1 : -1;
 	close(fd);
 	return 0;
+}
+
+void stg__unpin_key(stg_cache *c, const char *key, const char *owner)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
+	if (unlinkat(c->rootfd, path, 0) == 0) {
+		snprintf(path, sizeof path, "pins/%s", key);
+		unlinkat(c->rootfd, path, AT_REMOVEDIR); /* if it was the last */
+	}
 }
 
 size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t max)

@@ -96,7 +96,10 @@ int stg__meta_read(stg_cache *c, const char *key, stg_meta *m);
 /* Remove a published entry; the caller holds locks/cache. */
 int stg__entry_remove(stg_cache *c, const char *key);
 
+/* Pin key for owner: 0 pinned, 1 it was already, -1/errno. */
 int stg__pin(stg_cache *c, const char *key, const char *owner);
+/* Drop owner's pin of key (the caller holds locks/cache). */
+void stg__unpin_key(stg_cache *c, const char *key, const char *owner);
 size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t max);
 bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc);
 
@@ -150,5 +153,29 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, 
                            const stg_stage_opts *o, const char *owner, stg_stage_result *res);
 stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
                        const char *owner, stg_stage_result *res);
+
+/* Deltas between pack versions (delta.c). */
+typedef struct stg_delta_src {
+	int fd; /* -1: the bytes are in mem */
+	const uint8_t *mem;
+	size_t len;
+	stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
+	stg_ctx *bw_ctx;
+} stg_delta_src;
+
+typedef struct stg_delta_stats {
+	uint64_t bytes_read;     /* of the delta */
+	uint64_t linked, copied; /* files taken from the base */
+	uint64_t patched, whole; /* files made from the delta */
+} stg_delta_stats;
+
+/* Build target's tree in outfd (an empty directory) from the delta in src
+ * and the base entry's files under basefd, whose manifest is base.  Every
+ * file is checked against target's manifest; STG_ECORRUPT if the delta is
+ * damaged, for another pair, or does not rebuild the tree.  What was built
+ * is left for the caller to remove on failure. */
+stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
+                         const uint8_t base_digest[STG_DIGEST_LEN], const stg_manifest *base,
+                         int basefd, int outfd, stg_delta_stats *st);
 
 #endif

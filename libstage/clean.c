@@ -342,14 +342,8 @@ stg_err stg_unpin(stg_ctx *ctx, stg_cache *c, const char *owner)
 		                       c->root);
 	char **keys;
 	size_t nk = list_dir(c, "pins", &keys);
-	for (size_t i = 0; i < nk; i++) {
-		char rel[STG_PATH_MAX];
-		snprintf(rel, sizeof rel, "pins/%s/%s", keys[i], owner);
-		if (unlinkat(c->rootfd, rel, 0) == 0) {
-			snprintf(rel, sizeof rel, "pins/%s", keys[i]);
-			unlinkat(c->rootfd, rel, AT_REMOVEDIR); /* if it was the last */
-		}
-	}
+	for (size_t i = 0; i < nk; i++)
+		stg__unpin_key(c, keys[i], owner);
 	free_list(keys, nk);
 	stg__cache_unlock(lk);
 	return STG_OK;

@@ -129,10 +129,15 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fr
 	return false;
 }
 
-static mode_t final_mode(const ex_state *s, const stg_rec *r)
+mode_t stg__final_mode(const stg_rec *r, bool read_only)
 {
 	mode_t mode = r->mode & 01777; /* never setuid/setgid */
-	return s->read_only ? mode & ~(mode_t)0222 : mode;
+	return read_only ? mode & ~(mode_t)0222 : mode;
+}
+
+static mode_t final_mode(const ex_state *s, const stg_rec *r)
+{
+	return stg__final_mode(r, s->read_only);
 }
 
 /* Files are created with their final permission bits (less the umask), so
@@ -710,8 +715,9 @@ static stg_err prepare_tree(stg_ctx *ctx, ex_state *s)
 			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
 				return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
 				                       errno, "cannot create '%s'", path);
-		} else if (r->type == STG_FILE && (r->size == 0 || s->span_of[i] != NONE)) {
-			bool span = s->span_of[i] != NONE;
+		} else if (r->type == STG_FILE &&
+		           (r->size == 0 || (s->span_of && s->span_of[i] != NONE))) {
+			bool span = s->span_of && s->span_of[i] != NONE;
 			int fd = openat(s->rootfd, path,
 			                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			                span ? 0600 : create_mode(s, r));
@@ -758,6 +764,46 @@ static stg_err finish_tree(stg_ctx *ctx, ex_state *s)
 		}
 	}
 	return STG_OK;
+}
+
+/* The tree around the files, for a builder that writes the files itself
+ * (delta.c): directories and empty files first, links and directory
+ * metadata last. */
+static void tree_state(ex_state *s, stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                       bool read_only)
+{
+	memset(s, 0, sizeof *s);
+	s->ctx = ctx;
+	s->p = (stg_pack *)p;
+	s->t = &p->t;
+	s->rootfd = rootfd;
+	s->umask = read_umask();
+	s->read_only = read_only;
+	s->sel = sel;
+}
+
+stg_err stg__tree_prepare(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                          bool read_only)
+{
+	ex_state s;
+	tree_state(&s, ctx, p, sel, rootfd, read_only);
+	return prepare_tree(ctx, &s);
+}
+
+stg_err stg__tree_finish(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                         bool read_only)
+{
+	ex_state s;
+	tree_state(&s, ctx, p, sel, rootfd, read_only);
+	return finish_tree(ctx, &s);
+}
+
+int stg__file_meta(int fd, const stg_rec *r, bool read_only)
+{
+	if (fchmod(fd, stg__final_mode(r, read_only)))
+		return -1;
+	struct timespec ts[2] = {{0, UTIME_OMIT}, {r->mtime, (long)r->mtime_nsec}};
+	return futimens(fd, ts);
 }
 
 /* ---- running ------------------------------------------------------------ */

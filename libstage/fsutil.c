@@ -11,8 +11,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -241,4 +243,39 @@ int stg__absolute(const char *path, char *out, size_t len)
 	if (!getcwd(cwd, sizeof cwd))
 		return -1;
 	return (size_t)snprintf(out, len, "%s/%s", cwd, path) < len ? 0 : -1;
+}
+
+/* Copy one file: a reflink where the filesystem shares blocks, else
+ * copy_file_range, else read and write. */
+int stg__copy_file(int sfd, int dfd, uint64_t size)
+{
+	if (ioctl(dfd, FICLONE, sfd) == 0)
+		return 0;
+	uint64_t done = 0;
+	while (done < size) {
+		ssize_t n = copy_file_range(sfd, NULL, dfd, NULL, size - done, 0);
+		if (n > 0) {
+			done += (uint64_t)n;
+			continue;
+		}
+		if (n == 0)
+			break;
+		if (errno == EINTR)
+			continue;
+		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+			return -1;
+		/* the plain way */
+		char buf[1 << 16];
+		while (done < size) {
+			ssize_t r = pread(sfd, buf, sizeof buf, (off_t)done);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0)
+				return -1;
+			if (stg__write_full(dfd, buf, (size_t)r))
+				return -1;
+			done += (uint64_t)r;
+		}
+	}
+	return 0;
 }

@@ -178,6 +178,18 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
  * caller made and owns).  Nothing is renamed or removed on failure. */
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats);
+/* For a builder that writes a pack's files itself (delta.c), over the
+ * entries flagged in sel: directories and empty files first (prepare),
+ * hardlinks, symlinks and directory metadata once every file is in place
+ * (finish).  The tree must have passed stg__select. */
+stg_err stg__tree_prepare(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                          bool read_only);
+stg_err stg__tree_finish(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                         bool read_only);
+/* The permission bits an extracted entry gets (no setuid/setgid; no write
+ * bits if read_only), and both with the mtime set on an open file. */
+mode_t stg__final_mode(const stg_rec *r, bool read_only);
+int stg__file_meta(int fd, const stg_rec *r, bool read_only);
 /* Which entries extraction with opts takes (after checking the tree is
  * safe); *sel is malloc'ed, one flag per entry. */
 stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
@@ -207,6 +219,10 @@ void stg__names_free(char **names, size_t n);
  * spares the synchronous flush ext4 forces on rename-over (auto_da_alloc)
  * unless durable is set.  0 or -1/errno. */
 int stg__replace(const char *tmp, const char *path, bool durable);
+/* Copy size bytes of the file sfd into dfd: a reflink where the
+ * filesystem shares blocks, else copy_file_range, else read and write.
+ * 0 or -1/errno. */
+int stg__copy_file(int sfd, int dfd, uint64_t size);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */
 int stg__mkdirs_parent(const char *path);
 /* path made absolute against the working directory, without asking any
@@ -254,5 +270,22 @@ int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val);
 int stg__strmap_set(stg_strmap *m, const char *key, size_t len, uint32_t val);
 /* Value of key, or UINT32_MAX. */
 uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len);
+
+/* ---- a cache entry's manifest read back (manifest.c) ------------------ */
+
+/* A manifest read back: its files, and a map from path to index. */
+typedef struct stg_mfile {
+	char *path;
+	uint64_t size;
+	uint8_t xxh3[16];
+} stg_mfile;
+typedef struct stg_manifest {
+	stg_mfile *files;
+	size_t n;
+	stg_strmap map;
+} stg_manifest;
+/* 0, or -1/errno (EINVAL: a malformed line). */
+int stg__manifest_load(FILE *f, stg_manifest *m);
+void stg__manifest_free(stg_manifest *m);
 
 #endif

@@ -108,6 +108,29 @@ out:
 	return rc;
 }
 
+/* Split a manifest line (without its newline) into its hash, size and
+ * unescaped path (in place).  false if malformed. */
+static bool parse_line(char *line, uint8_t xxh3[16], uint64_t *size, char **path)
+{
+	char *sp1 = strchr(line, ' ');
+	char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
+	if (!sp1 || !sp2 || sp1 - line != 32)
+		return false;
+	*sp2 = '\0';
+	char *end;
+	errno = 0;
+	*size = strtoull(sp1 + 1, &end, 10);
+	if (errno || end != sp2 || end == sp1 + 1)
+		return false;
+	*path = sp2 + 1;
+	if (!stg__unescape(*path) || !stg__path_ok(*path, strlen(*path)))
+		return false;
+	for (int i = 0; i < 16; i++)
+		if (sscanf(line + 2 * i, "%2hhx", &xxh3[i]) != 1)
+			return false;
+	return true;
+}
+
 int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 {
 	char *line = NULL;
@@ -117,22 +140,13 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 	while ((len = getline(&line, &cap, f)) > 0) {
 		if (line[len - 1] == '\n')
 			line[--len] = '\0';
-		char *sp1 = strchr(line, ' ');
-		char *sp2 = sp1 ? strchr(sp1 + 1, ' ') : NULL;
-		if (!sp1 || !sp2 || sp1 - line != 32) {
-			rc = -1;
-			break;
-		}
-		*sp2 = '\0';
-		uint64_t want_size = strtoull(sp1 + 1, NULL, 10);
-		char *path = sp2 + 1;
-		if (!stg__unescape(path) || !stg__path_ok(path, strlen(path))) {
-			rc = -1;
-			break;
-		}
 		uint8_t want[16];
-		for (int i = 0; i < 16; i++)
-			sscanf(line + 2 * i, "%2hhx", &want[i]);
+		uint64_t want_size;
+		char *path;
+		if (!parse_line(line, want, &want_size, &path)) {
+			rc = -1;
+			break;
+		}
 		XXH128_hash_t h;
 		uint64_t size = 0;
 		if (stg__hash_file(datafd, path, &h, &size)) {
@@ -152,5 +166,65 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 		}
 	}
 	free(line);
+	return rc;
+}
+
+void stg__manifest_free(stg_manifest *m)
+{
+	for (size_t i = 0; i < m->n; i++)
+		free(m->files[i].path);
+	free(m->files);
+	stg__strmap_free(&m->map);
+	memset(m, 0, sizeof *m);
+}
+
+int stg__manifest_load(FILE *f, stg_manifest *m)
+{
+	memset(m, 0, sizeof *m);
+	char *line = NULL;
+	size_t cap = 0, fcap = 0;
+	ssize_t len;
+	int rc = 0;
+	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		stg_mfile mf;
+		char *path;
+		if (!parse_line(line, mf.xxh3, &mf.size, &path)) {
+			errno = EINVAL;
+			rc = -1;
+		} else if (m->n == UINT32_MAX - 1) {
+			errno = EFBIG;
+			rc = -1;
+		} else if (m->n == fcap) {
+			fcap = fcap ? fcap * 2 : 256;
+			stg_mfile *v = realloc(m->files, fcap * sizeof *v);
+			if (!v)
+				rc = -1;
+			else
+				m->files = v;
+		}
+		if (rc == 0 && !(mf.path = strdup(path)))
+			rc = -1;
+		if (rc == 0)
+			m->files[m->n++] = mf;
+	}
+	free(line);
+	if (rc == 0 && ferror(f)) {
+		errno = EIO;
+		rc = -1;
+	}
+	if (rc == 0 && stg__strmap_init(&m->map, m->n))
+		rc = -1;
+	for (size_t i = 0; rc == 0 && i < m->n; i++) {
+		const char *p = m->files[i].path;
+		if (stg__strmap_put(&m->map, p, strlen(p), (uint32_t)i) < 0)
+			rc = -1;
+	}
+	if (rc) {
+		int e = errno;
+		stg__manifest_free(m);
+		errno = e;
+	}
 	return rc;
 }

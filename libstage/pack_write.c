@@ -256,6 +256,13 @@ typedef struct pk_job {
 	size_t comp_cap;
 } pk_job;
 
+/* The deltas a pack's trailer lists: base digests and file names. */
+typedef struct pk_deltas {
+	size_t n;
+	uint8_t (*base)[STG_DIGEST_LEN];
+	char **name;
+} pk_deltas;
+
 typedef struct pk_state {
 	stg_ctx *ctx;
 	int fd;
@@ -278,6 +285,7 @@ typedef struct pk_state {
 	bool regular; /* fd is a regular file */
 	uint64_t tar_pos;
 	uint64_t out_bytes;
+	const pk_deltas *deltas; /* listed in the trailer (NULL: none) */
 } pk_state;
 
 static void set_err(pk_state *s, stg_err err, const char *msg)
@@ -635,11 +643,17 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 	stg_trailer t = {0};
 	uint8_t *frame = NULL;
 	size_t frame_len = 0, names = 0;
+	size_t nd = s->deltas ? s->deltas->n : 0;
+	unsigned int dlen = 0;
+	EVP_DigestFinal_ex(s->sha, t.digest, &dlen);
 	for (size_t i = 0; i < w->n; i++)
 		names += w->ents[i].path_len + (w->ents[i].link ? strlen(w->ents[i].link) : 0) + 2;
+	for (size_t i = 0; i < nd; i++)
+		names += strlen(s->deltas->name[i]) + 1;
 	t.recs = calloc(w->n ? w->n : 1, sizeof *t.recs);
+	t.deltas = calloc(nd ? nd : 1, sizeof *t.deltas);
 	t.names = malloc(names + 1);
-	if (!t.recs || !t.names) {
+	if (!t.recs || !t.deltas || !t.names) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -668,13 +682,22 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 		if (e->type == STG_FILE)
 			t.content_size += e->size;
 	}
+	for (size_t i = 0; i < nd; i++) {
+		/* the same tree packed again: no delta from itself */
+		if (!memcmp(s->deltas->base[i], t.digest, STG_DIGEST_LEN))
+			continue;
+		stg_delta_rec *d = &t.deltas[t.n_deltas++];
+		memcpy(d->base, s->deltas->base[i], STG_DIGEST_LEN);
+		d->name_off = off;
+		d->name_len = (uint32_t)strlen(s->deltas->name[i]);
+		memcpy(t.names + off, s->deltas->name[i], d->name_len + 1);
+		off += d->name_len + 1;
+	}
 	t.n_entries = w->n;
 	t.frames = s->frames;
 	t.n_frames = s->n_frames;
 	t.data_size = s->comp_off;
 	t.tar_size = s->raw_off;
-	unsigned int dlen = 0;
-	EVP_DigestFinal_ex(s->sha, t.digest, &dlen);
 
 	if ((err = stg__trailer_encode(ctx, &t, level > 9 ? level : 9, &frame, &frame_len)))
 		goto out;
@@ -693,6 +716,7 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 		info->content_size = t.content_size;
 		info->entries = w->n;
 		info->frames = t.n_frames;
+		info->deltas = t.n_deltas;
 		info->format_version = STG_FORMAT_VERSION;
 		for (size_t i = 0; i < w->n; i++) {
 			switch (w->ents[i].type) {
@@ -706,6 +730,7 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 out:
 	t.frames = NULL; /* owned by s */
 	free(t.recs);
+	free(t.deltas);
 	free(t.names);
 	free(frame);
 	return err;
@@ -714,7 +739,7 @@ out:
 /* ---- the whole ---------------------------------------------------------- */
 
 static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *opts, pk_walk *w,
-                         stg_pack_info *info)
+                         const pk_deltas *deltas, stg_pack_info *info)
 {
 	stg_err err = STG_OK;
 	stg_pack_opts def;
@@ -740,6 +765,7 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	s.regular = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode);
 	s.level = opts->level;
 	s.target = target;
+	s.deltas = deltas;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
 	int nthreads = stg__threads(ctx);
@@ -839,6 +865,10 @@ static stg_err open_root(stg_ctx *ctx, const char *dir, int *rootfd)
 stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_opts *opts,
                         stg_pack_info *info)
 {
+	if (opts && opts->n_bases)
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "deltas are written beside a pack file: use stg_pack_dir, or "
+		                 "stg_delta_write");
 	int rootfd;
 	stg_err err = open_root(ctx, dir, &rootfd);
 	if (err)
@@ -850,24 +880,156 @@ stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_op
 		w.skip_ino[0] = st.st_ino;
 		w.n_skip = 1;
 	}
-	err = pack_tree(ctx, rootfd, fd, opts, &w, info);
+	err = pack_tree(ctx, rootfd, fd, opts, &w, NULL, info);
 	ents_free(w.ents, w.n);
 	close(rootfd);
+	return err;
+}
+
+/* ---- deltas from older versions ------------------------------------------ */
+
+/* The bases of a pack: opened, with the names and paths of their deltas. */
+typedef struct pk_bases {
+	pk_deltas d;
+	stg_pack **packs;
+	const char **given; /* as the caller named them */
+	char **paths;       /* where each delta goes */
+	char **tmps;        /* the temporary file each is written to */
+} pk_bases;
+
+static void bases_free(pk_bases *b)
+{
+	for (size_t i = 0; i < b->d.n; i++) {
+		if (b->tmps[i])
+			unlink(b->tmps[i]);
+		free(b->tmps[i]);
+		free(b->paths[i]);
+		free(b->d.name[i]);
+		stg_pack_close(b->packs[i]);
+	}
+	free(b->tmps);
+	free(b->paths);
+	free(b->d.name);
+	free(b->d.base);
+	free(b->packs);
+	free(b->given);
+	memset(b, 0, sizeof *b);
+}
+
+/* Open each base (once per digest) and name its delta beside out_path. */
+static stg_err bases_open(stg_ctx *ctx, const stg_pack_opts *o, const char *out_path, pk_bases *b)
+{
+	size_t n = o->n_bases;
+	memset(b, 0, sizeof *b);
+	b->packs = calloc(n, sizeof *b->packs);
+	b->given = calloc(n, sizeof *b->given);
+	b->paths = calloc(n, sizeof *b->paths);
+	b->tmps = calloc(n, sizeof *b->tmps);
+	b->d.name = calloc(n, sizeof *b->d.name);
+	b->d.base = calloc(n, sizeof *b->d.base);
+	if (!b->packs || !b->given || !b->paths || !b->tmps || !b->d.name || !b->d.base)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	const char *slash = strrchr(out_path, '/');
+	const char *name = slash ? slash + 1 : out_path;
+	int dir_len = slash ? (int)(slash - out_path) : 1;
+	const char *dir = slash ? out_path : ".";
+	for (size_t i = 0; i < n; i++) {
+		stg_pack *p = NULL;
+		stg_err err = stg_pack_open(ctx, o->bases[i], &p);
+		if (err) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
+			return stg__fail(ctx, err, "the base '%s': %s", o->bases[i], msg);
+		}
+		bool dup = false;
+		for (size_t k = 0; k < b->d.n; k++)
+			dup |= !memcmp(b->d.base[k], p->t.digest, STG_DIGEST_LEN);
+		if (dup) {
+			stg_pack_close(p);
+			continue;
+		}
+		size_t k = b->d.n++;
+		b->packs[k] = p;
+		b->given[k] = o->bases[i];
+		memcpy(b->d.base[k], p->t.digest, STG_DIGEST_LEN);
+		char hex[STG_DIGEST_HEXLEN + 1];
+		stg_digest_hex(p->t.digest, hex);
+		if (strlen(name) + 23 > 255)
+			return stg__fail(ctx, STG_EUSAGE,
+			                 "the name '%s' is too long to name its deltas after it "
+			                 "(at most 232 bytes)",
+			                 name);
+		if (asprintf(&b->d.name[k], "%s.delta-%.16s", name, hex) < 0 ||
+		    asprintf(&b->paths[k], "%.*s/%s", dir_len, dir, b->d.name[k]) < 0) {
+			b->d.name[k] = b->paths[k] = NULL;
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		}
+	}
+	return STG_OK;
+}
+
+/* Write each base's delta into a temporary file beside its final path;
+ * pack is the new pack, complete. */
+static stg_err deltas_write(stg_ctx *ctx, const char *dir, const char *pack, pk_bases *b,
+                            const stg_pack_opts *o)
+{
+	stg_pack *np = NULL;
+	stg_err err = stg_pack_open(ctx, pack, &np);
+	for (size_t i = 0; i < b->d.n && !err; i++) {
+		if (!memcmp(b->d.base[i], np->t.digest, STG_DIGEST_LEN)) {
+			stg__log(ctx, STG_LOG_INFO,
+			         "the base '%s' is the same pack (the tree has not changed): no "
+			         "delta from it",
+			         b->given[i]);
+			continue;
+		}
+		int dfd = stg__create_tmp(b->paths[i], "tmp", &b->tmps[i]);
+		if (dfd < 0) {
+			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                      "cannot create a file beside '%s'", b->paths[i]);
+			break;
+		}
+		stg_delta_info di;
+		err = stg_delta_write(ctx, b->packs[i], np, dir, dfd, &di);
+		if (!err && o->fsync && fsync(dfd))
+			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                      "writing '%s'", b->paths[i]);
+		if (close(dfd) && !err)
+			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                      "writing '%s'", b->paths[i]);
+		if (err) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
+			stg__fail(ctx, err, "the delta from '%s': %s", b->given[i], msg);
+		} else if (o->delta_done) {
+			di.name = b->d.name[i];
+			o->delta_done(o->delta_arg, b->given[i], &di);
+		}
+	}
+	stg_pack_close(np);
 	return err;
 }
 
 stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const stg_pack_opts *opts,
                      stg_pack_info *info)
 {
-	int rootfd;
-	stg_err err = open_root(ctx, dir, &rootfd);
-	if (err)
+	pk_bases bases = {0};
+	stg_err err = STG_OK;
+	if (opts && opts->n_bases && (err = bases_open(ctx, opts, out_path, &bases))) {
+		bases_free(&bases);
 		return err;
+	}
+	int rootfd;
+	if ((err = open_root(ctx, dir, &rootfd))) {
+		bases_free(&bases);
+		return err;
+	}
 	char *tmp = NULL;
 	int fd = stg__create_tmp(out_path, "tmp", &tmp);
 	if (fd < 0) {
 		int e = errno;
 		close(rootfd);
+		bases_free(&bases);
 		return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
 		                       "cannot create a file beside '%s'", out_path);
 	}
@@ -882,7 +1044,7 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 		w.skip_dev[w.n_skip] = st.st_dev;
 		w.skip_ino[w.n_skip++] = st.st_ino;
 	}
-	err = pack_tree(ctx, rootfd, fd, opts, &w, info);
+	err = pack_tree(ctx, rootfd, fd, opts, &w, bases.d.n ? &bases.d : NULL, info);
 	ents_free(w.ents, w.n);
 	close(rootfd);
 	if (!err && opts && opts->fsync && fsync(fd)) {
@@ -890,10 +1052,25 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
 		                      out_path);
 	}
+	if (!err && bases.d.n)
+		err = deltas_write(ctx, dir, tmp, &bases, opts);
 	if (close(fd) && !err) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "writing '%s'",
 		                      out_path);
+	}
+	/* the deltas first: a pack that lists them finds them in place */
+	for (size_t i = 0; !err && i < bases.d.n; i++) {
+		if (!bases.tmps[i])
+			continue; /* no delta from the same pack */
+		if (stg__replace(bases.tmps[i], bases.paths[i], opts->fsync)) {
+			int e = errno;
+			err = stg__fail_errno(ctx, STG_EIO, e, "cannot rename into '%s'",
+			                      bases.paths[i]);
+			break;
+		}
+		free(bases.tmps[i]);
+		bases.tmps[i] = NULL;
 	}
 	if (!err && stg__replace(tmp, out_path, opts && opts->fsync)) {
 		int e = errno;
@@ -902,5 +1079,6 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 	if (err)
 		unlink(tmp);
 	free(tmp);
+	bases_free(&bases);
 	return err;
 }

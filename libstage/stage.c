@@ -16,12 +16,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <linux/fs.h>
 #include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -265,41 +263,6 @@ static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const c
 	return err;
 }
 
-/* Copy one file: a reflink where the filesystem shares blocks, else
- * copy_file_range, else read and write. */
-static int copy_file(int sfd, int dfd, uint64_t size)
-{
-	if (ioctl(dfd, FICLONE, sfd) == 0)
-		return 0;
-	uint64_t done = 0;
-	while (done < size) {
-		ssize_t n = copy_file_range(sfd, NULL, dfd, NULL, size - done, 0);
-		if (n > 0) {
-			done += (uint64_t)n;
-			continue;
-		}
-		if (n == 0)
-			break;
-		if (errno == EINTR)
-			continue;
-		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-			return -1;
-		/* the plain way */
-		char buf[1 << 16];
-		while (done < size) {
-			ssize_t r = pread(sfd, buf, sizeof buf, (off_t)done);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return -1;
-			if (stg__write_full(dfd, buf, (size_t)r))
-				return -1;
-			done += (uint64_t)r;
-		}
-	}
-	return 0;
-}
-
 /* Copy the tree at sfd into dfd (both directories), writable for the job. */
 static int copy_tree(int sfd, int dfd, int depth)
 {
@@ -358,7 +321,7 @@ static int copy_tree(int sfd, int dfd, int depth)
 			              : openat(dfd, n,
 			                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			                       0600);
-			if (a < 0 || b < 0 || copy_file(a, b, (uint64_t)st.st_size) ||
+			if (a < 0 || b < 0 || stg__copy_file(a, b, (uint64_t)st.st_size) ||
 			    fchmod(b, mode) || futimens(b, ts))
 				rc = -1;
 			if (a >= 0)
@@ -470,6 +433,79 @@ void stg__remove_leftovers(stg_cache *c, const char *key)
 	stg__names_free(names, n);
 }
 
+/* An entry being built: cache/<key>.tmp.<pid>, with its tree in data/. */
+typedef struct entry_build {
+	char tmp[STG_PATH_MAX], fin[STG_PATH_MAX];
+	int tfd, dfd;
+} entry_build;
+
+static stg_err entry_begin(stg_ctx *ctx, stg_cache *c, const char *key, entry_build *eb)
+{
+	snprintf(eb->tmp, sizeof eb->tmp, "cache/%s.tmp.%d", key, (int)getpid());
+	snprintf(eb->fin, sizeof eb->fin, "cache/%s", key);
+	eb->tfd = eb->dfd = -1;
+	if (mkdirat(c->rootfd, eb->tmp, 0700) ||
+	    (eb->tfd = openat(c->rootfd, eb->tmp,
+	                      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	    mkdirat(eb->tfd, "data", 0700) ||
+	    (eb->dfd = openat(eb->tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+	            0) {
+		int e = errno;
+		return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+		                       "cannot create a cache entry in '%s'", c->root);
+	}
+	return STG_OK;
+}
+
+/* Its manifest and description, then the rename that publishes it. */
+static stg_err entry_publish(stg_ctx *ctx, stg_cache *c, const char *key, entry_build *eb,
+                             const stg_pack *p, const bool *sel, const char *src,
+                             const stg_stage_result *res)
+{
+	/* the entry itself is read-only too */
+	fchmod(eb->dfd, 0555);
+	if (stg__manifest_write(eb->tfd, p, sel))
+		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+		                       "cannot write the entry's manifest");
+	stg_meta m = {0};
+	snprintf(m.kind, sizeof m.kind, "pack");
+	snprintf(m.source, sizeof m.source, "%s", src);
+	m.size = disk_need(p, sel);
+	m.files = res->files;
+	m.content = res->content_bytes;
+	if (stg__meta_write(eb->tfd, &m))
+		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+		                       "cannot write the entry's description");
+	if (renameat(c->rootfd, eb->tmp, c->rootfd, eb->fin))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot publish the cache entry %s",
+		                       key);
+	eb->tmp[0] = '\0';
+	return STG_OK;
+}
+
+/* Close it, and remove it unless it was published. */
+static void entry_end(stg_cache *c, entry_build *eb)
+{
+	if (eb->dfd >= 0)
+		close(eb->dfd);
+	if (eb->tfd >= 0)
+		close(eb->tfd);
+	if (eb->tmp[0])
+		stg__rmtree_at(c->rootfd, eb->tmp);
+}
+
+/* Evict what must go for need more bytes, keeping keep. */
+static stg_err room_for(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep)
+{
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
+	stg_err err = stg__make_room(ctx, c, need, keep);
+	stg__cache_unlock(lk);
+	return err;
+}
+
 /* Build the entry key from an open pack into a temporary directory, then
  * publish it.  The caller holds the key's lock. */
 static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
@@ -484,74 +520,214 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	uo.read_only = 1;
 	if ((err = stg__select(ctx, p, &uo, &sel)))
 		return err;
-
 	/* room first: nothing is copied unless it fits */
-	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
-	if (lk < 0) {
-		free(sel);
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
-		                       c->root);
-	}
-	err = stg__make_room(ctx, c, disk_need(p, sel), NULL);
-	stg__cache_unlock(lk);
-	if (err) {
+	if ((err = room_for(ctx, c, disk_need(p, sel), NULL))) {
 		free(sel);
 		return err;
 	}
-
-	char tmp[STG_PATH_MAX], fin[STG_PATH_MAX];
-	snprintf(tmp, sizeof tmp, "cache/%s.tmp.%d", key, (int)getpid());
-	snprintf(fin, sizeof fin, "cache/%s", key);
-	int tfd = -1, dfd = -1;
-	if (mkdirat(c->rootfd, tmp, 0700) ||
-	    (tfd = openat(c->rootfd, tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    mkdirat(tfd, "data", 0700) ||
-	    (dfd = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
-		int e = errno;
-		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-		                      "cannot create a cache entry in '%s'", c->root);
-		goto out;
-	}
+	entry_build eb;
 	stg_unpack_stats st;
-	if ((err = stg__extract_at(ctx, p, dfd, &uo, &st)))
-		goto out;
-	res->source_bytes += st.pack_bytes_read;
-	res->files = st.files;
-	res->content_bytes = st.bytes;
-	/* the entry itself is read-only too */
-	fchmod(dfd, 0555);
-	if (stg__manifest_write(tfd, p, sel)) {
-		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                      "cannot write the entry's manifest");
-		goto out;
+	if (!(err = entry_begin(ctx, c, key, &eb)) &&
+	    !(err = stg__extract_at(ctx, p, eb.dfd, &uo, &st))) {
+		res->source_bytes += st.pack_bytes_read;
+		res->files = st.files;
+		res->content_bytes = st.bytes;
+		err = entry_publish(ctx, c, key, &eb, p, sel, src, res);
 	}
-	stg_meta m = {0};
-	snprintf(m.kind, sizeof m.kind, "pack");
-	snprintf(m.source, sizeof m.source, "%s", src);
-	m.size = disk_need(p, sel);
-	m.files = st.files;
-	m.content = st.bytes;
-	if (stg__meta_write(tfd, &m)) {
-		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                      "cannot write the entry's description");
-		goto out;
-	}
-	/* publish */
-	if (renameat(c->rootfd, tmp, c->rootfd, fin)) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot publish the cache entry %s",
-		                      key);
-		goto out;
-	}
-	tmp[0] = '\0';
-out:
-	if (dfd >= 0)
-		close(dfd);
-	if (tfd >= 0)
-		close(tfd);
-	if (tmp[0])
-		stg__rmtree_at(c->rootfd, tmp);
+	entry_end(c, &eb);
 	free(sel);
 	return err;
+}
+
+/* ---- the delta path ---------------------------------------------------------------- */
+
+/* Open the delta file name beside src (or, if src is a symbolic link and
+ * it is not there, beside the pack src points to). */
+static int open_delta(const char *src, const char *name, char *path, size_t len)
+{
+	const char *slash = strrchr(src, '/');
+	snprintf(path, len, "%.*s%s", slash ? (int)(slash - src + 1) : 0, src, name);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 || errno != ENOENT)
+		return fd;
+	char *real = realpath(src, NULL);
+	if (real && strcmp(real, src)) {
+		slash = strrchr(real, '/');
+		snprintf(path, len, "%.*s%s", (int)(slash - real + 1), real, name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	} else {
+		errno = ENOENT;
+	}
+	free(real);
+	return fd;
+}
+
+/* Bytes on disk a delta build adds: the files the base does not have as
+ * they are (those it has are linked). */
+static uint64_t delta_need(const stg_pack *p, const stg_manifest *base)
+{
+	uint64_t need = 64 * 1024;
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (r->type == STG_DIR)
+			need += 4096;
+		if (r->type != STG_FILE)
+			continue;
+		uint32_t k = stg__strmap_get(&base->map, stg__rec_path(p, r), r->path_len);
+		const stg_mfile *f = k == UINT32_MAX ? NULL : &base->files[k];
+		if (!f || f->size != r->size || memcmp(f->xxh3, r->xxh3, 16))
+			need += (r->size + 4095) / 4096 * 4096;
+	}
+	return need;
+}
+
+static stg_err load_manifest(stg_ctx *ctx, stg_cache *c, const char *key, stg_manifest *m)
+{
+	char rel[STG_PATH_MAX];
+	snprintf(rel, sizeof rel, "cache/%s/manifest", key);
+	int fd = openat(c->rootfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot read the manifest of %s",
+		                       key);
+	}
+	int rc = stg__manifest_load(f, m);
+	int e = errno;
+	fclose(f);
+	if (rc)
+		return stg__fail_errno(ctx, e == EINVAL ? STG_ECORRUPT : STG_ENOMEM, e,
+		                       "cannot read the manifest of %s", key);
+	return STG_OK;
+}
+
+/* Build the entry key of pack p from the delta file name (beside src)
+ * against the cached entry base.  The base is pinned meanwhile, so that no
+ * other process evicts it.  STG_ENOENT (quietly) if the base is not cached
+ * after all.  The caller holds the key's lock. */
+static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
+                                const stg_delta_rec *d, const char *src, stg_stage_result *res)
+{
+	char base[STG_DIGEST_HEXLEN + 1], path[STG_PATH_MAX + 1];
+	stg_digest_hex(d->base, base);
+	char *owner = stg_owner_process((int)getpid());
+	if (!owner)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	if (lk < 0) {
+		free(owner);
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
+		                       c->root);
+	}
+	stg_meta m;
+	bool cached = stg__entry_exists(c, base) && stg__meta_read(c, base, &m) == 0 &&
+	              !strcmp(m.kind, "pack");
+	int pinned = cached ? stg__pin(c, base, owner) : -1;
+	stg__cache_unlock(lk);
+	if (!cached) {
+		free(owner);
+		return STG_ENOENT;
+	}
+	stg_err err = STG_OK;
+	stg_manifest man = {0};
+	entry_build eb = {.tfd = -1, .dfd = -1};
+	int basefd = -1;
+	stg_delta_src ds = {.bw = &c->bw, .bw_ctx = ctx};
+	if (pinned < 0) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot pin the cache entry %s", base);
+		goto out;
+	}
+	if ((ds.fd = open_delta(src, p->t.names + d->name_off, path, sizeof path)) < 0) {
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read the delta '%s'", path);
+		goto out;
+	}
+	char rel[STG_PATH_MAX];
+	snprintf(rel, sizeof rel, "cache/%s/data", base);
+	if ((basefd = openat(c->rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
+	    0) {
+		err = stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot open the cache entry %s",
+		                      base);
+		goto out;
+	}
+	if ((err = load_manifest(ctx, c, base, &man)) ||
+	    (err = room_for(ctx, c, delta_need(p, &man), base)) ||
+	    (err = entry_begin(ctx, c, key, &eb)))
+		goto out;
+	stg_delta_stats st;
+	err = stg__delta_apply(ctx, &ds, p, d->base, &man, basefd, eb.dfd, &st);
+	res->source_bytes += st.bytes_read;
+	if (err) {
+		char msg[STG_ERRMSG_MAX];
+		snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
+		stg__fail(ctx, err, "'%s': %s", path, msg);
+		goto out;
+	}
+	res->files = 0;
+	for (size_t i = 0; i < p->t.n_entries; i++)
+		res->files += p->t.recs[i].type == STG_FILE || p->t.recs[i].type == STG_HARDLINK;
+	res->content_bytes = p->t.content_size;
+	if ((err = entry_publish(ctx, c, key, &eb, p, NULL, src, res)))
+		goto out;
+	res->delta = 1;
+	memcpy(res->base_digest, d->base, STG_DIGEST_LEN);
+	stg__log(ctx, STG_LOG_DEBUG,
+	         "built from the delta '%s' against the cached %.12s: %llu files linked, %llu "
+	         "copied, %llu patched, %llu whole",
+	         path, base, (unsigned long long)st.linked, (unsigned long long)st.copied,
+	         (unsigned long long)st.patched, (unsigned long long)st.whole);
+out:
+	entry_end(c, &eb);
+	stg__manifest_free(&man);
+	if (basefd >= 0)
+		close(basefd);
+	if (ds.fd >= 0)
+		close(ds.fd);
+	if (pinned == 0 && (lk = stg__cache_lock(ctx, c, "cache", true, NULL)) >= 0) {
+		stg__unpin_key(c, base, owner);
+		stg__cache_unlock(lk);
+	}
+	free(owner);
+	return err;
+}
+
+/* Build the entry from a delta, if the pack has one from a version this
+ * node caches (whole entries only).  STG_ENOENT when none could be used:
+ * the caller reads the pack; a delta that was there but failed is named in
+ * a warning. */
+static stg_err build_from_deltas(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
+                                 const char *src, const stg_stage_opts *o,
+                                 stg_stage_result *res)
+{
+	if (!p->t.n_deltas || o->n_include || o->from_copy)
+		return STG_ENOENT;
+	size_t cached = 0;
+	for (size_t i = 0; i < p->t.n_deltas; i++) {
+		const stg_delta_rec *d = &p->t.deltas[i];
+		char base[STG_DIGEST_HEXLEN + 1];
+		stg_digest_hex(d->base, base);
+		if (!stg__entry_exists(c, base))
+			continue;
+		cached++;
+		if (o->verify && stg__verify_entry(ctx, c, base) > 0) {
+			stg__log(ctx, STG_LOG_WARN,
+			         "%s; the cached %.12s, the base of a delta, is damaged: not using it",
+			         stg_errmsg(ctx), base);
+			continue;
+		}
+		stg_err err = build_from_delta(ctx, c, p, key, d, src, res);
+		if (err == STG_OK || err == STG_EINTR || err == STG_ENOSPC || err == STG_ENOMEM)
+			return err;
+		if (err == STG_ENOENT && !stg__entry_exists(c, base))
+			continue; /* evicted meanwhile */
+		stg__log(ctx, STG_LOG_WARN, "%s; reading the whole pack instead", stg_errmsg(ctx));
+	}
+	if (!cached)
+		stg__log(ctx, STG_LOG_INFO,
+		         "'%s' has deltas from %zu older version%s, none of them cached on this "
+		         "node: reading the whole pack",
+		         src, p->t.n_deltas, p->t.n_deltas == 1 ? "" : "s");
+	return STG_ENOENT;
 }
 
 /* Pin the entry (if it still exists) and put it at the destination.
@@ -564,7 +740,7 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
 		                       c->root);
 	bool ok = stg__entry_exists(c, key);
-	if (ok && !o->no_pin && stg__pin(c, key, owner)) {
+	if (ok && !o->no_pin && stg__pin(c, key, owner) < 0) {
 		int e = errno;
 		stg__cache_unlock(lk);
 		return stg__fail_errno(ctx, STG_EIO, e, "cannot pin the cache entry %s", key);
@@ -686,7 +862,10 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 		if (stg__entry_exists(c, key))
 			continue;
 		stg__remove_leftovers(c, key);
-		if ((err = build_from_pack(ctx, c, p, key, src, o, res)))
+		err = build_from_deltas(ctx, c, p, key, src, o, res);
+		if (err == STG_ENOENT)
+			err = build_from_pack(ctx, c, p, key, src, o, res);
+		if (err)
 			goto out;
 		res->hit = 0;
 		res->waited = 0;

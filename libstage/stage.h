@@ -234,6 +234,21 @@ STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
 
 /* ---- packs: writing --------------------------------------------------- */
 
+/* A delta from an older version of a pack (see stg_delta_write). */
+typedef struct stg_delta_info {
+	uint8_t base_digest[STG_DIGEST_LEN];
+	const char *name;    /* stg_pack_dir: the delta file, beside the pack */
+	uint64_t size;       /* bytes of the delta file */
+	uint64_t unchanged;  /* files the base has as they are */
+	uint64_t copied;     /* files the base has under another path */
+	uint64_t patched;    /* changed files, as librsync deltas */
+	uint64_t added;      /* new files, whole */
+	uint64_t removed;    /* files of the base the new version lacks */
+	uint64_t patched_bytes, added_bytes; /* their new sizes */
+} stg_delta_info;
+
+typedef void (*stg_delta_fn)(void *arg, const char *base, const stg_delta_info *info);
+
 typedef struct stg_pack_opts {
 	int level;         /* zstd level, 1..19; default 3 (frames that do not
 	                      compress are stored at a fast level whatever this is) */
@@ -242,6 +257,17 @@ typedef struct stg_pack_opts {
 	                      place (default 0: like tar and rsync, the write is
 	                      left to the kernel; a pack damaged by a crash fails
 	                      its digest check when read) */
+	/* stg_pack_dir: packs of older versions.  For each, a delta file that
+	 * turns it into the new pack is written beside the new pack, named
+	 * "<pack name>.delta-<16 hex digits of the base's digest>", and listed
+	 * in the new pack's trailer; stg_stage of the new pack on a node that
+	 * caches a base reads that delta instead of the pack.  The pack and its
+	 * deltas appear together, after all are written, or not at all.  The
+	 * pack's digest is the same with or without bases. */
+	const char *const *bases;
+	size_t n_bases;
+	stg_delta_fn delta_done; /* told of each delta written (may be NULL) */
+	void *delta_arg;
 } stg_pack_opts;
 
 STG_API void stg_pack_opts_init(stg_pack_opts *opts);
@@ -257,9 +283,31 @@ STG_API void stg_pack_opts_init(stg_pack_opts *opts);
 STG_API stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path,
                              const stg_pack_opts *opts, stg_pack_info *info);
 
-/* The stream form: write the pack to fd (need not be seekable). */
+/* The stream form: write the pack to fd (need not be seekable); opts->bases
+ * are refused (STG_EUSAGE): write deltas with stg_delta_write. */
 STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg_pack_opts *opts,
                                 stg_pack_info *info);
+
+/*
+ * Write to fd the delta that turns the tree of base (an older version) into
+ * the tree of new_, which was packed from dir: per changed file a librsync
+ * delta against the base's version (RabinKarp + BLAKE2), files the base
+ * lacks whole, files it has under another path as a reference, and the list
+ * of removed files, compressed with zstd.  The base's files are read from
+ * its frames (each checked against its XXH3-128); the changed files from
+ * dir (each checked against new_'s manifest: STG_EIO if one changed since
+ * it was packed).  fd must be a regular file: the header is written last,
+ * at offset 0.  The format is in FORMAT.md.  info (may be NULL) receives
+ * the counts (name stays NULL).
+ */
+STG_API stg_err stg_delta_write(stg_ctx *ctx, stg_pack *base, stg_pack *new_, const char *dir,
+                                int fd, stg_delta_info *info);
+
+/* Read a delta file's header: the digests of the pack it applies to and of
+ * the pack it makes, and its size.  STG_ECORRUPT if it is not an intact
+ * delta header or the file is truncated. */
+STG_API stg_err stg_delta_read_header(stg_ctx *ctx, int fd, uint8_t base[STG_DIGEST_LEN],
+                                      uint8_t target[STG_DIGEST_LEN], uint64_t *size);
 
 /* ---- configuration ---------------------------------------------------- */
 
@@ -335,6 +383,8 @@ typedef struct stg_stage_result {
 	uint64_t files;
 	double seconds;
 	const char *kind; /* "pack", "archive" or "directory" (static) */
+	int delta;        /* built from a delta against a cached older version */
+	uint8_t base_digest[STG_DIGEST_LEN]; /* that version, when delta */
 } stg_stage_result;
 
 /*

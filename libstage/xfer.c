@@ -149,6 +149,17 @@ stg_err stg__job_feed(stg_ctx *ctx, rs_job_t *job, const uint8_t *in, size_t n, 
 	}
 }
 
+rs_result stg__basis_copy(void *fdp, rs_long_t pos, size_t *len, void **buf)
+{
+	ssize_t n = pread(*(int *)fdp, *buf, *len, pos);
+	if (n < 0)
+		return RS_IO_ERROR;
+	if (n == 0)
+		return RS_INPUT_ENDED;
+	*len = (size_t)n;
+	return RS_DONE;
+}
+
 /* Run a job over all of fd (or of mem when fd < 0). */
 stg_err stg__job_run(stg_ctx *ctx, rs_job_t *job, int fd, const uint8_t *mem, size_t mem_len,
                      uint8_t *inbuf, uint8_t *out, stg_sink_fn sink, void *arg)

@@ -31,6 +31,8 @@ typedef stg_err (*stg_sink_fn)(void *arg, const uint8_t *p, size_t n);
  * XFER_BLOCK bytes) to sink; *done when the job has finished. */
 stg_err stg__job_feed(stg_ctx *ctx, rs_job_t *job, const uint8_t *in, size_t n, bool eof,
                       uint8_t *out, stg_sink_fn sink, void *arg, bool *done);
+/* rs_patch_begin's reader of the old file: fdp points at its descriptor. */
+rs_result stg__basis_copy(void *fdp, rs_long_t pos, size_t *len, void **buf);
 /* Run a job over all of fd (or of mem when fd < 0). */
 stg_err stg__job_run(stg_ctx *ctx, rs_job_t *job, int fd, const uint8_t *mem, size_t mem_len,
                      uint8_t *inbuf, uint8_t *out, stg_sink_fn sink, void *arg);

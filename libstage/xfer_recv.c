@@ -230,28 +230,10 @@ static stg_err copy_local(receiver *rc, int root, const stg_wentry *e)
 	int s = stg__open_beneath(root, e->path, O_RDONLY, 0);
 	int d = openat(rc->part, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	stg_err err = STG_OK;
-	if (s < 0 || d < 0) {
+	if (s < 0 || d < 0 || stg__copy_file(s, d, e->size)) {
 		err = stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot copy '%s'", e->path);
 		goto out;
-	}
-	for (;;) {
-		ssize_t n = copy_file_range(s, NULL, d, NULL, 1 << 30, 0);
-		if (n == 0)
-			break;
-		if (n > 0)
-			continue;
-		if (errno == EINTR)
-			continue;
-		/* no copy_file_range here: plain reads and writes */
-		for (;;) {
-			ssize_t k = read(s, rc->buf, XFER_BLOCK);
-			if (k < 0 && errno == EINTR)
-				continue;
-			if (k <= 0 || stg__write_full(d, rc->buf, (size_t)k))
-				break;
-		}
-		break;
 	}
 	err = finish_file(rc, d, tmp, e);
 out:
@@ -414,18 +396,6 @@ static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
 	return STG_OK;
 }
 
-static rs_result basis_copy(void *arg, rs_long_t pos, size_t *len, void **buf)
-{
-	incoming *in = arg;
-	ssize_t n = pread(in->basis, *buf, *len, pos);
-	if (n < 0)
-		return RS_IO_ERROR;
-	if (n == 0)
-		return RS_INPUT_ENDED;
-	*len = (size_t)n;
-	return RS_DONE;
-}
-
 static stg_err receive_file(receiver *rc, const uint8_t *p, uint32_t len)
 {
 	if (len != 5)
@@ -452,7 +422,7 @@ static stg_err receive_file(receiver *rc, const uint8_t *p, uint32_t len)
 	if (kind == STG_WANT_DELTA) {
 		in.basis = stg__open_beneath(re->basis == BASIS_PARTIAL ? rc->part : rc->dest,
 		                             re->e.path, O_RDONLY, 0);
-		if (in.basis < 0 || !(job = rs_patch_begin(basis_copy, &in))) {
+		if (in.basis < 0 || !(job = rs_patch_begin(stg__basis_copy, &in.basis))) {
 			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read the old '%s'",
 			                      re->e.path);
 			goto out;

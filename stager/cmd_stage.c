@@ -126,31 +126,36 @@ int cmd_stage(int argc, char **argv)
 		if (err) {
 			rc = cli_fail(ctx, err);
 		} else {
-			char hex[STG_DIGEST_HEXLEN + 1], a[16], b[16];
+			char hex[STG_DIGEST_HEXLEN + 1], base[STG_DIGEST_HEXLEN + 1], a[16], b[16];
 			stg_digest_hex(res.digest, hex);
+			stg_digest_hex(res.base_digest, base);
 			if (json) {
 				printf("{\"path\":");
 				json_str(stdout, res.path);
-				printf(",\"digest\":\"%s\",\"kind\":\"%s\",\"hit\":%s,\"waited\":%"
-				       "s,"
-				       "\"source_bytes\":%llu,\"content_bytes\":%llu,\"files\":%"
-				       "llu,"
-				       "\"seconds\":%.3f}\n",
+				printf(",\"digest\":\"%s\",\"kind\":\"%s\",\"hit\":%s,"
+				       "\"waited\":%s,\"delta\":%s,",
 				       hex, res.kind, res.hit ? "true" : "false",
-				       res.waited ? "true" : "false",
+				       res.waited ? "true" : "false", res.delta ? "true" : "false");
+				if (res.delta)
+					printf("\"base\":\"%s\",", base);
+				printf("\"source_bytes\":%llu,\"content_bytes\":%llu,"
+				       "\"files\":%llu,\"seconds\":%.3f}\n",
 				       (unsigned long long)res.source_bytes,
 				       (unsigned long long)res.content_bytes,
 				       (unsigned long long)res.files, res.seconds);
 			} else {
 				printf("%s\n", res.path);
 			}
-			cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source, %.2f s",
+			char via[64] = "";
+			if (res.delta)
+				snprintf(via, sizeof via, " (a delta from the cached %.12s)", base);
+			cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source%s, %.2f s",
 			         res.hit ? (res.waited ? "reused (built by another stager)"
 			                               : "cached")
 			                 : "staged",
 			         src, res.path, (unsigned long long)res.files,
 			         stg_format_size(res.content_bytes, a, sizeof a),
-			         stg_format_size(res.source_bytes, b, sizeof b), res.seconds);
+			         stg_format_size(res.source_bytes, b, sizeof b), via, res.seconds);
 			stg_stage_result_free(&res);
 			rc = EXIT_OK;
 		}

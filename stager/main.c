@@ -15,7 +15,8 @@
 
 const cli_cmd cli_commands[] = {
         {"pack", cmd_pack, "pack a directory into one verified .tar.zst",
-         "usage: stager pack DIR [-o OUT.tar.zst] [--level N] [--threads N] [--json]\n"
+         "usage: stager pack DIR [-o OUT.tar.zst] [--base OLD.tar.zst]... [--level N]\n"
+         "                   [--threads N] [--json]\n"
          "\n"
          "Pack the tree at DIR into one compressed file that plain `tar --zstd -xf`\n"
          "can read, with independent zstd frames and a trailer (manifest with an\n"
@@ -34,8 +35,16 @@ const cli_cmd cli_commands[] = {
          "      --frame-size S  uncompressed bytes per frame (default 4M)\n"
          "      --fsync         make the pack durable (fsync) before renaming it\n"
          "                      into place\n"
+         "      --base OLD      also write a delta from the older version OLD (a\n"
+         "                      pack) beside OUT, named OUT.delta-<OLD's digest>;\n"
+         "                      may be repeated\n"
          "      --json          print a JSON summary on stdout\n"
-         "  --base OLD.tar.zst  (delta packs: not built yet)\n"
+         "\n"
+         "A delta holds what a node that has OLD in its cache lacks: librsync\n"
+         "deltas of changed files, new files whole, the list of removed ones.\n"
+         "`stager stage OUT` on such a node reads the delta instead of OUT and\n"
+         "checks every file against OUT's manifest; anywhere else, or if the delta\n"
+         "is missing or damaged, it reads OUT.  Keep the delta files beside OUT.\n"
          "\n"
          "Prints \"DIGEST  OUT\" on stdout.\n"},
         {"verify", cmd_verify, "check a pack's SHA-256 and every file's XXH3",
