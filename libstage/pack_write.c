@@ -36,9 +36,9 @@
 
 void stg_pack_opts_init(stg_pack_opts *o)
 {
+	memset(o, 0, sizeof *o);
 	o->level = 3;
 	o->frame_size = 4u << 20;
-	o->fsync = 0;
 }
 
 /* ---- walking the tree -------------------------------------------------- */

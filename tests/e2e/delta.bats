@@ -1,0 +1,361 @@
+#!/usr/bin/env bats
+# Delta packs: `pack --base` writes a delta beside the new pack; `stage` of
+# the new pack on a node that caches the old one reads only the delta
+# (counted with strace), builds the new tree and checks it; anything wrong
+# with the delta falls back to the full read.
+
+load helpers
+
+setup() {
+	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SITE_CONFIG=/dev/null HOME="$T"
+	unset SLURM_TMPDIR SLURM_JOB_ID STAGER_BWLIMIT
+	mkdir shared
+}
+
+teardown() {
+	cd /
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+# v1: n files of 64 KiB in 10 directories, the awkward cases, and a
+# read-only file with an old mtime.
+make_v1() { # dir n
+	make_awkward_tree "$1"
+	local i
+	for i in $(seq 1 "$2"); do
+		mkdir -p "$1/class_$((i % 10))"
+		head -c 65536 /dev/urandom >"$1/class_$((i % 10))/img_$i.jpg"
+	done
+	chmod 0444 "$1/class_1/img_1.jpg"
+	touch -d '2010-01-01 00:00:00.5' "$1/class_1/img_1.jpg"
+}
+
+# v2 from v1: 1% changed in place, 2 removed, 2 added, one renamed, one
+# touched (same content, new mtime), one chmod-ed, a symlink retargeted.
+make_v2() { # v1 v2 n
+	cp -a "$1" "$2"
+	local i
+	for i in $(seq 1 $(($3 / 100))); do
+		head -c 4096 /dev/urandom |
+			dd of="$2/class_$((i * 7 % 10))/img_$((i * 7)).jpg" bs=4096 seek=3 conv=notrunc status=none
+	done
+	rm "$2/class_2/img_2.jpg" "$2/class_3/img_3.jpg"
+	head -c 65536 /dev/urandom >"$2/class_4/new_1.jpg"
+	head -c 30000 /dev/urandom >"$2/new_2.bin"
+	mv "$2/class_5/img_5.jpg" "$2/class_5/renamed.jpg"
+	touch -d '2020-05-05' "$2/class_6/img_6.jpg"
+	chmod 0600 "$2/class_8/img_8.jpg"
+	ln -sfn a/b/c/thousand "$2/rel-link"
+	echo changed >>"$2/a/hello.txt" # hardlinked three times
+}
+
+same_tree() { # A B: the same files, links as links (B may be a link to a tree)
+	diff -r --no-dereference "$1/" "$2/"
+}
+
+# the bytes stager read (read, pread64) from files under shared/
+shared_bytes() { # strace output
+	grep -E '^[0-9]+ +(read|pread64)\([0-9]+<'"$T"'/shared/' "$1" |
+		awk -F'= ' '{ s += $NF } END { print s + 0 }'
+}
+
+# The staged tree as a user sees it: types, modes, sizes, links, content,
+# nanosecond mtimes, and which paths inside share an inode.
+entry_sig() {
+	tree_sig "$1"
+	tree_sig_ns "$1"
+	(cd "$1" && find . -type f -links +1 -printf '%i %P\n' | sort -n |
+		awk '{ if ($1 != last) { if (n > 1) print g; g = $2; n = 1 } else { g = g " " $2; n++ }
+		       last = $1 } END { if (n > 1) print g }' | sort)
+}
+
+# What a full read of the pack stages: the reference for a delta build.
+full_stage_sig() { # pack
+	STAGER_SCRATCH_ROOT="$T/ref-scratch" "$STAGER" stage -q "$1" "$T/ref" >/dev/null
+	entry_sig "$T/ref"
+}
+
+@test "pack --base writes the delta beside the pack, lists it, and changes nothing else" {
+	make_v1 v1 200
+	make_v2 v1 v2 200
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o plain.tar.zst >/dev/null
+	run "$STAGER" pack v2 -o shared/v2.tar.zst --base shared/v1.tar.zst
+	[ "$status" -eq 0 ]
+	echo "$output"
+	d1=$("$STAGER" ls --json shared/v2.tar.zst | jq -r .digest)
+	[[ "$output" == *"$d1  shared/v2.tar.zst"* ]]
+	delta=$(ls shared/ | grep '^v2\.tar\.zst\.delta-')
+	[ "$(echo "$delta" | wc -l)" -eq 1 ]
+	[[ "$output" == *"delta from 'shared/v1.tar.zst'"* ]]
+	# 2 images and hello.txt changed; 2 added; 2 removed and 1 renamed
+	[[ "$output" == *"3 changed"* ]] && [[ "$output" == *"2 added"* ]]
+	[[ "$output" == *"3 removed"* ]] && [[ "$output" == *"1 renamed or copied"* ]]
+	# the pack is what it would be without --base (the same digest: the
+	# same frames), its trailer lists the delta
+	[ "$d1" = "$("$STAGER" ls --json plain.tar.zst | jq -r .digest)" ]
+	"$STAGER" ls --json shared/v2.tar.zst | jq -e --arg d "$delta" '.deltas == [{"base": .deltas[0].base, "file": $d}]'
+	"$STAGER" ls --json plain.tar.zst | jq -e '.deltas == []'
+	"$STAGER" verify shared/v2.tar.zst
+	mkdir x && tar --zstd -xf shared/v2.tar.zst -C x && same_tree v2 x
+	# the delta is small: the changed bytes, the new files, a few headers
+	size=$(stat -c %s "shared/$delta")
+	echo "delta: $size bytes"
+	[ "$size" -lt 200000 ]
+	# --json says the same
+	run "$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst --json
+	echo "$output" | jq -e '.deltas | length == 1'
+	echo "$output" | jq -e '.deltas[0] | .patched == 3 and .added == 2 and .removed == 3 and .copied == 1'
+	echo "$output" | jq -e --arg d "$delta" '.deltas[0].file == $d'
+}
+
+@test "staging v2 with v1 cached reads the delta only (strace): 1% changed, <= 10% read" {
+	make_v1 v1 300
+	make_v2 v1 v2 300
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+	ASAN_OPTIONS=detect_leaks=0 strace -f -y -e trace=read,pread64 -e signal=none -o trace \
+		"$STAGER" stage --json shared/v2.tar.zst s2 >out.json
+	cat out.json
+	jq -e '.delta == true and .hit == false' out.json
+	bytes=$(shared_bytes trace)
+	size=$(stat -c %s shared/v2.tar.zst)
+	echo "read $bytes of $size bytes from the shared directory"
+	[ "$bytes" -le $((size / 10)) ]
+	[ "$(jq .source_bytes out.json)" -le $((size / 10)) ]
+	# the same tree as a full read of v2, and as v2 itself
+	same_tree v2 s2
+	[ "$(entry_sig s2)" = "$(full_stage_sig shared/v2.tar.zst)" ]
+	# the entry is a real one: a warm stage hits it, --verify re-checks it
+	run "$STAGER" stage --json -q --verify shared/v2.tar.zst s3
+	echo "$output" | jq -e '.hit == true'
+	# unchanged files share the cached v1's blocks
+	[ "$(stat -c %h s2/class_9/img_9.jpg)" -eq 2 ]
+	[ "$(stat -c %i s2/class_9/img_9.jpg)" = "$(stat -c %i s1/class_9/img_9.jpg)" ]
+	# and v1 stays intact
+	same_tree v1 s1
+}
+
+@test "a 64 MiB image with 1 MiB changed: the delta path reads at most 8 MiB" {
+	mkdir img1
+	head -c 67108864 /dev/urandom >img1/image.sif
+	cp -a img1 img2
+	head -c 1048576 /dev/urandom | dd of=img2/image.sif bs=1M seek=40 conv=notrunc status=none
+	"$STAGER" pack -q img1 -o shared/img1.tar.zst >/dev/null
+	"$STAGER" pack -q img2 -o shared/img2.tar.zst --base shared/img1.tar.zst >/dev/null
+	ls -l shared
+	"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
+	ASAN_OPTIONS=detect_leaks=0 strace -f -y -e trace=read,pread64 -e signal=none -o trace \
+		"$STAGER" stage --json shared/img2.tar.zst s2 >out.json
+	cat out.json
+	jq -e '.delta == true' out.json
+	bytes=$(shared_bytes trace)
+	echo "read $bytes bytes from the shared directory"
+	[ "$bytes" -le $((8 * 1048576)) ]
+	cmp img2/image.sif s2/image.sif
+}
+
+# v1 cached, v2 with its delta: the fixture of the fallback tests
+fallback_fixture() {
+	make_v1 v1 100
+	make_v2 v1 v2 100
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+	DELTA=$(ls shared/v2.tar.zst.delta-*)
+	cp "$DELTA" good-delta
+	REF=$(full_stage_sig shared/v2.tar.zst)
+}
+
+# stage v2: exit 0, a warning that names the delta, the full read, the tree of v2
+stage_falls_back() { # what the warning says
+	rm -rf s2
+	run "$STAGER" stage --json shared/v2.tar.zst s2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"warning: "*"$1"*"reading the whole pack"* ]]
+	[[ "$output" == *"warning: "*"shared/v2.tar.zst.delta-"* ]]
+	json=$(grep '^{' <<<"$output")
+	jq -e '.delta == false' <<<"$json"
+	[ "$(jq .source_bytes <<<"$json")" -ge "$(($(stat -c %s shared/v2.tar.zst) * 9 / 10))" ]
+	[ "$(entry_sig s2)" = "$REF" ]
+	# nothing of the failed build is left
+	! ls "$STAGER_SCRATCH_ROOT/cache" | grep -q '\.tmp\.'
+	# the next stage is a warm hit of the right entry
+	"$STAGER" stage -q --verify shared/v2.tar.zst s3 >/dev/null
+	# a node with v1 alone for the next case
+	chmod -R u+w "$STAGER_SCRATCH_ROOT"
+	rm -rf "$STAGER_SCRATCH_ROOT" s1 s2 s3
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+}
+
+@test "a damaged delta (bit flips, truncation) falls back to the full read, with a warning" {
+	fallback_fixture
+	size=$(stat -c %s "$DELTA")
+	for off in 3 20 130 $((size / 2)) $((size - 3)); do
+		cp good-delta "$DELTA"
+		flip_byte "$DELTA" "$off"
+		stage_falls_back ""
+	done
+	cp good-delta "$DELTA"
+	truncate -s $((size - 1000)) "$DELTA"
+	stage_falls_back "truncated"
+	cp good-delta "$DELTA"
+	head -c 100 good-delta >"$DELTA"
+	stage_falls_back ""
+	: >"$DELTA"
+	stage_falls_back ""
+}
+
+@test "a delta from another base, a missing delta, a missing base: the full read" {
+	fallback_fixture
+	# the file is a delta, but from v0
+	make_v1 v0 100
+	"$STAGER" pack -q v0 -o v0.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o other.tar.zst --base v0.tar.zst >/dev/null
+	cp other.tar.zst.delta-* "$DELTA"
+	stage_falls_back "another base"
+	# a delta for another target
+	echo more >v2/extra
+	"$STAGER" pack -q v2 -o v3.tar.zst --base shared/v1.tar.zst >/dev/null
+	cp v3.tar.zst.delta-* "$DELTA"
+	stage_falls_back "another pack"
+	# no delta file at all
+	rm "$DELTA"
+	stage_falls_back "cannot read the delta"
+	# no base in this node's cache: said, not warned
+	cp good-delta "$DELTA"
+	chmod -R u+w "$STAGER_SCRATCH_ROOT"
+	rm -rf "$STAGER_SCRATCH_ROOT" s1 s2
+	run "$STAGER" stage shared/v2.tar.zst s2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"none of them cached on this node: reading the whole pack"* ]]
+	[[ "$output" != *"warning"* ]]
+	[ "$(entry_sig s2)" = "$REF" ]
+}
+
+@test "a cached base whose files were altered: the delta build fails its checks, the full read wins" {
+	fallback_fixture
+	entry=$(readlink s1)
+	chmod u+w "$entry/class_1/img_11.jpg" "$entry/class_7/img_7.jpg"
+	head -c 10 /dev/zero | dd of="$entry/class_1/img_11.jpg" conv=notrunc status=none
+	head -c 10 /dev/zero | dd of="$entry/class_7/img_7.jpg" conv=notrunc status=none
+	# img_7 is patched (its basis is damaged): the result does not verify
+	stage_falls_back "does not rebuild"
+}
+
+@test "a delta with --verify checks the base first; a damaged base is not used" {
+	fallback_fixture
+	entry=$(readlink s1)
+	chmod u+w "$entry/class_9/img_9.jpg"
+	head -c 10 /dev/zero | dd of="$entry/class_9/img_9.jpg" conv=notrunc status=none
+	run "$STAGER" stage --json --verify shared/v2.tar.zst s2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"warning: "*"img_9.jpg"*"damaged"* ]]
+	jq -e '.delta == false' <<<"$(grep '^{' <<<"$output")"
+	[ "$(entry_sig s2)" = "$REF" ]
+}
+
+@test "kill -9 during delta application leaves no wrong entry; the next stage is right" {
+	mkdir img1
+	head -c 33554432 /dev/urandom >img1/image.sif
+	for i in $(seq 1 50); do head -c 20000 /dev/urandom >"img1/f$i"; done
+	cp -a img1 img2
+	head -c 8388608 /dev/urandom | dd of=img2/image.sif bs=1M seek=8 conv=notrunc status=none
+	for i in $(seq 1 50); do echo "$i" >>"img2/f$i"; done
+	"$STAGER" pack -q img1 -o shared/img1.tar.zst >/dev/null
+	"$STAGER" pack -q img2 -o shared/img2.tar.zst --base shared/img1.tar.zst >/dev/null
+	"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
+	key=$("$STAGER" ls --json shared/img2.tar.zst | jq -r .digest)
+	[ -n "$key" ] && [ "$key" != null ]
+	for round in 1 2 3 4 5 6; do
+		rm -f s2
+		# the delta (about 8 MiB) at 4 MiB/s: about 2 s to kill it in
+		"$STAGER" stage -q --bwlimit 4M shared/img2.tar.zst s2 >/dev/null 2>&1 &
+		pid=$!
+		sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.1 + (r % 180) / 100 }')"
+		kill -9 "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true
+		# the entry is absent or complete and right
+		if [ -e "$STAGER_SCRATCH_ROOT/cache/$key" ]; then
+			same_tree img2 "$STAGER_SCRATCH_ROOT/cache/$key/data"
+			chmod -R u+w "$STAGER_SCRATCH_ROOT"
+			rm -rf "$STAGER_SCRATCH_ROOT" s1 s2
+			"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
+		fi
+	done
+	rm -f s2
+	run "$STAGER" stage --json shared/img2.tar.zst s2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same_tree img2 s2
+	! ls "$STAGER_SCRATCH_ROOT/cache" | grep -q '\.tmp\.'
+}
+
+@test "several bases: each version in the cache is a way in" {
+	make_v1 v1 100
+	make_v2 v1 v2 100
+	cp -a v2 v3
+	echo three >v3/three.txt
+	head -c 4096 /dev/urandom | dd of=v3/class_9/img_19.jpg conv=notrunc status=none
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst >/dev/null
+	run "$STAGER" pack v3 -o shared/v3.tar.zst --base shared/v1.tar.zst --base shared/v2.tar.zst \
+		--base shared/v2.tar.zst
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(ls shared | grep -c '^v3\.tar\.zst\.delta-')" -eq 2 ]
+	"$STAGER" stage -q shared/v2.tar.zst s2 >/dev/null
+	run "$STAGER" stage --json -q shared/v3.tar.zst s3
+	d2=$("$STAGER" ls --json shared/v2.tar.zst | jq -r .digest)
+	echo "$output" | jq -e --arg b "$d2" '.delta == true and .base == $b'
+	same_tree v3 s3
+	chmod -R u+w "$STAGER_SCRATCH_ROOT"
+	rm -rf "$STAGER_SCRATCH_ROOT" s2 s3
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+	run "$STAGER" stage --json -q shared/v3.tar.zst s3
+	d1=$("$STAGER" ls --json shared/v1.tar.zst | jq -r .digest)
+	echo "$output" | jq -e --arg b "$d1" '.delta == true and .base == $b'
+	same_tree v3 s3
+}
+
+@test "pack --base: a missing or damaged base, the same tree, a stream output" {
+	make_v1 v1 20
+	"$STAGER" pack -q v1 -o v1.tar.zst >/dev/null
+	run "$STAGER" pack v1 -o v2.tar.zst --base missing.tar.zst
+	echo "$output"
+	[ "$status" -eq 2 ]
+	[[ "$output" == *"missing.tar.zst"* ]]
+	[ ! -e v2.tar.zst ]
+	head -c 100000 /dev/urandom >junk.tar.zst
+	run "$STAGER" pack v1 -o v2.tar.zst --base junk.tar.zst
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[ ! -e v2.tar.zst ]
+	! ls | grep -q 'delta-\|stager-tmp'
+	# the same tree again: no delta from itself, and a pack all the same
+	run "$STAGER" pack v1 -o again.tar.zst --base v1.tar.zst
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"same pack"* ]]
+	! ls | grep -q 'again.tar.zst.delta-'
+	"$STAGER" ls --json again.tar.zst | jq -e '.deltas == []'
+}
+
+@test "the stage of a delta pack through a symlink finds the delta beside the real pack" {
+	make_v1 v1 50
+	make_v2 v1 v2 50
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
+	ln -s shared/v2.tar.zst latest.tar.zst
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+	run "$STAGER" stage --json -q latest.tar.zst s2
+	echo "$output" | jq -e '.delta == true'
+	same_tree v2 s2
+}
