@@ -13,6 +13,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <librsync.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,8 +60,17 @@ int stg_exit_status(stg_err err)
 	return 7;
 }
 
+/* librsync logs to stderr unless told otherwise; a library must not print,
+ * and every failure reaches the caller as a result code anyway */
+static void rsync_quiet(rs_loglevel level, char const *msg)
+{
+	(void)level;
+	(void)msg;
+}
+
 stg_ctx *stg_ctx_new(void)
 {
+	rs_trace_to(rsync_quiet);
 	return calloc(1, sizeof(stg_ctx));
 }
 

@@ -17,17 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-/* librsync logs to stderr unless told otherwise; a library must not print,
- * and every failure reaches the caller as a result code anyway */
-static void rsync_quiet(rs_loglevel level, char const *msg)
-{
-	(void)level;
-	(void)msg;
-}
-
 stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 {
-	rs_trace_to(rsync_quiet);
 	memset(w, 0, sizeof *w);
 	w->ctx = ctx;
 	w->in = in;

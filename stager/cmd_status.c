@@ -1,10 +1,16 @@
 /*
- * cmd_status.c - stager status [--json]: the cache, its pins, the space and
- * every effective setting with its origin.
+ * cmd_status.c - stager status [PACK]... [--json]: the cache, its pins, the
+ * space and every effective setting with its origin; or, for packs, whether
+ * this node caches them and which older versions they have deltas from.
  */
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 enum { OPT_JSON = OPT_FIRST_LOCAL };
 
@@ -83,6 +89,128 @@ static void print_json(const stg_cache_info *in, const stg_config *cfg)
 	printf("}}\n");
 }
 
+/* One delta of a pack: where its file is and whether a stage here can use it. */
+typedef struct delta_state {
+	char hex[STG_DIGEST_HEXLEN + 1];
+	const char *name;
+	char path[4096];
+	int base_cached;
+	uint64_t size;
+	const char *problem; /* NULL: usable */
+	char why[256];
+} delta_state;
+
+static void delta_look(stg_ctx *ctx, stg_cache *cache, const char *pack, const stg_pack *p,
+                       size_t i, const uint8_t digest[STG_DIGEST_LEN], delta_state *d)
+{
+	uint8_t base[STG_DIGEST_LEN], b2[STG_DIGEST_LEN], t2[STG_DIGEST_LEN];
+	stg_pack_delta(p, i, base, &d->name);
+	stg_digest_hex(base, d->hex);
+	d->base_cached = stg_stage_cached(cache, base, NULL);
+	const char *slash = strrchr(pack, '/');
+	snprintf(d->path, sizeof d->path, "%.*s%s", slash ? (int)(slash - pack + 1) : 0, pack,
+	         d->name);
+	d->size = 0;
+	d->problem = NULL;
+	int fd = open(d->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		snprintf(d->why, sizeof d->why, "missing: %s", strerror(errno));
+		d->problem = d->why;
+		return;
+	}
+	if (stg_delta_read_header(ctx, fd, b2, t2, &d->size)) {
+		snprintf(d->why, sizeof d->why, "%s", stg_errmsg(ctx));
+		d->problem = d->why;
+	} else if (memcmp(b2, base, STG_DIGEST_LEN) || memcmp(t2, digest, STG_DIGEST_LEN)) {
+		d->problem = "for another pair of versions";
+	}
+	close(fd);
+}
+
+/* status PACK...: per pack, its digest, whether it is cached here, its
+ * deltas, and what a stage here would read. */
+static int pack_status(stg_ctx *ctx, stg_cache *cache, char **packs, int n, int json)
+{
+	int rc = EXIT_OK;
+	if (json)
+		printf("{\"packs\":[");
+	for (int k = 0; k < n; k++) {
+		stg_pack *p;
+		stg_err err = stg_pack_open(ctx, packs[k], &p);
+		if (err) {
+			rc = cli_fail(ctx, err);
+			continue;
+		}
+		stg_pack_info info;
+		stg_pack_get_info(p, &info);
+		char hex[STG_DIGEST_HEXLEN + 1], a[16], b[16];
+		stg_digest_hex(info.digest, hex);
+		int cached = stg_stage_cached(cache, info.digest, NULL);
+		/* what a stage here reads: nothing, the pack's end (one read of
+		 * at least 1 MiB, for the trailer) and a usable delta, or the pack */
+		uint64_t reads = cached ? 0 : info.pack_size;
+		uint64_t tail = info.pack_size - info.data_size;
+		if (tail < (1u << 20))
+			tail = info.pack_size < (1u << 20) ? info.pack_size : (1u << 20);
+		char via[STG_DIGEST_HEXLEN + 1] = "";
+		if (json) {
+			printf("%s{\"pack\":", k ? "," : "");
+			json_str(stdout, packs[k]);
+			printf(",\"digest\":\"%s\",\"pack_size\":%llu,\"cached\":%s,\"deltas\":[",
+			       hex, (unsigned long long)info.pack_size, cached ? "true" : "false");
+		} else {
+			printf("%s%s\n  digest       %s\n  size         %s\n  cached here  %s\n",
+			       k ? "\n" : "", packs[k], hex,
+			       stg_format_size(info.pack_size, a, sizeof a), cached ? "yes" : "no");
+			printf("  deltas       %llu\n", (unsigned long long)info.deltas);
+		}
+		for (size_t i = 0; i < info.deltas; i++) {
+			delta_state d;
+			delta_look(ctx, cache, packs[k], p, i, info.digest, &d);
+			if (!cached && !via[0] && d.base_cached && !d.problem) {
+				reads = tail + d.size;
+				memcpy(via, d.hex, sizeof via);
+			}
+			if (json) {
+				printf("%s{\"base\":\"%s\",\"file\":", i ? "," : "", d.hex);
+				json_str(stdout, d.name);
+				printf(",\"bytes\":%llu,\"base_cached\":%s,\"usable\":%s,"
+				       "\"problem\":",
+				       (unsigned long long)d.size, d.base_cached ? "true" : "false",
+				       d.problem ? "false" : "true");
+				if (d.problem)
+					json_str(stdout, d.problem);
+				else
+					printf("null");
+				printf("}");
+			} else {
+				printf("    from %.12s  %s  %s  base %s%s%s\n", d.hex, d.name,
+				       d.problem ? "-" : stg_format_size(d.size, a, sizeof a),
+				       d.base_cached ? "cached here" : "not cached here",
+				       d.problem ? "; " : "", d.problem ? d.problem : "");
+			}
+		}
+		if (json) {
+			printf("],\"stage_reads\":%llu,\"stage_via\":", (unsigned long long)reads);
+			if (via[0])
+				printf("\"%s\"}", via);
+			else
+				printf("%s}", cached ? "\"cache\"" : "\"pack\"");
+		} else if (cached) {
+			printf("  a stage here reads nothing (cached)\n");
+		} else {
+			printf("  a stage here reads about %s (%s%.12s)\n",
+			       stg_format_size(reads, b, sizeof b),
+			       via[0] ? "the pack's trailer and the delta from " : "the whole pack",
+			       via);
+		}
+		stg_pack_close(p);
+	}
+	if (json)
+		printf("]}\n");
+	return rc;
+}
+
 int cmd_status(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -102,14 +230,15 @@ int cmd_status(int argc, char **argv)
 		else
 			return cli_usage("unexpected option");
 	}
-	if (optind != argc)
-		return cli_usage("stager status takes no arguments");
 	if ((rc = cli_check_globals()))
 		return rc;
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
-	if (cache) {
+	if (cache && optind < argc) {
+		rc = pack_status(ctx, cache, argv + optind, argc - optind, json);
+		stg_cache_close(cache);
+	} else if (cache) {
 		stg_cache_info *info;
 		stg_err err = stg_cache_status(ctx, cache, &info);
 		if (err) {

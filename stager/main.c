@@ -252,12 +252,17 @@ const cli_cmd cli_commands[] = {
          "pull through ssh (`ssh HOST stager serve`), not by hand.  The client names\n"
          "the path; errors go back to it over the protocol.\n"},
         {"status", cmd_status, "show the node cache, pins, space and settings",
-         "usage: stager status [--json]\n"
+         "usage: stager status [PACK]... [--json]\n"
          "\n"
          "Show the scratch root, its filesystem's size and free space, the cache\n"
          "entries (digest, kind, source, size, last use, pins with their owners and\n"
          "whether they are alive), the quotas, and every effective setting with\n"
-         "where it came from.\n"},
+         "where it came from.\n"
+         "\n"
+         "With PACKs: for each, its digest, whether this node caches it, the older\n"
+         "versions it has deltas from (the delta file, its size, whether that version\n"
+         "is cached here, and what is wrong with the file if anything), and what a\n"
+         "stage on this node would read: nothing, the delta, or the whole pack.\n"},
         {"clean", cmd_clean, "remove what no live job owns from scratch",
          "usage: stager clean [--dry-run] [--all] [--older-than AGE] [--job ID] [--json]\n"
          "\n"

@@ -359,3 +359,33 @@ stage_falls_back() { # what the warning says
 	echo "$output" | jq -e '.delta == true'
 	same_tree v2 s2
 }
+
+@test "status PACK: cached or not, its deltas, and what a stage here would read" {
+	make_v1 v1 50
+	make_v2 v1 v2 50
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
+	d1=$("$STAGER" ls --json shared/v1.tar.zst | jq -r .digest)
+	size=$(stat -c %s shared/v2.tar.zst)
+	run "$STAGER" status --json shared/v2.tar.zst
+	echo "$output"
+	echo "$output" | jq -e --arg b "$d1" '.packs[0] | .cached == false and .stage_via == "pack"
+		and .deltas[0].base == $b and .deltas[0].base_cached == false and .deltas[0].usable'
+	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
+	run "$STAGER" status --json shared/v2.tar.zst shared/v1.tar.zst
+	echo "$output"
+	echo "$output" | jq -e --arg b "$d1" --argjson s "$size" '.packs[0] | .stage_via == $b
+		and .deltas[0].base_cached and .stage_reads < $s / 5'
+	echo "$output" | jq -e '.packs[1] | .cached and .stage_reads == 0 and .deltas == []'
+	run "$STAGER" status shared/v2.tar.zst
+	[[ "$output" == *"a stage here reads about"*"the delta from ${d1:0:12}"* ]]
+	# a damaged delta file is named, and the stage would read the pack
+	printf 'garbage' | dd of="$(ls shared/v2.tar.zst.delta-*)" bs=1 seek=0 conv=notrunc status=none
+	run "$STAGER" status --json shared/v2.tar.zst
+	echo "$output"
+	echo "$output" | jq -e '.packs[0] | .stage_via == "pack" and (.deltas[0].usable | not)
+		and (.deltas[0].problem | test("not a stager delta"))'
+	# a missing pack exits 2
+	run "$STAGER" status shared/nope.tar.zst
+	[ "$status" -eq 2 ]
+}
