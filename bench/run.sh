@@ -29,6 +29,9 @@
 #                scratch to the shared filesystem: stager collect SRC DEST
 #                vs rsync -a SRC/ DEST/, first copy, unchanged re-run, and
 #                re-run after 1% of the files changed
+# A new version (bench/delta.sh, --quick too): stager stage of v2 through
+# its delta from a cached v1 vs a full stage vs rsync -a onto v1's tree, to
+# bench/results-delta.md.
 # Over ssh (bench/push.sh, not with --quick): stager push vs scp -r vs
 # rsync -az of the image-folder dataset, first push and after 1% changed,
 # to bench/results-push.md.
@@ -1184,6 +1187,17 @@ if ((!QUICK)); then
 			echo "- bench/push.sh failed" >>"$TMP/failures"
 	else
 		log "no /usr/sbin/sshd (openssh-server): the push benchmark is skipped"
+	fi
+fi
+# a new version of a dataset staged through its delta: bench/delta.sh (on a
+# sharedfs mount of its own; --quick runs its harness on tiny data)
+if ((SFS_OK)); then
+	if ((QUICK)); then
+		B=$B bash "$ROOT/bench/delta.sh" --quick >/dev/null ||
+			echo "- bench/delta.sh --quick failed" >>"$TMP/failures"
+	else
+		B=$B bash "$ROOT/bench/delta.sh" --reps "$REPS" ||
+			echo "- bench/delta.sh failed" >>"$TMP/failures"
 	fi
 fi
 if [[ -s $TMP/failures ]]; then

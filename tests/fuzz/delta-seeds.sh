@@ -14,3 +14,9 @@ head -c 128 "$out/real" >"$out/header-only"
 head -c $((size / 2)) "$out/real" >"$out/half"
 cp "$out/real" "$out/flipped"
 printf '\377' | dd of="$out/flipped" bs=1 seek=$((size / 2)) conv=notrunc 2>/dev/null
+# the real body, decoded, for the inputs that start with "BODY"
+{
+	printf 'BODY'
+	dd if="$out/real" bs=1 skip=80 count=16 2>/dev/null
+	tail -c +129 "$out/real" | zstd -dq
+} >"$out/body-real"

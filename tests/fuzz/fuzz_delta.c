@@ -5,8 +5,12 @@
  * a renamed, a removed, an empty, a hardlinked file and a symlink), each
  * input building into a directory of its own.  Built by `make fuzz` with
  * clang; replayed over tests/fuzz/corpus/delta by `make test` (replay.c).
- * With FUZZ_DELTA_SEED=FILE set, it first writes the fixture's real delta
- * there (tests/fuzz/delta-seeds.sh records the seeds so).
+ * An input that starts with "BODY" is a decoded body instead, preceded by
+ * n_records and n_removed (8 bytes each): the target wraps it in a valid
+ * header and zstd frame, so that mutations reach the record parser rather
+ * than stop at the checksums.  With FUZZ_DELTA_SEED=FILE set, it first
+ * writes the fixture's real delta there (tests/fuzz/delta-seeds.sh records
+ * the seeds so).
  */
 #include <fcntl.h>
 #include <stddef.h>
@@ -18,6 +22,8 @@
 #include <unistd.h>
 
 #include "cache.h"
+
+#include <zstd.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -136,6 +142,33 @@ static bool setup(stg_ctx *ctx)
 	return ok && fx.basefd >= 0;
 }
 
+/* A delta file around a decoded body (FORMAT.md); malloc'ed. */
+static uint8_t *wrap_body(const uint8_t *data, size_t size, size_t *len)
+{
+	if (size < 20)
+		return NULL;
+	size_t cap = ZSTD_compressBound(size - 20);
+	uint8_t *out = malloc(128 + cap);
+	if (!out)
+		return NULL;
+	size_t z = ZSTD_compress(out + 128, cap, data + 20, size - 20, 1);
+	if (ZSTD_isError(z)) {
+		free(out);
+		return NULL;
+	}
+	memset(out, 0, 128);
+	memcpy(out, "STGDELTA", 8);
+	stg__put32(out + 8, 1);
+	memcpy(out + 16, fx.base, STG_DIGEST_LEN);
+	memcpy(out + 48, fx.target->t.digest, STG_DIGEST_LEN);
+	memcpy(out + 80, data + 4, 16); /* n_records, n_removed */
+	stg__put64(out + 96, z);
+	stg__put64(out + 104, XXH3_64bits(out + 128, z));
+	stg__put64(out + 120, XXH3_64bits(out, 120));
+	*len = 128 + z;
+	return out;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	stg_ctx *ctx = stg_ctx_new();
@@ -157,6 +190,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (mkdtemp(out)) {
 			int ofd = open(out, O_RDONLY | O_DIRECTORY);
 			stg_delta_src src = {.fd = -1, .mem = data, .len = size};
+			uint8_t *wrapped = NULL;
+			if (size >= 4 && !memcmp(data, "BODY", 4) &&
+			    (wrapped = wrap_body(data, size, &src.len)))
+				src.mem = wrapped;
 			stg_delta_stats st;
 			if (ofd >= 0) {
 				stg_err err = stg__delta_apply(ctx, &src, fx.target, fx.base,
@@ -167,6 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				close(ofd);
 			}
 			stg__rmtree(out);
+			free(wrapped);
 		}
 	}
 	stg_ctx_free(ctx);

@@ -1,0 +1,215 @@
+#!/usr/bin/env bash
+# bench/delta.sh - a new dataset version on a node that has the old one:
+# stager stage of the new pack (which reads the delta from the cached old
+# version) against a full stage (the cache lacks the old version) and
+# against rsync -a of the new tree into a copy of the old one, on the
+# emulated shared filesystem (bench/sharedfs, the cost model of run.sh).
+# `make bench` runs it after bench/run.sh; it also runs alone:
+#
+#   B=build bash bench/delta.sh [--reps N] [--quick]
+#
+# Datasets (bench/gendata, incompressible): the image folder (20,000 files,
+# 256 MiB) whose v2 has 1% of its files changed in place (4 KiB each), 20
+# removed and 20 added; and a 1 GiB container image whose v2 has 8 regions
+# of 1 MiB rewritten (0.8%).  v1 and v2 are packed (v2 with --base v1: the
+# time and the delta's size are reported) into the shared filesystem's
+# backing directory, the trees are kept there too for rsync.
+# Each repetition, in a rotating order: `stager stage v2` with v1 in the
+# cache (the delta path), `stager stage v2` with an empty cache (the full
+# read), `rsync -a v2/ DEST/` where DEST holds v1's tree.  Figures: wall
+# time, bytes read and metadata operations on the shared filesystem
+# (sharedfs's counters), medians.  Results to bench/results-delta.md (and
+# printed); --quick (tiny data, 1 repetition) to a temporary file.
+# Needs root and /dev/fuse (the mount); rsync is optional.
+set -euo pipefail
+
+REPS=3
+QUICK=0
+while (($#)); do
+	case $1 in
+	--reps) REPS=$2; shift ;;
+	--quick) QUICK=1; REPS=1 ;;
+	-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+	*) echo "delta.sh: unknown argument '$1'" >&2; exit 1 ;;
+	esac
+	shift
+done
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+B=${B:-build}
+[[ $B == /* ]] || B=$ROOT/$B
+B=$(cd "$B" && pwd)
+STAGER=$B/stager GENDATA=$B/gendata RUNSTAT=$B/runstat SHAREDFS=$B/sharedfs
+for x in "$STAGER" "$GENDATA" "$RUNSTAT" "$SHAREDFS"; do
+	[[ -x $x ]] || { echo "delta.sh: $x missing (make all $B/gendata $B/runstat $B/sharedfs)" >&2; exit 1; }
+done
+[[ -e /dev/fuse && $(id -u) == 0 ]] || { echo "delta.sh: needs root and /dev/fuse" >&2; exit 1; }
+HAVE_RSYNC=0
+command -v rsync >/dev/null && HAVE_RSYNC=1
+DELAY_MS=${BENCH_DELAY_MS:-0.5}
+BW=${BENCH_BW:-1G}
+ATTR=${BENCH_ATTR_TIMEOUT:-1}
+W=$(mktemp -d "${TMPDIR:-/tmp}/stager-bench-delta.XXXXXX")
+BACK=$W/back SHARED=$W/shared OUT=$W/out
+mkdir -p "$BACK" "$SHARED" "$OUT"
+cleanup() {
+	mountpoint -q "$SHARED" 2>/dev/null && { fusermount3 -u "$SHARED" 2>/dev/null || umount -l "$SHARED"; }
+	if ! mountpoint -q "$SHARED" 2>/dev/null; then
+		chmod -R u+w "$W" 2>/dev/null || true
+		rm -rf "$W"
+	fi
+}
+trap cleanup EXIT
+log() { echo "delta.sh: $*" >&2; }
+
+while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
+unset SLURM_JOB_ID SLURM_TMPDIR
+export STAGER_SCRATCH_ROOT=$OUT/scratch STAGER_SITE_CONFIG=/dev/null
+export STAGER_SLOT_DIR=$W/slots XDG_CONFIG_HOME=$W/no-config
+
+if ((QUICK)); then
+	N_IMAGES=400 BIG=16M REGIONS=2
+else
+	N_IMAGES=20000 BIG=1G REGIONS=8
+fi
+
+# ---- datasets: v1 and v2 of each, packed, in the backing directory -------------
+log "generating the datasets under $BACK"
+"$GENDATA" images "$BACK/images-v1" --files "$N_IMAGES" --classes 100 --seed 1 >/dev/null
+cp -a "$BACK/images-v1" "$BACK/images-v2"
+k=0 CHANGED=0
+while IFS= read -r f; do
+	if ((k % 100 == 0)); then
+		"$GENDATA" file "$W/chunk" --size 4K --seed $((500 + k)) >/dev/null
+		dd if="$W/chunk" of="$f" bs=4096 seek=1 conv=notrunc status=none
+		touch "$f"
+		CHANGED=$((CHANGED + 1))
+	elif ((k % 1000 == 1)); then
+		rm "$f"
+	fi
+	k=$((k + 1))
+done < <(find "$BACK/images-v2" -type f | LC_ALL=C sort)
+mkdir -p "$BACK/images-v2/new"
+for i in $(seq 1 20); do
+	"$GENDATA" file "$BACK/images-v2/new/img_$i.jpg" --size 13K --seed $((700 + i)) >/dev/null
+done
+mkdir -p "$BACK/image-v1" "$BACK/image-v2"
+"$GENDATA" file "$BACK/image-v1/container.sif" --size "$BIG" --seed 2 >/dev/null
+cp "$BACK/image-v1/container.sif" "$BACK/image-v2/container.sif"
+big_bytes=$(stat -c %s "$BACK/image-v1/container.sif")
+for r in $(seq 1 "$REGIONS"); do
+	"$GENDATA" file "$W/chunk" --size 1M --seed $((800 + r)) >/dev/null
+	dd if="$W/chunk" of="$BACK/image-v2/container.sif" bs=1M seek=$((big_bytes / 1048576 * r / (REGIONS + 1))) \
+		conv=notrunc status=none
+done
+
+declare -A PACK_T DELTA_T DELTA_B PACK_B
+for ds in images image; do
+	"$STAGER" pack -q "$BACK/$ds-v1" -o "$BACK/$ds-v1.tar.zst" >/dev/null
+	t0=$(date +%s.%N)
+	"$STAGER" pack -q "$BACK/$ds-v2" -o "$BACK/$ds-plain.tar.zst" >/dev/null
+	t1=$(date +%s.%N)
+	"$STAGER" pack -q "$BACK/$ds-v2" -o "$BACK/$ds-v2.tar.zst" --base "$BACK/$ds-v1.tar.zst" >/dev/null
+	t2=$(date +%s.%N)
+	rm "$BACK/$ds-plain.tar.zst"
+	PACK_T[$ds]=$(echo "$t1 - $t0" | bc -l)
+	DELTA_T[$ds]=$(echo "$t2 - $t1" | bc -l)
+	DELTA_B[$ds]=$(stat -c %s "$BACK/$ds-v2.tar.zst".delta-*)
+	PACK_B[$ds]=$(stat -c %s "$BACK/$ds-v2.tar.zst")
+done
+
+"$SHAREDFS" --delay-ms "$DELAY_MS" --bw "$BW" --attr-timeout "$ATTR" "$BACK" "$SHARED"
+mountpoint -q "$SHARED" || { log "sharedfs did not mount"; exit 1; }
+STATS=$SHARED/.sharedfs-stats
+stat_of() { awk -v k="$1" '$1 == k { print $2 }' "$STATS"; }
+quiet_fs() {
+	local i
+	for i in $(seq 1 100); do [[ $(stat_of open_now) == 0 ]] && return; sleep 0.05; done
+}
+
+# run LABEL CMD...: on a cold shared filesystem; wall, bytes read, metadata ops
+run() {
+	local label=$1
+	shift
+	sync
+	sleep "$(awk -v a="$ATTR" 'BEGIN { print a + 0.1 }')"
+	quiet_fs
+	echo reset >"$STATS"
+	: >"$W/rs"
+	"$RUNSTAT" -o "$W/rs" -- "$@" >"$W/$label.out" 2>"$W/err" || { cat "$W/err" >&2; log "$label failed"; exit 1; }
+	quiet_fs
+	sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$W/rs" >>"$W/$label.wall"
+	stat_of bytes_read >>"$W/$label.rd"
+	stat_of meta_ops >>"$W/$label.meta"
+}
+same() { diff -r "$1/" "$2/" >/dev/null || { log "$2 differs from $1"; exit 1; }; }
+clean_cache() { chmod -R u+w "$OUT/scratch" 2>/dev/null || true; rm -rf "$OUT/scratch" "$OUT"/d-*; }
+
+tool_delta() { # DS: v1 cached, then v2 through the delta
+	clean_cache
+	"$STAGER" stage -q "$SHARED/$1-v1.tar.zst" "$OUT/d-v1" >/dev/null
+	run "$1_delta" "$STAGER" stage --json -q "$SHARED/$1-v2.tar.zst" "$OUT/d-v2"
+	grep -q '"delta":true' "$W/$1_delta.out" || { log "$1: the stage did not use the delta"; exit 1; }
+	same "$BACK/$1-v2" "$OUT/d-v2"
+}
+tool_full() { # DS: an empty cache
+	clean_cache
+	run "$1_full" "$STAGER" stage --json -q "$SHARED/$1-v2.tar.zst" "$OUT/d-v2"
+	same "$BACK/$1-v2" "$OUT/d-v2"
+}
+tool_rsync() { # DS: v1's tree at DEST, then rsync -a of v2's
+	rm -rf "$OUT/r"
+	cp -a "$BACK/$1-v1" "$OUT/r"
+	run "$1_rsync" rsync -a --delete "$SHARED/$1-v2/" "$OUT/r/"
+	same "$BACK/$1-v2" "$OUT/r"
+}
+TOOLS=(delta full)
+((HAVE_RSYNC)) && TOOLS+=(rsync)
+for ((i = 1; i <= REPS; i++)); do
+	for ds in images image; do
+		n=${#TOOLS[@]}
+		for ((k = 0; k < n; k++)); do "tool_${TOOLS[$(((k + i) % n))]}" "$ds"; done
+	done
+	log "repetition $i/$REPS done"
+done
+
+# ---- report ----------------------------------------------------------------------
+median() { sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+hb() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else printf "%.1f KiB", b / 1024 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.3g", a / b; else print "—" }'; }
+if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.md; fi
+{
+	echo "# A new version on a node that has the old one: delta stage vs full stage vs rsync"
+	echo
+	echo "$(date -u '+%Y-%m-%d %H:%M UTC'), $(git -C "$ROOT" describe --always --dirty 2>/dev/null)," \
+		"$(nproc) CPUs ($(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo))," \
+		"$(rsync --version 2>/dev/null | sed -n '1{s/  */ /g;p}')."
+	echo "Shared filesystem: bench/sharedfs, ${DELAY_MS} ms per metadata operation, $BW/s," \
+		"attribute cache ${ATTR} s, cold before each run. Medians of $REPS repetitions."
+	echo "images: $N_IMAGES files (gendata), v2 with $CHANGED files changed in place (4 KiB each)," \
+		"$(find "$BACK/images-v1" -type f | wc -l) → $(find "$BACK/images-v2" -type f | wc -l) files." \
+		"image: one $(hb "$big_bytes") container image, v2 with $REGIONS regions of 1 MiB rewritten."
+	echo
+	echo "| dataset | v2 pack | delta file | pack v2 | pack v2 --base v1 |"
+	echo "|---|---|---|---|---|"
+	for ds in images image; do
+		echo "| $ds | $(hb "${PACK_B[$ds]}") | $(hb "${DELTA_B[$ds]}") ($(awk -v a="${DELTA_B[$ds]}" -v b="${PACK_B[$ds]}" 'BEGIN { printf "%.2f%%", 100 * a / b }')) |" \
+			"$(printf '%.2f s' "${PACK_T[$ds]}") | $(printf '%.2f s' "${DELTA_T[$ds]}") |"
+	done
+	echo
+	echo "| dataset | how v2 gets to the node | time | read from the shared FS | metadata ops | time vs delta | bytes vs delta |"
+	echo "|---|---|---|---|---|---|---|"
+	for ds in images image; do
+		dw=$(median "$W/${ds}_delta.wall") dr=$(median "$W/${ds}_delta.rd")
+		for t in "${TOOLS[@]}"; do
+			case $t in
+			delta) d="\`stager stage\`, v1 cached (delta)" ;;
+			full) d="\`stager stage\`, empty cache" ;;
+			rsync) d="\`rsync -a\` onto v1's tree" ;;
+			esac
+			tw=$(median "$W/${ds}_$t.wall") tr=$(median "$W/${ds}_$t.rd") tm=$(median "$W/${ds}_$t.meta")
+			echo "| $ds | $d | $(printf '%.3f s' "$tw") | $(hb "$tr") | $tm | $(ratio "$tw" "$dw")× | $(ratio "$tr" "$dr")× |"
+		done
+	done
+} >"$out"
+cat "$out"
