@@ -541,20 +541,37 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 
 /* ---- the delta path ---------------------------------------------------------------- */
 
+/* Open a regular file (not a FIFO or a device, which could block or never
+ * end); -1/errno. */
+static int open_regular(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		int e = S_ISREG(st.st_mode) ? errno : EINVAL;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
 /* Open the delta file name beside src (or, if src is a symbolic link and
  * it is not there, beside the pack src points to). */
 static int open_delta(const char *src, const char *name, char *path, size_t len)
 {
 	const char *slash = strrchr(src, '/');
 	snprintf(path, len, "%.*s%s", slash ? (int)(slash - src + 1) : 0, src, name);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open_regular(path);
 	if (fd >= 0 || errno != ENOENT)
 		return fd;
 	char *real = realpath(src, NULL);
 	if (real && strcmp(real, src)) {
 		slash = strrchr(real, '/');
 		snprintf(path, len, "%.*s%s", (int)(slash - real + 1), real, name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
+		fd = open_regular(path);
 	} else {
 		errno = ENOENT;
 	}
@@ -639,7 +656,11 @@ static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const c
 		goto out;
 	}
 	if ((ds.fd = open_delta(src, p->t.names + d->name_off, path, sizeof path)) < 0) {
-		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read the delta '%s'", path);
+		err = errno == EINVAL
+		              ? stg__fail(ctx, STG_ENOENT, "the delta '%s' is not a regular file",
+		                          path)
+		              : stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read the delta '%s'",
+		                                path);
 		goto out;
 	}
 	char rel[STG_PATH_MAX];

@@ -174,7 +174,7 @@ fallback_fixture() {
 # stage v2: exit 0, a warning that names the delta, the full read, the tree of v2
 stage_falls_back() { # what the warning says
 	rm -rf s2
-	run "$STAGER" stage --json shared/v2.tar.zst s2
+	run timeout 120 "$STAGER" stage --json shared/v2.tar.zst s2
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"warning: "*"$1"*"reading the whole pack"* ]]
@@ -227,6 +227,10 @@ stage_falls_back() { # what the warning says
 	# no delta file at all
 	rm "$DELTA"
 	stage_falls_back "cannot read the delta"
+	# a FIFO in its place: not opened for reading (that would wait forever)
+	mkfifo "$DELTA"
+	stage_falls_back "is not a regular file"
+	rm "$DELTA"
 	# no base in this node's cache: said, not warned
 	cp good-delta "$DELTA"
 	chmod -R u+w "$STAGER_SCRATCH_ROOT"
