@@ -1,6 +1,6 @@
 /* test_delta.c - delta files: written by stg_delta_write and stg_pack_dir
- * with bases, applied from memory by stg__delta_apply; every damaged byte
- * and every truncation refused; hand-made hostile deltas (made here from
+ * with bases, applied from memory by stg__delta_apply; damaged bytes and
+ * truncations refused; hand-made hostile deltas (made here from
  * FORMAT.md, not by the writer) refused with nothing beyond the output
  * directory touched. */
 #include "unit.h"
@@ -232,13 +232,15 @@ static void test_every_byte(void **state)
 	fixture f;
 	setup_fixture(&f, ctx, false);
 	uint8_t *copy = ut_malloc(f.delta_len);
-	for (size_t i = 0; i < f.delta_len; i++) {
+	/* every byte of the header and the records around it; in the long
+	 * run of a new file's bytes, every 11th */
+	for (size_t i = 0; i < f.delta_len; i += i < 2048 ? 1 : 11) {
 		memcpy(copy, f.delta, f.delta_len);
 		copy[i] ^= 0x20;
 		if (apply(ctx, &f, copy, f.delta_len, NULL, NULL) != STG_ECORRUPT)
 			fail_msg("a flip at byte %zu of %zu was not refused", i, f.delta_len);
 	}
-	for (size_t n = 0; n < f.delta_len; n++)
+	for (size_t n = 0; n < f.delta_len; n += n < 2048 ? 1 : 11)
 		if (apply(ctx, &f, f.delta, n, NULL, NULL) != STG_ECORRUPT)
 			fail_msg("the first %zu bytes of %zu were not refused", n, f.delta_len);
 	free(copy);
