@@ -677,7 +677,7 @@ static stg_err out_sink(void *arg, const uint8_t *p, size_t n)
 		                 (unsigned long long)a->want);
 	a->size += n;
 	XXH3_128bits_update(a->xs, p, n);
-	if (stg__write_full(a->fd, p, n))
+	if (a->fd >= 0 && stg__write_full(a->fd, p, n))
 		return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot write '%s'", a->path);
 	return STG_OK;
@@ -743,8 +743,9 @@ out:
 	return err;
 }
 
-/* Pass a record's payload chunks to job (a patch), or to the file. */
-static stg_err payload(applier *a, rs_job_t *job)
+/* Pass a record's payload chunks to job (a patch), or to the file, or
+ * (discard) nowhere. */
+static stg_err payload(applier *a, rs_job_t *job, bool discard)
 {
 	bool done = false;
 	for (;;) {
@@ -760,7 +761,9 @@ static stg_err payload(applier *a, rs_job_t *job)
 		if (job && done && n)
 			return bad(a, "damaged delta: data after the end of the patch of '%s'",
 			           a->path);
-		if (job && !done)
+		if (discard)
+			err = STG_OK;
+		else if (job && !done)
 			err = stg__job_feed(a->ctx, job, a->chunk, n, n == 0, a->out, out_sink, a,
 			                    &done);
 		else if (!job)
@@ -779,6 +782,13 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 	int basis = -1;
 	rs_job_t *job = NULL;
 	stg_err err = STG_OK;
+	a->path = path;
+	if (!a->base && d->kind == DK_PATCH) {
+		/* checking without the base: a patch cannot be applied */
+		if (!(err = payload(a, NULL, true)))
+			a->st->patched++;
+		return err;
+	}
 	if (d->kind == DK_PATCH) {
 		if (!base_file(a, d->basis, NULL))
 			return bad(a, "damaged delta: it patches '%s', which the base lacks",
@@ -793,16 +803,17 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 			return stg__fail(a->ctx, STG_ENOMEM, "out of memory");
 		}
 	}
-	a->path = path;
 	a->size = 0;
 	a->want = r->size;
 	XXH3_128bits_reset(a->xs);
-	a->fd = openat(a->outfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (a->fd < 0)
+	a->fd = a->outfd < 0 ? -1
+	                     : openat(a->outfd, path,
+	                              O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (a->fd < 0 && a->outfd >= 0)
 		err = stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot create '%s'", path);
 	if (!err)
-		err = payload(a, job);
+		err = payload(a, job, false);
 	if (!err) {
 		XXH128_canonical_t c;
 		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(a->xs));
@@ -812,7 +823,7 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 			          "the manifest's)",
 			          path);
 	}
-	if (!err && stg__file_meta(a->fd, r, true))
+	if (!err && a->fd >= 0 && stg__file_meta(a->fd, r, true))
 		err = stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot write '%s'", path);
 	if (a->fd >= 0 && close(a->fd) && !err)
@@ -878,7 +889,7 @@ static stg_err skip_removed(applier *a, uint64_t n)
 		if ((err = zin_read(&a->z, path, l)))
 			return err;
 		path[l] = '\0';
-		if (!stg__path_ok(path, l) || !base_file(a, path, NULL))
+		if (!stg__path_ok(path, l) || (a->base && !base_file(a, path, NULL)))
 			return bad(a, "damaged delta: it removes '%s', which the base lacks", path);
 	}
 	return STG_OK;
@@ -906,6 +917,8 @@ static stg_err apply_files(applier *a, uint64_t n_records, uint64_t n_removed)
 		if (have && d->idx == i) {
 			if (d->kind != DK_COPY)
 				err = from_delta(a, d, r);
+			else if (!a->base)
+				a->st->copied++; /* checking without the base */
 			else if (!base_file(a, d->basis, r))
 				err = bad(a, "damaged delta: the base has no '%s' with the content "
 				             "wanted",
@@ -918,6 +931,8 @@ static stg_err apply_files(applier *a, uint64_t n_records, uint64_t n_removed)
 				have = !err;
 				got += have;
 			}
+		} else if (!a->base) {
+			/* checking without the base: taken from it as it is */
 		} else if (base_file(a, path, r)) {
 			err = from_base(a, path, r);
 		} else {
@@ -933,9 +948,12 @@ static stg_err apply_files(applier *a, uint64_t n_records, uint64_t n_removed)
 	return err;
 }
 
-stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
-                         const uint8_t base_digest[STG_DIGEST_LEN], const stg_manifest *base,
-                         int basefd, int outfd, stg_delta_stats *st)
+/* Apply (base and outfd given) or check (base NULL, outfd -1: every check
+ * that needs no base: header, structure, records against target's
+ * manifest, whole files' XXH3-128, the body's checksum). */
+static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
+                         const uint8_t *base_digest, const stg_manifest *base, int basefd,
+                         int outfd, stg_delta_stats *st)
 {
 	memset(st, 0, sizeof *st);
 	uint8_t hb[DELTA_HEADER_SIZE];
@@ -944,7 +962,7 @@ stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 	if (err || (err = header_decode(ctx, hb, &h)))
 		return err;
 	char want[STG_DIGEST_HEXLEN + 1], got[STG_DIGEST_HEXLEN + 1];
-	if (memcmp(h.base, base_digest, STG_DIGEST_LEN)) {
+	if (base_digest && memcmp(h.base, base_digest, STG_DIGEST_LEN)) {
 		stg_digest_hex(base_digest, want);
 		stg_digest_hex(h.base, got);
 		return stg__fail(ctx, STG_ECORRUPT, "the delta is from another base (%.12s, not %.12s)",
@@ -968,12 +986,12 @@ stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 		                 "damaged delta: %llu bytes, its header says %llu (truncated?)",
 		                 (unsigned long long)size,
 		                 (unsigned long long)(h.body_size + DELTA_HEADER_SIZE));
-	if (h.n_records > target->t.n_entries || h.n_removed > base->n)
+	if (h.n_records > target->t.n_entries || (base && h.n_removed > base->n))
 		return stg__fail(ctx, STG_ECORRUPT, "damaged delta: impossible counts");
 
 	bool *sel = NULL;
 	if ((err = stg__select(ctx, target, NULL, &sel)) ||
-	    (err = stg__tree_prepare(ctx, target, sel, outfd, true))) {
+	    (outfd >= 0 && (err = stg__tree_prepare(ctx, target, sel, outfd, true)))) {
 		free(sel);
 		return err;
 	}
@@ -998,7 +1016,7 @@ stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 	if (src->fd >= 0)
 		posix_fadvise(src->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	if (!(err = apply_files(&a, h.n_records, h.n_removed)) &&
-	    !(err = zin_end(&a.z, h.body_xxh)))
+	    !(err = zin_end(&a.z, h.body_xxh)) && outfd >= 0)
 		err = stg__tree_finish(ctx, target, sel, outfd, true);
 	if (src->fd >= 0)
 		posix_fadvise(src->fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -1012,6 +1030,23 @@ out:
 	XXH3_freeState(a.xs);
 	free(sel);
 	return err;
+}
+
+stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
+                         const uint8_t base_digest[STG_DIGEST_LEN], const stg_manifest *base,
+                         int basefd, int outfd, stg_delta_stats *st)
+{
+	return delta_run(ctx, src, target, base_digest, base, basefd, outfd, st);
+}
+
+stg_err stg_delta_check(stg_ctx *ctx, stg_pack *target, int fd, uint8_t base[STG_DIGEST_LEN],
+                        uint64_t *size)
+{
+	stg_delta_src src = {.fd = fd};
+	stg_delta_stats st;
+	uint8_t t2[STG_DIGEST_LEN];
+	stg_err err = stg_delta_read_header(ctx, fd, base, t2, size);
+	return err ? err : delta_run(ctx, &src, target, NULL, NULL, -1, -1, &st);
 }
 
 stg_err stg_delta_read_header(stg_ctx *ctx, int fd, uint8_t base[STG_DIGEST_LEN],

@@ -303,6 +303,14 @@ STG_API stg_err stg_pack_dir_fd(stg_ctx *ctx, const char *dir, int fd, const stg
 STG_API stg_err stg_delta_write(stg_ctx *ctx, stg_pack *base, stg_pack *new_, const char *dir,
                                 int fd, stg_delta_info *info);
 
+/* Check a delta file for target as far as it can be without its base: the
+ * header (it must make target), the structure, every record against
+ * target's manifest, the whole files' XXH3-128 and the checksum of the
+ * body.  The base's digest into base, the file's size into *size (may be
+ * NULL).  STG_ECORRUPT names the first problem. */
+STG_API stg_err stg_delta_check(stg_ctx *ctx, stg_pack *target, int fd,
+                                uint8_t base[STG_DIGEST_LEN], uint64_t *size);
+
 /* Read a delta file's header: the digests of the pack it applies to and of
  * the pack it makes, and its size.  STG_ECORRUPT if it is not an intact
  * delta header or the file is truncated. */
@@ -389,7 +397,13 @@ typedef struct stg_stage_result {
 
 /*
  * Make the dataset at src (a pack, another archive, or a directory)
- * available on this node and link (or copy) it at the destination.  Exit
+ * available on this node and link (or copy) it at the destination.  A pack
+ * with deltas from older versions (stg_pack_opts.bases), one of which this
+ * node caches, is built from that entry and the delta file beside src (or
+ * beside the pack a symlinked src points to): unchanged files linked,
+ * changed ones patched, every file checked against src's manifest;
+ * res->delta says so.  A delta that is missing, damaged or for another
+ * version is named in a warning and src is read whole.  Exit
  * paths: STG_ENOENT (src missing), STG_ECORRUPT (damaged or hostile; nothing
  * published), STG_ENOSPC (cannot fit even after eviction; nothing copied),
  * STG_EEXIST (destination exists), STG_EINTR.

@@ -52,8 +52,11 @@ const cli_cmd cli_commands[] = {
          "\n"
          "Read the whole pack once and check the SHA-256 of its frames against\n"
          "the trailer, that every frame decodes, and every file's XXH3-128.\n"
+         "The delta files the pack lists (stager pack --base) are checked as far as\n"
+         "they can be without their bases: header, structure, records against the\n"
+         "manifest, new files' XXH3-128, checksum; a missing one is a warning.\n"
          "Exit 0 if intact; 4 naming the first problem (file, frame, expected and\n"
-         "found); 2 if PACK is missing or unreadable.\n"
+         "found), or a damaged delta; 2 if PACK is missing or unreadable.\n"
          "\n"
          "  -j, --threads N     decoding threads (default: one per CPU)\n"
          "      --json          print a JSON result on stdout\n"},

@@ -393,3 +393,30 @@ stage_falls_back() { # what the warning says
 	run "$STAGER" status shared/nope.tar.zst
 	[ "$status" -eq 2 ]
 }
+
+@test "verify checks the pack and its deltas: a damaged delta exits 4, a missing one warns" {
+	make_v1 v1 50
+	make_v2 v1 v2 50
+	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
+	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
+	delta=$(ls shared/v2.tar.zst.delta-*)
+	run "$STAGER" verify shared/v2.tar.zst
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"$delta: OK"* ]]
+	cp "$delta" good
+	size=$(stat -c %s "$delta")
+	for off in 5 100 $((size / 3)) $((size - 2)); do
+		cp good "$delta"
+		flip_byte "$delta" "$off"
+		run "$STAGER" verify --json shared/v2.tar.zst
+		echo "$output"
+		[ "$status" -eq 4 ]
+		grep '^{' <<<"$output" | jq -e '.ok == false and .deltas[0].state == "damaged"'
+	done
+	rm "$delta"
+	run "$STAGER" verify shared/v2.tar.zst
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"warning: "*"is missing"* ]]
+}

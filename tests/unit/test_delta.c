@@ -243,6 +243,25 @@ static void test_every_byte(void **state)
 	for (size_t n = 0; n < f.delta_len; n += n < 2048 ? 1 : 11)
 		if (apply(ctx, &f, f.delta, n, NULL, NULL) != STG_ECORRUPT)
 			fail_msg("the first %zu bytes of %zu were not refused", n, f.delta_len);
+	/* checked without the base: the real delta passes, damage does not */
+	char *dp = ut_join(f.dir, "checked");
+	uint8_t base[STG_DIGEST_LEN];
+	for (size_t i = 0; i < f.delta_len; i += 97) {
+		memcpy(copy, f.delta, f.delta_len);
+		if (i)
+			copy[i] ^= 0x01;
+		ut_write(f.dir, "checked", copy, f.delta_len);
+		int fd = open(dp, O_RDONLY);
+		stg_err err = stg_delta_check(ctx, f.target, fd, base, NULL);
+		close(fd);
+		if (!i) {
+			assert_int_equal(err, STG_OK);
+			assert_memory_equal(base, f.base->t.digest, STG_DIGEST_LEN);
+		} else if (err != STG_ECORRUPT) {
+			fail_msg("a flip at byte %zu passed the check", i);
+		}
+	}
+	free(dp);
 	free(copy);
 	free_fixture(&f);
 	stg_ctx_free(ctx);
