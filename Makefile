@@ -160,7 +160,8 @@ install: all $(B)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' etc/stager.lua.in \
+	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@MANDIR@|$(MANDIR)|g' -e 's|@PKGDIR@|$(PKGDIR)|g' \
+	    -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' etc/stager.lua.in \
 		>$(DESTDIR)$(MODDIR)/stager/$(VERSION).lua
 
 uninstall:

@@ -13,8 +13,9 @@
 # /etc/default/stager) as in the prolog.
 # An epilog that fails drains the node, so this one always exits 0.
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] || exit 0
-bin=${STAGER_BIN:-$(command -v stager || echo /usr/local/bin/stager)}
+# the site's settings first: they may name STAGER_BIN
 [ -r /etc/default/stager ] && . /etc/default/stager
+bin=${STAGER_BIN:-$(command -v stager || echo /usr/local/bin/stager)}
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 as_user() {
 	if [ "$(id -u)" -eq 0 ] && [ "$SLURM_JOB_USER" != root ]; then

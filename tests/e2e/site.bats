@@ -75,3 +75,19 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 	[ "$status" -eq 0 ]
 	[ "$(cat "$T/jobs/4242/f")" = root ]
 }
+
+@test "epilog takes STAGER_BIN and the base from /etc/default/stager" {
+	command -v unshare >/dev/null || skip "needs unshare"
+	mkdir -m 0755 "$T/jobs" "$T/default"
+	mkdir "$T/jobs/4242" && chown 65534:65534 "$T/jobs/4242"
+	# a stager that is on no PATH: the epilog finds it only through the file
+	printf '#!/bin/sh\necho "$*" >>%s/called\n' "$T" >"$T/my-stager"
+	chmod 0755 "$T/my-stager"
+	touch "$T/called" && chmod 0666 "$T/called"
+	printf 'STAGER_BIN=%s\nSTAGER_JOB_TMP_BASE=%s\n' "$T/my-stager" "$T/jobs" >"$T/default/stager"
+	run env -u STAGER_BIN -u STAGER_JOB_TMP_BASE PATH=/usr/sbin:/usr/bin:/sbin:/bin \
+		unshare -m sh -c "mount --bind '$T/default' /etc/default && sh '$top/scripts/slurm-epilog.sh'"
+	[ "$status" -eq 0 ]
+	grep -q -- "clean --quiet --job 4242" "$T/called"
+	[ ! -e "$T/jobs/4242" ]
+}
