@@ -656,11 +656,10 @@ static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const c
 		goto out;
 	}
 	if ((ds.fd = open_delta(src, p->t.names + d->name_off, path, sizeof path)) < 0) {
-		err = errno == EINVAL
-		              ? stg__fail(ctx, STG_ENOENT, "the delta '%s' is not a regular file",
-		                          path)
-		              : stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read the delta '%s'",
-		                                path);
+		err = errno == EINVAL ? stg__fail(ctx, STG_ENOENT,
+		                                  "the delta '%s' is not a regular file", path)
+		                      : stg__fail_errno(ctx, STG_ENOENT, errno,
+		                                        "cannot read the delta '%s'", path);
 		goto out;
 	}
 	char rel[STG_PATH_MAX];
@@ -717,8 +716,7 @@ out:
  * the caller reads the pack; a delta that was there but failed is named in
  * a warning. */
 static stg_err build_from_deltas(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
-                                 const char *src, const stg_stage_opts *o,
-                                 stg_stage_result *res)
+                                 const char *src, const stg_stage_opts *o, stg_stage_result *res)
 {
 	if (!p->t.n_deltas || o->n_include || o->from_copy)
 		return STG_ENOENT;
@@ -732,7 +730,8 @@ static stg_err build_from_deltas(stg_ctx *ctx, stg_cache *c, stg_pack *p, const 
 		cached++;
 		if (o->verify && stg__verify_entry(ctx, c, base) > 0) {
 			stg__log(ctx, STG_LOG_WARN,
-			         "%s; the cached %.12s, the base of a delta, is damaged: not using it",
+			         "%s; the cached %.12s, the base of a delta, is damaged: not using "
+			         "it",
 			         stg_errmsg(ctx), base);
 			continue;
 		}
@@ -824,6 +823,7 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 	/* what is read: src, or the local copy of it */
 	const char *path = o->from_copy ? o->from_copy : src;
 	stg_pack *p = NULL;
+	int klock = -1;
 	stg_err err = open_pack(ctx, c, *fd, &p);
 	if (err)
 		return err;
@@ -836,9 +836,17 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 	memcpy(res->digest, p->t.digest, STG_DIGEST_LEN);
 	char hex[STG_DIGEST_HEXLEN + 1], key[STG_DIGEST_HEXLEN + 18];
 	stg_digest_hex(p->t.digest, hex);
+	if (o->from_copy_digest && memcmp(p->t.digest, o->from_copy_digest, STG_DIGEST_LEN)) {
+		char want[STG_DIGEST_HEXLEN + 1];
+		stg_digest_hex(o->from_copy_digest, want);
+		err = stg__fail(ctx, STG_ECORRUPT,
+		                "it is pack %.16s now, not %.16s, the version the other nodes "
+		                "staged (was it replaced during the job?)",
+		                hex, want);
+		goto out;
+	}
 	make_key(hex, o, key, sizeof key);
 
-	int klock = -1;
 	for (int attempt = 0; attempt < 3; attempt++) {
 		if (stg__entry_exists(c, key)) {
 			err = stg__attach(ctx, c, key, src, o, owner, res);
@@ -907,6 +915,13 @@ out:
 	stg__cache_unlock(klock);
 	stg_pack_close(p);
 	return err;
+}
+
+static bool digest_is(const char *hex, const uint8_t digest[STG_DIGEST_LEN])
+{
+	char h[STG_DIGEST_HEXLEN + 1];
+	stg_digest_hex(digest, h);
+	return !strcmp(h, hex);
 }
 
 int stg_stage_cached(stg_cache *c, const uint8_t digest[STG_DIGEST_LEN], const stg_stage_opts *o)
@@ -1040,9 +1055,10 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		         opts->from_copy, src, stg_errmsg(ctx), src);
 		free(res->path);
 		memset(res, 0, sizeof *res);
+		/* src itself, which must still be the pack the copy was of: a
+		 * node of a multi-node job never stages another version */
 		stg_stage_opts direct = *opts;
 		direct.from_copy = NULL;
-		direct.from_copy_digest = NULL;
 		free(owner);
 		return stg_stage(ctx, c, src, &direct, res);
 	}
@@ -1064,7 +1080,8 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	stg_ident id;
 	stg__ident_of(&st, &id);
 	char hex[STG_DIGEST_HEXLEN + 1];
-	if (stg__index_get(c, &id, hex) == 0) {
+	if (stg__index_get(c, &id, hex) == 0 &&
+	    (!opts->from_copy_digest || digest_is(hex, opts->from_copy_digest))) {
 		char key[STG_DIGEST_HEXLEN + 18];
 		make_key(hex, opts, key, sizeof key);
 		if (stg__entry_exists(c, key)) {
@@ -1109,6 +1126,11 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
 			stg__fail(ctx, err, "'%s': %s", src, msg);
 		}
+	} else if (opts->from_copy_digest) {
+		err = stg__fail(ctx, STG_ECORRUPT,
+		                "'%s' is no longer a pack: not the version the other nodes "
+		                "staged (was it replaced during the job?)",
+		                src);
 	} else {
 		res->kind = "archive";
 		err = stg__stage_archive(ctx, c, fd, src, &id, opts, owner, res);
