@@ -37,7 +37,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TRIES 5 /* attempts at a file on transient errors */
+#define TRIES        5 /* attempts at a file on transient errors */
+#define CHANGE_TRIES 3 /* attempts at a file that changes while it is copied */
 
 /* One line of the record: what DEST holds from SRC. */
 typedef struct crec {
@@ -465,6 +466,15 @@ static int copy_out(collector *k, int s, const char *tmp, const struct stat *st,
 		e = errno;
 		goto out;
 	}
+	/* the data is on the server before the rename publishes it: on a
+	 * filesystem with client write-back (Lustre, GPFS, BeeGFS) a node that
+	 * crashes after the rename would otherwise leave a short file under
+	 * the final name, in place of the good one (NFS flushes at close) */
+	op(k);
+	if (fdatasync(d)) {
+		e = errno;
+		goto out;
+	}
 	rc = 0;
 out:
 	XXH3_freeState(xs);
@@ -502,12 +512,16 @@ static int put_item(collector *k, const stg_witem *it, const char *final, crec *
 		}
 		if ((rc = copy_out(k, s, tmp, &before, r->xxh3)))
 			goto fail;
-		if (fstat(s, &after) == 0 && (after.st_size != before.st_size ||
-		                              ns_of(&after.st_mtim) != ns_of(&before.st_mtim)))
-			stg__log(k->ctx, STG_LOG_WARN,
-			         "'%s' changed while it was being collected; the next collect "
-			         "sends it again",
-			         it->path);
+		/* a file written while it was copied (a checkpoint being saved)
+		 * may be torn: it must not replace the good copy in DEST */
+		if (fstat(s, &after) || after.st_size != before.st_size ||
+		    ns_of(&after.st_mtim) != ns_of(&before.st_mtim) ||
+		    ns_of(&after.st_ctim) != ns_of(&before.st_ctim)) {
+			*where = "changed";
+			errno = EAGAIN;
+			rc = -1;
+			goto fail;
+		}
 		r->size = (uint64_t)before.st_size;
 		r->mtime_ns = ns_of(&before.st_mtim);
 		r->ctime_ns = ns_of(&before.st_ctim);
@@ -560,6 +574,18 @@ static bool send_item(collector *k, const stg_witem *it, const char *final, cons
 		int e = errno;
 		if (stg__cancelled(k->ctx) || e == EINTR) {
 			k->stop = stg__fail(k->ctx, STG_EINTR, "interrupted");
+			return false;
+		}
+		if (!strcmp(where, "changed")) {
+			if (attempt < CHANGE_TRIES) {
+				stg__nap(k->ctx, 0.2 * attempt);
+				continue;
+			}
+			stg__log(k->ctx, STG_LOG_WARN,
+			         "'%s' kept changing while it was collected: DEST keeps its "
+			         "previous copy, the next collect sends it",
+			         shown);
+			k->res->changing++;
 			return false;
 		}
 		if (!strcmp(where, "source") && e == ENOENT) {

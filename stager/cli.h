@@ -120,7 +120,7 @@ void json_hex(FILE *f, const uint8_t *p, size_t n);
 /* One collect, reported; the totals accumulate over calls. */
 typedef struct collect_totals {
 	unsigned rounds;
-	uint64_t files, sent_files, sent_bytes, unchanged, retries, failed;
+	uint64_t files, sent_files, sent_bytes, unchanged, retries, failed, changing;
 	double seconds;
 	int status; /* of the last round */
 } collect_totals;

@@ -49,6 +49,7 @@ int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char
 	t->unchanged = res.unchanged;
 	t->retries += res.retries;
 	t->failed = res.failed;
+	t->changing = res.changing;
 	t->seconds += res.seconds;
 	int rc = EXIT_OK;
 	if (err) {
@@ -75,12 +76,13 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 	printf(",\"dest\":");
 	json_str(stdout, dest);
 	printf(",\"rounds\":%u,\"files\":%llu,\"sent_files\":%llu,\"sent_bytes\":%llu,"
-	       "\"unchanged\":%llu,\"retries\":%llu,\"failed\":%llu,\"seconds\":%.3f,"
+	       "\"unchanged\":%llu,\"retries\":%llu,\"failed\":%llu,\"changing\":%llu,"
+	       "\"seconds\":%.3f,"
 	       "\"status\":%d}\n",
 	       t->rounds, (unsigned long long)t->files, (unsigned long long)t->sent_files,
 	       (unsigned long long)t->sent_bytes, (unsigned long long)t->unchanged,
-	       (unsigned long long)t->retries, (unsigned long long)t->failed, t->seconds,
-	       t->status);
+	       (unsigned long long)t->retries, (unsigned long long)t->failed,
+	       (unsigned long long)t->changing, t->seconds, t->status);
 }
 
 /* --node-ready: the lead's stager says "now" on stdin (collect now), and

@@ -289,3 +289,33 @@ mount_shared() {
 	for i in 1 2 3 4; do cmp "src/f$i" "$MNT/dest/f$i"; done
 	[ -z "$(find "$T/backing" -name '.stager*')" ]
 }
+
+@test "a file rewritten while it is collected never replaces DEST's copy torn" {
+	mkdir src
+	head -c 32M /dev/zero | tr '\0' a >src/ckpt
+	head -c 32M /dev/zero | tr '\0' b >"$T/b"
+	run stager collect src dest
+	[ "$status" -eq 0 ]
+	# a training loop saving its checkpoint over and over, in place
+	(
+		while :; do
+			dd if="$T/b" of=src/ckpt bs=1M conv=notrunc status=none
+			head -c 32M /dev/zero | tr '\0' a | dd of=src/ckpt bs=1M conv=notrunc status=none
+		done
+	) &
+	writer=$!
+	for i in 1 2 3 4 5 6; do
+		run stager collect --json src dest
+		[ "$status" -eq 0 ]
+		# the copy in DEST is one whole version, never a mix of two
+		[ "$(stat -c %s dest/ckpt)" -eq 33554432 ]
+		n_a=$(tr -cd a <dest/ckpt | wc -c)
+		[ "$n_a" -eq 0 ] || [ "$n_a" -eq 33554432 ]
+		[ -z "$(find dest -name '.stager*')" ]
+	done
+	kill "$writer"
+	wait "$writer" || true
+	run stager collect src dest
+	[ "$status" -eq 0 ]
+	cmp src/ckpt dest/ckpt
+}
