@@ -101,6 +101,22 @@ static void export_numbered(const char *base, size_t i, const char *value)
 	setenv(name, value, 1);
 }
 
+/* Whether process pid has a handler for sig (its SigCgt in /proc). */
+static bool catches(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return false;
+	unsigned long long mask = 0;
+	bool found = false;
+	while (!found && fgets(line, sizeof line, f))
+		found = sscanf(line, "SigCgt: %llx", &mask) == 1;
+	fclose(f);
+	return found && (mask >> (sig - 1) & 1);
+}
+
 /* Where the job's scratch is: $SLURM_TMPDIR, else our own job directory. */
 static int job_directory(run_state *r)
 {
@@ -358,8 +374,14 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 				deadline = cli_now() + grace;
 			cli_info("%s: passed to the command; collecting results", strsignal(sig));
 		} else if (sig == SIGUSR1 || sig == SIGUSR2) {
-			kill(r->cmd, sig);
-			cli_info("%s (early warning): collecting results now", strsignal(sig));
+			/* by default SIGUSR1 kills: pass it on only to a command that
+			 * asks for it (one that checkpoints on the warning) */
+			bool pass = catches(r->cmd, sig);
+			if (pass)
+				kill(r->cmd, sig);
+			cli_info("%s (early warning): collecting results now%s", strsignal(sig),
+			         pass ? "; passed to the command"
+			              : " (not passed to the command, which does not handle it)");
 			collect_in_background(r, "early warning");
 		}
 		t = cli_now();

@@ -20,10 +20,11 @@ MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -1)
 export MASTER_ADDR MASTER_PORT=29500
 
 # exec: the early warning (B:USR1) reaches stager, which has every node
-# collect at once and passes it to the command (srun hands it to every
-# task).  A training script that checkpoints on SIGUSR1 handles it; one
-# that does not would die of it 10 minutes early, so it is ignored here
-# (trap "" USR1) - drop that if train.py handles it.  The single quotes
+# collect at once.  stager passes the signal on only to a command that
+# handles it; srun does, and hands it to every task.  A training script
+# that checkpoints on SIGUSR1 handles it; one that does not would die of
+# it 10 minutes early, so it is ignored here (trap "" USR1) - drop that
+# if train.py handles it.  The single quotes
 # leave $STAGER_DATA and $STAGER_OUT (set by stager run) to the tasks.
 exec stager run --all-nodes --stage "$DATASET" --collect "out:$RESULTS/%n" --every 30m -- \
 	srun --kill-on-bad-exit=1 bash -c 'trap "" USR1; exec torchrun --nnodes="$SLURM_NNODES" \

@@ -32,7 +32,8 @@ trap 'kill -TERM $train 2>/dev/null' USR1 TERM
 wait $train || true
 wait $train 2>/dev/null || true
 
-kill -TERM $collector
+# (on scancel or the time limit Slurm's SIGTERM may have ended it already)
+kill -TERM $collector 2>/dev/null || true
 wait $collector || true
 stager collect "$OUT" "$RESULTS"   # the final results (only what changed)
 # the epilog (scripts/slurm-epilog.sh) cleans the job's scratch and pins

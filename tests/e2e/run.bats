@@ -91,6 +91,24 @@ wait_for() {
 	[ "$(cat results/warned)" = warned ]
 }
 
+@test "SIGUSR1 does not kill a command that does not handle it" {
+	# like `python train.py` with no handler: the default action of
+	# SIGUSR1 would end it (and the job) at the early warning
+	"$STAGER" run --collect out:results -- bash -c '
+		echo partial >$STAGER_OUT/partial
+		exec sh -c "while [ ! -e '"$T"'/go ]; do sleep 0.1; done; echo final >\$STAGER_OUT/final"' 2>err &
+	pid=$!
+	for _ in $(seq 1 50); do ls scratch/jobs/*/out/partial >/dev/null 2>&1 && break; sleep 0.1; done
+	sleep 0.3 # the exec'd sh is in place
+	kill -USR1 "$pid"
+	wait_for results/partial 100
+	kill -0 "$pid"
+	touch go
+	wait "$pid" # status 0: the command was not killed
+	[ "$(cat results/final)" = final ]
+	grep -q "not passed to the command" err
+}
+
 @test "--every: after kill -9 of everything, results at most one interval old are safe" {
 	# its own process group, so that one kill -9 reaches all of it at once
 	setsid "$STAGER" run --every 1 --collect out:results -- bash -c '
