@@ -72,6 +72,9 @@ static int read_exact(stg_wire *w, uint8_t *p, size_t len, bool *eof_at_start)
 		}
 		got += (size_t)n;
 		w->bytes_in += (uint64_t)n;
+		/* a pull's limit: reading slower holds the sender back through
+		 * the pipe's (and the transport's) back-pressure */
+		stg__bucket_take(w->ctx, w->bw, (double)n);
 	}
 	return 0;
 }
@@ -359,7 +362,7 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 		                 v, STG_WIRE_VERSION);
 	*op = p[12];
 	*flags = p[13];
-	if (*flags & ~STG_FLAG_PACK)
+	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE))
 		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown flags %#x", *flags);
 	const char *s = (const char *)p + 14;
 	size_t n = len - 14;

@@ -54,7 +54,7 @@ enum {
 
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
 enum { STG_WANT_WHOLE = 0, STG_WANT_DELTA = 1 };
-enum { STG_FLAG_PACK = 1 }; /* HELLO flags */
+enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2 }; /* HELLO flags */
 
 /* One end of a connection.  Reads come from fd in, or from a memory buffer
  * (mem != NULL: the fuzz target and tests). */
@@ -70,7 +70,8 @@ typedef struct stg_wire {
 	int level;
 	uint64_t bytes_in, bytes_out;
 	bool broken;           /* the peer is gone or failed: do not send ERROR */
-	struct stg_bucket *bw; /* bytes written are charged here (NULL: none) */
+	struct stg_bucket *bw; /* bytes written and read are charged here
+	                          (NULL: none) */
 } stg_wire;
 
 stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out);

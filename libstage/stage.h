@@ -374,7 +374,10 @@ typedef struct stg_stage_opts {
 	 * if it is the pack with digest from_copy_digest (checked: its SHA-256)
 	 * and intact; otherwise a warning and src is read after all.  With
 	 * from_copy_digest alone, an entry already cached for that digest is
-	 * used without asking src anything. */
+	 * used without asking src anything.  With from_copy_digest set, src
+	 * must be that pack: another one (src replaced meanwhile) is refused
+	 * with STG_ECORRUPT rather than staged, so that the nodes of one job
+	 * never hold different versions. */
 	const char *from_copy;
 	const uint8_t *from_copy_digest;
 } stg_stage_opts;
@@ -536,6 +539,9 @@ typedef struct stg_collect_result {
 	uint64_t retries;    /* transient errors retried */
 	uint64_t failed;     /* files that could not be collected */
 	double seconds;
+	uint64_t changing; /* files that kept changing while they were copied:
+	                      DEST keeps its previous copy, the next collect
+	                      sends them */
 } stg_collect_result;
 
 /*
@@ -563,12 +569,17 @@ typedef struct stg_xfer_opts {
 	const char *rsh;           /* the transport command, split into words
 	                              ('...' and "..." quote); NULL: "ssh" */
 	const char *remote_stager; /* the far end's stager; NULL: "stager" */
-	uint64_t bwlimit;          /* bytes per second written to the connection
-	                              (0: no limit) */
+	uint64_t bwlimit;          /* bytes per second written to and read from
+	                              the connection (0: no limit); reading
+	                              slower holds the sender back */
 	int level;                 /* zstd level of the data sent (0: 3) */
 	int pack;                  /* stg_push: the far end stores PATH.tar.zst
 	                              (PATH if it ends so), a verified pack,
 	                              instead of a tree */
+	int replace;               /* an existing directory at the destination
+	                              that stager did not publish, and that is
+	                              not empty, is replaced (never a home
+	                              directory); without it, STG_EEXIST */
 } stg_xfer_opts;
 
 STG_API void stg_xfer_opts_init(stg_xfer_opts *opts);
@@ -595,15 +606,21 @@ typedef struct stg_xfer_result {
  * SHA-256 before PATH is switched, in one step, to the new version.  An
  * interrupted push leaves PATH as it was and its completed files in the
  * partial directory beside it (".stager-partial.NAME"), which the next
- * push reuses.  PATH's parent must exist.  Errors: STG_ENOENT (local
- * missing), STG_EREMOTE (transport or far end), STG_ECORRUPT (data damaged
- * in transit; nothing published), STG_ENOSPC (no room at the far end),
- * STG_EINTR.  The caller should ignore SIGPIPE.
+ * push reuses.  PATH's parent must exist.  A PATH written as a directory
+ * (ending in "/", or "~", "." or "..") means into it: PATH/NAME, NAME
+ * being local's last component.  An existing PATH is replaced only if
+ * stager published it (the record ".stager-published.NAME" beside it
+ * says so), it is empty, or opts->replace is set.  Errors: STG_ENOENT
+ * (local missing), STG_EUSAGE (local is not a directory), STG_EEXIST
+ * (PATH exists and may not be replaced), STG_EREMOTE (transport or far
+ * end), STG_ECORRUPT (data damaged in transit; nothing published),
+ * STG_ENOSPC (no room at the far end), STG_EIO (a file of local changed
+ * while it was sent), STG_EINTR.  The caller should ignore SIGPIPE.
  */
 STG_API stg_err stg_push(stg_ctx *ctx, const char *local, const char *remote,
                          const stg_xfer_opts *opts, stg_xfer_result *res);
 /* The reverse: the far end sends PATH, local is built and switched the
- * same way. */
+ * same way (local ending in "/", or ".", "..", means into it). */
 STG_API stg_err stg_pull(stg_ctx *ctx, const char *remote, const char *local,
                          const stg_xfer_opts *opts, stg_xfer_result *res);
 /* The same over a connection the caller made: read from in, write to out,

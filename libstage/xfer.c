@@ -35,12 +35,23 @@
  * removed.  Files of DEST are never written: reuse links or copies them, and
  * a file that needs new metadata is copied first.  So kill -9 of either side
  * leaves DEST as it was, and readers see the old tree or the new one.
+ * Where the filesystem has no RENAME_EXCHANGE (NFS, CephFS, GlusterFS), the
+ * old version is renamed aside to ".stager-old.NAME" first: DEST is absent
+ * for a moment, and a receiver killed then leaves the old version for the
+ * next to put back.
+ *
+ * An existing DEST is replaced only if stager published it (the record
+ * ".stager-published.NAME" beside it names its inode), or it is empty, or
+ * the user said --replace; a home directory never.  A destination written
+ * as a directory ("DIR/", "~", ".") means DIR/NAME, as with scp; the client
+ * resolves it.  The record is kept beside the tree, not in it, so the tree
+ * holds exactly what was sent.
  *
  * Confinement: every path the receiver touches is resolved with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) under the partial directory
  * or DEST, manifest paths must be clean and relative with directory parents,
  * and symlinks are data (created last, never followed).  Pushes into one
- * directory are serialised by a flock on it.
+ * directory are serialised by a flock on it, where the filesystem has one.
  */
 #include "xfer.h"
 #include "cache.h"
@@ -289,15 +300,72 @@ out:
 	return err;
 }
 
+/* Is dest written as a directory to put things into: "DIR/", "~", or a
+ * last component "." or ".."? */
+static bool means_into(const char *dest)
+{
+	size_t n = strlen(dest);
+	const char *last = strrchr(dest, '/');
+	last = last ? last + 1 : dest;
+	return (n && dest[n - 1] == '/') || !strcmp(dest, "~") || !strcmp(last, ".") ||
+	       !strcmp(last, "..");
+}
+
+/* scp's and rsync's reading of a destination: one written as a directory
+ * (means_into) stands for DIR/NAME, NAME being the source's last component
+ * (for a local source "." or "..", its real name).  *out is malloc'ed. */
+static stg_err into_path(stg_ctx *ctx, const char *dest, const char *src, bool src_local,
+                         char **out)
+{
+	if (!means_into(dest)) {
+		*out = strdup(dest);
+		return *out ? STG_OK : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	char name[STG_PATH_MAX + 1], *real = NULL;
+	size_t n = strlen(src);
+	while (n > 1 && src[n - 1] == '/')
+		n--;
+	snprintf(name, sizeof name, "%.*s", (int)n, src);
+	const char *base = strrchr(name, '/') ? strrchr(name, '/') + 1 : name;
+	if (src_local && (!strcmp(base, ".") || !strcmp(base, "..")) &&
+	    (real = realpath(src, NULL)))
+		base = strrchr(real, '/') ? strrchr(real, '/') + 1 : real;
+	stg_err err = STG_OK;
+	if (!*base || !strcmp(base, ".") || !strcmp(base, "..") || !strcmp(base, "~"))
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "cannot tell what to call '%s' in '%s': name it in full, as "
+		                "DIR/NAME",
+		                src, dest);
+	else if (!(*out = malloc(strlen(dest) + strlen(base) + 2)))
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	else
+		sprintf(*out, "%s%s%s", dest, dest[strlen(dest) - 1] == '/' ? "" : "/", base);
+	free(real);
+	return err;
+}
+
 /* The client's half of a connection over in/out. */
-static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path, const char *local, int in,
-                          int out, const stg_xfer_opts *o, stg_xfer_result *res)
+static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const char *local_arg,
+                          int in, int out, const stg_xfer_opts *o, stg_xfer_result *res)
 {
 	stg_wire w;
 	stg_bucket bw;
-	stg_err err = stg__wire_init(&w, ctx, in, out);
-	if (err)
+	char *path = NULL, *local = NULL;
+	stg_err err = op == STG_OP_PUSH ? into_path(ctx, path_arg, local_arg, true, &path)
+	                                : into_path(ctx, local_arg, path_arg, false, &local);
+	if (!err && op == STG_OP_PUSH && !(local = strdup(local_arg)))
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	if (!err && op == STG_OP_PULL && !(path = strdup(path_arg)))
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	/* a pull that would not be allowed to publish is refused before it
+	 * asks for anything */
+	if (!err && op == STG_OP_PULL)
+		err = stg__receive_check(ctx, local, false, o->replace, "pull");
+	if (err || (err = stg__wire_init(&w, ctx, in, out))) {
+		free(path);
+		free(local);
 		return err;
+	}
 	stg__bucket_init(&bw, (double)o->bwlimit);
 	if (o->bwlimit)
 		w.bw = &bw;
@@ -308,7 +376,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path, const char
 	memcpy(hello, STG_WIRE_MAGIC, 8);
 	stg__put32(hello + 8, STG_WIRE_VERSION);
 	hello[12] = op;
-	hello[13] = o->pack ? STG_FLAG_PACK : 0;
+	hello[13] = (o->pack ? STG_FLAG_PACK : 0) | (o->replace ? STG_FLAG_REPLACE : 0);
 	const uint8_t *p;
 	uint32_t len;
 	if (pl == 0 || pl > STG_PATH_MAX) {
@@ -323,7 +391,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path, const char
 		goto out;
 	}
 	err = op == STG_OP_PUSH ? stg__send_tree(ctx, &w, local, "push", res)
-	                        : stg__receive_tree(ctx, &w, local, false, "pull", res);
+	                        : stg__receive_tree(ctx, &w, local, false, o->replace, "pull", res);
 	if (err)
 		stg__wire_send_error(&w, err);
 out:
@@ -331,6 +399,8 @@ out:
 	res->wire_in = w.bytes_in;
 	stg__bucket_destroy(&bw);
 	stg__wire_free(&w);
+	free(path);
+	free(local);
 	return err;
 }
 
@@ -363,7 +433,9 @@ static stg_err client(stg_ctx *ctx, uint8_t op, const char *remote, const char *
 		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
 		                      "cannot push '%s'", local);
 	else if (!err && op == STG_OP_PUSH && !S_ISDIR(lst.st_mode))
-		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a directory (push sends a tree)",
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "'%s' is not a directory: push sends directories, not single "
+		                "files; push the directory that holds it (or one made for it)",
 		                local);
 	if (!err && (err = spawn(ctx, o, host, &pid, &in, &out)) == STG_OK)
 		err = client_run(ctx, op, path, local, in, out, o, res);
@@ -457,11 +529,16 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	uint8_t welcome[12];
 	memcpy(welcome, STG_WIRE_MAGIC, 8);
 	stg__put32(welcome + 8, STG_WIRE_VERSION);
+	bool pack = flags & STG_FLAG_PACK, replace = flags & STG_FLAG_REPLACE;
 	if (!dir)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	/* a destination that may not be replaced is refused before the
+	 * client reads (and hashes) its tree: in place of WELCOME */
+	else if (op == STG_OP_PUSH && (err = stg__receive_check(ctx, dir, pack, replace, "serve")))
+		;
 	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)))
 		err = op == STG_OP_PUSH
-		              ? stg__receive_tree(ctx, &w, dir, flags & STG_FLAG_PACK, "serve", res)
+		              ? stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res)
 		              : stg__send_tree(ctx, &w, dir, "serve", res);
 	free(dir);
 out:
@@ -591,12 +668,16 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		if (!stg__wire_read(&w, &t, &p, &plen) &&
 		    (t == STG_W_WELCOME ||
 		     (t == STG_W_HELLO && !stg__hello_decode(ctx, p, plen, &op, &flags, &path))))
-			err = stg__receive_tree(ctx, &w, dest, false, "fuzz", &res);
+			err = stg__receive_tree(ctx, &w, dest, false, false, "fuzz", &res);
 		if (null >= 0)
 			close(null);
 		stg__rmtree(dest);
-		snprintf(dest, sizeof dest, "%s/.stager-partial.ds", dir);
-		stg__rmtree(dest);
+		static const char *const beside[] = {".stager-partial.ds", ".stager-published.ds",
+		                                     ".stager-old.ds"};
+		for (size_t k = 0; k < sizeof beside / sizeof *beside; k++) {
+			snprintf(dest, sizeof dest, "%s/%s", dir, beside[k]);
+			stg__rmtree(dest);
+		}
 	}
 	stg__wire_free(&w);
 	return err;

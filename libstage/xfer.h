@@ -42,8 +42,21 @@ stg_err stg__job_run(stg_ctx *ctx, rs_job_t *job, int fd, const uint8_t *mem, si
 stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
                        stg_xfer_result *res);
 /* Receive a tree into dest, or with pack a pack at dest.tar.zst
- * (xfer_recv.c): verified, then switched in; then PUBLISHED. */
-stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, const char *what,
-                          stg_xfer_result *res);
+ * (xfer_recv.c): verified, then switched in; then PUBLISHED.  An existing
+ * dest is replaced only as stg__receive_check allows. */
+stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
+                          const char *what, stg_xfer_result *res);
+/* Before anything is sent: may a tree be received at dest?  STG_EEXIST
+ * (with what to do) if dest is a directory that stager did not publish
+ * and is not empty (unless replace), or a home directory (always), or
+ * not a directory; the receiver checks again under its lock. */
+stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
+                           const char *what);
+
+/* Test hook, read by the receiver: STAGER_TEST_FAULTS holding "renameat2"
+ * makes renameat2 with flags fail with EINVAL, and "flock" makes flock
+ * fail with EBADF, as NFS, CephFS, GlusterFS and Lustre do, so tests reach
+ * the fallbacks.  Nothing else reads it. */
+#define STG_TEST_FAULTS_ENV "STAGER_TEST_FAULTS"
 
 #endif

@@ -10,6 +10,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -18,6 +20,14 @@
 #include <unistd.h>
 
 #define ENTRIES_MAX (16u << 20)
+/* A file smaller than this is asked for whole even when an old version is
+ * here: its delta would save little, and its signature is a large share
+ * of it. */
+#define DELTA_MIN ((uint64_t)64 << 10)
+/* Signatures asked for in one transfer, at most: the sender holds them all
+ * until the files are sent (its own cap, SIG_TOTAL_MAX, is twice this);
+ * past it, files are asked for whole, so a transfer never fails for it. */
+#define SIG_BUDGET ((uint64_t)256 << 20)
 
 /* ---- the receiver ------------------------------------------------------- */
 
@@ -36,8 +46,12 @@ typedef struct receiver {
 	stg_wire *w;
 	int parent, part, dest; /* dest: -1 on a first push */
 	char *name, *part_name;
-	bool pack;        /* publish a pack (name ends in .tar.zst), not a tree */
-	char *dir;        /* the parent's path (for the pack writer) */
+	char *rec_name; /* ".stager-published.NAME": the record of what stager published */
+	char *old_name; /* ".stager-old.NAME": the old version, for a moment (no RENAME_EXCHANGE) */
+	char *shown;    /* DEST as given, for messages */
+	bool pack;      /* publish a pack (name ends in .tar.zst), not a tree */
+	bool replace;   /* --replace: an existing DEST may be replaced whatever it is */
+	char *dir;      /* the parent's path (for the pack writer) */
 	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
 	size_t n, cap;
@@ -49,6 +63,7 @@ typedef struct receiver {
 	uint8_t *buf, *out;
 	unsigned tmp_seq;
 	uint64_t done, total;
+	uint64_t sig_bytes; /* signatures sent (estimated) */
 	const char *what;
 } receiver;
 
@@ -267,8 +282,9 @@ static stg_err sig_sink(void *arg, const uint8_t *p, size_t n)
 	return stg__wire_send(arg, STG_W_SIG, p, n, NULL, 0);
 }
 
-/* WANT idx as a delta, with the signature of the old file at root. */
-static stg_err send_sig(receiver *rc, uint32_t idx, int root)
+/* WANT idx as a delta, with the signature of the old file at root; or,
+ * when the signatures would pass SIG_BUDGET, *whole and nothing sent. */
+static stg_err send_sig(receiver *rc, uint32_t idx, int root, bool *whole)
 {
 	const stg_wentry *e = &rc->r[idx].e;
 	int fd = stg__open_beneath(root, e->path, O_RDONLY, 0);
@@ -278,9 +294,22 @@ static stg_err send_sig(receiver *rc, uint32_t idx, int root)
 			close(fd);
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
 	}
+	/* the shortest strong sums librsync deems safe for this size, not its
+	 * 32-byte default: a signature is a few percent of the file, not 14% */
 	rs_magic_number magic = RS_RK_BLAKE2_SIG_MAGIC;
-	size_t block_len = 0, strong_len = 0;
-	rs_sig_args(st.st_size, &magic, &block_len, &strong_len);
+	size_t block_len = 0, strong_len = (size_t)-1;
+	*whole = false;
+	if (rs_sig_args(st.st_size, &magic, &block_len, &strong_len) != RS_DONE) {
+		close(fd);
+		return stg__fail(rc->ctx, STG_EIO, "cannot make a signature of '%s'", e->path);
+	}
+	uint64_t est = 12 + ((uint64_t)st.st_size / block_len + 1) * (4 + strong_len);
+	if (rc->sig_bytes + est > SIG_BUDGET) {
+		close(fd);
+		*whole = true;
+		return STG_OK;
+	}
+	rc->sig_bytes += est;
 	rs_job_t *job = rs_sig_begin(block_len, strong_len, magic);
 	stg_err err = STG_OK;
 	uint8_t hdr[5];
@@ -341,10 +370,14 @@ static stg_err plan(receiver *rc, stg_xfer_result *res)
 		}
 		re->wanted = true;
 		rc->total += e->size;
-		if (in_part || in_dest) {
+		bool whole = !(in_part || in_dest) || e->size < DELTA_MIN;
+		if (!whole) {
 			re->basis = in_part ? BASIS_PARTIAL : BASIS_DEST;
-			err = send_sig(rc, (uint32_t)i, in_part ? rc->part : rc->dest);
-		} else {
+			err = send_sig(rc, (uint32_t)i, in_part ? rc->part : rc->dest, &whole);
+			if (whole)
+				re->basis = BASIS_NONE;
+		}
+		if (!err && whole) {
 			uint8_t hdr[5];
 			stg__put32(hdr, (uint32_t)i);
 			hdr[4] = STG_WANT_WHOLE;
@@ -572,6 +605,202 @@ static stg_err links_and_verify(receiver *rc)
 	return err;
 }
 
+/* ---- the switch, and what may be replaced -------------------------------- */
+
+/* The test hook (xfer.h): is the fault op asked for? */
+static bool test_fault(const char *op)
+{
+	const char *f = getenv(STG_TEST_FAULTS_ENV);
+	return f && strstr(f, op);
+}
+
+static int xrenameat2(int olddir, const char *oldname, int newdir, const char *newname,
+                      unsigned flags)
+{
+	if (test_fault("renameat2")) {
+		errno = EINVAL;
+		return -1;
+	}
+	return renameat2(olddir, oldname, newdir, newname, flags);
+}
+
+static int xflock(int fd, int op)
+{
+	if (test_fault("flock")) {
+		errno = EBADF;
+		return -1;
+	}
+	return flock(fd, op);
+}
+
+/* A directory's identity for the record: its inode number, and its birth
+ * time where the filesystem keeps one (so a directory removed and made
+ * again under a reused inode number is not taken for the one published). */
+typedef struct dir_id {
+	unsigned long long ino;
+	long long bt_sec;
+	unsigned bt_nsec;
+	bool bt;
+} dir_id;
+
+static int dir_id_of(int fd, dir_id *id)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx))
+		return -1;
+	id->ino = sx.stx_ino;
+	id->bt = sx.stx_mask & STATX_BTIME;
+	id->bt_sec = id->bt ? sx.stx_btime.tv_sec : 0;
+	id->bt_nsec = id->bt ? sx.stx_btime.tv_nsec : 0;
+	return 0;
+}
+
+/* Write the record beside DEST naming the directories (a, then b; either
+ * may be NULL) that stager published there.  Best effort: without it the
+ * next transfer to DEST asks for --replace, which is safe. */
+static void record_write(receiver *rc, const dir_id *a, const dir_id *b)
+{
+	char buf[256], tmp[300];
+	int n = snprintf(buf, sizeof buf, "stager-published 1\n");
+	const dir_id *ids[2] = {a, b};
+	for (int k = 0; k < 2; k++) {
+		if (!ids[k])
+			continue;
+		if (ids[k]->bt)
+			n += snprintf(buf + n, sizeof buf - (size_t)n, "%llu %lld.%09u\n",
+			              ids[k]->ino, ids[k]->bt_sec, ids[k]->bt_nsec);
+		else
+			n += snprintf(buf + n, sizeof buf - (size_t)n, "%llu -\n", ids[k]->ino);
+	}
+	snprintf(tmp, sizeof tmp, ".stager-tmp-published.%s", rc->name);
+	int fd = openat(rc->parent, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+	                0644);
+	if (fd < 0 || stg__write_full(fd, buf, (size_t)n) || close(fd) ||
+	    renameat(rc->parent, tmp, rc->parent, rc->rec_name)) {
+		int en = errno;
+		if (fd >= 0)
+			unlinkat(rc->parent, tmp, 0);
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "cannot write '%s/%s' (%s): the next transfer to '%s' will need "
+		         "--replace",
+		         rc->dir, rc->rec_name, strerror(en), rc->shown);
+	}
+}
+
+/* Does the record beside DEST name the directory dest? */
+static bool record_matches(receiver *rc, int dest)
+{
+	dir_id cur;
+	char buf[512];
+	int fd = openat(rc->parent, rc->rec_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	ssize_t n = read(fd, buf, sizeof buf - 1);
+	close(fd);
+	if (n <= 0 || dir_id_of(dest, &cur))
+		return false;
+	buf[n] = '\0';
+	char *line = strchr(buf, '\n');
+	if (strncmp(buf, "stager-published 1\n", 19))
+		return false;
+	while (line && *++line) {
+		unsigned long long ino;
+		long long sec;
+		unsigned nsec;
+		int got = sscanf(line, "%llu %lld.%u", &ino, &sec, &nsec);
+		if (got >= 1 && ino == cur.ino &&
+		    (got < 3 || !cur.bt || (sec == cur.bt_sec && nsec == cur.bt_nsec)))
+			return true;
+		line = strchr(line, '\n');
+	}
+	return false;
+}
+
+/* Is dir the home directory of the user stager runs as? */
+static bool is_home(int dir)
+{
+	struct stat st, hs;
+	if (fstat(dir, &st))
+		return false;
+	const char *h = getenv("HOME");
+	if (h && *h && !stat(h, &hs) && hs.st_dev == st.st_dev && hs.st_ino == st.st_ino)
+		return true;
+	struct passwd pw, *pp = NULL;
+	char pbuf[4096];
+	return !getpwuid_r(getuid(), &pw, pbuf, sizeof pbuf, &pp) && pp && pp->pw_dir &&
+	       !stat(pp->pw_dir, &hs) && hs.st_dev == st.st_dev && hs.st_ino == st.st_ino;
+}
+
+/* May the directory dest (DEST, open) be replaced?  Only what stager
+ * published there itself, an empty directory, or anything with --replace;
+ * a home directory never: a destination mistyped without its trailing "/"
+ * must not cost a user their data. */
+static stg_err dest_allowed(receiver *rc, int dest)
+{
+	bool pull = !strcmp(rc->what, "pull");
+	const char *verb = pull ? "pull" : "push";
+	if (is_home(dest))
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s' is your home directory, which stager never replaces: %s "
+		                 "into it as '%s%s/' (makes %s/NAME)",
+		                 rc->shown, verb, pull ? "" : "HOST:", rc->shown, rc->shown);
+	if (rc->replace || record_matches(rc, dest) || stg__dir_is_empty(dest))
+		return STG_OK;
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s' exists and was not made by stager %s: %s into it as '%s%s/' "
+	                 "(makes %s/NAME) or give --replace to make it a copy of %s",
+	                 rc->shown, verb, verb, pull ? "" : "HOST:", rc->shown, rc->shown,
+	                 pull ? "HOST:PATH" : "LOCAL");
+}
+
+/* Put the partial directory at DEST: exchanged with the old version (then
+ * removed), or renamed there on a first transfer. */
+static stg_err switch_in(receiver *rc)
+{
+	if (rc->dest >= 0) {
+		if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_EXCHANGE)) {
+			/* the old version now has the partial name */
+			stg__rmtree_at(rc->parent, rc->part_name);
+			return STG_OK;
+		}
+		if (errno != EINVAL && errno != ENOSYS)
+			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
+			                       rc->shown);
+		/* NFS, CephFS and GlusterFS cannot exchange: the old version
+		 * steps aside, the new one takes its place.  Between the two
+		 * renames, a moment, DEST does not exist; a receiver killed there
+		 * leaves the old version at .stager-old.NAME, and the next one
+		 * puts it back before it starts (receiver_open). */
+		stg__rmtree_at(rc->parent, rc->old_name);
+		if (renameat(rc->parent, rc->name, rc->parent, rc->old_name))
+			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
+			                       rc->shown);
+		if (renameat(rc->parent, rc->part_name, rc->parent, rc->name)) {
+			int en = errno;
+			renameat(rc->parent, rc->old_name, rc->parent, rc->name);
+			return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot switch '%s'",
+			                       rc->shown);
+		}
+		stg__rmtree_at(rc->parent, rc->old_name);
+		return STG_OK;
+	}
+	if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE))
+		return STG_OK;
+	if (errno != EINVAL && errno != ENOSYS)
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->shown);
+	/* no RENAME_NOREPLACE: DEST was absent when the lock was taken, and
+	 * transfers into this directory hold it; look again just before */
+	struct stat st;
+	if (!fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s' appeared while the transfer ran; nothing was published "
+		                 "(the files are kept for the next one)",
+		                 rc->shown);
+	if (renameat(rc->parent, rc->part_name, rc->parent, rc->name))
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->shown);
+	return STG_OK;
+}
+
 /* Directory modes and mtimes, deepest first, then the switch. */
 static stg_err publish(receiver *rc)
 {
@@ -605,16 +834,19 @@ static stg_err publish(receiver *rc)
 		if (err)
 			return err;
 		stg__rmtree_at(rc->parent, rc->part_name);
-	} else if (rc->dest >= 0) {
-		if (renameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_EXCHANGE))
-			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
-			                       rc->name);
-		/* the old version now has the partial name */
-		stg__rmtree_at(rc->parent, rc->part_name);
-	} else if (renameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE)) {
-		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->name);
+		return STG_OK;
 	}
-	return STG_OK;
+	/* the record names both the old and the new directory while they
+	 * switch, so that whichever is at DEST after a crash is recognised */
+	dir_id nid, oid;
+	bool have_new = !dir_id_of(rc->part, &nid),
+	     have_old = rc->dest >= 0 && !dir_id_of(rc->dest, &oid);
+	if (have_new)
+		record_write(rc, have_old ? &oid : NULL, &nid);
+	stg_err err = switch_in(rc);
+	if (!err && have_new)
+		record_write(rc, &nid, NULL);
+	return err;
 }
 
 /* --pack: the files of the pack already at PATH serve as the basis, so a
@@ -649,8 +881,8 @@ static stg_err unpack_basis(receiver *rc)
 	return STG_OK;
 }
 
-/* Open DEST's parent (locked), the partial directory and DEST itself. */
-static stg_err receiver_open(receiver *rc, const char *dest)
+/* DEST's parent directory and the names beside it. */
+static stg_err dest_names(receiver *rc, const char *dest)
 {
 	char path[STG_PATH_MAX + 1];
 	size_t len = strlen(dest);
@@ -660,6 +892,8 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 		return stg__fail(rc->ctx, STG_EUSAGE, "a bad destination '%s'", dest);
 	memcpy(path, dest, len);
 	path[len] = '\0';
+	if (!(rc->shown = strdup(path)))
+		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 	char *slash = strrchr(path, '/');
 	const char *dir = ".";
 	if (slash == path) {
@@ -676,48 +910,129 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 	bool ext = nl > 8 && !strcmp(name + nl - 8, ".tar.zst");
 	if (!(rc->name = malloc(nl + 9)) || !(rc->dir = strdup(dir)) ||
 	    !(rc->part_name = malloc(nl + 9 + sizeof ".stager-partial.")) ||
-	    !(rc->basis_name = malloc(nl + 9 + sizeof ".stager-basis.")))
+	    !(rc->basis_name = malloc(nl + 9 + sizeof ".stager-basis.")) ||
+	    !(rc->rec_name = malloc(nl + 9 + sizeof ".stager-published.")) ||
+	    !(rc->old_name = malloc(nl + 9 + sizeof ".stager-old.")))
 		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 	/* --pack: PATH.tar.zst, as collect --pack writes */
 	sprintf(rc->name, "%s%s", name, rc->pack && !ext ? ".tar.zst" : "");
 	sprintf(rc->part_name, ".stager-partial.%s", rc->name);
 	sprintf(rc->basis_name, ".stager-basis.%s", rc->name);
+	sprintf(rc->rec_name, ".stager-published.%s", rc->name);
+	sprintf(rc->old_name, ".stager-old.%s", rc->name);
 	rc->parent = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rc->parent < 0)
 		return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
 		                       "cannot open '%s' (the directory that will hold '%s')", dir,
 		                       name);
-	if (flock(rc->parent, LOCK_EX | LOCK_NB)) {
-		stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer into '%s'", dir);
-		if (flock(rc->parent, LOCK_EX))
-			return stg__fail_errno(rc->ctx, STG_EINTR, errno, "waiting for a lock");
+	return STG_OK;
+}
+
+/* Open DEST itself (a tree), and check that it may be replaced. */
+static stg_err dest_open(receiver *rc)
+{
+	rc->dest = openat(rc->parent, rc->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rc->dest < 0 && errno == ENOENT)
+		return STG_OK;
+	if (rc->dest < 0)
+		return stg__fail_errno(rc->ctx,
+		                       errno == ENOTDIR || errno == ELOOP ? STG_EEXIST : STG_EIO,
+		                       errno, "'%s' exists and is not a directory", rc->shown);
+	return dest_allowed(rc, rc->dest);
+}
+
+static void receiver_names_free(receiver *rc)
+{
+	free(rc->name);
+	free(rc->dir);
+	free(rc->part_name);
+	free(rc->basis_name);
+	free(rc->rec_name);
+	free(rc->old_name);
+	free(rc->shown);
+	if (rc->parent >= 0)
+		close(rc->parent); /* and the lock with it */
+}
+
+/* Open DEST's parent (locked), the partial directory and DEST itself. */
+static stg_err receiver_open(receiver *rc, const char *dest)
+{
+	stg_err err = dest_names(rc, dest);
+	if (err)
+		return err;
+	/* the lock serialises transfers into one directory; where the
+	 * filesystem has no flock (Lustre without -o flock: ENOSYS) or wants
+	 * a file open for writing (NFS: EBADF), go on without it */
+	if (xflock(rc->parent, LOCK_EX | LOCK_NB)) {
+		int en = errno;
+		if (en == EWOULDBLOCK) {
+			stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer into '%s'",
+			         rc->dir);
+			if (xflock(rc->parent, LOCK_EX))
+				en = errno;
+			else
+				en = 0;
+		}
+		if (en == EINTR || stg__cancelled(rc->ctx))
+			return stg__fail_errno(rc->ctx, STG_EINTR, en, "waiting for a lock");
+		if (en)
+			stg__log(rc->ctx, STG_LOG_WARN,
+			         "cannot lock '%s' (%s): carrying on without the lock; do not "
+			         "run two transfers into it at once",
+			         rc->dir, strerror(en));
 	}
 	if (rc->pack) {
-		stg_err err = unpack_basis(rc);
-		if (err)
+		if ((err = unpack_basis(rc)))
 			return err;
 	} else {
-		rc->dest = openat(rc->parent, rc->name,
-		                  O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (rc->dest < 0 && errno != ENOENT)
-			return stg__fail_errno(
-			        rc->ctx, errno == ENOTDIR || errno == ELOOP ? STG_EEXIST : STG_EIO,
-			        errno, "'%s' exists and is not a directory", dest);
+		/* a switch without RENAME_EXCHANGE cut between its two renames:
+		 * the old version goes back first */
+		struct stat st;
+		if (fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
+		    !fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW) &&
+		    S_ISDIR(st.st_mode) &&
+		    !renameat(rc->parent, rc->old_name, rc->parent, rc->name))
+			stg__log(rc->ctx, STG_LOG_WARN,
+			         "'%s': put back the version an interrupted switch had moved "
+			         "aside",
+			         rc->shown);
+		if ((err = dest_open(rc)))
+			return err;
 	}
 	if (mkdirat(rc->parent, rc->part_name, 0700) && errno != EEXIST)
 		return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                       "cannot create '%s/%s'", dir, rc->part_name);
+		                       "cannot create '%s/%s'", rc->dir, rc->part_name);
 	rc->part =
 	        openat(rc->parent, rc->part_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rc->part < 0)
-		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot open '%s/%s'", dir,
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot open '%s/%s'", rc->dir,
 		                       rc->part_name);
 	fchmod(rc->part, 0700);
 	return STG_OK;
 }
 
-stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, const char *what,
-                          stg_xfer_result *res)
+stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
+                           const char *what)
+{
+	receiver rc = {.ctx = ctx,
+	               .parent = -1,
+	               .part = -1,
+	               .dest = -1,
+	               .pack = pack,
+	               .replace = replace,
+	               .what = what};
+	stg_err err = dest_names(&rc, dest);
+	/* --pack replaces a file, a pack, which unpack_basis checks */
+	if (!err && !pack)
+		err = dest_open(&rc);
+	if (rc.dest >= 0)
+		close(rc.dest);
+	receiver_names_free(&rc);
+	return err;
+}
+
+stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
+                          const char *what, stg_xfer_result *res)
 {
 	receiver rc = {.ctx = ctx,
 	               .w = w,
@@ -725,6 +1040,7 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 	               .part = -1,
 	               .dest = -1,
 	               .pack = pack,
+	               .replace = replace,
 	               .what = what};
 	stg_err err = STG_OK;
 	rc.buf = malloc(XFER_BLOCK);
@@ -781,13 +1097,8 @@ out:
 		close(rc.dest);
 	if (rc.pack && rc.basis_name && rc.parent >= 0)
 		stg__rmtree_at(rc.parent, rc.basis_name);
-	free(rc.name);
-	free(rc.dir);
-	free(rc.part_name);
-	free(rc.basis_name);
 	if (rc.part >= 0)
 		close(rc.part);
-	if (rc.parent >= 0)
-		close(rc.parent); /* and the lock with it */
+	receiver_names_free(&rc);
 	return err;
 }

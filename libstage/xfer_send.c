@@ -135,6 +135,14 @@ out:
 	return err;
 }
 
+/* The file changed since the manifest was made: not the receiver's fault
+ * nor the connection's, and a new transfer picks up the new version. */
+static stg_err changed(sender *s, const stg_wentry *e)
+{
+	return stg__fail(s->ctx, STG_EIO, "'%s' changed while it was sent; %s again", e->path,
+	                 strcmp(s->what, "serve") ? "push" : "pull");
+}
+
 static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 {
 	const stg_wentry *e = &s->e[wt->idx];
@@ -149,8 +157,16 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 		return stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'", e->path);
 	rs_signature_t *sig = NULL;
 	rs_job_t *job = NULL;
+	/* what is read is hashed: a file rewritten in place (same size) since
+	 * the manifest would otherwise reach the receiver as "damaged" */
+	XXH3_state_t *xs = XXH3_createState();
+	uint64_t total = 0;
+	if (!xs) {
+		err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	XXH3_128bits_reset(xs);
 	if (wt->kind == STG_WANT_WHOLE) {
-		uint64_t total = 0;
 		for (;;) {
 			ssize_t n = read(fd, s->buf, XFER_BLOCK);
 			if (n < 0 && errno == EINTR)
@@ -165,15 +181,11 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 			total += (uint64_t)n;
 			if (total > e->size)
 				break;
+			XXH3_128bits_update(xs, s->buf, (size_t)n);
 			if ((err = stg__wire_send_data(s->w, s->buf, (size_t)n)))
 				goto out;
 			s->done += (uint64_t)n;
 			stg__progress(s->ctx, s->what, s->done, s->total);
-		}
-		if (total != e->size) {
-			err = stg__fail(s->ctx, STG_EIO,
-			                "'%s' changed while it was sent; push again", e->path);
-			goto out;
 		}
 		res->whole_files++;
 	} else {
@@ -201,16 +213,41 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 			err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 			goto out;
 		}
-		err = stg__job_run(s->ctx, job, fd, NULL, 0, s->buf, s->out, send_chunk, s);
-		if (err)
-			goto out;
+		for (bool done = false; !done;) {
+			ssize_t n = read(fd, s->buf, XFER_BLOCK);
+			if (n < 0 && errno == EINTR)
+				continue;
+			if (n < 0) {
+				err = stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'",
+				                      e->path);
+				goto out;
+			}
+			total += (uint64_t)n;
+			if (total > e->size)
+				break;
+			XXH3_128bits_update(xs, s->buf, (size_t)n);
+			if ((err = stg__job_feed(s->ctx, job, s->buf, (size_t)n, n == 0, s->out,
+			                         send_chunk, s, &done)))
+				goto out;
+			if (stg__cancelled(s->ctx)) {
+				err = stg__fail(s->ctx, STG_EINTR, "interrupted");
+				goto out;
+			}
+		}
 		s->done += e->size;
 		stg__progress(s->ctx, s->what, s->done, s->total);
 		res->delta_files++;
 	}
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
+	if (total != e->size || memcmp(c.digest, e->xxh3, 16)) {
+		err = changed(s, e);
+		goto out;
+	}
 	res->sent_content += e->size;
 	err = stg__wire_send(s->w, STG_W_FILE_END, NULL, 0, NULL, 0);
 out:
+	XXH3_freeState(xs);
 	if (job)
 		rs_job_free(job);
 	if (sig)

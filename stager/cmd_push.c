@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_RSH, OPT_REMOTE_STAGER, OPT_LEVEL, OPT_PACK };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_RSH, OPT_REMOTE_STAGER, OPT_LEVEL, OPT_PACK, OPT_REPLACE };
 
 static void xfer_json(const char *cmd, const char *src, const char *dest, const stg_xfer_result *r,
                       int status)
@@ -41,6 +41,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 	        {"level", required_argument, NULL, OPT_LEVEL},
 	        {"json", no_argument, NULL, OPT_JSON},
 	        {"pack", no_argument, NULL, OPT_PACK},
+	        {"replace", no_argument, NULL, OPT_REPLACE},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -65,6 +66,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 				                 "`stager pack` it after)");
 			o.pack = 1;
 			break;
+		case OPT_REPLACE: o.replace = 1; break;
 		case OPT_LEVEL:
 			if (cli_parse_level(optarg, &o.level))
 				return cli_usage("--level: '%s' is not a level from 1 to 19",

@@ -87,8 +87,8 @@ make_files() {
 	diff <(tree_sig src) <(tree_sig remote/ds)
 	diff <(tree_sig_ns src) <(tree_sig_ns remote/ds)
 	diff <(link_groups src) <(link_groups remote/ds)
-	# nothing of stager's is left beside it
-	[ "$(ls -A remote)" = ds ]
+	# nothing of stager's is left beside it but its record
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
 }
 
 @test "push: an unchanged re-push sends only the manifest" {
@@ -103,11 +103,12 @@ make_files() {
 }
 
 @test "push: a re-push after a 1% change sends under 5% of the first push's bytes" {
-	make_files src 200 50000
+	# files over 64 KiB: smaller ones are sent whole, not as deltas
+	make_files src 200 70000
 	mkdir remote
 	first=$(spush --json src "127.0.0.1:$T/remote/ds")
 	# 1% of the files change: one rewritten, one with a block changed inside
-	head -c 50000 /dev/urandom >src/f0007
+	head -c 70000 /dev/urandom >src/f0007
 	printf 'changed' | dd of=src/f0100 bs=1 seek=20000 conv=notrunc 2>/dev/null
 	second=$(spush --json src "127.0.0.1:$T/remote/ds")
 	b1=$(json_field "$first" wire_bytes) b2=$(json_field "$second" wire_bytes)
@@ -129,7 +130,7 @@ make_files() {
 	run spush src "127.0.0.1:$T/remote/ds"
 	[ "$status" -eq 0 ]
 	diff <(tree_sig src) <(tree_sig remote/ds)
-	[ "$(ls -A remote)" = ds ]
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
 }
 
 @test "push --pack: the far end stores a verified pack, the same as stager pack makes" {
@@ -141,11 +142,15 @@ make_files() {
 	stager verify remote/ds.tar.zst
 	local_digest=$(stager pack -q src -o "$T/local.tar.zst" | cut -d' ' -f1)
 	[ "$(stager verify --json remote/ds.tar.zst | jq -r .digest)" = "$local_digest" ]
-	# a re-push: the old pack's files are the basis
+	# a re-push: the old pack's files are the basis (a delta for the large
+	# file; a small one is sent whole)
 	echo more >>src/a/hello.txt
+	printf 'changed' | dd of=src/big.bin bs=1 seek=100000 conv=notrunc 2>/dev/null
 	out=$(spush --pack --json src "127.0.0.1:$T/remote/ds.tar.zst")
 	[ "$(json_field "$out" delta_files)" -eq 1 ]
-	[ "$(json_field "$out" wire_bytes)" -lt 20000 ]
+	[ "$(json_field "$out" whole_files)" -eq 1 ]
+	# big.bin's signature and delta, not its 3 MB
+	[ "$(json_field "$out" wire_bytes)" -lt 60000 ]
 	[ "$(ls -A remote)" = ds.tar.zst ]
 	stager unpack remote/ds.tar.zst back
 	diff <(tree_sig src) <(tree_sig back)
@@ -162,8 +167,10 @@ make_files() {
 	diff <(tree_sig src) <(tree_sig back)
 	diff <(link_groups src) <(link_groups back)
 	echo changed >>remote/ds/a/hello.txt
+	printf 'changed' | dd of=remote/ds/big.bin bs=1 seek=100000 conv=notrunc 2>/dev/null
 	out=$(spull --json "127.0.0.1:$T/remote/ds" back)
 	[ "$(json_field "$out" delta_files)" -eq 1 ]
+	[ "$(json_field "$out" whole_files)" -eq 1 ]
 	diff <(tree_sig remote/ds) <(tree_sig back)
 }
 
@@ -204,7 +211,7 @@ wait_partial() {
 	echo "resumed: $reused of 40 files were already there" >&3
 	[ "$reused" -ge 5 ]
 	diff <(tree_sig src) <(tree_sig remote/ds)
-	[ "$(ls -A remote)" = ds ]
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
 }
 
 @test "push: kill -9 of the server mid-transfer keeps the old version; the next push resumes" {
@@ -330,7 +337,7 @@ hpush() { stager push --rsh "$T/hostile-rsh" --remote-stager "$STAGER" "$@"; }
 	make_files local 1 1000
 	before=$(tree_sig local)
 	for at in 30 70 1000 100000 500000; do
-		DAMAGE=out FLIP_AT=$at run stager pull --rsh "$T/hostile-rsh" \
+		DAMAGE=out FLIP_AT=$at run stager pull --replace --rsh "$T/hostile-rsh" \
 			--remote-stager "$STAGER" "x:$T/remote/ds" local
 		echo "flip at $at: status $status: $output"
 		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
@@ -420,4 +427,120 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	mkdir remote
 	out=$(spush --json src "127.0.0.1:$T/remote/ds")
 	echo "$out" | jq -e '.files == 3 and .whole_files == 3 and .wire_bytes > 3000 and .seconds >= 0 and .status == 0'
+}
+
+@test "push: an existing directory is pushed into with DIR/, replaced only if stager made it" {
+	make_files src 3 1000
+	mkdir -p remote/me
+	echo precious >remote/me/keep
+	# without the slash: refused before anything is sent, nothing changed
+	run spush src "127.0.0.1:$T/remote/me"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/remote/me' exists and was not made by stager push"* ]]
+	[[ "$output" == *"--replace"* ]]
+	[ "$(cat remote/me/keep)" = precious ]
+	[ "$(ls -A remote | xargs)" = me ]
+	# with it: into the directory, as scp and rsync do; and again
+	spush src "127.0.0.1:$T/remote/me/"
+	diff <(tree_sig src) <(tree_sig remote/me/src)
+	echo new >src/f0002
+	spush src "127.0.0.1:$T/remote/me/"
+	spush src "127.0.0.1:$T/remote/me/src"
+	diff <(tree_sig src) <(tree_sig remote/me/src)
+	[ "$(cat remote/me/keep)" = precious ]
+	# . and ~ are directories too
+	make_local_rsh
+	mkdir -p "$T/home"
+	HOME=$T/home stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:~"
+	diff <(tree_sig src) <(tree_sig "$T/home/src")
+	(cd remote && stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" ../src x:.)
+	diff <(tree_sig src) <(tree_sig remote/src)
+	# --replace makes it a copy, but never of a home directory
+	spush --replace src "127.0.0.1:$T/remote/me"
+	diff <(tree_sig src) <(tree_sig remote/me)
+	HOME=$T/home run stager push --replace --rsh "$T/local-rsh" --remote-stager "$STAGER" \
+		src "x:$T/home"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"home directory"* ]]
+	[ -d "$T/home/src" ]
+	# a directory stager published is replaced; an empty one too
+	spush src "127.0.0.1:$T/remote/me"
+	mkdir remote/empty
+	spush src "127.0.0.1:$T/remote/empty"
+	diff <(tree_sig src) <(tree_sig remote/empty)
+	# stager pack of a pushed tree holds the tree only
+	stager pack -q remote/empty -o "$T/p.tar.zst"
+	[ "$(stager ls "$T/p.tar.zst" | grep -c stager)" -eq 0 ]
+}
+
+@test "pull: an existing LOCAL is pulled into with LOCAL/, replaced only if stager made it" {
+	make_files src 3 1000
+	mkdir remote
+	spush src "127.0.0.1:$T/remote/ds"
+	mkdir victim
+	echo precious >victim/keep
+	run spull "127.0.0.1:$T/remote/ds" victim
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'victim' exists and was not made by stager pull"* ]]
+	[ "$(ls -A victim | xargs)" = keep ]
+	spull "127.0.0.1:$T/remote/ds" victim/
+	diff <(tree_sig src) <(tree_sig victim/ds)
+	(cd victim && spull "127.0.0.1:$T/remote/ds" . && spull "127.0.0.1:$T/remote/ds" ds)
+	[ "$(cat victim/keep)" = precious ]
+}
+
+@test "push: a switch without RENAME_EXCHANGE and without flock (NFS) still publishes" {
+	make_local_rsh
+	make_files src 5 1000
+	mkdir remote
+	export STAGER_TEST_FAULTS=renameat2,flock
+	run stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"carrying on without the lock"* ]]
+	echo changed >src/f0001
+	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	diff <(tree_sig src) <(tree_sig remote/ds)
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+}
+
+@test "pull --bwlimit: the rate holds for what is received" {
+	make_files src 2 1000000
+	mkdir remote
+	spush src "127.0.0.1:$T/remote/ds"
+	start=$(date +%s.%N)
+	spull --bwlimit 500K "127.0.0.1:$T/remote/ds" back
+	secs=$(echo "$(date +%s.%N) - $start" | bc)
+	echo "pulled 2 MB at 500K/s in $secs s" >&3
+	[ "$(echo "$secs >= 3" | bc)" -eq 1 ]
+	diff <(tree_sig src) <(tree_sig back)
+}
+
+@test "push: a file rewritten in place during the push: exit 7, changed, push again" {
+	make_local_rsh
+	make_files src 30 100000
+	mkdir remote
+	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
+		"x:$T/remote/ds" 2>"$T/err" &
+	pid=$!
+	wait_partial 2
+	# the same size, other bytes, in a file not yet sent
+	printf 'rewritten' | dd of=src/f0030 bs=1 seek=5000 conv=notrunc 2>/dev/null
+	rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 7 ]
+	grep -q "'f0030' changed while it was sent; push again" "$T/err"
+	! grep -q damaged "$T/err"
+	[ ! -e remote/ds ]
+	spush src "127.0.0.1:$T/remote/ds"
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+@test "push: a single file is refused with what to do" {
+	echo data >"$T/file"
+	run spush "$T/file" "127.0.0.1:$T/x"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"push sends directories, not single files"* ]]
+	[[ "$output" == *"directory that holds it"* ]]
 }

@@ -2,7 +2,7 @@
  * memory, hostile bytes, and whole transfers with stg_push_fd/stg_pull_fd
  * against stg_serve on a thread. */
 #include "unit.h"
-#include "proto.h"
+#include "xfer.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -218,8 +218,9 @@ static void *serve_thread(void *arg)
 	return NULL;
 }
 
-/* Run one push (or pull) against a serving thread. */
-static stg_err transfer(bool push, const char *local, const char *path, stg_xfer_result *res)
+/* Run one push (or pull) against a serving thread, with --replace or not. */
+static stg_err transfer_r(bool push, bool replace, const char *local, const char *path,
+                          stg_xfer_result *res)
 {
 	int to[2], from[2];
 	assert_int_equal(pipe(to), 0);
@@ -230,6 +231,7 @@ static stg_err transfer(bool push, const char *local, const char *path, stg_xfer
 	stg_ctx *ctx = new_ctx();
 	stg_xfer_opts o;
 	stg_xfer_opts_init(&o);
+	o.replace = replace;
 	stg_err err = push ? stg_push_fd(ctx, local, path, from[0], to[1], &o, res)
 	                   : stg_pull_fd(ctx, path, local, from[0], to[1], &o, res);
 	close(to[1]);
@@ -239,6 +241,20 @@ static stg_err transfer(bool push, const char *local, const char *path, stg_xfer
 		print_message("# %s\n", stg_errmsg(ctx));
 	stg_ctx_free(ctx);
 	return err;
+}
+
+static stg_err transfer(bool push, const char *local, const char *path, stg_xfer_result *res)
+{
+	return transfer_r(push, false, local, path, res);
+}
+
+static bool exists(const char *dir, const char *name)
+{
+	char *p = ut_join(dir, name);
+	struct stat st;
+	bool e = lstat(p, &st) == 0;
+	free(p);
+	return e;
 }
 
 static void assert_same_file(const char *a, const char *b)
@@ -298,11 +314,141 @@ static void test_push_pull(void **state)
 	free(root);
 }
 
+/* A destination that exists: replaced only if stager published it, or it
+ * is empty, or with --replace; "DIR/" means into DIR. */
+static void test_replace_rules(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *me = ut_join(root, "me"),
+	     *into = ut_join(root, "me/"), *empty = ut_join(root, "empty");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "new\n", 4);
+	ut_mkdir(root, "me");
+	ut_write(me, "keep", "precious\n", 9);
+	stg_xfer_result r;
+	/* the user's directory: refused, untouched, no partial left */
+	assert_int_equal(transfer(true, src, me, &r), STG_EEXIST);
+	assert_true(exists(me, "keep"));
+	assert_false(exists(root, ".stager-partial.me"));
+	/* into it: me/src, and again (a re-push of what stager published) */
+	assert_int_equal(transfer(true, src, into, &r), STG_OK);
+	assert_true(exists(me, "keep"));
+	assert_true(exists(me, "src/a"));
+	assert_true(exists(me, ".stager-published.src"));
+	ut_write(src, "b", "more\n", 5);
+	char *mesrc = ut_join(root, "me/src");
+	assert_int_equal(transfer(true, src, mesrc, &r), STG_OK);
+	assert_true(exists(me, "src/b"));
+	/* an empty directory may be replaced */
+	ut_mkdir(root, "empty");
+	assert_int_equal(transfer(true, src, empty, &r), STG_OK);
+	assert_true(exists(empty, "b"));
+	/* a pull over the user's directory: refused; into it: fine */
+	assert_int_equal(transfer(false, me, mesrc, &r), STG_EEXIST);
+	assert_true(exists(me, "keep"));
+	assert_int_equal(transfer(false, into, mesrc, &r), STG_OK);
+	assert_true(exists(me, "src/b"));
+	/* --replace: the user asked for it */
+	assert_int_equal(transfer_r(true, true, src, me, &r), STG_OK);
+	assert_false(exists(me, "keep"));
+	assert_true(exists(me, "b"));
+	ut_rmtree(root);
+	free(mesrc);
+	free(empty);
+	free(into);
+	free(me);
+	free(src);
+	free(root);
+}
+
+/* Where renameat2's flags and flock are refused (NFS, CephFS, Lustre):
+ * the fallbacks publish the same tree. */
+static void test_no_exchange(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "one\n", 4);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
+	stg_xfer_result r;
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	char *a = ut_join(src, "a"), *b = ut_join(dst, "a");
+	assert_same_file(a, b);
+	ut_write(src, "a", "two!\n", 5);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_same_file(a, b);
+	assert_false(exists(root, ".stager-old.dst"));
+	assert_false(exists(root, ".stager-partial.dst"));
+	/* a switch cut between its renames: the old version is put back */
+	char *old = ut_join(root, ".stager-old.dst");
+	assert_int_equal(rename(dst, old), 0);
+	ut_write(src, "a", "three\n", 6);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_int_equal(r.delta_files + r.whole_files, 1);
+	assert_same_file(a, b);
+	assert_false(exists(root, ".stager-old.dst"));
+	unsetenv(STG_TEST_FAULTS_ENV);
+	ut_rmtree(root);
+	free(old);
+	free(a);
+	free(b);
+	free(dst);
+	free(src);
+	free(root);
+}
+
+/* A re-push where every file changed: small files are asked for whole, a
+ * large one as a delta with a short signature. */
+static void test_signatures(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
+	assert_int_equal(mkdir(src, 0755), 0);
+	size_t big = 4 << 20;
+	uint8_t *buf = malloc(big);
+	ut_fill(buf, big, 5);
+	char name[32], small[2000];
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof name, "s%02d", i);
+		ut_fill((uint8_t *)small, sizeof small, (unsigned)i);
+		ut_write(src, name, small, sizeof small);
+	}
+	ut_write(src, "big", buf, big);
+	stg_xfer_result r;
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	for (int i = 0; i < 50; i++) {
+		snprintf(name, sizeof name, "s%02d", i);
+		ut_fill((uint8_t *)small, sizeof small, (unsigned)i + 100);
+		ut_write(src, name, small, sizeof small);
+	}
+	memcpy(buf + 1000000, "changed!", 8);
+	ut_write(src, "big", buf, big);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_int_equal(r.delta_files, 1);
+	assert_int_equal(r.whole_files, 50);
+	/* what the sender read: the signature of 4 MiB, 4 + 32 bytes a
+	 * block with librsync's default strong sums */
+	print_message("# signatures and wants: %llu bytes\n", (unsigned long long)r.wire_in);
+	assert_true(r.wire_in < 40000);
+	char *a = ut_join(src, "big"), *b = ut_join(dst, "big");
+	assert_same_file(a, b);
+	ut_rmtree(root);
+	free(a);
+	free(b);
+	free(buf);
+	free(dst);
+	free(src);
+	free(root);
+}
+
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frames),
-        cmocka_unit_test(test_hostile_frames),
-        cmocka_unit_test(test_entries),
-        cmocka_unit_test(test_push_pull),
+        cmocka_unit_test(test_frames),        cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_entries),       cmocka_unit_test(test_push_pull),
+        cmocka_unit_test(test_replace_rules), cmocka_unit_test(test_no_exchange),
+        cmocka_unit_test(test_signatures),
 };
 
 UT_MAIN(tests)
