@@ -9,6 +9,7 @@
  */
 #include "cli.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/magic.h>
@@ -219,6 +220,17 @@ static void check_slurm(report *r)
 		      "keeps their pins");
 	else
 		check(r, OK, "squeue", NULL, "found: clean asks Slurm which jobs still run");
+	/* stage --all-nodes and run --all-nodes fan out with Slurm's own tools */
+	bool srun = on_path("srun"), sbcast = on_path("sbcast");
+	if (srun && sbcast)
+		check(r, OK, "srun, sbcast", NULL, "found: --all-nodes can fan a pack out");
+	else
+		check(r, WARN, "srun, sbcast", "install Slurm's client commands on this node",
+		      "%s not found: --all-nodes cannot fan a pack out (each node reads the "
+		      "shared filesystem itself)",
+		      !srun && !sbcast ? "srun and sbcast"
+		      : !srun          ? "srun"
+		                       : "sbcast");
 }
 
 static void check_limits(report *r, const stg_config *cfg)
@@ -260,6 +272,45 @@ static void check_limits(report *r, const stg_config *cfg)
 
 /* Probe a shared-FS path in a child (a hung mount must not hang us): its
  * filesystem, metadata latency, and for a file its read throughput. */
+/* The largest readable regular file among the first entries of dir and of
+ * its first subdirectories (a bounded look: each entry is a round trip on
+ * a network filesystem); false if none has 1 MiB. */
+static bool sample_file(const char *dir, char *out, size_t cap)
+{
+	char sub[8][4096];
+	int n_sub = 0, seen = 0;
+	off_t best = -1;
+	const char *dirs[9] = {dir};
+	int n_dirs = 1;
+	for (int k = 0; k < n_dirs && seen < 400; k++) {
+		DIR *d = opendir(dirs[k]);
+		if (!d)
+			continue;
+		struct dirent *e;
+		while (seen < 400 && (e = readdir(d))) {
+			if (e->d_name[0] == '.' &&
+			    (!e->d_name[1] || (e->d_name[1] == '.' && !e->d_name[2])))
+				continue;
+			seen++;
+			char p[4096];
+			if (snprintf(p, sizeof p, "%s/%s", dirs[k], e->d_name) >= (int)sizeof p)
+				continue;
+			struct stat st;
+			if (stat(p, &st))
+				continue;
+			if (S_ISREG(st.st_mode) && st.st_size > best && access(p, R_OK) == 0) {
+				best = st.st_size;
+				snprintf(out, cap, "%s", p);
+			} else if (S_ISDIR(st.st_mode) && k == 0 && n_sub < 8) {
+				snprintf(sub[n_sub], sizeof sub[n_sub], "%s", p);
+				dirs[n_dirs++] = sub[n_sub++];
+			}
+		}
+		closedir(d);
+	}
+	return best >= 1 << 20; /* less says little about throughput */
+}
+
 static void check_path(report *r, const char *path)
 {
 	int pipefd[2];
@@ -283,16 +334,30 @@ static void check_path(report *r, const char *path)
 			double us = (cli_now() - t0) / 200 * 1e6;
 			int n = snprintf(out, sizeof out, "O'%s' (%s%s): %.1f us per stat()", path,
 			                 kind, net ? ", network" : "", us);
-			if (S_ISREG(st.st_mode)) {
-				int fd = open(path, O_RDONLY | O_CLOEXEC);
+			/* read throughput: the file, or the largest file near the
+			 * top of the directory */
+			char file[4096];
+			const char *f =
+			        S_ISREG(st.st_mode) ? path
+			        : S_ISDIR(st.st_mode) && sample_file(path, file, sizeof file)
+			                ? file
+			                : NULL;
+			if (!f && S_ISDIR(st.st_mode))
+				snprintf(out + n, sizeof out - (size_t)n,
+				         "; no file of 1 MiB or more near its top to time a read "
+				         "(name "
+				         "one as PATH)");
+			if (f) {
+				int fd = open(f, O_RDONLY | O_CLOEXEC);
 				uint64_t got = 0;
 				double mbs = fd >= 0 ? read_speed(fd, 256ull << 20, &got) : -1;
 				if (fd >= 0)
 					close(fd);
-				if (mbs > 0)
+				if (mbs > 0 && got)
 					snprintf(out + n, sizeof out - (size_t)n,
-					         ", read %.0f MB/s (%llu MiB)", mbs,
-					         (unsigned long long)(got >> 20));
+					         ", read %.0f MB/s (%llu MiB%s%s)", mbs,
+					         (unsigned long long)(got >> 20),
+					         f == path ? "" : " of ", f == path ? "" : f);
 			}
 		}
 		(void)!write(pipefd[1], out, strlen(out));

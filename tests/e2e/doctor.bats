@@ -48,6 +48,29 @@ mount_shared() { # sharedfs options...
 	mbs=$(echo "$line" | sed -n 's/.*read \([0-9]*\) MB\/s.*/\1/p')
 	# 50 MiB/s = 52 MB/s
 	[ "$mbs" -ge 40 ] && [ "$mbs" -le 60 ]
+	# a directory (the default, $HOME, is one): a file near its top is read
+	mkdir -p "$T/backing/ds/shards" && mv "$T/backing/shard" "$T/backing/ds/shards/"
+	echo small >"$T/backing/ds/README"
+	run stager doctor "$T/mnt/ds"
+	echo "$output"
+	echo "$output" | grep "shared filesystem" | grep -q "read [0-9]* MB/s (28 MiB of $T/mnt/ds/shards/shard)"
+}
+
+@test "inside a job: SLURM_TMPDIR checked, Slurm's tools looked for" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root (to run as another user)"
+	chmod 0755 "$T"
+	mkdir -m 0555 "$T/jobtmp"
+	SLURM_JOB_ID=77 SLURM_TMPDIR="$T/jobtmp" run setpriv --reuid=65534 --regid=65534 --clear-groups \
+		env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch-nobody" STAGER_SLOT_DIR="$T/slots-nobody" \
+		"$STAGER" doctor "$T"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "^ok    slurm job .*job 77"
+	echo "$output" | grep -q "^FAIL  SLURM_TMPDIR"
+	echo "$output" | grep -Eq "^(ok  |warn) +srun, sbcast"
+	# without Slurm's commands on PATH: a warning that says what is lost
+	PATH=/nonexistent run "$STAGER" doctor "$T"
+	echo "$output" | grep -q "^warn  srun, sbcast .*--all-nodes cannot fan a pack out"
 }
 
 @test "what is wrong is named with the fix, exit 7" {
