@@ -46,6 +46,9 @@ void stg__limits_free(stg_cache *c);
 /* Wait for a node slot and a cluster lease (as configured); STG_EINTR if
  * cancelled.  Without a usable slot directory it warns and goes on. */
 stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s);
+/* The same, but waiting only until deadline (stg__now() time; 0: no
+ * limit): then without a slot, with a warning. */
+stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline);
 void stg__slot_release(stg_slot *s);
 void stg__bucket_init(stg_bucket *b, double rate);
 void stg__bucket_destroy(stg_bucket *b);

@@ -549,6 +549,11 @@ out:
 	return rc;
 }
 
+static double slot_deadline(const stg_collect_opts *o)
+{
+	return o->slot_wait_max > 0 ? stg__now() + o->slot_wait_max : 0;
+}
+
 /* Record a failure that does not stop the run. */
 static void failed(collector *k, const char *path, const char *where, int e)
 {
@@ -801,7 +806,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, need + 64 * 1024, inodes + 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire(k->ctx, k->c, &slot)))
+	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
 	if (!(err = open_dest(k, k->dest, true))) {
 		remove_leftovers(k);
@@ -915,7 +920,7 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, (uint64_t)lst.st_size + 4096, 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire(ctx, k->c, &slot)))
+	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
 	if (!(err = open_dest(k, dir, false))) {
 		remove_leftovers(k);

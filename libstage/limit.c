@@ -116,7 +116,7 @@ static int slot_open(int dirfd, unsigned i)
 	return fd;
 }
 
-static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
 {
 	unsigned n = c->node_slots;
 	int dirfd = slot_dir_open(ctx, c->slot_dir);
@@ -151,6 +151,12 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 		}
 		if (s->fd >= 0)
 			break;
+		if (deadline && stg__now() >= deadline) {
+			stg__log(ctx, STG_LOG_WARN,
+			         "no shared-FS slot came free in time: going ahead without one "
+			         "(the job is ending: its results come first)");
+			break;
+		}
 		if (!told && stg__now() - t0 > 0.5) {
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a shared-FS slot: all %u on this node are in use "
@@ -231,7 +237,7 @@ static int lease_try(stg_ctx *ctx, stg_cache *c, stg_slot *s, unsigned i)
 	return 0;
 }
 
-static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
 {
 	unsigned n = c->cluster_slots;
 	unsigned start = (unsigned)getpid() % n;
@@ -262,6 +268,12 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 			         n, c->lease_dir);
 			told = true;
 		}
+		if (deadline && stg__now() >= deadline) {
+			stg__log(ctx, STG_LOG_WARN,
+			         "no cluster-wide lease came free in time: going ahead without "
+			         "one (the job is ending: its results come first)");
+			return STG_OK;
+		}
 		/* every round costs the shared FS n operations: poll slowly */
 		if (!stg__nap(ctx, 1.0 + (double)(rand() % 1000) / 1000))
 			return stg__fail(ctx, STG_EINTR,
@@ -273,13 +285,18 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 
 stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s)
 {
+	return stg__slot_acquire_by(ctx, c, s, 0);
+}
+
+stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
+{
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
 	s->lease_fd = -1;
 	stg_err err = STG_OK;
-	if (c->node_slots && (err = node_slot(ctx, c, s)))
+	if (c->node_slots && (err = node_slot(ctx, c, s, deadline)))
 		return err;
-	if (c->cluster_slots && c->lease_dir[0] && (err = cluster_lease(ctx, c, s))) {
+	if (c->cluster_slots && c->lease_dir[0] && (err = cluster_lease(ctx, c, s, deadline))) {
 		stg__slot_release(s);
 		return err;
 	}

@@ -526,6 +526,11 @@ STG_API stg_err stg_diff(stg_ctx *ctx, const stg_pack *old, const stg_pack *new_
 typedef struct stg_collect_opts {
 	int pack;  /* one pack, DEST.tar.zst, instead of a tree of files */
 	int level; /* its zstd level (0: the default) */
+	/* The job is ending (SIGTERM, the time limit): wait at most this many
+	 * seconds for a shared-FS slot or lease, then collect without one -
+	 * saving the results comes before the limit.  0: wait as long as it
+	 * takes. */
+	double slot_wait_max;
 } stg_collect_opts;
 
 STG_API void stg_collect_opts_init(stg_collect_opts *opts);

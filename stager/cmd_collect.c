@@ -127,11 +127,15 @@ static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const 
 			nanosleep(&ts, NULL);
 		}
 	}
-	/* the last collect: at normal priority, it is what the job keeps */
+	/* the last collect: at normal priority, it is what the job keeps, and
+	 * Slurm's SIGKILL follows its SIGTERM (KillWait, 30 s by default): a
+	 * shared-FS slot is waited for 10 s at most */
 	stg_io_idle(0);
 	if (g_opts.verbose)
 		cli_info("stopping: collecting one last time");
-	rc = cli_collect_once(ctx, cache, src, dest, o, t);
+	stg_collect_opts last = *o;
+	last.slot_wait_max = 10;
+	rc = cli_collect_once(ctx, cache, src, dest, &last, t);
 	every_ctx = NULL;
 	return rc;
 }

@@ -52,6 +52,10 @@ typedef struct run_state {
 	uint64_t every;
 } run_state;
 
+/* A job being stopped has until Slurm's KillWait (30 s by default) before
+ * SIGKILL: its collect waits this long at most for a shared-FS slot. */
+#define SLOT_WAIT_STOPPING 10.0
+
 static volatile sig_atomic_t final_signals;
 static stg_ctx *volatile final_ctx;
 
@@ -367,6 +371,8 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 		}
 		if (sig == SIGTERM || sig == SIGINT || sig == SIGHUP) {
 			*stopped = true;
+			/* from now on every collect is the job's last chance */
+			r->co.slot_wait_max = SLOT_WAIT_STOPPING;
 			/* a terminal's ^C already reached the whole process group */
 			if (si.si_code != SI_KERNEL)
 				kill(r->cmd, sig);
@@ -575,6 +581,8 @@ int cmd_run(int argc, char **argv)
 	signal(SIGUSR1, SIG_IGN);
 	signal(SIGUSR2, SIG_IGN);
 	sigprocmask(SIG_SETMASK, &old, NULL);
+	if (stopped)
+		r.co.slot_wait_max = SLOT_WAIT_STOPPING;
 	int crc = collect_all(&r);
 	if (final_signals > (stopped ? 1 : 0))
 		stopped = true;

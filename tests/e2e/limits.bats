@@ -194,3 +194,29 @@ max_open_readers() {
 	run stager stage --bwlimit lots x
 	[ "$status" -eq 1 ]
 }
+
+@test "a job being stopped collects even when every shared-FS slot stays held" {
+	export STAGER_MAX_READERS_PER_NODE=1
+	mkdir warmup && echo w >warmup/f
+	stager collect -q warmup warmup-out # makes the slot directory and files
+	# another user's long read holds the node's only slot
+	flock "$STAGER_SLOT_DIR/slot.0" sleep 120 &
+	holder=$!
+	sleep 0.3
+	"$STAGER" run --collect out:results -- sh -c 'echo done >"$STAGER_OUT/f"; exec sleep 100' 2>err &
+	pid=$!
+	for _ in $(seq 1 100); do ls scratch/jobs/*/out/f >/dev/null 2>&1 && break; sleep 0.1; done
+	# scancel or the time limit: Slurm's SIGKILL follows in KillWait (30 s)
+	t0=$(now)
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	t=$(elapsed "$t0")
+	kill "$holder" || true
+	cat err
+	echo "stopped after $t s, exit $rc"
+	[ "$rc" -eq 5 ]
+	[ "$(cat results/f)" = done ]
+	grep -q "going ahead without one" err
+	echo "$t < 25" | bc -l | grep -q 1
+}
