@@ -86,7 +86,7 @@ const cli_cmd cli_commands[] = {
          "  -j, --threads N     threads (default: one per CPU)\n"},
         {"stage", cmd_stage, "make a dataset available on this node (cached)",
          "usage: stager stage SRC [DEST] [--include GLOB]... [--verify] [--copy]\n"
-         "                    [--no-pin] [--json]\n"
+         "                    [--no-pin] [--all-nodes] [--json]\n"
          "\n"
          "Make the dataset SRC available on this node through the per-node cache\n"
          "and print the staged path, so `DATA=$(stager stage ~/data/ds.tar.zst)`\n"

@@ -160,6 +160,8 @@ JOB
 	cat out/ds1.json out/ds1.links
 	grep -qx "rc=0" out/ds1.json
 	[ "$(hows ds1)" = "n1=read,n2=sbcast,n3=sbcast" ]
+	# a pack is compressed already: sbcast is told not to compress it again
+	grep -q -- "--compress=none" sbcast.log
 	# one read of the pack, from one node
 	read=$(stat_of bytes_read)
 	echo "read $read of a $size-byte pack"
