@@ -898,7 +898,7 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	stg_err err = stg_pack_dir(ctx, k->src, local, &po, &info);
 	stg_pack *p = NULL;
 	if (!err && !(err = stg_pack_open(ctx, local, &p)))
-		err = stg_verify(ctx, p);
+		err = stg__verify_content(ctx, p);
 	stg_pack_close(p);
 	int lfd = -1;
 	struct stat lst;

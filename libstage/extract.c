@@ -464,7 +464,10 @@ static bool probe_is_symlink(void *arg, const char *path, size_t len)
 
 /* Check the manifest describes a tree that can be extracted safely.  Fills
  * map (path -> index). */
-static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map)
+/* The manifest's structure: unique paths, nothing under a non-directory,
+ * hardlinks to earlier files, and (unless any_link) symlinks that stay in
+ * the destination. */
+static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map, bool any_link)
 {
 	const stg_trailer *t = &p->t;
 	if (t->n_entries >= NONE)
@@ -502,7 +505,7 @@ static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map)
 				                 "refusing a hostile pack: hardlink '%s' points to "
 				                 "'%s', which is not an earlier file of the pack",
 				                 path, link);
-		} else if (r->type == STG_SYMLINK) {
+		} else if (r->type == STG_SYMLINK && !any_link) {
 			if (!stg__symlink_ok(path, link, probe_is_symlink, &probe))
 				return stg__fail(ctx, STG_ECORRUPT,
 				                 "refusing a hostile pack: symlink '%s' -> '%s' "
@@ -578,10 +581,11 @@ static void plan_free(ex_plan *pl)
 	free(pl->frames);
 }
 
-static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, ex_plan *pl)
+static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, ex_plan *pl,
+                    bool any_link)
 {
 	const stg_trailer *t = &p->t;
-	stg_err err = check_tree(ctx, p, &pl->map);
+	stg_err err = check_tree(ctx, p, &pl->map, any_link);
 	if (err)
 		return err;
 	size_t ne = t->n_entries;
@@ -679,7 +683,7 @@ static stg_err plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel)
 {
 	ex_plan pl = {0};
-	stg_err err = plan(ctx, p, opts, &pl);
+	stg_err err = plan(ctx, p, opts, &pl, false);
 	if (!err) {
 		*sel = pl.sel;
 		pl.sel = NULL;
@@ -810,10 +814,10 @@ int stg__file_meta(int fd, const stg_rec *r, bool read_only)
 
 /* Extract (rootfd >= 0) or verify (rootfd < 0) the selected part of a pack. */
 static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpack_opts *opts,
-                           stg_unpack_stats *stats)
+                           stg_unpack_stats *stats, bool any_link)
 {
 	ex_plan pl = {0};
-	stg_err err = plan(ctx, p, opts, &pl);
+	stg_err err = plan(ctx, p, opts, &pl, any_link);
 	if (err) {
 		plan_free(&pl);
 		return err;
@@ -906,7 +910,12 @@ out:
 
 stg_err stg_verify(stg_ctx *ctx, stg_pack *pack)
 {
-	return run_extract(ctx, pack, -1, NULL, NULL);
+	return run_extract(ctx, pack, -1, NULL, NULL, false);
+}
+
+stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack)
+{
+	return run_extract(ctx, pack, -1, NULL, NULL, true);
 }
 
 void stg_unpack_opts_init(stg_unpack_opts *o)
@@ -918,7 +927,7 @@ void stg_unpack_opts_init(stg_unpack_opts *o)
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats)
 {
-	return run_extract(ctx, pack, rootfd, opts, stats);
+	return run_extract(ctx, pack, rootfd, opts, stats, false);
 }
 
 stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts,
@@ -962,7 +971,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot open '%s'", tmp);
 		goto out;
 	}
-	if ((err = run_extract(ctx, pack, rootfd, opts, stats)))
+	if ((err = run_extract(ctx, pack, rootfd, opts, stats, false)))
 		goto out;
 	if (fchmod(rootfd, 0777 & ~read_umask())) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot set the mode of '%s'", dir);

@@ -176,6 +176,9 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 
 /* Extract the selected part of a pack into the directory rootfd (which the
  * caller made and owns).  Nothing is renamed or removed on failure. */
+/* stg_verify without the rule on symlinks that leave the destination: a
+ * pack of the user's own results (collect --pack) keeps them as they are. */
+stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack);
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats);
 /* For a builder that writes a pack's files itself (delta.c), over the

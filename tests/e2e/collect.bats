@@ -133,6 +133,20 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	stager ls out/res.tar.zst | grep -q 'hello.txt'
 }
 
+@test "--pack keeps the results' links to elsewhere (absolute, upward) as they are" {
+	mkdir src
+	echo w >src/weights
+	ln -s /scratch/job42/ckpt src/latest # dangling after the job: still a result
+	ln -s ../../shared/config.yaml src/config.yaml
+	run stager collect --pack src out/res
+	echo "$output"
+	[ "$status" -eq 0 ]
+	mkdir back && tar --zstd -xf out/res.tar.zst -C back
+	[ "$(readlink back/latest)" = /scratch/job42/ckpt ]
+	[ "$(readlink back/config.yaml)" = ../../shared/config.yaml ]
+	[ "$(cat back/weights)" = w ]
+}
+
 @test "kill -9 of collect --pack leaves the old pack whole" {
 	mkdir src
 	head -c 20000000 /dev/urandom >src/a
