@@ -11,6 +11,7 @@
  * relative to the scratch root's descriptor, never through a symlink.
  */
 #include "cache.h"
+#include "xfer.h" /* stg__open_beneath */
 
 #include <ctype.h>
 #include <dirent.h>
@@ -206,6 +207,86 @@ static bool record_source(cl_run *r, const char *rel, char *src, size_t len)
 	return found;
 }
 
+/* Remove the temporaries that a killed collect left in its DEST (the
+ * record's "t" lines without an "x"), before its record goes: nothing else
+ * would.  Only names that collect makes (.stager-tmp.*), beneath the
+ * directory the record names; never through a symbolic link. */
+static void drop_temporaries(cl_run *r, const char *rel)
+{
+	int fd = openat(r->c->rootfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!f) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	char *line = NULL, where[STG_PATH_MAX + 1] = "";
+	size_t cap = 0, n = 0, room = 0;
+	char **pend = NULL;
+	ssize_t len;
+	while ((len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] != '\n')
+			break;
+		line[--len] = '\0';
+		if (len < 2 || line[1] != ' ' || !strchr("Ptx", line[0]) ||
+		    !stg__unescape(line + 2))
+			continue;
+		if (line[0] == 'P') {
+			snprintf(where, sizeof where, "%s", line + 2);
+		} else if (line[0] == 'x') {
+			for (size_t i = 0; i < n; i++)
+				if (!strcmp(pend[i], line + 2)) {
+					free(pend[i]);
+					pend[i] = pend[--n];
+					break;
+				}
+		} else {
+			if (n == room) {
+				size_t nr = room ? 2 * room : 8;
+				char **nv = realloc(pend, nr * sizeof *nv);
+				if (!nv)
+					break;
+				pend = nv;
+				room = nr;
+			}
+			if (!(pend[n] = strdup(line + 2)))
+				break;
+			n++;
+		}
+	}
+	free(line);
+	fclose(f);
+	int dfd = where[0] == '/' && n ? open(where, O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+	for (size_t i = 0; i < n; i++) {
+		const char *t = pend[i], *slash = strrchr(t, '/');
+		const char *base = slash ? slash + 1 : t;
+		struct stat st;
+		if (dfd < 0 || strncmp(base, ".stager-tmp.", 12) || t[0] == '/' || strstr(t, ".."))
+			goto next;
+		char dir[STG_PATH_MAX + 1];
+		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - t) : 1, slash ? t : ".");
+		int pfd = slash ? stg__open_beneath(dfd, dir, O_RDONLY | O_DIRECTORY, 0) : dup(dfd);
+		if (pfd < 0)
+			goto next;
+		if (fstatat(pfd, base, &st, AT_SYMLINK_NOFOLLOW) == 0) {
+			char shown[STG_PATH_MAX * 2 + 2];
+			snprintf(shown, sizeof shown, "%s/%s", where, t);
+			if (!r->o->dry_run && unlinkat(pfd, base, 0))
+				stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s': %s", shown,
+				         strerror(errno));
+			else if (r->report)
+				r->report(r->arg, "leftover", shown,
+				          S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0);
+		}
+		close(pfd);
+	next:
+		free(pend[i]);
+	}
+	if (dfd >= 0)
+		close(dfd);
+	free(pend);
+}
+
 /* The record id a name in collect/ belongs to: "<id>" (the record),
  * "<id>.tmp" (a record being rewritten), "<id>.tar.zst" (a pack being
  * made) or ".stager-<tag>.<id>.tar.zst.<pid>.<n>" (that pack's temporary). */
@@ -250,6 +331,8 @@ static void clean_records(cl_run *r)
 		int lk = stg__cache_lock(r->ctx, r->c, lname, false, NULL);
 		if (lk < 0)
 			continue; /* a collect is using it */
+		if (!leftover)
+			drop_temporaries(r, rel);
 		drop(r, leftover ? "partial" : "record", rel);
 		stg__cache_unlock(lk);
 	}

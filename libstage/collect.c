@@ -56,6 +56,7 @@ typedef struct collector {
 	const stg_collect_opts *o;
 	stg_collect_result *res;
 	char src[STG_PATH_MAX + 1], dest[STG_PATH_MAX + 1];
+	char where[STG_PATH_MAX + 1]; /* the directory temporaries go in, as recorded */
 	char id[17];
 	int srcfd, destfd, logfd;
 	crec *recs;
@@ -290,6 +291,12 @@ static stg_err record_open(collector *k)
 		k->log_lines++;
 		if (line[0] == 'S')
 			continue; /* the source, for clean */
+		if (line[0] == 'P' && line[1] == ' ') {
+			/* where temporaries go, for clean */
+			if (stg__unescape(line + 2))
+				snprintf(k->where, sizeof k->where, "%s", line + 2);
+			continue;
+		}
 		if (!parse_line(k, line)) {
 			k->rewrite = true;
 			break;
@@ -321,6 +328,11 @@ static void record_compact(collector *k)
 	stg__put_escaped(f, k->src);
 	fprintf(f, "\nD %llu %llu\n", (unsigned long long)k->dest_dev,
 	        (unsigned long long)k->dest_ino);
+	if (k->where[0]) {
+		fputs("P ", f);
+		stg__put_escaped(f, k->where);
+		fputc('\n', f);
+	}
 	int oldfd = k->logfd;
 	k->logfd = fileno(f);
 	size_t lines = 2;
@@ -710,6 +722,13 @@ static stg_err open_dest(collector *k, const char *path, bool note)
 	struct stat st;
 	if (k->destfd < 0 || fstat(k->destfd, &st))
 		return stg__fail_errno(k->ctx, STG_EIO, errno, "cannot open '%s'", path);
+	/* where the temporaries of this collect go: `stager clean` removes
+	 * what a killed one left there once the record goes */
+	char abs[STG_PATH_MAX + 1];
+	if (stg__absolute(path, abs, sizeof abs) == 0 && strcmp(abs, k->where)) {
+		snprintf(k->where, sizeof k->where, "%s", abs);
+		log_line(k, "P ", abs);
+	}
 	if (note && ((uint64_t)st.st_dev != k->dest_dev || (uint64_t)st.st_ino != k->dest_ino)) {
 		k->dest_dev = (uint64_t)st.st_dev;
 		k->dest_ino = (uint64_t)st.st_ino;

@@ -91,6 +91,35 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	done
 }
 
+@test "clean removes what a killed collect left in DEST once its source is gone" {
+	mkdir -p src/sub && head -c 30000000 /dev/urandom >src/sub/ckpt
+	for mode in tree pack; do
+		rm -rf dest dest.tar.zst "$STAGER_SCRATCH_ROOT"
+		opt=
+		[ "$mode" = pack ] && opt=--pack
+		"$STAGER" collect -q $opt --bwlimit 10M src dest &
+		pid=$!
+		for _ in $(seq 1 100); do
+			[ -n "$(find . -path ./src -prune -o -name '.stager-tmp.*' -print 2>/dev/null | grep -v scratch)" ] && break
+			sleep 0.05
+		done
+		sleep 0.3
+		kill -9 "$pid"
+		wait "$pid" || true
+		left=$(find . -path ./src -prune -o -path "./scratch" -prune -o -name '.stager-tmp.*' -print)
+		echo "$mode: left $left"
+		[ -n "$left" ]
+		# the job ended: its scratch (SRC) is gone, and so is the record
+		mv src src.away
+		run stager clean
+		echo "$output"
+		[ "$status" -eq 0 ]
+		[ -z "$(find . -path ./src.away -prune -o -path ./scratch -prune -o -name '.stager-tmp.*' -print)" ]
+		[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/collect" 2>/dev/null | grep -v '^\.')" ]
+		mv src.away src
+	done
+}
+
 @test "a DEST too small: exit 3 with the figures, before writing anything" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a tmpfs"
 	mkdir src mnt
