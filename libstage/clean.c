@@ -287,6 +287,27 @@ static void drop_temporaries(cl_run *r, const char *rel)
 	free(pend);
 }
 
+/* Results that run could not collect (stg_keep_results), once they are
+ * STG_KEEP_DAYS days old: kept/NAME.EPOCH. */
+static void clean_kept(cl_run *r)
+{
+	char **v;
+	size_t n = list_dir(r->c, "kept", &v);
+	time_t now = time(NULL);
+	for (size_t i = 0; i < n; i++) {
+		const char *dot = strrchr(v[i], '.');
+		char *end;
+		long long when = dot ? strtoll(dot + 1, &end, 10) : 0;
+		if (!dot || end == dot + 1 || *end || when <= 0 ||
+		    now - when < (time_t)STG_KEEP_DAYS * 86400)
+			continue;
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "kept/%s", v[i]);
+		drop(r, "kept", rel);
+	}
+	free_list(v, n);
+}
+
 /* The record id a name in collect/ belongs to: "<id>" (the record),
  * "<id>.tmp" (a record being rewritten), "<id>.tar.zst" (a pack being
  * made) or ".stager-<tag>.<id>.tar.zst.<pid>.<n>" (that pack's temporary). */
@@ -408,6 +429,7 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	clean_owned(&r, "jobs", "jobdir");
 	clean_owned(&r, "bcast", "copy");
 	clean_records(&r);
+	clean_kept(&r);
 	clean_entries(&r);
 	stg__cache_unlock(lk);
 	if (freed)

@@ -568,6 +568,21 @@ STG_API stg_err stg_collect(stg_ctx *ctx, stg_cache *cache, const char *src, con
                             const stg_collect_opts *opts, stg_collect_result *res);
 STG_API void stg_collect_result_free(stg_collect_result *res);
 
+/* Days that stg_keep_results keeps what it moved aside. */
+#define STG_KEEP_DAYS 14
+
+/*
+ * Results that could not be collected must outlive the job: its scratch
+ * directory ($SLURM_TMPDIR, the job directory) goes when the job ends.
+ * Move the directory src (on the scratch filesystem) to
+ * SCRATCH_ROOT/kept/NAME.EPOCH (one rename; STG_EIO if src lies on another
+ * filesystem, and src is then left as it is).  stg_clean removes it after
+ * STG_KEEP_DAYS days, not before.  *out (freed by the caller) is where it
+ * went; NULL on failure.
+ */
+STG_API stg_err stg_keep_results(stg_ctx *ctx, stg_cache *cache, const char *src,
+                                 const char *name, char **out);
+
 /* ---- push, pull and serve ------------------------------------------------ */
 
 typedef struct stg_xfer_opts {

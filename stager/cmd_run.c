@@ -404,6 +404,37 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 	return status;
 }
 
+/* Results that could not all be collected: out of the job's scratch, which
+ * goes with the job, into the scratch root's kept/. */
+static void keep_results(run_state *r, const pair *p)
+{
+	const char *job = getenv("SLURM_JOB_ID"), *base = strrchr(p->src, '/');
+	char name[256], node[128] = "this node";
+	base = base ? base + 1 : p->src;
+	if (job && *job)
+		snprintf(name, sizeof name, "job%s-%s", job, base);
+	else
+		snprintf(name, sizeof name, "pid%d-%s", (int)getpid(), base);
+	const char *nn = getenv("SLURMD_NODENAME");
+	if (nn && *nn)
+		snprintf(node, sizeof node, "%s", nn);
+	else
+		gethostname(node, sizeof node - 1);
+	char *kept = NULL;
+	if (stg_keep_results(r->ctx, r->cache, p->src, name, &kept)) {
+		cli_error("the results in '%s' were not all collected, and cannot be kept (%s): "
+		          "they go when the job's scratch is removed; collect them now with "
+		          "`stager collect %s %s`",
+		          p->src, stg_errmsg(r->ctx), p->src, p->dest);
+		return;
+	}
+	cli_error("the results in '%s' were not all collected: moved to '%s' on %s, kept "
+	          "%d days; collect them from a job on that node (sbatch -w %s) with "
+	          "`stager collect %s %s`",
+	          p->src, kept, node, STG_KEEP_DAYS, node, kept, p->dest);
+	free(kept);
+}
+
 /* Remove what run made on scratch: links to the cache, collected outputs,
  * its job directory if empty, its pins. */
 static void clean_up(run_state *r)
@@ -423,9 +454,7 @@ static void clean_up(run_state *r)
 		if (!p->made)
 			continue;
 		if (p->status) {
-			cli_error("the results in '%s' were not all collected; they stay there: "
-			          "collect them with `stager collect %s %s`",
-			          p->src, p->src, p->dest);
+			keep_results(r, p);
 			continue;
 		}
 		char *argv[] = {"rm", "-rf", "--", p->src, NULL};

@@ -129,7 +129,7 @@ wait_for() {
 	[ -z "$(find results -name '.stager*')" ]
 }
 
-@test "results that cannot be collected stay on scratch, named (exit 7)" {
+@test "results that cannot be collected are moved out of the job's scratch and kept 14 days (exit 7)" {
 	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"
 	mkdir results && chmod 0555 results
 	chmod -R a+rwX "$T" && chmod 0555 results
@@ -138,9 +138,19 @@ wait_for() {
 		--collect out:results -- sh -c 'echo precious >"$STAGER_OUT/r"'
 	echo "$output"
 	[ "$status" -eq 7 ]
-	kept=$(find scratch2/jobs -name r)
+	# out of the job's scratch (removed with the job), into kept/
+	kept=$(find scratch2/kept -name r)
 	[ "$(cat "$kept")" = precious ]
-	echo "$output" | grep -q "stay there"
+	[ -z "$(find scratch2/jobs -name r)" ]
+	echo "$output" | grep -q "moved to '$T/scratch2/kept/pid[0-9]*-out.[0-9]*' on .*kept 14 days"
+	# clean leaves them alone for 14 days, then removes them
+	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
+	[ "$(cat "$kept")" = precious ]
+	k=$(ls scratch2/kept)
+	old=${k%.*}.$(($(date +%s) - 15 * 86400))
+	mv "scratch2/kept/$k" "scratch2/kept/$old"
+	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
+	[ -z "$(ls scratch2/kept)" ]
 }
 
 @test "usage errors exit 1" {
