@@ -414,8 +414,11 @@ int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_sta
 	const char *job = getenv("SLURM_JOB_ID");
 	unsigned nn = cli_job_nodes();
 	if (!nn)
-		return cli_usage("--all-nodes works inside a Slurm allocation (sbatch, salloc); "
-		                 "SLURM_JOB_ID is not set");
+		return cli_usage(job && *job
+		                         ? "--all-nodes: SLURM_JOB_NUM_NODES (or SLURM_NNODES) "
+		                           "is not a number of nodes"
+		                         : "--all-nodes works inside a Slurm allocation (sbatch, "
+		                           "salloc); SLURM_JOB_ID is not set");
 	if (nn == 1)
 		return -1; /* a plain stage */
 	if (!getenv("SLURMD_NODENAME"))
@@ -679,7 +682,10 @@ unsigned cli_job_nodes(void)
 		nn = getenv("SLURM_NNODES");
 	if (!job || !*job || !nn)
 		return 0;
-	unsigned long n = strtoul(nn, NULL, 10);
+	char *end;
+	unsigned long n = strtoul(nn, &end, 10);
+	if (end == nn || *end)
+		return 0;
 	return n > MAX_NODES ? MAX_NODES : (unsigned)n;
 }
 
