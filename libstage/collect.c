@@ -589,7 +589,9 @@ static bool send_item(collector *k, const stg_witem *it, const char *final, cons
 		if (put_item(k, it, final, &r, &where) == 0)
 			break;
 		int e = errno;
-		if (stg__cancelled(k->ctx) || e == EINTR) {
+		/* EINTR without a cancel is a signal that stager's caller
+		 * handles (a profiler, SIGCHLD): retried as transient */
+		if (stg__cancelled(k->ctx)) {
 			k->stop = stg__fail(k->ctx, STG_EINTR, "interrupted");
 			return false;
 		}
@@ -625,6 +627,14 @@ static bool send_item(collector *k, const stg_witem *it, const char *final, cons
 		         shown, wait, attempt + 1, TRIES, strerror(e));
 		k->res->retries++;
 		stg__nap(k->ctx, wait);
+		if (e == ESTALE && k->where[0]) {
+			/* the server forgot DEST's handle: look it up again */
+			int fd = open(k->where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			if (fd >= 0) {
+				close(k->destfd);
+				k->destfd = fd;
+			}
+		}
 	}
 	if (it->link) {
 		r.mtime_ns = ns_of(&it->st.st_mtim);
