@@ -570,9 +570,15 @@ static double slot_deadline(const stg_collect_opts *o)
 static void failed(collector *k, const char *path, const char *where, int e)
 {
 	k->res->failed++;
-	stg__log(k->ctx, STG_LOG_WARN, "cannot collect '%s' (%s): %s", path,
-	         !strcmp(where, "source") ? "reading it on scratch" : "writing it to DEST",
-	         strerror(e));
+	if (!strcmp(where, "notdir"))
+		stg__log(k->ctx, STG_LOG_WARN,
+		         "cannot collect the directory '%s': DEST has a file of that name "
+		         "(collect never deletes results: move '%s/%s' away)",
+		         path, k->dest, path);
+	else
+		stg__log(k->ctx, STG_LOG_WARN, "cannot collect '%s' (%s): %s", path,
+		         !strcmp(where, "source") ? "reading it on scratch" : "writing it to DEST",
+		         strerror(e));
 	if (!k->first_error[0])
 		snprintf(k->first_error, sizeof k->first_error, "'%.400s/%.400s': %s", k->dest,
 		         path, strerror(e));
@@ -854,7 +860,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				    (errno != EEXIST ||
 				     fstatat(k->destfd, it->path, &st, AT_SYMLINK_NOFOLLOW) ||
 				     !S_ISDIR(st.st_mode))) {
-					failed(k, it->path, "dest",
+					failed(k, it->path, errno == EEXIST ? "notdir" : "dest",
 					       errno == EEXIST ? ENOTDIR : errno);
 					continue;
 				}
