@@ -88,6 +88,7 @@ static stg_err peer_error(stg_wire *w, const uint8_t *p, uint32_t len)
 	case STG_ECORRUPT:
 	case STG_EEXIST:
 	case STG_ENOTSUP:
+	case STG_EIO: /* e.g. a file that changed while the far end sent it */
 	case STG_EUSAGE: break;
 	default: code = STG_EREMOTE;
 	}

@@ -629,8 +629,11 @@ typedef struct stg_xfer_result {
  * push reuses.  PATH's parent must exist.  A PATH written as a directory
  * (ending in "/", or "~", "." or "..") means into it: PATH/NAME, NAME
  * being local's last component.  An existing PATH is replaced only if
- * stager published it (the record ".stager-published.NAME" beside it
- * says so), it is empty, or opts->replace is set.  Errors: STG_ENOENT
+ * stager published it and it has not changed at its top level since (the
+ * record ".stager-published.NAME" beside it, the user's own file, holds
+ * its inode, ctime and birth time; it is also the lock that makes two
+ * transfers to one PATH take turns), it is empty, or opts->replace is set;
+ * PATH is checked again just before the switch.  Errors: STG_ENOENT
  * (local missing), STG_EUSAGE (local is not a directory), STG_EEXIST
  * (PATH exists and may not be replaced), STG_EREMOTE (transport or far
  * end), STG_ECORRUPT (data damaged in transit; nothing published),

@@ -41,11 +41,15 @@
  * next to put back.
  *
  * An existing DEST is replaced only if stager published it (the record
- * ".stager-published.NAME" beside it names its inode), or it is empty, or
- * the user said --replace; a home directory never.  A destination written
- * as a directory ("DIR/", "~", ".") means DIR/NAME, as with scp; the client
- * resolves it.  The record is kept beside the tree, not in it, so the tree
- * holds exactly what was sent.
+ * ".stager-published.NAME" beside it names its inode, ctime and birth
+ * time, and is a regular file of the user's), or it is empty, or the user
+ * said --replace; a home directory never.  It is checked when the transfer
+ * begins and again, under the lock, just before the switch, and the
+ * directory the switch moved aside must be the one checked (else it is put
+ * back and nothing is replaced).  A destination written as a directory
+ * ("DIR/", "~", ".") means DIR/NAME, as with scp; the client resolves it.
+ * The record is kept beside the tree, not in it, so the tree holds exactly
+ * what was sent.
  *
  * Confinement: every path the receiver touches is resolved with
  * openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS) under the partial directory
@@ -673,7 +677,7 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 			close(null);
 		stg__rmtree(dest);
 		static const char *const beside[] = {".stager-partial.ds", ".stager-published.ds",
-		                                     ".stager-old.ds"};
+		                                     ".stager-old.ds", ".stager-tmp-published.ds"};
 		for (size_t k = 0; k < sizeof beside / sizeof *beside; k++) {
 			snprintf(dest, sizeof dest, "%s/%s", dir, beside[k]);
 			stg__rmtree(dest);

@@ -53,10 +53,14 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
                            const char *what);
 
-/* Test hook, read by the receiver: STAGER_TEST_FAULTS holding "renameat2"
- * makes renameat2 with flags fail with EINVAL, and "flock" makes flock
- * fail with EBADF, as NFS, CephFS, GlusterFS and Lustre do, so tests reach
- * the fallbacks.  Nothing else reads it. */
+/* Test hook, read by the receiver: STAGER_TEST_FAULTS, a comma-separated
+ * list of whole words, makes calls fail as NFS, CephFS, GlusterFS and
+ * Lustre make them: "renameat2" (renameat2 with flags: EINVAL), "flock"
+ * (ENOSYS), "ofdlock" (fcntl's F_OFD_SETLK: ENOLCK), "btime" (statx gives
+ * no birth time), and "cut-switch" stops a switch between its two renames
+ * as a receiver killed there would.  The e2e tests need it in the real binary to reach the
+ * fallbacks; the receiver warns through the log callback whenever it is
+ * set.  Nothing else reads it. */
 #define STG_TEST_FAULTS_ENV "STAGER_TEST_FAULTS"
 
 #endif

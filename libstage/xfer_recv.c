@@ -45,8 +45,11 @@ typedef struct receiver {
 	stg_ctx *ctx;
 	stg_wire *w;
 	int parent, part, dest; /* dest: -1 on a first push */
+	int rec;                /* the record, open and locked (-1: none yet) */
+	bool by_record;         /* DEST may be replaced because the record names it */
 	char *name, *part_name;
-	char *rec_name; /* ".stager-published.NAME": the record of what stager published */
+	char *rec_name; /* ".stager-published.NAME": the record of what stager
+	                   published, and the lock of transfers to DEST */
 	char *old_name; /* ".stager-old.NAME": the old version, for a moment (no RENAME_EXCHANGE) */
 	char *shown;    /* DEST as given, for messages */
 	bool pack;      /* publish a pack (name ends in .tar.zst), not a tree */
@@ -605,13 +608,22 @@ static stg_err links_and_verify(receiver *rc)
 	return err;
 }
 
-/* ---- the switch, and what may be replaced -------------------------------- */
+/* ---- the record, the lock, the switch, and what may be replaced ---------- */
 
-/* The test hook (xfer.h): is the fault op asked for? */
+/* The test hook (xfer.h): is op one of the comma-separated words of
+ * STAGER_TEST_FAULTS?  Whole words only: "noflock" is not "flock". */
 static bool test_fault(const char *op)
 {
 	const char *f = getenv(STG_TEST_FAULTS_ENV);
-	return f && strstr(f, op);
+	size_t n = strlen(op);
+	while (f && *f) {
+		const char *end = strchr(f, ',');
+		size_t len = end ? (size_t)(end - f) : strlen(f);
+		if (len == n && !memcmp(f, op, n))
+			return true;
+		f = end ? end + 1 : NULL;
+	}
+	return false;
 }
 
 static int xrenameat2(int olddir, const char *oldname, int newdir, const char *newname,
@@ -624,96 +636,261 @@ static int xrenameat2(int olddir, const char *oldname, int newdir, const char *n
 	return renameat2(olddir, oldname, newdir, newname, flags);
 }
 
-static int xflock(int fd, int op)
-{
-	if (test_fault("flock")) {
-		errno = EBADF;
-		return -1;
-	}
-	return flock(fd, op);
-}
-
-/* A directory's identity for the record: its inode number, and its birth
- * time where the filesystem keeps one (so a directory removed and made
- * again under a reused inode number is not taken for the one published). */
+/* A directory's identity for the record: its inode number, its ctime and,
+ * where the filesystem keeps one, its birth time.  The ctime changes when
+ * an entry is added to or removed from the directory, and a directory made
+ * again under a reused inode number (NFS and Lustre keep no birth time) has
+ * a new one; so a directory the user has changed since is not taken for
+ * the one stager published. */
 typedef struct dir_id {
 	unsigned long long ino;
-	long long bt_sec;
-	unsigned bt_nsec;
+	long long ct_sec, bt_sec;
+	unsigned ct_nsec, bt_nsec;
 	bool bt;
 } dir_id;
 
 static int dir_id_of(int fd, dir_id *id)
 {
 	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_BTIME, &sx))
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_CTIME | STATX_BTIME, &sx))
 		return -1;
+	if (!(sx.stx_mask & STATX_INO) || !(sx.stx_mask & STATX_CTIME)) {
+		errno = ENOTSUP;
+		return -1;
+	}
+	memset(id, 0, sizeof *id);
 	id->ino = sx.stx_ino;
-	id->bt = sx.stx_mask & STATX_BTIME;
+	id->ct_sec = sx.stx_ctime.tv_sec;
+	id->ct_nsec = sx.stx_ctime.tv_nsec;
+	id->bt = (sx.stx_mask & STATX_BTIME) && !test_fault("btime");
 	id->bt_sec = id->bt ? sx.stx_btime.tv_sec : 0;
 	id->bt_nsec = id->bt ? sx.stx_btime.tv_nsec : 0;
 	return 0;
 }
 
-/* Write the record beside DEST naming the directories (a, then b; either
- * may be NULL) that stager published there.  Best effort: without it the
- * next transfer to DEST asks for --replace, which is safe. */
-static void record_write(receiver *rc, const dir_id *a, const dir_id *b)
+/* All must agree; a birth time the filesystem reports now must be in the
+ * record (a record without one proves nothing there). */
+static bool id_equal(const dir_id *rec, const dir_id *cur, bool ctime)
 {
-	char buf[256], tmp[300];
-	int n = snprintf(buf, sizeof buf, "stager-published 1\n");
-	const dir_id *ids[2] = {a, b};
-	for (int k = 0; k < 2; k++) {
-		if (!ids[k])
-			continue;
-		if (ids[k]->bt)
-			n += snprintf(buf + n, sizeof buf - (size_t)n, "%llu %lld.%09u\n",
-			              ids[k]->ino, ids[k]->bt_sec, ids[k]->bt_nsec);
-		else
-			n += snprintf(buf + n, sizeof buf - (size_t)n, "%llu -\n", ids[k]->ino);
-	}
-	snprintf(tmp, sizeof tmp, ".stager-tmp-published.%s", rc->name);
-	int fd = openat(rc->parent, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-	                0644);
-	if (fd < 0 || stg__write_full(fd, buf, (size_t)n) || close(fd) ||
-	    renameat(rc->parent, tmp, rc->parent, rc->rec_name)) {
-		int en = errno;
-		if (fd >= 0)
-			unlinkat(rc->parent, tmp, 0);
-		stg__log(rc->ctx, STG_LOG_WARN,
-		         "cannot write '%s/%s' (%s): the next transfer to '%s' will need "
-		         "--replace",
-		         rc->dir, rc->rec_name, strerror(en), rc->shown);
-	}
+	return rec->ino == cur->ino &&
+	       (!ctime || (rec->ct_sec == cur->ct_sec && rec->ct_nsec == cur->ct_nsec)) &&
+	       rec->bt == cur->bt && rec->bt_sec == cur->bt_sec && rec->bt_nsec == cur->bt_nsec;
 }
 
-/* Does the record beside DEST name the directory dest? */
-static bool record_matches(receiver *rc, int dest)
+/* What ".stager-published.NAME" says (FORMAT.md): the directory stager
+ * published at DEST, and the one a switch without RENAME_EXCHANGE moved to
+ * ".stager-old.NAME" (and whether that one was stager's). */
+typedef struct record {
+	bool pub, aside, aside_pub;
+	dir_id p, a;
+} record;
+
+#define RECORD_MAGIC "stager-published 2\n"
+#define RECORD_MAX   1024
+
+/* Is fd (the record) a regular file of the user stager runs as?  Anyone
+ * else who can write DEST's parent (a group's project directory) could
+ * otherwise vouch for a directory of the user's. */
+static bool record_trusted(int fd, struct stat *st)
 {
-	dir_id cur;
-	char buf[512];
-	int fd = openat(rc->parent, rc->rec_name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	return !fstat(fd, st) && S_ISREG(st->st_mode) && st->st_uid == geteuid();
+}
+
+static char *id_format(char *p, const dir_id *id)
+{
+	p += sprintf(p, " %llu %lld.%09u ", id->ino, id->ct_sec, id->ct_nsec);
+	if (id->bt)
+		p += sprintf(p, "%lld.%09u", id->bt_sec, id->bt_nsec);
+	else
+		p += sprintf(p, "-");
+	return p;
+}
+
+/* " INO SEC.NSEC SEC.NSEC|-" at *s; *s moves past it.  Strict: a torn or
+ * edited record matches nothing. */
+static bool id_parse(const char **s, dir_id *id)
+{
+	int n = 0;
+	memset(id, 0, sizeof *id);
+	if (**s != ' ' || !strchr("0123456789", (*s)[1]) || !(*s)[1])
+		return false;
+	if (sscanf(*s, " %llu %lld.%9u %n", &id->ino, &id->ct_sec, &id->ct_nsec, &n) != 3 || !n)
+		return false;
+	*s += n;
+	if (**s == '-') {
+		(*s)++;
+		return true;
+	}
+	n = 0;
+	if (sscanf(*s, "%lld.%9u%n", &id->bt_sec, &id->bt_nsec, &n) != 2 || !n)
+		return false;
+	*s += n;
+	id->bt = true;
+	return true;
+}
+
+/* Read the record (from the locked rc->rec, else opened here without
+ * following a link or blocking on a FIFO).  false: none, not ours, or not
+ * one stager wrote whole. */
+static bool record_read(receiver *rc, record *r)
+{
+	char buf[RECORD_MAX + 1];
+	struct stat st;
+	memset(r, 0, sizeof *r);
+	int fd = rc->rec >= 0 ? rc->rec
+	                      : openat(rc->parent, rc->rec_name,
+	                               O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return false;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0 || dir_id_of(dest, &cur))
+	ssize_t n = record_trusted(fd, &st) ? pread(fd, buf, RECORD_MAX, 0) : -1;
+	if (fd != rc->rec)
+		close(fd);
+	if (n < (ssize_t)strlen(RECORD_MAGIC))
 		return false;
 	buf[n] = '\0';
-	char *line = strchr(buf, '\n');
-	if (strncmp(buf, "stager-published 1\n", 19))
+	if (strncmp(buf, RECORD_MAGIC, strlen(RECORD_MAGIC)))
 		return false;
-	while (line && *++line) {
-		unsigned long long ino;
-		long long sec;
-		unsigned nsec;
-		int got = sscanf(line, "%llu %lld.%u", &ino, &sec, &nsec);
-		if (got >= 1 && ino == cur.ino &&
-		    (got < 3 || !cur.bt || (sec == cur.bt_sec && nsec == cur.bt_nsec)))
-			return true;
-		line = strchr(line, '\n');
+	const char *s = buf + strlen(RECORD_MAGIC);
+	while (*s) {
+		if (!strncmp(s, "published", 9) && !r->pub) {
+			s += 9;
+			if (!id_parse(&s, &r->p))
+				return false;
+			r->pub = true;
+		} else if (!strncmp(s, "aside", 5) && !r->aside) {
+			s += 5;
+			if (!id_parse(&s, &r->a))
+				return false;
+			if (!strncmp(s, " published", 10))
+				r->aside_pub = true, s += 10;
+			else if (!strncmp(s, " other", 6))
+				s += 6;
+			else
+				return false;
+			r->aside = true;
+		} else {
+			return false;
+		}
+		if (*s++ != '\n')
+			return false;
 	}
-	return false;
+	return true;
+}
+
+/* Write the record in place, in the locked file: emptied first, so a write
+ * cut short leaves a prefix, which names less (or, torn inside a line,
+ * nothing), never more.  Best effort: without it the next transfer to DEST
+ * asks for --replace, which is safe. */
+static void record_write(receiver *rc, const record *r)
+{
+	char buf[RECORD_MAX], *p = buf;
+	p += sprintf(p, "%s", RECORD_MAGIC);
+	if (r->pub) {
+		p += sprintf(p, "published");
+		p = id_format(p, &r->p);
+		*p++ = '\n';
+	}
+	if (r->aside) {
+		p += sprintf(p, "aside");
+		p = id_format(p, &r->a);
+		p += sprintf(p, " %s\n", r->aside_pub ? "published" : "other");
+	}
+	size_t n = (size_t)(p - buf);
+	if (rc->rec < 0) {
+		errno = EBADF;
+	} else if (!ftruncate(rc->rec, 0) && pwrite(rc->rec, buf, n, 0) == (ssize_t)n &&
+	           !fdatasync(rc->rec)) {
+		return;
+	}
+	stg__log(rc->ctx, STG_LOG_WARN,
+	         "cannot write '%s/%s' (%s): the next transfer to '%s' will need --replace",
+	         rc->dir, rc->rec_name, strerror(errno), rc->shown);
+}
+
+/* The record names the directory now at DEST: taken after the switch (the
+ * renames change its ctime); nothing of stager's changes it after that. */
+static void record_published(receiver *rc, int dir)
+{
+	record r = {0};
+	if (!dir_id_of(dir, &r.p))
+		r.pub = true;
+	record_write(rc, &r);
+}
+
+/* Take the lock of transfers to DEST: 0, or an errno (EWOULDBLOCK: held
+ * by another).  flock where the filesystem has it; else (Lustre without
+ * -o flock, some NFS setups) a POSIX lock of the open file description,
+ * which NFSv4 takes on the server. */
+static int lock_fd(int fd, bool wait)
+{
+	if (test_fault("flock"))
+		errno = ENOSYS;
+	else if (!flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)))
+		return 0;
+	if (errno == EWOULDBLOCK || errno == EINTR)
+		return errno;
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+	if (test_fault("ofdlock"))
+		errno = ENOLCK;
+	else if (!fcntl(fd, wait ? F_OFD_SETLKW : F_OFD_SETLK, &fl))
+		return 0;
+	return errno == EACCES ? EWOULDBLOCK : errno;
+}
+
+/* Open the record, creating it empty, and lock it: it is the lock of
+ * transfers to DEST, so two of them never share the partial directory.
+ * The holder before us may have removed it (an empty record, after a
+ * failed first transfer): then the one at the name is locked instead. */
+static stg_err record_lock(receiver *rc)
+{
+	for (int tries = 0; tries < 100; tries++) {
+		struct stat st, now;
+		int fd = openat(rc->parent, rc->rec_name,
+		                O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+		if (fd < 0 && errno != ELOOP)
+			return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                       "cannot open '%s/%s'", rc->dir, rc->rec_name);
+		if (fd < 0 || !record_trusted(fd, &st)) {
+			if (fd >= 0)
+				close(fd);
+			return stg__fail(rc->ctx, STG_EEXIST,
+			                 "'%s/%s' is not stager's record (not a regular file of "
+			                 "yours): nothing was changed; remove it, or choose "
+			                 "another destination",
+			                 rc->dir, rc->rec_name);
+		}
+		int en = lock_fd(fd, false);
+		if (en == EWOULDBLOCK) {
+			stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer to '%s'",
+			         rc->shown);
+			en = lock_fd(fd, true);
+		}
+		if (en == EINTR || stg__cancelled(rc->ctx)) {
+			close(fd);
+			return stg__fail_errno(rc->ctx, STG_EINTR, en, "waiting for a lock");
+		}
+		if (en)
+			stg__log(rc->ctx, STG_LOG_WARN,
+			         "cannot lock '%s/%s' (%s): carrying on without the lock; do "
+			         "not run two transfers to '%s' at once",
+			         rc->dir, rc->rec_name, strerror(en), rc->shown);
+		if (!fstatat(rc->parent, rc->rec_name, &now, AT_SYMLINK_NOFOLLOW) &&
+		    now.st_dev == st.st_dev && now.st_ino == st.st_ino) {
+			rc->rec = fd;
+			return STG_OK;
+		}
+		close(fd);
+	}
+	return stg__fail(rc->ctx, STG_EIO, "cannot lock '%s/%s': it keeps being replaced", rc->dir,
+	                 rc->rec_name);
+}
+
+/* Does the record name the directory dest as the one stager published? */
+static bool record_matches(receiver *rc, int dest)
+{
+	record r;
+	dir_id cur;
+	return record_read(rc, &r) && r.pub && !dir_id_of(dest, &cur) && id_equal(&r.p, &cur, true);
 }
 
 /* Is dir the home directory of the user stager runs as? */
@@ -732,34 +909,79 @@ static bool is_home(int dir)
 }
 
 /* May the directory dest (DEST, open) be replaced?  Only what stager
- * published there itself, an empty directory, or anything with --replace;
- * a home directory never: a destination mistyped without its trailing "/"
- * must not cost a user their data. */
+ * published there itself (and the user has not changed since), an empty
+ * directory, or anything with --replace; a home directory never: a
+ * destination mistyped without its trailing "/" must not cost a user their
+ * data.  rc->by_record: allowed because the record names it. */
 static stg_err dest_allowed(receiver *rc, int dest)
 {
 	bool pull = !strcmp(rc->what, "pull");
 	const char *verb = pull ? "pull" : "push";
+	rc->by_record = false;
 	if (is_home(dest))
 		return stg__fail(rc->ctx, STG_EEXIST,
 		                 "'%s' is your home directory, which stager never replaces: %s "
 		                 "into it as '%s%s/' (makes %s/NAME)",
 		                 rc->shown, verb, pull ? "" : "HOST:", rc->shown, rc->shown);
-	if (rc->replace || record_matches(rc, dest) || stg__dir_is_empty(dest))
+	rc->by_record = record_matches(rc, dest);
+	if (rc->replace || rc->by_record || stg__dir_is_empty(dest))
 		return STG_OK;
+	/* the inode the record names, with another ctime: changed by hand */
+	record r;
+	dir_id cur;
+	bool changed = record_read(rc, &r) && r.pub && !dir_id_of(dest, &cur) &&
+	               id_equal(&r.p, &cur, false);
 	return stg__fail(rc->ctx, STG_EEXIST,
-	                 "'%s' exists and was not made by stager %s: %s into it as '%s%s/' "
-	                 "(makes %s/NAME) or give --replace to make it a copy of %s",
-	                 rc->shown, verb, verb, pull ? "" : "HOST:", rc->shown, rc->shown,
+	                 "'%s' exists and %s: %s into it as '%s%s/' (makes %s/NAME) or give "
+	                 "--replace to make it a copy of %s",
+	                 rc->shown,
+	                 changed ? "has changed since stager published it"
+	                 : pull  ? "was not made by stager pull"
+	                         : "was not made by stager push",
+	                 verb, pull ? "" : "HOST:", rc->shown, rc->shown,
 	                 pull ? "HOST:PATH" : "LOCAL");
 }
 
+/* Is what is at name in DEST's parent the directory open as fd? */
+static bool same_dir_at(receiver *rc, const char *name, int fd)
+{
+	struct stat a, b;
+	return !fstatat(rc->parent, name, &a, AT_SYMLINK_NOFOLLOW) && !fstat(fd, &b) &&
+	       a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+static stg_err not_replaced(receiver *rc)
+{
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s' was removed or replaced while the transfer ran; nothing was "
+	                 "replaced (the files are kept for the next transfer)",
+	                 rc->shown);
+}
+
 /* Put the partial directory at DEST: exchanged with the old version (then
- * removed), or renamed there on a first transfer. */
+ * removed), or renamed there on a first transfer.  DEST was checked when
+ * the transfer began; the renames go by name, so the directory there now
+ * must be that one, still allowed, and the one moved aside is checked
+ * again (anything else is put back). */
 static stg_err switch_in(receiver *rc)
 {
 	if (rc->dest >= 0) {
+		if (!same_dir_at(rc, rc->name, rc->dest))
+			return not_replaced(rc);
+		stg_err err = dest_allowed(rc, rc->dest);
+		if (err) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", stg_errmsg(rc->ctx));
+			return stg__fail(rc->ctx, err, "%s; nothing was replaced", msg);
+		}
 		if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_EXCHANGE)) {
 			/* the old version now has the partial name */
+			if (!same_dir_at(rc, rc->part_name, rc->dest)) {
+				xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name,
+				           RENAME_EXCHANGE);
+				return not_replaced(rc);
+			}
+			record_published(rc, rc->part);
 			stg__rmtree_at(rc->parent, rc->part_name);
 			return STG_OK;
 		}
@@ -769,35 +991,62 @@ static stg_err switch_in(receiver *rc)
 		/* NFS, CephFS and GlusterFS cannot exchange: the old version
 		 * steps aside, the new one takes its place.  Between the two
 		 * renames, a moment, DEST does not exist; a receiver killed there
-		 * leaves the old version at .stager-old.NAME, and the next one
-		 * puts it back before it starts (receiver_open). */
-		stg__rmtree_at(rc->parent, rc->old_name);
+		 * leaves the old version at .stager-old.NAME, and the record says
+		 * so, for the next one to put it back (put_back).  What is at that
+		 * name is never removed unseen: it may be such a version. */
+		struct stat st;
+		if (!fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
+			return stg__fail(
+			        rc->ctx, STG_EEXIST,
+			        "'%s/%s' is in the way of the switch (left by an "
+			        "interrupted transfer?); nothing was replaced: look at it, "
+			        "move it elsewhere, and transfer again",
+			        rc->dir, rc->old_name);
 		if (renameat(rc->parent, rc->name, rc->parent, rc->old_name))
 			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
 			                       rc->shown);
+		if (!same_dir_at(rc, rc->old_name, rc->dest)) {
+			renameat(rc->parent, rc->old_name, rc->parent, rc->name);
+			return not_replaced(rc);
+		}
+		record r;
+		if (!record_read(rc, &r))
+			memset(&r, 0, sizeof r);
+		r.aside = !dir_id_of(rc->dest, &r.a);
+		r.aside_pub = rc->by_record;
+		record_write(rc, &r);
+		if (test_fault("cut-switch"))
+			return stg__fail(rc->ctx, STG_EINTR, "the switch of '%s' was cut (test)",
+			                 rc->shown);
 		if (renameat(rc->parent, rc->part_name, rc->parent, rc->name)) {
 			int en = errno;
 			renameat(rc->parent, rc->old_name, rc->parent, rc->name);
 			return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot switch '%s'",
 			                       rc->shown);
 		}
+		record_published(rc, rc->part);
 		stg__rmtree_at(rc->parent, rc->old_name);
 		return STG_OK;
 	}
-	if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE))
+	if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE)) {
+		record_published(rc, rc->part);
 		return STG_OK;
-	if (errno != EINVAL && errno != ENOSYS)
-		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->shown);
-	/* no RENAME_NOREPLACE: DEST was absent when the lock was taken, and
-	 * transfers into this directory hold it; look again just before */
+	}
+	int en = errno;
 	struct stat st;
-	if (!fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
+	/* no RENAME_NOREPLACE (EINVAL): DEST was absent when the lock was
+	 * taken, and transfers to it hold the lock; look again just before */
+	if (en != EEXIST && en != EINVAL && en != ENOSYS)
+		return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot publish '%s'", rc->shown);
+	if (en == EEXIST || !fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) ||
+	    errno != ENOENT)
 		return stg__fail(rc->ctx, STG_EEXIST,
 		                 "'%s' appeared while the transfer ran; nothing was published "
 		                 "(the files are kept for the next one)",
 		                 rc->shown);
 	if (renameat(rc->parent, rc->part_name, rc->parent, rc->name))
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->shown);
+	record_published(rc, rc->part);
 	return STG_OK;
 }
 
@@ -836,17 +1085,7 @@ static stg_err publish(receiver *rc)
 		stg__rmtree_at(rc->parent, rc->part_name);
 		return STG_OK;
 	}
-	/* the record names both the old and the new directory while they
-	 * switch, so that whichever is at DEST after a crash is recognised */
-	dir_id nid, oid;
-	bool have_new = !dir_id_of(rc->part, &nid),
-	     have_old = rc->dest >= 0 && !dir_id_of(rc->dest, &oid);
-	if (have_new)
-		record_write(rc, have_old ? &oid : NULL, &nid);
-	stg_err err = switch_in(rc);
-	if (!err && have_new)
-		record_write(rc, &nid, NULL);
-	return err;
+	return switch_in(rc);
 }
 
 /* --pack: the files of the pack already at PATH serve as the basis, so a
@@ -934,15 +1173,58 @@ static stg_err dest_open(receiver *rc)
 	rc->dest = openat(rc->parent, rc->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (rc->dest < 0 && errno == ENOENT)
 		return STG_OK;
+	if (rc->dest < 0 && (errno == ENOTDIR || errno == ELOOP))
+		return stg__fail(rc->ctx, STG_EEXIST, "'%s' exists and is not a directory",
+		                 rc->shown);
 	if (rc->dest < 0)
-		return stg__fail_errno(rc->ctx,
-		                       errno == ENOTDIR || errno == ELOOP ? STG_EEXIST : STG_EIO,
-		                       errno, "'%s' exists and is not a directory", rc->shown);
+		return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+		                       "cannot open '%s'", rc->shown);
 	return dest_allowed(rc, rc->dest);
+}
+
+/* A switch without RENAME_EXCHANGE cut between its two renames left the
+ * old version at .stager-old.NAME: it goes back first, if it is the one
+ * the record says stager moved there (and ours: anyone who can write the
+ * parent could make a directory of that name). */
+static void put_back(receiver *rc)
+{
+	struct stat st;
+	if (!fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT ||
+	    fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW))
+		return;
+	int fd = openat(rc->parent, rc->old_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	record r;
+	dir_id id;
+	bool ours = fd >= 0 && !fstat(fd, &st) && st.st_uid == geteuid() && !dir_id_of(fd, &id) &&
+	            record_read(rc, &r) && r.aside && id_equal(&r.a, &id, true);
+	if (!ours) {
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "'%s/%s' is not a version stager moved aside; it was left where it is: "
+		         "look at it, then move it back to '%s' or remove it",
+		         rc->dir, rc->old_name, rc->shown);
+	} else if (!renameat(rc->parent, rc->old_name, rc->parent, rc->name)) {
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "'%s': put back the version an interrupted switch had moved aside",
+		         rc->shown);
+		/* the rename changed its ctime: the record names it again only if
+		 * stager had published it */
+		if (r.aside_pub)
+			record_published(rc, fd);
+		else
+			record_write(rc, &(record){0});
+	}
+	if (fd >= 0)
+		close(fd);
 }
 
 static void receiver_names_free(receiver *rc)
 {
+	/* an empty record names nothing: it was only the lock */
+	struct stat st;
+	if (rc->rec >= 0 && !fstat(rc->rec, &st) && st.st_size == 0)
+		unlinkat(rc->parent, rc->rec_name, 0);
+	if (rc->rec >= 0)
+		close(rc->rec); /* and the lock with it */
 	free(rc->name);
 	free(rc->dir);
 	free(rc->part_name);
@@ -951,51 +1233,36 @@ static void receiver_names_free(receiver *rc)
 	free(rc->old_name);
 	free(rc->shown);
 	if (rc->parent >= 0)
-		close(rc->parent); /* and the lock with it */
+		close(rc->parent);
 }
 
-/* Open DEST's parent (locked), the partial directory and DEST itself. */
+/* Open DEST's parent, the record (locked), the partial directory and DEST
+ * itself. */
 static stg_err receiver_open(receiver *rc, const char *dest)
 {
+	const char *faults = getenv(STG_TEST_FAULTS_ENV);
+	if (faults && *faults)
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "%s=%s: simulating filesystem faults, for tests only; unset it",
+		         STG_TEST_FAULTS_ENV, faults);
 	stg_err err = dest_names(rc, dest);
+	if (!err)
+		err = record_lock(rc);
 	if (err)
 		return err;
-	/* the lock serialises transfers into one directory; where the
-	 * filesystem has no flock (Lustre without -o flock: ENOSYS) or wants
-	 * a file open for writing (NFS: EBADF), go on without it */
-	if (xflock(rc->parent, LOCK_EX | LOCK_NB)) {
-		int en = errno;
-		if (en == EWOULDBLOCK) {
-			stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer into '%s'",
-			         rc->dir);
-			if (xflock(rc->parent, LOCK_EX))
-				en = errno;
-			else
-				en = 0;
-		}
-		if (en == EINTR || stg__cancelled(rc->ctx))
-			return stg__fail_errno(rc->ctx, STG_EINTR, en, "waiting for a lock");
-		if (en)
-			stg__log(rc->ctx, STG_LOG_WARN,
-			         "cannot lock '%s' (%s): carrying on without the lock; do not "
-			         "run two transfers into it at once",
-			         rc->dir, strerror(en));
-	}
+	/* the temporary record of earlier stagers (renamed over the record), left by
+	 * a receiver killed at that rename */
+	char tmp[STG_PATH_MAX + 32];
+	struct stat st;
+	snprintf(tmp, sizeof tmp, ".stager-tmp-published.%s", rc->name);
+	if (!fstatat(rc->parent, tmp, &st, AT_SYMLINK_NOFOLLOW) && !S_ISDIR(st.st_mode) &&
+	    st.st_uid == geteuid())
+		unlinkat(rc->parent, tmp, 0);
 	if (rc->pack) {
 		if ((err = unpack_basis(rc)))
 			return err;
 	} else {
-		/* a switch without RENAME_EXCHANGE cut between its two renames:
-		 * the old version goes back first */
-		struct stat st;
-		if (fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) && errno == ENOENT &&
-		    !fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW) &&
-		    S_ISDIR(st.st_mode) &&
-		    !renameat(rc->parent, rc->old_name, rc->parent, rc->name))
-			stg__log(rc->ctx, STG_LOG_WARN,
-			         "'%s': put back the version an interrupted switch had moved "
-			         "aside",
-			         rc->shown);
+		put_back(rc);
 		if ((err = dest_open(rc)))
 			return err;
 	}
@@ -1018,6 +1285,7 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 	               .parent = -1,
 	               .part = -1,
 	               .dest = -1,
+	               .rec = -1,
 	               .pack = pack,
 	               .replace = replace,
 	               .what = what};
@@ -1039,6 +1307,7 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 	               .parent = -1,
 	               .part = -1,
 	               .dest = -1,
+	               .rec = -1,
 	               .pack = pack,
 	               .replace = replace,
 	               .what = what};

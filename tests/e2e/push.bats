@@ -184,11 +184,12 @@ old_version_pushed() {
 	before=$(tree_sig remote/ds)
 }
 
-# wait (up to 10 s) until N files are complete in remote/.stager-partial.ds
+# wait (up to 10 s) until N files are complete in the partial directory
+# (remote/.stager-partial.ds unless given)
 wait_partial() {
 	local n=0
 	for _ in $(seq 1 100); do
-		n=$(find remote/.stager-partial.ds -type f -name 'f*' 2>/dev/null | wc -l)
+		n=$(find "${2:-remote/.stager-partial.ds}" -type f -name 'f*' 2>/dev/null | wc -l)
 		[ "$n" -ge "$1" ] && return 0
 		sleep 0.1
 	done
@@ -497,11 +498,195 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	export STAGER_TEST_FAULTS=renameat2,flock
 	run stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	[ "$status" -eq 0 ]
-	[[ "$output" == *"carrying on without the lock"* ]]
+	# the hook says it is on; the lock is fcntl's
+	[[ "$output" == *"STAGER_TEST_FAULTS=renameat2,flock: simulating filesystem faults"* ]]
+	[[ "$output" != *"carrying on without the lock"* ]]
 	echo changed >src/f0001
 	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	diff <(tree_sig src) <(tree_sig remote/ds)
 	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	# no lock at all: said, and the push goes on
+	echo again >src/f0002
+	STAGER_TEST_FAULTS=renameat2,flock,ofdlock run stager push --rsh "$T/local-rsh" \
+		--remote-stager "$STAGER" src "x:$T/remote/ds"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"carrying on without the lock"* ]]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+@test "push: STAGER_TEST_FAULTS holds whole words only, and says it is set" {
+	make_local_rsh
+	make_files src 2 1000
+	mkdir remote
+	STAGER_TEST_FAULTS=noflock,xofdlock run stager push --rsh "$T/local-rsh" \
+		--remote-stager "$STAGER" src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"simulating filesystem faults, for tests only"* ]]
+	[[ "$output" != *"carrying on without the lock"* ]]
+}
+
+@test "push: two pushes to one PATH where flock is refused: the second waits for the first" {
+	make_local_rsh
+	make_files src 20 100000
+	make_files src2 20 100000
+	mkdir remote
+	export STAGER_TEST_FAULTS=flock
+	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
+		"x:$T/remote/ds" 2>"$T/err1" &
+	pid1=$!
+	wait_partial 2
+	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" src2 "x:$T/remote/ds" \
+		2>"$T/err2" &
+	pid2=$!
+	rc1=0 rc2=0
+	wait "$pid1" || rc1=$?
+	wait "$pid2" || rc2=$?
+	cat "$T/err1" "$T/err2"
+	[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ]
+	grep -q "waiting for another transfer" "$T/err2"
+	diff <(tree_sig src2) <(tree_sig remote/ds)
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+}
+
+@test "push: a directory put in PATH's place while the push runs is never replaced" {
+	make_local_rsh
+	old_version_pushed 30
+	lpush_slow() {
+		"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
+			"x:$T/remote/$1" 2>"$T/err" &
+		pid=$!
+	}
+	# removed and made again, with the user's files
+	lpush_slow ds
+	wait_partial 2
+	rm -rf remote/ds && mkdir remote/ds && echo precious >remote/ds/keep
+	rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 1 ]
+	grep -q "nothing was replaced" "$T/err"
+	[ "$(ls -A remote/ds)" = keep ] && [ "$(cat remote/ds/keep)" = precious ]
+	# empty when the push began, filled while it ran
+	rm -rf remote/ds remote/.stager-partial.ds && mkdir remote/ds
+	lpush_slow ds
+	wait_partial 2
+	echo late >remote/ds/late
+	rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 1 ]
+	grep -q "nothing was replaced" "$T/err"
+	[ "$(ls -A remote/ds)" = late ]
+	# a first push: PATH made while it ran
+	lpush_slow new
+	wait_partial 2 remote/.stager-partial.new
+	mkdir remote/new && echo mine >remote/new/keep
+	rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 1 ]
+	grep -q "appeared while the transfer ran; nothing was published" "$T/err"
+	[ "$(ls -A remote/new)" = keep ]
+}
+
+@test "push: a record that is not the user's, or not a file, vouches for nothing and never hangs" {
+	make_local_rsh
+	make_files src 3 1000
+	mkdir remote
+	lpush() { timeout 30 "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
+	# a leftover temporary record, even a FIFO, is removed
+	mkfifo remote/.stager-tmp-published.ds
+	lpush src "x:$T/remote/ds"
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	before=$(tree_sig remote/ds)
+	echo new >src/f0001
+	# another user's record (anyone who can write the parent can plant one)
+	chown nobody remote/.stager-published.ds
+	run lpush src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "$(tree_sig remote/ds)" = "$before" ]
+	# a FIFO: refused, not a hang
+	rm remote/.stager-published.ds
+	mkfifo remote/.stager-published.ds
+	run lpush src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[ "$(tree_sig remote/ds)" = "$before" ]
+	# into a new PATH beside it: the FIFO in the way is named
+	rm remote/.stager-published.ds
+	mkfifo remote/.stager-published.other
+	run lpush src "x:$T/remote/other"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *".stager-published.other' is not stager's record"* ]]
+	[ ! -e remote/other ]
+}
+
+@test "push: a .stager-old.NAME stager did not move aside is never put in PATH's place" {
+	make_local_rsh
+	make_files src 3 1000
+	mkdir -p remote/.stager-old.ds
+	echo theirs >remote/.stager-old.ds/keep
+	chown -R nobody remote/.stager-old.ds
+	run stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"is not a version stager moved aside"* ]]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+	[ "$(cat remote/.stager-old.ds/keep)" = theirs ]
+}
+
+@test "push --replace cut before its switch leaves no record naming the user's directory" {
+	unshare -m true 2>/dev/null || skip "no mount namespace here"
+	make_local_rsh
+	make_files src 3 1000
+	mkdir -p remote/me
+	# a mount point cannot be renamed: the switch fails after all else
+	cat >"$T/both" <<-EOF
+		mount -t tmpfs none "$T/remote/me" || exit 99
+		echo precious >"$T/remote/me/keep"
+		"$STAGER" push --replace --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/me"
+		echo "replace: \$?"
+		"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/me"
+		echo "again: \$?"
+		cat "$T/remote/me/keep"
+	EOF
+	run unshare -m sh "$T/both"
+	echo "$output"
+	[[ "$output" == *"again: 1"* ]]
+	[[ "$output" == *"was not made by stager push"* ]]
+	[[ "$output" == *"replace: 7"* ]]
+	[ "${lines[-1]}" = precious ]
+}
+
+@test "pull: a file changed at the far end during the pull exits 7; an unreadable LOCAL says why" {
+	make_local_rsh
+	make_files src 30 100000
+	mkdir remote
+	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	"$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K \
+		"x:$T/remote/ds" back 2>"$T/err" &
+	pid=$!
+	wait_partial 2 .stager-partial.back
+	printf 'rewritten' | dd of=remote/ds/f0030 bs=1 seek=5000 conv=notrunc 2>/dev/null
+	rc=0
+	wait "$pid" || rc=$?
+	cat "$T/err"
+	[ "$rc" -eq 7 ]
+	grep -q "'f0030' changed while it was sent; pull again" "$T/err"
+	[ ! -e back ]
+	# LOCAL there but not readable: the reason, not "not a directory"
+	mkdir locked
+	chmod 000 locked
+	nocaps=""
+	[ "$(id -u)" -ne 0 ] || nocaps="setpriv --bounding-set=-dac_override,-dac_read_search"
+	run $nocaps "$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" \
+		"x:$T/remote/ds" locked
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"cannot open 'locked': Permission denied"* ]]
 }
 
 @test "pull --bwlimit: the rate holds for what is received" {

@@ -383,18 +383,88 @@ static void test_no_exchange(void **state)
 	assert_false(exists(root, ".stager-partial.dst"));
 	/* a switch cut between its renames: the old version is put back */
 	char *old = ut_join(root, ".stager-old.dst");
-	assert_int_equal(rename(dst, old), 0);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-switch", 1);
 	ut_write(src, "a", "three\n", 6);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE); /* the far end cut */
+	assert_false(exists(root, "dst"));
+	assert_true(exists(root, ".stager-old.dst"));
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
-	assert_int_equal(r.delta_files + r.whole_files, 1);
+	assert_int_equal(r.delta_files + r.whole_files, 0); /* resumed */
 	assert_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
+	/* a directory of that name that stager did not move there stays */
+	assert_int_equal(rename(dst, old), 0);
+	ut_write(src, "a", "four\n", 5);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_same_file(a, b);
+	assert_true(exists(root, ".stager-old.dst"));
+	/* and is in the way of the next switch, which replaces nothing */
+	ut_write(src, "a", "five!\n", 6);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
+	assert_true(exists(root, ".stager-old.dst/a"));
 	unsetenv(STG_TEST_FAULTS_ENV);
 	ut_rmtree(root);
 	free(old);
 	free(a);
 	free(b);
 	free(dst);
+	free(src);
+	free(root);
+}
+
+/* Write root/.stager-published.NAME as text. */
+static void forge_record(const char *root, const char *name, const char *text)
+{
+	char rec[64];
+	snprintf(rec, sizeof rec, ".stager-published.%s", name);
+	ut_write(root, rec, text, strlen(text));
+}
+
+/* The record names a directory by inode, ctime and birth time, all of
+ * them: a record with less (stager 0.1's "INO -", or no birth time where
+ * the filesystem has one) vouches for nothing, and a directory made again
+ * under a reused inode number where there is no birth time (NFS, Lustre:
+ * the "btime" fault) has another ctime. */
+static void test_record_identity(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *me = ut_join(root, "me"),
+	     *dst = ut_join(root, "dst");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "new\n", 4);
+	ut_mkdir(root, "me");
+	ut_write(me, "keep", "precious\n", 9);
+	struct statx sx;
+	assert_int_equal(statx(AT_FDCWD, me, 0, STATX_INO | STATX_CTIME | STATX_BTIME, &sx), 0);
+	char text[256];
+	stg_xfer_result r;
+	snprintf(text, sizeof text, "stager-published 1\n%llu -\n", (unsigned long long)sx.stx_ino);
+	forge_record(root, "me", text);
+	assert_int_equal(transfer(true, src, me, &r), STG_EEXIST);
+	assert_true(exists(me, "keep"));
+	if (sx.stx_mask & STATX_BTIME) {
+		snprintf(text, sizeof text, "stager-published 2\npublished %llu %lld.%09u -\n",
+		         (unsigned long long)sx.stx_ino, (long long)sx.stx_ctime.tv_sec,
+		         sx.stx_ctime.tv_nsec);
+		forge_record(root, "me", text);
+		assert_int_equal(transfer(true, src, me, &r), STG_EEXIST);
+		assert_true(exists(me, "keep"));
+	}
+	/* no birth time: removed and made again, not the one published */
+	setenv(STG_TEST_FAULTS_ENV, "btime", 1);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	assert_true(exists(dst, "a"));
+	ut_rmtree(dst);
+	ut_mkdir(root, "dst");
+	ut_write(dst, "keep", "precious\n", 9);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
+	assert_true(exists(dst, "keep"));
+	unsetenv(STG_TEST_FAULTS_ENV);
+	ut_rmtree(root);
+	free(dst);
+	free(me);
 	free(src);
 	free(root);
 }
@@ -448,7 +518,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames),        cmocka_unit_test(test_hostile_frames),
         cmocka_unit_test(test_entries),       cmocka_unit_test(test_push_pull),
         cmocka_unit_test(test_replace_rules), cmocka_unit_test(test_no_exchange),
-        cmocka_unit_test(test_signatures),
+        cmocka_unit_test(test_signatures),    cmocka_unit_test(test_record_identity),
 };
 
 UT_MAIN(tests)
