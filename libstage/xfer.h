@@ -57,10 +57,14 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
  * list of whole words, makes calls fail as NFS, CephFS, GlusterFS and
  * Lustre make them: "renameat2" (renameat2 with flags: EINVAL), "flock"
  * (ENOSYS), "ofdlock" (fcntl's F_OFD_SETLK: ENOLCK), "btime" (statx gives
- * no birth time), and "cut-switch" stops a switch between its two renames
- * as a receiver killed there would.  The e2e tests need it in the real binary to reach the
- * fallbacks; the receiver warns through the log callback whenever it is
- * set.  Nothing else reads it. */
+ * no birth time); "cut-switch", "cut-published" and "cut-remove" stop a
+ * switch without RENAME_EXCHANGE as a receiver killed there would: between
+ * its two renames, after the second before the record names the new
+ * version, and before the old version is removed; "fill-dest" writes a
+ * file (stager-test-fill) into DEST after its last check before the
+ * switch, as another process might.  The e2e tests need it in the real
+ * binary to reach the fallbacks; the receiver warns through the log
+ * callback whenever it is set.  Nothing else reads it. */
 #define STG_TEST_FAULTS_ENV "STAGER_TEST_FAULTS"
 
 #endif

@@ -47,6 +47,8 @@ typedef struct receiver {
 	int parent, part, dest; /* dest: -1 on a first push */
 	int rec;                /* the record, open and locked (-1: none yet) */
 	bool by_record;         /* DEST may be replaced because the record names it */
+	bool by_empty;          /* ... only because it is empty: checked again after the switch */
+	bool basis_made;        /* rc->basis_name is ours to remove */
 	char *name, *part_name;
 	char *rec_name; /* ".stager-published.NAME": the record of what stager
 	                   published, and the lock of transfers to DEST */
@@ -582,14 +584,16 @@ static stg_err links_and_verify(receiver *rc)
 			XXH128_hash_t h;
 			uint64_t size;
 			XXH128_canonical_t c;
-			if (stg__hash_fd(fd, &h, &size, NULL, rc->buf))
+			if (stg__hash_fd(fd, &h, &size, NULL, rc->buf)) {
 				err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
 				                      e->path);
-			XXH128_canonicalFromHash(&c, h);
-			if (!err && (size != e->size || memcmp(c.digest, e->xxh3, 16)))
-				err = stg__fail(rc->ctx, STG_ECORRUPT,
-				                "'%s' does not match the sender's checksum",
-				                e->path);
+			} else {
+				XXH128_canonicalFromHash(&c, h);
+				if (size != e->size || memcmp(c.digest, e->xxh3, 16))
+					err = stg__fail(rc->ctx, STG_ECORRUPT,
+					                "'%s' does not match the sender's checksum",
+					                e->path);
+			}
 		}
 		if (fd >= 0)
 			close(fd);
@@ -649,10 +653,15 @@ typedef struct dir_id {
 	bool bt;
 } dir_id;
 
-static int dir_id_of(int fd, dir_id *id)
+/* The identity of name under dfd ("": dfd itself), not following a link.
+ * AT_STATX_FORCE_SYNC: an NFS client's cached attributes would hide a
+ * change made from another client (a directory made again, an entry
+ * added). */
+static int id_at(int dfd, const char *name, dir_id *id)
 {
 	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_INO | STATX_CTIME | STATX_BTIME, &sx))
+	int flags = (*name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH) | AT_STATX_FORCE_SYNC;
+	if (statx(dfd, name, flags, STATX_INO | STATX_CTIME | STATX_BTIME, &sx))
 		return -1;
 	if (!(sx.stx_mask & STATX_INO) || !(sx.stx_mask & STATX_CTIME)) {
 		errno = ENOTSUP;
@@ -668,6 +677,11 @@ static int dir_id_of(int fd, dir_id *id)
 	return 0;
 }
 
+static int dir_id_of(int fd, dir_id *id)
+{
+	return id_at(fd, "", id);
+}
+
 /* All must agree; a birth time the filesystem reports now must be in the
  * record (a record without one proves nothing there). */
 static bool id_equal(const dir_id *rec, const dir_id *cur, bool ctime)
@@ -677,12 +691,15 @@ static bool id_equal(const dir_id *rec, const dir_id *cur, bool ctime)
 	       rec->bt == cur->bt && rec->bt_sec == cur->bt_sec && rec->bt_nsec == cur->bt_nsec;
 }
 
-/* What ".stager-published.NAME" says (FORMAT.md): the directory stager
- * published at DEST, and the one a switch without RENAME_EXCHANGE moved to
- * ".stager-old.NAME" (and whether that one was stager's). */
+/* What ".stager-published.NAME" says (FORMAT.md): the directory (or, for
+ * --pack, the file) stager published at DEST; and, while a switch without
+ * RENAME_EXCHANGE runs, the old version it moves to ".stager-old.NAME"
+ * (and whether that one was stager's) and the new one that takes DEST.
+ * Those two by inode and birth time only: the renames change their ctime,
+ * and so does removing the old one's entries. */
 typedef struct record {
-	bool pub, aside, aside_pub;
-	dir_id p, a;
+	bool pub, old, old_pub;
+	dir_id p, o, n;
 } record;
 
 #define RECORD_MAGIC "stager-published 2\n"
@@ -693,12 +710,18 @@ typedef struct record {
  * otherwise vouch for a directory of the user's. */
 static bool record_trusted(int fd, struct stat *st)
 {
-	return !fstat(fd, st) && S_ISREG(st->st_mode) && st->st_uid == geteuid();
+	/* one link only: a hard link to another of the user's files would
+	 * be emptied and overwritten by record_write */
+	return !fstat(fd, st) && S_ISREG(st->st_mode) && st->st_uid == geteuid() &&
+	       st->st_nlink == 1;
 }
 
-static char *id_format(char *p, const dir_id *id)
+/* " INO SEC.NSEC SEC.NSEC|-", or without ctime " INO SEC.NSEC|-". */
+static char *id_format(char *p, const dir_id *id, bool ctime)
 {
-	p += sprintf(p, " %llu %lld.%09u ", id->ino, id->ct_sec, id->ct_nsec);
+	p += sprintf(p, " %llu ", id->ino);
+	if (ctime)
+		p += sprintf(p, "%lld.%09u ", id->ct_sec, id->ct_nsec);
 	if (id->bt)
 		p += sprintf(p, "%lld.%09u", id->bt_sec, id->bt_nsec);
 	else
@@ -706,15 +729,18 @@ static char *id_format(char *p, const dir_id *id)
 	return p;
 }
 
-/* " INO SEC.NSEC SEC.NSEC|-" at *s; *s moves past it.  Strict: a torn or
- * edited record matches nothing. */
-static bool id_parse(const char **s, dir_id *id)
+/* id_format's text at *s; *s moves past it.  Strict: a torn or edited
+ * record matches nothing. */
+static bool id_parse(const char **s, dir_id *id, bool ctime)
 {
 	int n = 0;
 	memset(id, 0, sizeof *id);
 	if (**s != ' ' || !strchr("0123456789", (*s)[1]) || !(*s)[1])
 		return false;
-	if (sscanf(*s, " %llu %lld.%9u %n", &id->ino, &id->ct_sec, &id->ct_nsec, &n) != 3 || !n)
+	if (ctime ? sscanf(*s, " %llu %lld.%9u %n", &id->ino, &id->ct_sec, &id->ct_nsec, &n) != 3
+	          : sscanf(*s, " %llu %n", &id->ino, &n) != 1)
+		return false;
+	if (!n)
 		return false;
 	*s += n;
 	if (**s == '-') {
@@ -754,20 +780,25 @@ static bool record_read(receiver *rc, record *r)
 	while (*s) {
 		if (!strncmp(s, "published", 9) && !r->pub) {
 			s += 9;
-			if (!id_parse(&s, &r->p))
+			if (!id_parse(&s, &r->p, true))
 				return false;
 			r->pub = true;
-		} else if (!strncmp(s, "aside", 5) && !r->aside) {
-			s += 5;
-			if (!id_parse(&s, &r->a))
+		} else if (!strncmp(s, "old", 3) && !r->old) {
+			s += 3;
+			if (!id_parse(&s, &r->o, false))
 				return false;
 			if (!strncmp(s, " published", 10))
-				r->aside_pub = true, s += 10;
+				r->old_pub = true, s += 10;
 			else if (!strncmp(s, " other", 6))
 				s += 6;
 			else
 				return false;
-			r->aside = true;
+			if (strncmp(s, " new", 4))
+				return false;
+			s += 4;
+			if (!id_parse(&s, &r->n, false))
+				return false;
+			r->old = true;
 		} else {
 			return false;
 		}
@@ -779,40 +810,51 @@ static bool record_read(receiver *rc, record *r)
 
 /* Write the record in place, in the locked file: emptied first, so a write
  * cut short leaves a prefix, which names less (or, torn inside a line,
- * nothing), never more.  Best effort: without it the next transfer to DEST
- * asks for --replace, which is safe. */
-static void record_write(receiver *rc, const record *r)
+ * nothing), never more.  0, or -1/errno. */
+static int record_put(receiver *rc, const record *r)
 {
 	char buf[RECORD_MAX], *p = buf;
 	p += sprintf(p, "%s", RECORD_MAGIC);
 	if (r->pub) {
 		p += sprintf(p, "published");
-		p = id_format(p, &r->p);
+		p = id_format(p, &r->p, true);
 		*p++ = '\n';
 	}
-	if (r->aside) {
-		p += sprintf(p, "aside");
-		p = id_format(p, &r->a);
-		p += sprintf(p, " %s\n", r->aside_pub ? "published" : "other");
+	if (r->old) {
+		p += sprintf(p, "old");
+		p = id_format(p, &r->o, false);
+		p += sprintf(p, " %s new", r->old_pub ? "published" : "other");
+		p = id_format(p, &r->n, false);
+		*p++ = '\n';
 	}
 	size_t n = (size_t)(p - buf);
 	if (rc->rec < 0) {
 		errno = EBADF;
-	} else if (!ftruncate(rc->rec, 0) && pwrite(rc->rec, buf, n, 0) == (ssize_t)n &&
-	           !fdatasync(rc->rec)) {
-		return;
+		return -1;
 	}
+	if (ftruncate(rc->rec, 0) || pwrite(rc->rec, buf, n, 0) != (ssize_t)n || fdatasync(rc->rec))
+		return -1;
+	return 0;
+}
+
+/* record_put, best effort: without it the next transfer to DEST asks for
+ * --replace, which is safe. */
+static void record_write(receiver *rc, const record *r)
+{
+	if (!record_put(rc, r))
+		return;
 	stg__log(rc->ctx, STG_LOG_WARN,
 	         "cannot write '%s/%s' (%s): the next transfer to '%s' will need --replace",
 	         rc->dir, rc->rec_name, strerror(errno), rc->shown);
 }
 
-/* The record names the directory now at DEST: taken after the switch (the
- * renames change its ctime); nothing of stager's changes it after that. */
-static void record_published(receiver *rc, int dir)
+/* The record names the directory now at DEST (name under dfd, "": dfd
+ * itself): taken after the switch (the renames change its ctime); nothing
+ * of stager's changes it after that. */
+static void record_published(receiver *rc, int dfd, const char *name)
 {
 	record r = {0};
-	if (!dir_id_of(dir, &r.p))
+	if (!id_at(dfd, name, &r.p))
 		r.pub = true;
 	record_write(rc, &r);
 }
@@ -904,7 +946,7 @@ static bool is_home(int dir)
 		return true;
 	struct passwd pw, *pp = NULL;
 	char pbuf[4096];
-	return !getpwuid_r(getuid(), &pw, pbuf, sizeof pbuf, &pp) && pp && pp->pw_dir &&
+	return !getpwuid_r(geteuid(), &pw, pbuf, sizeof pbuf, &pp) && pp && pp->pw_dir &&
 	       !stat(pp->pw_dir, &hs) && hs.st_dev == st.st_dev && hs.st_ino == st.st_ino;
 }
 
@@ -917,15 +959,19 @@ static stg_err dest_allowed(receiver *rc, int dest)
 {
 	bool pull = !strcmp(rc->what, "pull");
 	const char *verb = pull ? "pull" : "push";
-	rc->by_record = false;
+	rc->by_record = rc->by_empty = false;
 	if (is_home(dest))
 		return stg__fail(rc->ctx, STG_EEXIST,
 		                 "'%s' is your home directory, which stager never replaces: %s "
 		                 "into it as '%s%s/' (makes %s/NAME)",
 		                 rc->shown, verb, pull ? "" : "HOST:", rc->shown, rc->shown);
 	rc->by_record = record_matches(rc, dest);
-	if (rc->replace || rc->by_record || stg__dir_is_empty(dest))
+	if (rc->replace || rc->by_record)
 		return STG_OK;
+	if (stg__dir_is_empty(dest)) {
+		rc->by_empty = true;
+		return STG_OK;
+	}
 	/* the inode the record names, with another ctime: changed by hand */
 	record r;
 	dir_id cur;
@@ -958,11 +1004,126 @@ static stg_err not_replaced(receiver *rc)
 	                 rc->shown);
 }
 
+/* DEST was allowed for being empty, and the directory moved aside is not
+ * empty now: something wrote into it after the last check. */
+static bool filled_meanwhile(receiver *rc)
+{
+	return rc->by_empty && !stg__dir_is_empty(rc->dest);
+}
+
+static stg_err filled(receiver *rc)
+{
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s' was empty when the transfer began and has files now; nothing "
+	                 "was replaced (the files are kept for the next transfer): %s into it "
+	                 "as '%s/' or give --replace",
+	                 rc->shown, !strcmp(rc->what, "pull") ? "pull" : "push", rc->shown);
+}
+
+/* The test hook "fill-dest": a file written into DEST after its last
+ * check, as another process of the user's might. */
+static void test_fill(receiver *rc)
+{
+	int fd = test_fault("fill-dest") ? openat(rc->dest, "stager-test-fill",
+	                                          O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600)
+	                                 : -1;
+	if (fd >= 0)
+		close(fd);
+}
+
+/* The switch without RENAME_EXCHANGE, cut after the old version was moved
+ * aside: it goes back to DEST, and the record is as it was (naming it
+ * again, with the ctime the renames gave it, if stager had published it). */
+static void undo_aside(receiver *rc, const record *before)
+{
+	if (renameat(rc->parent, rc->old_name, rc->parent, rc->name))
+		return; /* the record's "old" line puts it back next time */
+	if (rc->by_record)
+		record_published(rc, rc->dest, "");
+	else
+		record_write(rc, before);
+}
+
+/* NFS, CephFS and GlusterFS cannot exchange: the old version steps aside,
+ * the new one takes its place, the old one is removed.  Between the two
+ * renames, a moment, DEST does not exist.  The record names both (the
+ * "old" line) before the first rename and until the removal is done, so a
+ * receiver killed anywhere in between is finished by the next one
+ * (finish_switch).  What is at .stager-old.NAME is never removed unseen:
+ * it may be such a version. */
+static stg_err switch_renames(receiver *rc)
+{
+	struct stat st;
+	if (!fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is in the way of the switch (left by an interrupted "
+		                 "transfer?); nothing was replaced: look at it, move it "
+		                 "elsewhere, and transfer again",
+		                 rc->dir, rc->old_name);
+	record before, r;
+	if (!record_read(rc, &before))
+		memset(&before, 0, sizeof before);
+	before.old = false;
+	r = before;
+	r.old = true;
+	r.old_pub = rc->by_record;
+	if (dir_id_of(rc->dest, &r.o) || dir_id_of(rc->part, &r.n) || record_put(rc, &r)) {
+		int en = errno;
+		record_write(rc, &before);
+		return stg__fail_errno(rc->ctx, STG_EIO, en,
+		                       "cannot write '%s/%s' before the switch of '%s'; nothing "
+		                       "was replaced (the files are kept for the next transfer)",
+		                       rc->dir, rc->rec_name, rc->shown);
+	}
+	if (renameat(rc->parent, rc->name, rc->parent, rc->old_name)) {
+		int en = errno;
+		record_write(rc, &before);
+		return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot switch '%s'", rc->shown);
+	}
+	if (!same_dir_at(rc, rc->old_name, rc->dest)) {
+		/* not the directory checked: back, and nothing else */
+		renameat(rc->parent, rc->old_name, rc->parent, rc->name);
+		record_write(rc, &before);
+		return not_replaced(rc);
+	}
+	if (filled_meanwhile(rc)) {
+		undo_aside(rc, &before);
+		return filled(rc);
+	}
+	if (test_fault("cut-switch"))
+		return stg__fail(rc->ctx, STG_EINTR, "the switch of '%s' was cut (test)",
+		                 rc->shown);
+	if (renameat(rc->parent, rc->part_name, rc->parent, rc->name)) {
+		int en = errno;
+		undo_aside(rc, &before);
+		return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot switch '%s'", rc->shown);
+	}
+	if (test_fault("cut-published"))
+		return stg__fail(rc->ctx, STG_EINTR,
+		                 "the switch of '%s' was cut before the record (test)", rc->shown);
+	r.pub = !dir_id_of(rc->part, &r.p);
+	record_write(rc, &r);
+	if (test_fault("cut-remove"))
+		return stg__fail(rc->ctx, STG_EINTR, "the removal of the old '%s' was cut (test)",
+		                 rc->shown);
+	if (stg__rmtree_at(rc->parent, rc->old_name)) {
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "cannot remove the old version at '%s/%s' (%s): the next transfer to "
+		         "'%s' tries again",
+		         rc->dir, rc->old_name, strerror(errno), rc->shown);
+		return STG_OK;
+	}
+	r.old = false;
+	record_write(rc, &r);
+	return STG_OK;
+}
+
 /* Put the partial directory at DEST: exchanged with the old version (then
  * removed), or renamed there on a first transfer.  DEST was checked when
  * the transfer began; the renames go by name, so the directory there now
  * must be that one, still allowed, and the one moved aside is checked
- * again (anything else is put back). */
+ * again (anything else is put back), and still empty if it was allowed
+ * for that. */
 static stg_err switch_in(receiver *rc)
 {
 	if (rc->dest >= 0) {
@@ -974,62 +1135,26 @@ static stg_err switch_in(receiver *rc)
 			snprintf(msg, sizeof msg, "%s", stg_errmsg(rc->ctx));
 			return stg__fail(rc->ctx, err, "%s; nothing was replaced", msg);
 		}
+		test_fill(rc);
 		if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_EXCHANGE)) {
 			/* the old version now has the partial name */
-			if (!same_dir_at(rc, rc->part_name, rc->dest)) {
+			bool moved = same_dir_at(rc, rc->part_name, rc->dest);
+			if (!moved || filled_meanwhile(rc)) {
 				xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name,
 				           RENAME_EXCHANGE);
-				return not_replaced(rc);
+				return moved ? filled(rc) : not_replaced(rc);
 			}
-			record_published(rc, rc->part);
+			record_published(rc, rc->part, "");
 			stg__rmtree_at(rc->parent, rc->part_name);
 			return STG_OK;
 		}
 		if (errno != EINVAL && errno != ENOSYS)
 			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
 			                       rc->shown);
-		/* NFS, CephFS and GlusterFS cannot exchange: the old version
-		 * steps aside, the new one takes its place.  Between the two
-		 * renames, a moment, DEST does not exist; a receiver killed there
-		 * leaves the old version at .stager-old.NAME, and the record says
-		 * so, for the next one to put it back (put_back).  What is at that
-		 * name is never removed unseen: it may be such a version. */
-		struct stat st;
-		if (!fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT)
-			return stg__fail(
-			        rc->ctx, STG_EEXIST,
-			        "'%s/%s' is in the way of the switch (left by an "
-			        "interrupted transfer?); nothing was replaced: look at it, "
-			        "move it elsewhere, and transfer again",
-			        rc->dir, rc->old_name);
-		if (renameat(rc->parent, rc->name, rc->parent, rc->old_name))
-			return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot switch '%s'",
-			                       rc->shown);
-		if (!same_dir_at(rc, rc->old_name, rc->dest)) {
-			renameat(rc->parent, rc->old_name, rc->parent, rc->name);
-			return not_replaced(rc);
-		}
-		record r;
-		if (!record_read(rc, &r))
-			memset(&r, 0, sizeof r);
-		r.aside = !dir_id_of(rc->dest, &r.a);
-		r.aside_pub = rc->by_record;
-		record_write(rc, &r);
-		if (test_fault("cut-switch"))
-			return stg__fail(rc->ctx, STG_EINTR, "the switch of '%s' was cut (test)",
-			                 rc->shown);
-		if (renameat(rc->parent, rc->part_name, rc->parent, rc->name)) {
-			int en = errno;
-			renameat(rc->parent, rc->old_name, rc->parent, rc->name);
-			return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot switch '%s'",
-			                       rc->shown);
-		}
-		record_published(rc, rc->part);
-		stg__rmtree_at(rc->parent, rc->old_name);
-		return STG_OK;
+		return switch_renames(rc);
 	}
 	if (!xrenameat2(rc->parent, rc->part_name, rc->parent, rc->name, RENAME_NOREPLACE)) {
-		record_published(rc, rc->part);
+		record_published(rc, rc->part, "");
 		return STG_OK;
 	}
 	int en = errno;
@@ -1046,8 +1171,55 @@ static stg_err switch_in(receiver *rc)
 		                 rc->shown);
 	if (renameat(rc->parent, rc->part_name, rc->parent, rc->name))
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot publish '%s'", rc->shown);
-	record_published(rc, rc->part);
+	record_published(rc, rc->part, "");
 	return STG_OK;
+}
+
+/* Is name, beside DEST, a directory of the user's?  1 yes, 0 absent, -1
+ * something else: another user's (anyone who can write DEST's parent, a
+ * sticky /scratch included, can make one there first), or not a directory.
+ * stager writes the user's files only into a directory of the user's. */
+static int sibling_ours(receiver *rc, const char *name)
+{
+	struct stat st;
+	if (fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW))
+		return errno == ENOENT ? 0 : -1;
+	return S_ISDIR(st.st_mode) && st.st_uid == geteuid() ? 1 : -1;
+}
+
+static stg_err not_ours(receiver *rc, const char *name)
+{
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s/%s' is not a directory of yours (another user's, or not a "
+	                 "directory): nothing was written to it; remove it (or ask its owner "
+	                 "to), or choose another destination",
+	                 rc->dir, name);
+}
+
+/* --pack: may the file at DEST (PATH.tar.zst) be replaced?  As for a tree:
+ * only a pack stager published there (the record names it by inode, ctime
+ * and birth time) or with --replace; nothing there is fine. */
+static stg_err pack_allowed(receiver *rc)
+{
+	char path[2 * STG_PATH_MAX + 2];
+	snprintf(path, sizeof path, "%s/%s", rc->dir, rc->name);
+	struct stat st;
+	if (fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW)) {
+		if (errno == ENOENT)
+			return STG_OK;
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", path);
+	}
+	if (!S_ISREG(st.st_mode))
+		return stg__fail(rc->ctx, STG_EEXIST, "'%s' exists and is not a pack", path);
+	record r;
+	dir_id cur;
+	if (rc->replace || (record_read(rc, &r) && r.pub && !id_at(rc->parent, rc->name, &cur) &&
+	                    id_equal(&r.p, &cur, true)))
+		return STG_OK;
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s' exists and was not made by stager push --pack (or has changed "
+	                 "since): give --replace to replace it, or push to another PATH",
+	                 path);
 }
 
 /* Directory modes and mtimes, deepest first, then the switch. */
@@ -1079,9 +1251,16 @@ static stg_err publish(receiver *rc)
 		snprintf(out, sizeof out, "%s/%s", rc->dir, rc->name);
 		stg_pack_opts po;
 		stg_pack_opts_init(&po);
-		stg_err err = stg_pack_dir(rc->ctx, tree, out, &po, NULL);
-		if (err)
+		/* checked again under the lock: a file put there meanwhile */
+		stg_err err = pack_allowed(rc);
+		if (err) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", stg_errmsg(rc->ctx));
+			return stg__fail(rc->ctx, err, "%s; nothing was replaced", msg);
+		}
+		if ((err = stg_pack_dir(rc->ctx, tree, out, &po, NULL)))
 			return err;
+		record_published(rc, rc->parent, rc->name);
 		stg__rmtree_at(rc->parent, rc->part_name);
 		return STG_OK;
 	}
@@ -1093,7 +1272,17 @@ static stg_err publish(receiver *rc)
  * is no basis (said once); nothing is sent that would not be otherwise. */
 static stg_err unpack_basis(receiver *rc)
 {
-	stg__rmtree_at(rc->parent, rc->basis_name);
+	stg_err err = pack_allowed(rc);
+	if (err)
+		return err;
+	/* the old pack's files are unpacked here: the user's, so only into a
+	 * directory of the user's (one left by a killed receiver is removed) */
+	int ours = sibling_ours(rc, rc->basis_name);
+	if (ours < 0)
+		return not_ours(rc, rc->basis_name);
+	if (ours)
+		stg__rmtree_at(rc->parent, rc->basis_name);
+	rc->basis_made = true;
 	char pack_path[2 * STG_PATH_MAX + 2], basis[2 * STG_PATH_MAX + 2];
 	snprintf(pack_path, sizeof pack_path, "%s/%s", rc->dir, rc->name);
 	snprintf(basis, sizeof basis, "%s/%s", rc->dir, rc->basis_name);
@@ -1103,8 +1292,6 @@ static stg_err unpack_basis(receiver *rc)
 			return STG_OK;
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", pack_path);
 	}
-	if (!S_ISREG(st.st_mode))
-		return stg__fail(rc->ctx, STG_EEXIST, "'%s' exists and is not a pack", pack_path);
 	stg_pack *p = NULL;
 	stg_unpack_opts uo;
 	stg_unpack_opts_init(&uo);
@@ -1117,6 +1304,12 @@ static stg_err unpack_basis(receiver *rc)
 	stg_pack_close(p);
 	rc->dest =
 	        openat(rc->parent, rc->basis_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (rc->dest >= 0 && (fstat(rc->dest, &st) || st.st_uid != geteuid())) {
+		close(rc->dest);
+		rc->dest = -1;
+		rc->basis_made = false;
+		return not_ours(rc, rc->basis_name);
+	}
 	return STG_OK;
 }
 
@@ -1182,39 +1375,81 @@ static stg_err dest_open(receiver *rc)
 	return dest_allowed(rc, rc->dest);
 }
 
-/* A switch without RENAME_EXCHANGE cut between its two renames left the
- * old version at .stager-old.NAME: it goes back first, if it is the one
- * the record says stager moved there (and ours: anyone who can write the
- * parent could make a directory of that name). */
-static void put_back(receiver *rc)
+/* A switch without RENAME_EXCHANGE that did not finish (a receiver killed
+ * between its first rename and the end of the old version's removal) left
+ * the old version at .stager-old.NAME, and the record's "old" line names it
+ * and the version that was to replace it.  Under the lock, before anything
+ * else: the old version goes back if DEST is absent, and is removed (the
+ * removal finished) if DEST is that new version.  Only a directory of the
+ * user's that the line names: anyone who can write the parent could make
+ * one of that name. */
+static void finish_switch(receiver *rc)
 {
-	struct stat st;
-	if (!fstatat(rc->parent, rc->name, &st, AT_SYMLINK_NOFOLLOW) || errno != ENOENT ||
-	    fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW))
-		return;
-	int fd = openat(rc->parent, rc->old_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	record r;
-	dir_id id;
+	bool have = record_read(rc, &r);
+	struct stat st;
+	if (fstatat(rc->parent, rc->old_name, &st, AT_SYMLINK_NOFOLLOW)) {
+		/* nothing there: a line naming it is stale (its inode may be reused) */
+		if (errno == ENOENT && have && r.old) {
+			r.old = false;
+			record_write(rc, &r);
+		}
+		return;
+	}
+	int fd = openat(rc->parent, rc->old_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC),
+	    nfd = -1;
+	dir_id id, nid;
 	bool ours = fd >= 0 && !fstat(fd, &st) && st.st_uid == geteuid() && !dir_id_of(fd, &id) &&
-	            record_read(rc, &r) && r.aside && id_equal(&r.a, &id, true);
+	            have && r.old && id_equal(&r.o, &id, false);
 	if (!ours) {
 		stg__log(rc->ctx, STG_LOG_WARN,
 		         "'%s/%s' is not a version stager moved aside; it was left where it is: "
 		         "look at it, then move it back to '%s' or remove it",
 		         rc->dir, rc->old_name, rc->shown);
-	} else if (!renameat(rc->parent, rc->old_name, rc->parent, rc->name)) {
-		stg__log(rc->ctx, STG_LOG_WARN,
-		         "'%s': put back the version an interrupted switch had moved aside",
-		         rc->shown);
-		/* the rename changed its ctime: the record names it again only if
-		 * stager had published it */
-		if (r.aside_pub)
-			record_published(rc, fd);
-		else
-			record_write(rc, &(record){0});
+		goto out;
 	}
+	nfd = openat(rc->parent, rc->name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (nfd < 0 && errno == ENOENT) {
+		if (!renameat(rc->parent, rc->old_name, rc->parent, rc->name)) {
+			stg__log(rc->ctx, STG_LOG_WARN,
+			         "'%s': put back the version an interrupted switch had moved aside",
+			         rc->shown);
+			/* the rename changed its ctime: the record names it again
+			 * only if stager had published it */
+			r.old = false;
+			r.pub = r.old_pub && !dir_id_of(fd, &r.p);
+			record_write(rc, &r);
+		}
+		goto out;
+	}
+	if (nfd < 0 || fstat(nfd, &st) || st.st_uid != geteuid() || dir_id_of(nfd, &nid) ||
+	    !id_equal(&r.n, &nid, false)) {
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "'%s/%s' is the version an interrupted switch moved aside, and '%s' is "
+		         "not the one that replaced it: both were left as they are; look at "
+		         "them, then remove one",
+		         rc->dir, rc->old_name, rc->shown);
+		goto out;
+	}
+	if (stg__rmtree_at(rc->parent, rc->old_name)) {
+		stg__log(rc->ctx, STG_LOG_WARN,
+		         "cannot remove '%s/%s', the old version an interrupted switch left "
+		         "(%s): remove it, then transfer again",
+		         rc->dir, rc->old_name, strerror(errno));
+		goto out;
+	}
+	stg__log(rc->ctx, STG_LOG_INFO,
+	         "'%s/%s': removed the old version an interrupted switch left", rc->dir,
+	         rc->old_name);
+	/* the record names DEST only if it did before the cut */
+	r.old = false;
+	r.pub = r.pub && id_equal(&r.p, &nid, true);
+	record_write(rc, &r);
+out:
 	if (fd >= 0)
 		close(fd);
+	if (nfd >= 0)
+		close(nfd);
 }
 
 static void receiver_names_free(receiver *rc)
@@ -1262,7 +1497,7 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 		if ((err = unpack_basis(rc)))
 			return err;
 	} else {
-		put_back(rc);
+		finish_switch(rc);
 		if ((err = dest_open(rc)))
 			return err;
 	}
@@ -1271,10 +1506,22 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 		                       "cannot create '%s/%s'", rc->dir, rc->part_name);
 	rc->part =
 	        openat(rc->parent, rc->part_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (rc->part < 0)
+	if (rc->part < 0 && errno != ENOTDIR && errno != ELOOP)
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot open '%s/%s'", rc->dir,
 		                       rc->part_name);
-	fchmod(rc->part, 0700);
+	/* the user's files go only into a directory of the user's: another
+	 * user may have made this one first, open to all */
+	struct stat pst;
+	if (rc->part < 0 || fstat(rc->part, &pst) || !S_ISDIR(pst.st_mode) ||
+	    pst.st_uid != geteuid()) {
+		if (rc->part >= 0)
+			close(rc->part);
+		rc->part = -1;
+		return not_ours(rc, rc->part_name);
+	}
+	if (fchmod(rc->part, 0700))
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot set the mode of '%s/%s'",
+		                       rc->dir, rc->part_name);
 	return STG_OK;
 }
 
@@ -1290,9 +1537,8 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 	               .replace = replace,
 	               .what = what};
 	stg_err err = dest_names(&rc, dest);
-	/* --pack replaces a file, a pack, which unpack_basis checks */
-	if (!err && !pack)
-		err = dest_open(&rc);
+	if (!err)
+		err = pack ? pack_allowed(&rc) : dest_open(&rc);
 	if (rc.dest >= 0)
 		close(rc.dest);
 	receiver_names_free(&rc);
@@ -1364,7 +1610,7 @@ out:
 		unlinkat(rc.parent, rc.part_name, AT_REMOVEDIR);
 	if (rc.dest >= 0)
 		close(rc.dest);
-	if (rc.pack && rc.basis_name && rc.parent >= 0)
+	if (rc.basis_made && sibling_ours(&rc, rc.basis_name) > 0)
 		stg__rmtree_at(rc.parent, rc.basis_name);
 	if (rc.part >= 0)
 		close(rc.part);

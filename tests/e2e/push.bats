@@ -138,7 +138,7 @@ make_files() {
 	mkdir remote
 	run spush --pack src "127.0.0.1:$T/remote/ds"
 	[ "$status" -eq 0 ]
-	[ "$(ls -A remote)" = ds.tar.zst ]
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds.tar.zst ds.tar.zst" ]
 	stager verify remote/ds.tar.zst
 	local_digest=$(stager pack -q src -o "$T/local.tar.zst" | cut -d' ' -f1)
 	[ "$(stager verify --json remote/ds.tar.zst | jq -r .digest)" = "$local_digest" ]
@@ -151,7 +151,7 @@ make_files() {
 	[ "$(json_field "$out" whole_files)" -eq 1 ]
 	# big.bin's signature and delta, not its 3 MB
 	[ "$(json_field "$out" wire_bytes)" -lt 60000 ]
-	[ "$(ls -A remote)" = ds.tar.zst ]
+	[ "$(ls -A remote | xargs)" = ".stager-published.ds.tar.zst ds.tar.zst" ]
 	stager unpack remote/ds.tar.zst back
 	diff <(tree_sig src) <(tree_sig back)
 	run stager pull --pack "127.0.0.1:$T/remote/ds" x
@@ -728,4 +728,66 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"push sends directories, not single files"* ]]
 	[[ "$output" == *"directory that holds it"* ]]
+}
+
+@test "push: a .stager-partial.NAME or .stager-basis.NAME of another user is never written to" {
+	make_local_rsh
+	make_files src 3 1000
+	mkdir remote && chmod 1777 remote
+	lpush() { "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
+	# made first by another user, open to all, in a sticky directory
+	mkdir -m 0777 remote/.stager-partial.ds
+	chown nobody remote/.stager-partial.ds
+	run lpush src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *".stager-partial.ds' is not a directory of yours"* ]]
+	[ -z "$(ls -A remote/.stager-partial.ds)" ]
+	[ ! -e remote/ds ]
+	# a symlink in its place: the same
+	rm -rf remote/.stager-partial.ds
+	ln -s "$T/elsewhere" remote/.stager-partial.ds
+	mkdir elsewhere
+	run lpush src "x:$T/remote/ds"
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A elsewhere)" ]
+	# --pack: the old pack is unpacked only into a directory of the user's
+	rm remote/.stager-partial.ds
+	lpush --pack src "x:$T/remote/ds"
+	mkdir -m 0777 remote/.stager-basis.ds.tar.zst
+	chown nobody remote/.stager-basis.ds.tar.zst
+	echo new >src/f0001
+	run lpush --pack src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *".stager-basis.ds.tar.zst' is not a directory of yours"* ]]
+	[ -z "$(ls -A remote/.stager-basis.ds.tar.zst)" ]
+}
+
+@test "push --pack: a file at PATH.tar.zst is replaced only if stager pushed it there, or --replace" {
+	make_local_rsh
+	make_files src 3 1000
+	mkdir remote
+	lpush() { "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
+	echo precious >remote/ds.tar.zst
+	run lpush --pack src "x:$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"ds.tar.zst' exists and was not made by stager push --pack"* ]]
+	[[ "$output" == *"--replace"* ]]
+	[ "$(cat remote/ds.tar.zst)" = precious ]
+	# --replace: asked for; then stager's own pack is replaced without it
+	lpush --pack --replace src "x:$T/remote/ds"
+	stager verify remote/ds.tar.zst
+	echo new >src/f0001
+	lpush --pack src "x:$T/remote/ds"
+	stager unpack remote/ds.tar.zst back
+	diff <(tree_sig src) <(tree_sig back)
+	# changed since (its ctime): refused again
+	chmod 0600 remote/ds.tar.zst
+	before=$(sha256sum <remote/ds.tar.zst)
+	echo newer >src/f0002
+	run lpush --pack src "x:$T/remote/ds"
+	[ "$status" -eq 1 ]
+	[ "$(sha256sum <remote/ds.tar.zst)" = "$before" ]
 }

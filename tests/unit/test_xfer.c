@@ -413,6 +413,122 @@ static void test_no_exchange(void **state)
 	free(root);
 }
 
+/* A switch without RENAME_EXCHANGE cut after its second rename, before
+ * the record names the new version, or during the old version's removal:
+ * the next transfer finishes the removal (the record names the old version
+ * until it is gone), so .stager-old.NAME never blocks later pushes. */
+static void test_interrupted_removal(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
+	     *a = ut_join(src, "a"), *b = ut_join(dst, "a");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "one\n", 4);
+	stg_xfer_result r;
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	/* killed while the old version was being removed */
+	ut_write(src, "a", "two!\n", 5);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-remove", 1);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
+	assert_same_file(a, b);
+	assert_true(exists(root, ".stager-old.dst"));
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
+	ut_write(src, "a", "three\n", 6);
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK); /* no --replace needed */
+	assert_same_file(a, b);
+	assert_false(exists(root, ".stager-old.dst"));
+	/* killed between the second rename and the record's write: DEST is
+	 * the new version, not yet named, so --replace; never "in the way" */
+	ut_write(src, "a", "four\n", 5);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-published", 1);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
+	assert_same_file(a, b);
+	assert_true(exists(root, ".stager-old.dst"));
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
+	ut_write(src, "a", "five!\n", 6);
+	assert_int_equal(transfer_r(true, true, src, dst, &r), STG_OK);
+	assert_same_file(a, b);
+	assert_false(exists(root, ".stager-old.dst"));
+	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
+	/* an old version whose new one is not at DEST stays */
+	ut_write(src, "a", "six\n", 4);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-remove", 1);
+	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
+	char *moved = ut_join(root, "moved");
+	assert_int_equal(rename(dst, moved), 0);
+	ut_mkdir(root, "dst");
+	ut_write(dst, "keep", "precious\n", 9);
+	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
+	assert_int_equal(transfer_r(true, true, src, dst, &r), STG_EEXIST);
+	assert_true(exists(root, ".stager-old.dst/a"));
+	unsetenv(STG_TEST_FAULTS_ENV);
+	ut_rmtree(root);
+	free(moved);
+	free(a);
+	free(b);
+	free(dst);
+	free(src);
+	free(root);
+}
+
+/* A directory allowed for being empty that has a file by the switch (the
+ * "fill-dest" hook writes one after the last check): put back, exit 1. */
+static void test_empty_filled(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "new\n", 4);
+	stg_xfer_result r;
+	static const char *const faults[] = {"fill-dest", "renameat2,flock,fill-dest"};
+	for (int k = 0; k < 2; k++) {
+		ut_mkdir(root, "dst");
+		setenv(STG_TEST_FAULTS_ENV, faults[k], 1);
+		assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
+		assert_true(exists(dst, "stager-test-fill"));
+		assert_false(exists(dst, "a"));
+		assert_false(exists(root, ".stager-old.dst"));
+		assert_true(exists(root, ".stager-partial.dst/a")); /* kept */
+		unsetenv(STG_TEST_FAULTS_ENV);
+		ut_rmtree(dst);
+	}
+	ut_rmtree(root);
+	free(dst);
+	free(src);
+	free(root);
+}
+
+/* A record that is a hard link to another of the user's files vouches for
+ * nothing and is never written: that file would be overwritten. */
+static void test_record_hardlink(void **state)
+{
+	(void)state;
+	signal(SIGPIPE, SIG_IGN);
+	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
+	     *secret = ut_join(root, "secret"), *rec = ut_join(root, ".stager-published.dst");
+	assert_int_equal(mkdir(src, 0755), 0);
+	ut_write(src, "a", "new\n", 4);
+	ut_write(root, "secret", "precious\n", 9);
+	assert_int_equal(link(secret, rec), 0);
+	stg_xfer_result r;
+	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
+	size_t len;
+	uint8_t *p = ut_read(secret, &len);
+	assert_int_equal(len, 9);
+	assert_memory_equal(p, "precious\n", 9);
+	assert_false(exists(root, "dst"));
+	ut_rmtree(root);
+	free(p);
+	free(rec);
+	free(secret);
+	free(dst);
+	free(src);
+	free(root);
+}
+
 /* Write root/.stager-published.NAME as text. */
 static void forge_record(const char *root, const char *name, const char *text)
 {
@@ -515,10 +631,17 @@ static void test_signatures(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frames),        cmocka_unit_test(test_hostile_frames),
-        cmocka_unit_test(test_entries),       cmocka_unit_test(test_push_pull),
-        cmocka_unit_test(test_replace_rules), cmocka_unit_test(test_no_exchange),
-        cmocka_unit_test(test_signatures),    cmocka_unit_test(test_record_identity),
+        cmocka_unit_test(test_frames),
+        cmocka_unit_test(test_hostile_frames),
+        cmocka_unit_test(test_entries),
+        cmocka_unit_test(test_push_pull),
+        cmocka_unit_test(test_replace_rules),
+        cmocka_unit_test(test_no_exchange),
+        cmocka_unit_test(test_signatures),
+        cmocka_unit_test(test_record_identity),
+        cmocka_unit_test(test_interrupted_removal),
+        cmocka_unit_test(test_empty_filled),
+        cmocka_unit_test(test_record_hardlink),
 };
 
 UT_MAIN(tests)
