@@ -237,13 +237,13 @@ STG_API stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir,
 /* A delta from an older version of a pack (see stg_delta_write). */
 typedef struct stg_delta_info {
 	uint8_t base_digest[STG_DIGEST_LEN];
-	const char *name;    /* stg_pack_dir: the delta file, beside the pack */
-	uint64_t size;       /* bytes of the delta file */
-	uint64_t unchanged;  /* files the base has as they are */
-	uint64_t copied;     /* files the base has under another path */
-	uint64_t patched;    /* changed files, as librsync deltas */
-	uint64_t added;      /* new files, whole */
-	uint64_t removed;    /* files of the base the new version lacks */
+	const char *name;                    /* stg_pack_dir: the delta file, beside the pack */
+	uint64_t size;                       /* bytes of the delta file */
+	uint64_t unchanged;                  /* files the base has as they are */
+	uint64_t copied;                     /* files the base has under another path */
+	uint64_t patched;                    /* changed files, as librsync deltas */
+	uint64_t added;                      /* new files, whole */
+	uint64_t removed;                    /* files of the base the new version lacks */
 	uint64_t patched_bytes, added_bytes; /* their new sizes */
 } stg_delta_info;
 
@@ -393,8 +393,8 @@ typedef struct stg_stage_result {
 	uint64_t content_bytes; /* bytes of file content staged */
 	uint64_t files;
 	double seconds;
-	const char *kind; /* "pack", "archive" or "directory" (static) */
-	int delta;        /* built from a delta against a cached older version */
+	const char *kind;                    /* "pack", "archive" or "directory" (static) */
+	int delta;                           /* built from a delta against a cached older version */
 	uint8_t base_digest[STG_DIGEST_LEN]; /* that version, when delta */
 } stg_stage_result;
 
@@ -580,8 +580,8 @@ STG_API void stg_collect_result_free(stg_collect_result *res);
  * STG_KEEP_DAYS days, not before.  *out (freed by the caller) is where it
  * went; NULL on failure.
  */
-STG_API stg_err stg_keep_results(stg_ctx *ctx, stg_cache *cache, const char *src,
-                                 const char *name, char **out);
+STG_API stg_err stg_keep_results(stg_ctx *ctx, stg_cache *cache, const char *src, const char *name,
+                                 char **out);
 
 /* ---- push, pull and serve ------------------------------------------------ */
 

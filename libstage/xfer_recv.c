@@ -1525,17 +1525,24 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 	return STG_OK;
 }
 
+/* A receiver with nothing open yet. */
+static receiver receiver_new(stg_ctx *ctx, stg_wire *w, bool pack, bool replace, const char *what)
+{
+	return (receiver){.ctx = ctx,
+	                  .w = w,
+	                  .parent = -1,
+	                  .part = -1,
+	                  .dest = -1,
+	                  .rec = -1,
+	                  .pack = pack,
+	                  .replace = replace,
+	                  .what = what};
+}
+
 stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
                            const char *what)
 {
-	receiver rc = {.ctx = ctx,
-	               .parent = -1,
-	               .part = -1,
-	               .dest = -1,
-	               .rec = -1,
-	               .pack = pack,
-	               .replace = replace,
-	               .what = what};
+	receiver rc = receiver_new(ctx, NULL, pack, replace, what);
 	stg_err err = dest_names(&rc, dest);
 	if (!err)
 		err = pack ? pack_allowed(&rc) : dest_open(&rc);
@@ -1548,15 +1555,7 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
                           const char *what, stg_xfer_result *res)
 {
-	receiver rc = {.ctx = ctx,
-	               .w = w,
-	               .parent = -1,
-	               .part = -1,
-	               .dest = -1,
-	               .rec = -1,
-	               .pack = pack,
-	               .replace = replace,
-	               .what = what};
+	receiver rc = receiver_new(ctx, w, pack, replace, what);
 	stg_err err = STG_OK;
 	rc.buf = malloc(XFER_BLOCK);
 	rc.out = malloc(XFER_BLOCK);
