@@ -20,17 +20,21 @@ B       ?= build
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
 DEPS    := libarchive libzstd libxxhash libcrypto
-DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS) 2>/dev/null)
-DEP_LIBS   := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null)
+# The flags are asked of pkg-config when a recipe first needs them, not when
+# this file is read: `make deps test` installs the packages before any
+# compile, so the first build on a fresh machine links.  (`X = $(eval X :=
+# ...)$(X)` runs the shell once, at the first use.)
+DEP_CFLAGS = $(eval DEP_CFLAGS := $(shell $(PKG_CONFIG) --cflags $(DEPS) 2>/dev/null))$(DEP_CFLAGS)
+DEP_LIBS   = $(eval DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null))$(DEP_LIBS)
 # Debian's librsync-dev ships no .pc file
-RSYNC_LIBS := $(shell $(PKG_CONFIG) --libs librsync 2>/dev/null || echo -lrsync)
+RSYNC_LIBS = $(eval RSYNC_LIBS := $(shell $(PKG_CONFIG) --libs librsync 2>/dev/null || echo -lrsync))$(RSYNC_LIBS)
 
 OPT     ?= -O2 -g
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
 CFLAGS  ?=
 SAN     ?=
-ALL_CFLAGS := -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SAN) -pthread $(DEP_CFLAGS) $(CFLAGS)
-LDLIBS_ALL := $(DEP_LIBS) $(RSYNC_LIBS) -pthread
+ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SAN) -pthread $(DEP_CFLAGS) $(CFLAGS)
+LDLIBS_ALL = $(DEP_LIBS) $(RSYNC_LIBS) -pthread
 
 LIB_SRC := $(wildcard libstage/*.c)
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o)
@@ -51,21 +55,37 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps help bench-multinode
+	format format-check deps check-deps help bench-multinode
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
-$(B)/obj/%.o: %.c libstage/stage.h libstage/internal.h
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DSTG_BUILDING -fvisibility=hidden -Ilibstage -c $< -o $@
+# Before anything is compiled, one line names any missing package (not a
+# linker error).  `make deps X` installs them first, also under -j.
+ifneq ($(filter deps,$(MAKECMDGOALS)),)
+DEPS_FIRST := deps
+endif
+CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode soak,$(MAKECMDGOALS)),test,build)
+check-deps: | $(DEPS_FIRST)
+	@sh scripts/deps.sh check $(CHECK_LEVEL)
 
-$(B)/pic/%.o: %.c libstage/stage.h libstage/internal.h
-	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DSTG_BUILDING -fvisibility=hidden -fPIC -Ilibstage -c $< -o $@
+# intermediate objects (the fuzz replays') are kept
+.SECONDARY:
 
-$(B)/obj/stager/%.o: stager/%.c stager/cli.h libstage/stage.h
+# -MMD -MP: every object depends on the headers it includes
+DEPFLAGS = -MMD -MP
+-include $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d $(B)/pic/*/*.d $(B)/tests/*.d)
+
+$(B)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -DSTG_VERSION_CLI='"$(VERSION)"' -Ilibstage -c $< -o $@
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DSTG_BUILDING -fvisibility=hidden -Ilibstage -c $< -o $@
+
+$(B)/pic/%.o: %.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DSTG_BUILDING -fvisibility=hidden -fPIC -Ilibstage -c $< -o $@
+
+$(B)/obj/stager/%.o: stager/%.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -DSTG_VERSION_CLI='"$(VERSION)"' -Ilibstage -c $< -o $@
 
 $(STATIC): $(LIB_OBJ)
 	@rm -f $@
@@ -82,26 +102,28 @@ $(STAGER): $(CLI_OBJ) $(STATIC)
 
 # ---- tests ----------------------------------------------------------------
 
-$(B)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ) tests/unit/unit.h
+$(B)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ) | check-deps
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilibstage -Itests/unit -o $@ $< $(LIB_OBJ) -lcmocka $(LDLIBS_ALL)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -Ilibstage -Itests/unit -o $@ $< $(LIB_OBJ) -lcmocka $(LDLIBS_ALL)
 
-$(B)/gendata: bench/gendata.c
+$(B)/gendata: bench/gendata.c | check-deps
+	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -lm
-$(B)/runstat: bench/runstat.c
+$(B)/runstat: bench/runstat.c | check-deps
+	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
 # the emulated shared filesystem (FUSE) of the benchmarks and tests
-$(B)/sharedfs: bench/sharedfs.c
+$(B)/sharedfs: bench/sharedfs.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 -pthread $(WARN) $$(pkg-config --cflags fuse3) -o $@ $< \
 		$$(pkg-config --libs fuse3)
-$(B)/fuzz/replay_%: tests/fuzz/fuzz_%.c tests/fuzz/replay.c $(LIB_OBJ)
+$(B)/fuzz/replay_%: $(B)/obj/tests/fuzz/fuzz_%.o $(B)/obj/tests/fuzz/replay.o $(LIB_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) -Ilibstage -o $@ $^ $(LDLIBS_ALL)
+	$(CC) $(SAN) -o $@ $^ $(LDLIBS_ALL)
 
 # `make test` prints one closing line: "N passed, N failed".
 test: all $(UNIT_BIN) $(TOOLS)
-	@B=$(B) SAN_FLAGS="$(SAN)" sh tests/run.sh
+	@B=$(B) SAN_FLAGS="$(SAN)" bash tests/run.sh
 
 # a hostile archive may ask for absurd allocations: like the real
 # allocator, return NULL rather than abort
@@ -134,7 +156,7 @@ demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
 
 deps:
-	sh scripts/install-deps.sh
+	sh scripts/deps.sh install
 
 # ---- install ----------------------------------------------------------------
 

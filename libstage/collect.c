@@ -514,6 +514,10 @@ static int put_item(collector *k, const stg_witem *it, const char *final, crec *
 	if (it->link) {
 		op(k);
 		rc = symlinkat(it->link, k->destfd, tmp);
+		if (rc == 0) { /* the link's own mtime, as rsync -a keeps it */
+			struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
+			utimensat(k->destfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
+		}
 	} else {
 		s = openat(k->srcfd, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 		struct stat before, after;

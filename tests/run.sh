@@ -1,9 +1,18 @@
-#!/bin/sh
+#!/bin/bash
 # tests/run.sh - run every test and close with one line "N passed, N failed".
 #
-# Unit tests (cmocka) and end-to-end tests (bats) both report TAP; this
-# script counts "ok" and "not ok" lines and exits non-zero on any failure.
-# B is the build directory (default build).
+# The unit tests (cmocka), the fuzz corpus replay, the benchmark harness and
+# each bats file are independent jobs, run TEST_JOBS at a time (default 4:
+# most end-to-end tests wait on daemons, sleeps and I/O, not on the two
+# cores).  Each job's TAP output is printed whole when it ends; the counts
+# come from the TAP lines.  A skipped test is counted apart from the passed
+# ones; under CI (CI=true) or with NO_SKIP=1 a skip fails the run, since
+# CI's machine has everything a test needs.  Each job has a time limit
+# (JOB_TIMEOUT seconds, default 900), so a hung test fails instead of
+# hanging the run.  The ten slowest tests are listed at the end.
+#
+# B is the build directory (default build).  Arguments, if any, name the
+# jobs to run (e.g. `tests/run.sh push.bats test_path`).
 set -u
 B=${B:-build}
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,48 +20,110 @@ cd "$top" || exit 2
 export SAN_FLAGS="${SAN_FLAGS:-}"
 export STAGER="$top/$B/stager" GENDATA="$top/$B/gendata" RUNSTAT="$top/$B/runstat"
 export SHAREDFS="$top/$B/sharedfs" FUZZ_DIR="$top/$B/fuzz" CORPUS="$top/../shared/corpus"
-log=$(mktemp)
-trap 'rm -f "$log"' EXIT
-status=0
+JOBS=${TEST_JOBS:-4}
+JOB_TIMEOUT=${JOB_TIMEOUT:-900}
+no_skip=${NO_SKIP:-}
+[ "${CI:-}" = true ] && no_skip=${NO_SKIP:-1}
 
-run() { # name, command...
-	name=$1
-	shift
-	echo "# $name"
-	"$@" >"$log.out" 2>&1
-	rc=$?
-	cat "$log.out"
-	cat "$log.out" >>"$log"
-	# a crash or non-zero exit without a TAP failure line still fails
-	if [ $rc -ne 0 ] && ! grep -q '^not ok' "$log.out"; then
-		echo "not ok - $name exited with status $rc" | tee -a "$log"
-	fi
-	[ $rc -eq 0 ] || status=1
-	rm -f "$log.out"
-}
+out=$(mktemp -d "${TMPDIR:-/tmp}/stager-tests.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+export out
 
+# the jobs, longest first (from the last run here, else a fixed guess), so
+# the long ones do not start last
+jobs=()
 for t in "$B"/tests/test_*; do
-	[ -x "$t" ] && run "$(basename "$t")" "$t"
+	case "$t" in *.d) continue ;; esac
+	[ -x "$t" ] && jobs+=("$(basename "$t")")
 done
-run fuzz-replay sh tests/fuzz/replay.sh
-# the benchmark harness works (asserts nothing about speed)
-bench_quick() {
-	echo "1..1"
-	if bash bench/run.sh --quick >"$log.bench" 2>&1; then
-		echo "ok 1 - bench/run.sh --quick"
-	else
-		cat "$log.bench"
-		echo "not ok 1 - bench/run.sh --quick"
-	fi
-	rm -f "$log.bench"
+jobs+=(fuzz-replay bench-quick)
+for f in tests/e2e/*.bats; do jobs+=("$(basename "$f")"); done
+if [ $# -gt 0 ]; then jobs=("$@"); fi
+hist="$top/$B/test-times"
+guess() { # name: the seconds it took last time here, else a rough guess
+	local s
+	s=$(awk -v n="$1" '$1 == n { s = $2 } END { if (s != "") print s }' "$hist" 2>/dev/null)
+	[ -n "$s" ] && { echo "$s"; return; }
+	case "$1" in
+	push.bats | slurm.bats | multinode.bats | collect.bats | sharedfs.bats) echo 200 ;;
+	*.bats | bench-quick) echo 60 ;;
+	*) echo 5 ;;
+	esac
 }
-run bench-quick bench_quick
-for f in tests/e2e/*.bats; do
-	run "$(basename "$f")" bats --tap "$f"
-done
+ordered=$(for j in "${jobs[@]}"; do echo "$(guess "$j") $j"; done | sort -rn | awk '{ print $2 }')
 
-passed=$(grep -c '^ok ' "$log")
-failed=$(grep -c '^not ok' "$log")
+run_job() { # name: run one job, print its output whole when it ends
+	local name=$1 t0 t1 rc
+	t0=$(date +%s.%N)
+	case "$name" in
+	test_*) timeout -k 10 "$JOB_TIMEOUT" "$B/tests/$name" ;;
+	fuzz-replay) timeout -k 10 "$JOB_TIMEOUT" sh tests/fuzz/replay.sh ;;
+	bench-quick) # the benchmark harness works (asserts nothing about speed)
+		echo "1..1"
+		if timeout -k 10 "$JOB_TIMEOUT" bash bench/run.sh --quick >"$out/$name.bench" 2>&1; then
+			echo "ok 1 bench/run.sh --quick"
+		else
+			cat "$out/$name.bench"
+			echo "not ok 1 bench/run.sh --quick"
+		fi
+		;;
+	*.bats) timeout -k 10 "$JOB_TIMEOUT" bats --tap --timing "tests/e2e/$name" ;;
+	*) echo "not ok 1 no such test job: $name" ;;
+	esac >"$out/$name.tap" 2>&1 </dev/null
+	rc=$?
+	t1=$(date +%s.%N)
+	# a crash, a time-out or a non-zero exit without a TAP failure line fails
+	if [ $rc -ne 0 ] && ! grep -q '^not ok' "$out/$name.tap"; then
+		[ $rc -eq 124 ] && echo "# timed out after $JOB_TIMEOUT s" >>"$out/$name.tap"
+		echo "not ok - $name exited with status $rc" >>"$out/$name.tap"
+	fi
+	awk -v a="$t0" -v b="$t1" -v n="$name" 'BEGIN { printf "%s %.1f\n", n, b - a }' >"$out/$name.time"
+	{
+		flock 9
+		echo "# $name ($(cut -d' ' -f2 "$out/$name.time") s)"
+		cat "$out/$name.tap"
+	} 9>"$out/.lock"
+}
+export -f run_job
+export B JOB_TIMEOUT
+
+start=$(date +%s)
+printf '%s\n' $ordered | xargs -P "$JOBS" -I{} bash -c 'run_job "$1"' _ {}
+wall=$(($(date +%s) - start))
+
+cat "$out"/*.tap >"$out/all" 2>/dev/null
+# TAP: "ok N name # skip reason" is a skip, not a pass
+skipped=$(grep -c -i '^ok .*# skip' "$out/all")
+passed=$(($(grep -c '^ok ' "$out/all") - skipped))
+failed=$(grep -c '^not ok' "$out/all")
+# bats --timing ends each line with "in N ms"; unit tests are timed whole
+cat "$out"/*.time >"$hist.new" 2>/dev/null && mv "$hist.new" "$hist"
 echo
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ] && [ $status -eq 0 ]
+echo "# the ten slowest tests (and jobs):"
+{
+	for f in "$out"/*.bats.tap; do
+		[ -f "$f" ] || continue
+		sed -n "s/^\(not \)\{0,1\}ok [0-9]* \(.*\) in \([0-9]*\)ms$/\3 $(basename "$f" .tap): \2/p" "$f"
+	done
+	for f in "$out"/*.time; do
+		case "$f" in *.bats.time) continue ;; esac
+		awk '{ printf "%d %s (whole job)\n", $2 * 1000, $1 }' "$f"
+	done
+} | sort -rn | head -10 | awk '{ ms = $1; $1 = ""; printf "#   %6.1f s %s\n", ms / 1000, $0 }'
+echo "# wall time: $wall s, $JOBS jobs at a time"
+if [ "$skipped" -gt 0 ]; then
+	echo "# skipped:"
+	grep -h -i '^ok .*# skip' "$out"/*.tap | sed 's/^/#   /'
+fi
+echo
+if [ "$skipped" -gt 0 ]; then
+	echo "$passed passed, $failed failed, $skipped skipped"
+else
+	echo "$passed passed, $failed failed"
+fi
+[ "$failed" -eq 0 ] || exit 1
+if [ "$skipped" -gt 0 ] && [ -n "$no_skip" ]; then
+	echo "tests: $skipped skipped: under CI every test must run (NO_SKIP)" >&2
+	exit 1
+fi
+exit 0

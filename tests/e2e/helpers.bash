@@ -48,11 +48,12 @@ line"
 }
 
 # One line per entry: path, type, mode, size, link target, mtime (seconds),
-# and a content hash; sorted.  Directory sizes are not compared.
+# and a content hash; sorted.  Directory sizes are not compared; symlinks'
+# own mtimes are.
 tree_sig() {
 	(cd "$1" && find . -mindepth 1 -printf '%P|%y|%m|%l|' -exec sh -c '
 		for p; do
-			if [ -L "$p" ]; then echo "link"
+			if [ -L "$p" ]; then stat -c "link|%Y" "$p"
 			elif [ -d "$p" ]; then stat -c "%Y" "$p"
 			else printf "%s|%s\n" "$(stat -c "%s|%Y" "$p")" "$(sha256sum <"$p" | cut -c1-16)"
 			fi
@@ -76,4 +77,37 @@ flip_byte() { # file offset
 	b=$(dd if="$1" bs=1 skip="$2" count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
 	printf "$(printf '\\%03o' $(((b ^ 0x40) & 255)))" |
 		dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
+}
+
+# Waiting on conditions, never blindly or forever.
+
+wait_until() { # SECONDS CMD...: run CMD every 0.05 s until it succeeds; fail after SECONDS
+	local limit=$1 n=0
+	shift
+	until "$@"; do
+		n=$((n + 1))
+		if [ "$n" -gt $((limit * 20)) ]; then
+			echo "wait_until: '$*' still false after $limit s" >&2
+			return 1
+		fi
+		sleep 0.05
+	done
+}
+
+running() { # PID: the process exists and is not a zombie (kill -0 says yes to zombies)
+	local st
+	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
+	[ -n "$st" ] && [ "${st%% *}" != Z ]
+}
+
+wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
+	# status; after SECONDS it is killed (-9) and 124 returned
+	local pid=$1 limit=${2:-60}
+	if ! wait_until "$limit" eval "! running $pid"; then
+		echo "wait_pid: $pid still running after $limit s: killed" >&2
+		kill -9 "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null # check-tests: it was just killed
+		return 124
+	fi
+	wait "$pid" # check-tests: it has ended
 }
