@@ -32,7 +32,8 @@ static const struct {
         {"max_readers_per_node", K_COUNT, "2",
          "concurrent shared-FS readers and writers per node, all users (0: no limit)"},
         {"slot_dir", K_PATH, "/run/lock/stager",
-         "node-local directory (created sticky, world-writable) for the reader slots"},
+         "node-local directory (created sticky, world-writable) for the reader slots "
+         "(/dev/shm/stager-slots on a node without /run/lock)"},
         {"bwlimit", K_SIZE, "0", "shared-FS bandwidth per process, bytes/s (0: none)"},
         {"ops_limit", K_COUNT, "0",
          "shared-FS metadata operations per second per process, for directory sources and "

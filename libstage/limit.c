@@ -70,9 +70,19 @@ void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n)
 
 /* ---- node slots --------------------------------------------------------------- */
 
-/* Open (creating it if need be) the slot directory; -1 if it cannot be used. */
+#define SLOT_DIR_DEFAULT "/run/lock/stager"
+#define SLOT_DIR_FALLBACK "/dev/shm/stager-slots"
+
+/* Open (creating it if need be) the slot directory; -1 if it cannot be used.
+ * The default lives in /run/lock; a node without one (a minimal container
+ * or chroot) uses /dev/shm, node-local on every Linux, rather than having
+ * no limit. */
 static int slot_dir_open(stg_ctx *ctx, const char *dir)
 {
+	struct stat pst;
+	if (!strcmp(dir, SLOT_DIR_DEFAULT) && stat("/run/lock", &pst) && errno == ENOENT &&
+	    stat("/dev/shm", &pst) == 0)
+		dir = SLOT_DIR_FALLBACK;
 	if (mkdir(dir, 01777) == 0)
 		chmod(dir, 01777); /* past the umask: every user's stager uses it */
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

@@ -36,6 +36,10 @@ stop() {
 
 if [ "$cmd" = stop ]; then
 	stop
+	if [ -f "$dir/selfbind" ]; then
+		umount "$(cat "$dir/selfbind")" 2>/dev/null || umount -l "$(cat "$dir/selfbind")" 2>/dev/null || true
+		rm -f "$dir/selfbind"
+	fi
 	exit 0
 fi
 
@@ -107,9 +111,18 @@ if [ "$nodes" -eq 1 ]; then
 else
 	scratch=${SCRATCH:-$dir/scratch}
 	mkdir -p "$scratch"
+	# Each node's bind mount must stay in its namespace.  Where / is not a
+	# mount point (a chroot), unshare cannot make it private: make SCRATCH
+	# a private mount of its own instead, which the namespaces copy.
+	prop=private
+	if ! unshare --mount --propagation private true 2>/dev/null; then
+		mount --bind "$scratch" "$scratch" && mount --make-private "$scratch"
+		echo "$scratch" >"$dir/selfbind"
+		prop=unchanged
+	fi
 	for i in $(seq 1 "$nodes"); do
 		mkdir -p "$dir/nodes/n$i"
-		unshare --mount --uts --propagation private sh -c \
+		unshare --mount --uts --propagation $prop sh -c \
 			"hostname n$i && mount --bind '$dir/nodes/n$i' '$scratch' && exec slurmd -f '$SLURM_CONF' -N n$i"
 	done
 fi
