@@ -172,6 +172,7 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 	c->stall_timeout = (unsigned)stg__config_count(cfg, "stall_timeout");
 	if (!c->stall_timeout)
 		c->stall_timeout = 30;
+	c->keep_days = (unsigned)stg__config_count(cfg, "keep_days");
 	c->cache_max = strdup(stg_config_get(cfg, "cache_max", NULL));
 	c->min_free = strdup(stg_config_get(cfg, "min_free", NULL));
 	if (!c->cache_max || !c->min_free) {

@@ -23,6 +23,7 @@ struct stg_cache {
 	int rootfd;
 	char *cache_max, *min_free; /* settings, resolved against the disk's size */
 	unsigned stall_timeout;     /* seconds an archive reader may make no progress */
+	unsigned keep_days;         /* days kept results stay (results.c) */
 	/* sparing the shared FS (limit.c) */
 	unsigned node_slots, cluster_slots, lease_ttl;
 	char *slot_dir, *lease_dir;
@@ -54,6 +55,14 @@ void stg__bucket_init(stg_bucket *b, double rate);
 void stg__bucket_destroy(stg_bucket *b);
 /* Charge n units, sleeping as long as the rate demands (less if cancelled). */
 void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n);
+
+/* results.c: call fn for each SRC and DEST of owner's record (-1/errno if
+ * there is none, or it is malformed; else fn's first non-zero return);
+ * the epoch of a kept name (0: not one); remove a kept entry. */
+int stg__results_each(stg_cache *c, const char *owner,
+                      int (*fn)(void *arg, const char *src, const char *dest), void *arg);
+int64_t stg__kept_epoch(const char *name);
+int stg__kept_remove(stg_cache *c, const char *name);
 
 /* Entry description (cache/<key>/meta). */
 typedef struct stg_meta {

@@ -63,6 +63,7 @@ typedef struct cl_run {
 	void *arg;
 	uint64_t freed;
 	stg_owner_cache oc;
+	unsigned keep_failed; /* results that could not be moved to kept/ */
 } cl_run;
 
 static void removed(cl_run *r, const char *what, const char *rel, uint64_t bytes)
@@ -172,6 +173,10 @@ static void clean_owned(cl_run *r, const char *dir, const char *what)
 		if (!owner_gone(r, v[i]))
 			continue;
 		char rel[STG_PATH_MAX];
+		struct stat st;
+		snprintf(rel, sizeof rel, "results/%s", v[i]);
+		if (!r->o->dry_run && fstatat(r->c->rootfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0)
+			continue; /* results that could not be kept: never removed */
 		snprintf(rel, sizeof rel, "%s/%s", dir, v[i]);
 		drop(r, what, rel);
 	}
@@ -287,23 +292,106 @@ static void drop_temporaries(cl_run *r, const char *rel)
 	free(pend);
 }
 
-/* Results that run could not collect (stg_keep_results), once they are
- * STG_KEEP_DAYS days old: kept/NAME.EPOCH. */
+/* Kept results (results.c) once they are keep_days old (0: never), or all
+ * of them with opts->kept; and .to files whose results are gone. */
 static void clean_kept(cl_run *r)
 {
 	char **v;
 	size_t n = list_dir(r->c, "kept", &v);
 	time_t now = time(NULL);
 	for (size_t i = 0; i < n; i++) {
-		const char *dot = strrchr(v[i], '.');
-		char *end;
-		long long when = dot ? strtoll(dot + 1, &end, 10) : 0;
-		if (!dot || end == dot + 1 || *end || when <= 0 ||
-		    now - when < (time_t)STG_KEEP_DAYS * 86400)
-			continue;
 		char rel[STG_PATH_MAX];
 		snprintf(rel, sizeof rel, "kept/%s", v[i]);
-		drop(r, "kept", rel);
+		size_t len = strlen(v[i]);
+		if (len > 3 && !strcmp(v[i] + len - 3, ".to")) {
+			struct stat st;
+			char data[STG_PATH_MAX];
+			snprintf(data, sizeof data, "kept/%.*s", (int)(len - 3), v[i]);
+			if (fstatat(r->c->rootfd, data, &st, AT_SYMLINK_NOFOLLOW) &&
+			    errno == ENOENT && !r->o->dry_run)
+				unlinkat(r->c->rootfd, rel, 0);
+			continue;
+		}
+		int64_t when = stg__kept_epoch(v[i]);
+		unsigned days = r->c->keep_days;
+		if (!when || (!r->o->kept && (!days || now - when < (time_t)days * 86400)))
+			continue;
+		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+		if (!r->o->dry_run && stg__kept_remove(r->c, v[i])) {
+			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
+			         strerror(errno));
+			continue;
+		}
+		removed(r, "kept", rel, bytes);
+	}
+	free_list(v, n);
+}
+
+/* Results that jobs which are gone never fully collected: each SRC of
+ * their records (results/<owner>) that is still there goes to kept/,
+ * before their job directories are removed.  A record goes once nothing
+ * of it is left to keep. */
+typedef struct keep_run {
+	cl_run *r;
+	const char *owner;
+	int failed;
+} keep_run;
+
+static int keep_one(void *arg, const char *src, const char *dest)
+{
+	keep_run *k = arg;
+	cl_run *r = k->r;
+	struct stat st;
+	if (src[0] != '/' || lstat(src, &st) || !S_ISDIR(st.st_mode))
+		return 0; /* collected and removed, or never made */
+	/* "job-42" + "out" -> "job42-out", as stager run names what it keeps */
+	const char *base = strrchr(src, '/') + 1;
+	char name[256];
+	if (!strncmp(k->owner, "job-", 4))
+		snprintf(name, sizeof name, "job%.100s-%.100s", k->owner + 4,
+		         *base ? base : "results");
+	else
+		snprintf(name, sizeof name, "%.100s-%.100s", k->owner, *base ? base : "results");
+	uint64_t bytes = tree_bytes(AT_FDCWD, src, 0);
+	if (r->o->dry_run) {
+		if (r->report)
+			r->report(r->arg, "keep", src, bytes);
+		return 0;
+	}
+	char *kept = NULL;
+	if (stg_keep_results(r->ctx, r->c, src, name, dest, &kept)) {
+		stg__log(r->ctx, STG_LOG_WARN,
+		         "results in '%s' were not collected and cannot be kept: %s", src,
+		         stg_errmsg(r->ctx));
+		k->failed++;
+		r->keep_failed++;
+		return 0;
+	}
+	stg__log(r->ctx, STG_LOG_WARN,
+	         "results in '%s' were never fully collected to '%s': kept in '%s' (`stager "
+	         "collect --kept` sends them)",
+	         src, dest, kept);
+	if (r->report)
+		r->report(r->arg, "keep", kept, bytes);
+	free(kept);
+	return 0;
+}
+
+static void clean_results(cl_run *r)
+{
+	char **v;
+	size_t n = list_dir(r->c, "results", &v);
+	for (size_t i = 0; i < n; i++) {
+		if (v[i][0] == '.' || !owner_gone(r, v[i]))
+			continue;
+		keep_run k = {.r = r, .owner = v[i]};
+		char rel[STG_PATH_MAX];
+		snprintf(rel, sizeof rel, "results/%s", v[i]);
+		if (stg__results_each(r->c, v[i], keep_one, &k) && errno != ENOENT)
+			stg__log(r->ctx, STG_LOG_WARN, "'%s/%s' is not a results record: %s",
+			         r->c->root, rel, strerror(errno));
+		if (!k.failed && !r->o->dry_run)
+			unlinkat(r->c->rootfd, rel, 0);
 	}
 	free_list(v, n);
 }
@@ -426,6 +514,7 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 		                       c->root);
 	clean_partials(&r);
 	clean_pins(&r);
+	clean_results(&r); /* before the job directories that hold them go */
 	clean_owned(&r, "jobs", "jobdir");
 	clean_owned(&r, "bcast", "copy");
 	clean_records(&r);
@@ -434,6 +523,12 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	stg__cache_unlock(lk);
 	if (freed)
 		*freed = r.freed;
+	if (r.keep_failed)
+		return stg__fail(
+		        ctx, STG_EIO,
+		        "%u result director%s that finished jobs never fully collected could "
+		        "not be kept (see above): left where they are",
+		        r.keep_failed, r.keep_failed == 1 ? "y" : "ies");
 	return STG_OK;
 }
 

@@ -1140,28 +1140,3 @@ out:
 	res->seconds = stg__now() - t0;
 	return err;
 }
-
-stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char *name, char **out)
-{
-	*out = NULL;
-	if (!name || !*name || strchr(name, '/') || !strcmp(name, ".") || !strcmp(name, ".."))
-		return stg__fail(ctx, STG_EUSAGE, "'%s' is not a name for kept results",
-		                 name ? name : "");
-	if (mkdirat(c->rootfd, "kept", 0700) && errno != EEXIST)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/kept'", c->root);
-	size_t len = strlen(c->root) + strlen(name) + 48;
-	char *dst = malloc(len);
-	if (!dst)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	/* the time in the name: clean's clock (a rename keeps the mtime) */
-	snprintf(dst, len, "%s/kept/%s.%lld", c->root, name, (long long)time(NULL));
-	if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) &&
-	    (errno != EINVAL || rename(src, dst))) {
-		int e = errno;
-		free(dst);
-		return stg__fail_errno(ctx, e == EXDEV ? STG_EIO : stg__err_from_errno(e, STG_EIO),
-		                       e, "cannot move '%s' to '%s/kept'", src, c->root);
-	}
-	*out = dst;
-	return STG_OK;
-}

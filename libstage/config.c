@@ -42,6 +42,9 @@ static const struct {
         {"max_readers_cluster", K_COUNT, "0", "concurrent shared-FS readers per cluster (0: none)"},
         {"lease_ttl", K_COUNT, "60",
          "seconds a cluster-wide lease lasts unless renewed (a crashed node's lease expires)"},
+        {"keep_days", K_COUNT, "14",
+         "days that results a job could not collect stay in the scratch root's kept/ "
+         "(stager collect --kept sends them; clean --kept removes them sooner)"},
         {"stall_timeout", K_COUNT, "30",
          "seconds reading a foreign archive may make no progress before it is refused"},
 };

@@ -470,13 +470,18 @@ typedef struct stg_clean_opts {
 	int all;             /* every unpinned entry */
 	uint64_t older_than; /* entries unused for this many seconds (0: off) */
 	const char *job;     /* what this Slurm job left: its pins and job directory */
+	int kept;            /* also remove every kept result now (see
+	                        stg_keep_results), whatever its age */
 } stg_clean_opts;
 
 STG_API void stg_clean_opts_init(stg_clean_opts *opts);
 
 /* Called for each thing removed (or that would be, with dry_run): what it
- * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose source is gone), its
- * path and its size. */
+ * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose
+ * source is gone, "kept": kept results past keep_days or asked for,
+ * "keep": results a finished job never fully collected, moved to kept/
+ * rather than removed; path is then where they went), its path and its
+ * size. */
 typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint64_t bytes);
 
 /*
@@ -568,20 +573,55 @@ STG_API stg_err stg_collect(stg_ctx *ctx, stg_cache *cache, const char *src, con
                             const stg_collect_opts *opts, stg_collect_result *res);
 STG_API void stg_collect_result_free(stg_collect_result *res);
 
-/* Days that stg_keep_results keeps what it moved aside. */
+/*
+ * Results a job has yet to collect outlive the job (results.c).  A job's
+ * wrapper records each SRC it will collect, with its DEST, before its
+ * command starts (stg_results_pending), and says when a last collect sent
+ * everything (stg_results_done).  stg_clean moves the sources of a record
+ * whose owner is gone (the job or its wrapper was killed, Slurm's KillWait
+ * cut the last collect short) to SCRATCH_ROOT/kept/ instead of removing
+ * them with the job's scratch.  owner as in stg_stage_opts.owner ("job-ID",
+ * "pid-PID-START").
+ */
+STG_API stg_err stg_results_pending(stg_ctx *ctx, stg_cache *cache, const char *owner, size_t n,
+                                    const char *const *src, const char *const *dest);
+STG_API stg_err stg_results_done(stg_ctx *ctx, stg_cache *cache, const char *owner);
+
+/* Days that kept results stay, unless the keep_days setting says otherwise. */
 #define STG_KEEP_DAYS 14
 
 /*
- * Results that could not be collected must outlive the job: its scratch
- * directory ($SLURM_TMPDIR, the job directory) goes when the job ends.
  * Move the directory src (on the scratch filesystem) to
  * SCRATCH_ROOT/kept/NAME.EPOCH (one rename; STG_EIO if src lies on another
- * filesystem, and src is then left as it is).  stg_clean removes it after
- * STG_KEEP_DAYS days, not before.  *out (freed by the caller) is where it
- * went; NULL on failure.
+ * filesystem, and src is then left as it is), remembering dest (may be
+ * NULL) for stg_collect_kept.  stg_clean removes it after keep_days, not
+ * before (or when asked: stg_clean_opts.kept).  *out (freed by the caller)
+ * is where it went; NULL on failure.
  */
 STG_API stg_err stg_keep_results(stg_ctx *ctx, stg_cache *cache, const char *src, const char *name,
-                                 char **out);
+                                 const char *dest, char **out);
+
+/* Kept results: name ("NAME.EPOCH"), path, dest (NULL if not known), and
+ * when they were kept (seconds since the epoch). */
+typedef struct stg_kept {
+	char *name, *path, *dest;
+	int64_t since;
+} stg_kept;
+
+/* The kept results of this cache, oldest name first; free with
+ * stg_kept_free. */
+STG_API stg_err stg_kept_list(stg_ctx *ctx, stg_cache *cache, stg_kept **v, size_t *n);
+STG_API void stg_kept_free(stg_kept *v, size_t n);
+
+/* Called for each kept result stg_collect_kept tried: err (its message on
+ * ctx) and what the collect did. */
+typedef void (*stg_kept_fn)(void *arg, const stg_kept *k, stg_err err,
+                            const stg_collect_result *res);
+
+/* Collect every kept result to its dest (stg_collect with opts); each one
+ * collected whole is removed.  The first error, or STG_OK. */
+STG_API stg_err stg_collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *opts,
+                                 stg_kept_fn report, void *arg);
 
 /* ---- push, pull and serve ------------------------------------------------ */
 

@@ -24,10 +24,17 @@ as_user() {
 		timeout 120 "$@"
 	fi
 }
+# clean moves results the job never fully collected to the scratch root's
+# kept/ first; if it could not (exit 7), the job's directory stays
+rc=0
 if [ -x "$bin" ]; then
-	as_user "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>&1
+	as_user "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>&1 || rc=$?
 fi
 case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac
+if [ "$rc" -eq 7 ]; then
+	echo "stager epilog: job $SLURM_JOB_ID: results not collected could not be kept; leaving $base/$SLURM_JOB_ID" >&2
+	exit 0
+fi
 dir="$base/$SLURM_JOB_ID"
 # only the directory the prolog made: a real directory, the job's user's
 if [ -d "$dir" ] && [ ! -L "$dir" ] &&

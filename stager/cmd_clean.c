@@ -1,10 +1,15 @@
 /*
  * cmd_clean.c - stager clean [--dry-run] [--all] [--older-than AGE]
- *                            [--job ID] [--json]
+ *                            [--job ID] [--kept] [--json]
+ *
+ * Results that a finished job never fully collected are moved to kept/,
+ * never removed ("kept" lines); --kept removes kept results now.
  */
 #include "cli.h"
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_ALL, OPT_OLDER, OPT_JOB };
+#include <string.h>
+
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_ALL, OPT_OLDER, OPT_JOB, OPT_KEPT };
 
 typedef struct clean_out {
 	int json, dry, first;
@@ -14,7 +19,7 @@ typedef struct clean_out {
 static void on_removed(void *arg, const char *what, const char *path, uint64_t bytes)
 {
 	clean_out *o = arg;
-	o->count++;
+	o->count += strcmp(what, "keep") != 0;
 	if (o->json) {
 		printf("%s{\"what\":\"%s\",\"path\":", o->first ? "" : ",", what);
 		json_str(stdout, path);
@@ -23,6 +28,12 @@ static void on_removed(void *arg, const char *what, const char *path, uint64_t b
 		return;
 	}
 	char a[16];
+	if (!strcmp(what, "keep")) { /* moved aside, not removed */
+		printf("%s %10s  %s\n",
+		       o->dry ? "would keep uncollected results" : "kept uncollected results",
+		       stg_format_size(bytes, a, sizeof a), path);
+		return;
+	}
 	printf("%s%-7s %10s  %s\n", o->dry ? "would remove " : "removed ", what,
 	       stg_format_size(bytes, a, sizeof a), path);
 }
@@ -34,6 +45,7 @@ int cmd_clean(int argc, char **argv)
 	        {"all", no_argument, NULL, OPT_ALL},
 	        {"older-than", required_argument, NULL, OPT_OLDER},
 	        {"job", required_argument, NULL, OPT_JOB},
+	        {"kept", no_argument, NULL, OPT_KEPT},
 	        {"json", no_argument, NULL, OPT_JSON},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
@@ -66,6 +78,7 @@ int cmd_clean(int argc, char **argv)
 				return cli_usage("--job wants a Slurm job id");
 			co.job = optarg;
 			break;
+		case OPT_KEPT: co.kept = 1; break;
 		case OPT_JSON: out.json = 1; break;
 		default: return cli_usage("unexpected option");
 		}

@@ -18,7 +18,7 @@
 #include <string.h>
 #include <time.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY, OPT_KEPT };
 
 static volatile sig_atomic_t stop_signals, now_signals;
 static stg_ctx *volatile every_ctx;
@@ -85,6 +85,53 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 	       (unsigned long long)t->changing, t->seconds, t->status);
 }
 
+/* --kept: each kept result, collected to its DEST (or not) */
+typedef struct kept_out {
+	stg_ctx *ctx;
+	int json, first;
+	unsigned done, left;
+} kept_out;
+
+static void on_kept(void *arg, const stg_kept *k, stg_err err, const stg_collect_result *res)
+{
+	kept_out *o = arg;
+	char a[16];
+	if (err)
+		o->left++;
+	else
+		o->done++;
+	if (o->json) {
+		printf("%s{\"kept\":", o->first ? "" : ",");
+		json_str(stdout, k->path);
+		printf(",\"dest\":");
+		json_str(stdout, k->dest);
+		printf(",\"sent_files\":%llu,\"sent_bytes\":%llu,\"status\":%d}",
+		       (unsigned long long)res->sent_files, (unsigned long long)res->sent_bytes,
+		       err ? stg_exit_status(err) : 0);
+		o->first = 0;
+	} else if (err) {
+		cli_error("'%s' not collected to '%s': %s (kept; try again later)", k->path,
+		          k->dest, stg_errmsg(o->ctx));
+	} else {
+		cli_info("collected kept results '%s' to '%s': %llu sent (%s); removed from kept/",
+		         k->path, k->dest, (unsigned long long)res->sent_files,
+		         stg_format_size(res->sent_bytes, a, sizeof a));
+	}
+}
+
+static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co, int json)
+{
+	kept_out o = {.ctx = ctx, .json = json, .first = 1};
+	if (json)
+		printf("{\"kept\":[");
+	stg_err err = stg_collect_kept(ctx, cache, co, on_kept, &o);
+	if (json)
+		printf("],\"collected\":%u,\"left\":%u}\n", o.done, o.left);
+	if (!json && !o.done && !o.left)
+		cli_info("no kept results under '%s'", stg_cache_root(cache));
+	return err ? stg_exit_status(err) : EXIT_OK;
+}
+
 /* --node-ready: the lead's stager says "now" on stdin (collect now), and
  * closes it to stop us (collect once more and end). */
 static bool listen_stdin, stdin_closed;
@@ -147,6 +194,7 @@ int cmd_collect(int argc, char **argv)
 	        {"every", required_argument, NULL, OPT_EVERY},
 	        {"level", required_argument, NULL, OPT_LEVEL},
 	        {"json", no_argument, NULL, OPT_JSON},
+	        {"kept", no_argument, NULL, OPT_KEPT},
 	        /* run --all-nodes: make SRC, say so, collect until stopped */
 	        {"node-ready", no_argument, NULL, OPT_NODE_READY},
 	        CLI_GLOBAL_OPTIONS,
@@ -154,7 +202,7 @@ int cmd_collect(int argc, char **argv)
 	};
 	stg_collect_opts co;
 	stg_collect_opts_init(&co);
-	int json = 0, c, rc, node_ready = 0;
+	int json = 0, c, rc, node_ready = 0, kept = 0;
 	uint64_t every = 0;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
@@ -166,6 +214,7 @@ int cmd_collect(int argc, char **argv)
 		case OPT_PACK: co.pack = 1; break;
 		case OPT_JSON: json = 1; break;
 		case OPT_NODE_READY: node_ready = 1; break;
+		case OPT_KEPT: kept = 1; break;
 		case OPT_EVERY:
 			if (stg_parse_duration(optarg, &every) || every == 0)
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
@@ -178,6 +227,21 @@ int cmd_collect(int argc, char **argv)
 			break;
 		default: return cli_usage("unexpected option");
 		}
+	}
+	if (kept) {
+		if (argc != optind || every || node_ready)
+			return cli_usage(
+			        "--kept takes no SRC, DEST or --every: it sends every kept "
+			        "result to the DEST it was meant for");
+		stg_ctx *ctx = cli_ctx();
+		stg_config *cfg = cli_config(ctx);
+		stg_cache *cache = cli_cache(ctx, cfg, &rc);
+		if (cache)
+			rc = collect_kept(ctx, cache, &co, json);
+		stg_cache_close(cache);
+		stg_config_free(cfg);
+		cli_ctx_done(ctx);
+		return rc;
 	}
 	if (argc - optind != 2)
 		return cli_usage(argc - optind < 2

@@ -43,7 +43,10 @@ typedef struct run_state {
 	stg_cache *cache;
 	pair *stages, *collects;
 	size_t n_stages, n_collects;
-	char *owner;  /* pins and job directory: NULL under Slurm (the job's) */
+	char *owner;             /* pins and job directory: NULL under Slurm (the job's) */
+	char results_owner[160]; /* of the results record: owner, or job-ID */
+	const stg_config *cfg;
+	bool results_recorded;
 	char *jobdir; /* malloc'ed */
 	bool own_jobdir;
 	stg_collect_opts co;
@@ -421,7 +424,7 @@ static void keep_results(run_state *r, const pair *p)
 	else
 		gethostname(node, sizeof node - 1);
 	char *kept = NULL;
-	if (stg_keep_results(r->ctx, r->cache, p->src, name, &kept)) {
+	if (stg_keep_results(r->ctx, r->cache, p->src, name, p->dest, &kept)) {
 		cli_error("the results in '%s' were not all collected, and cannot be kept (%s): "
 		          "they go when the job's scratch is removed; collect them now with "
 		          "`stager collect %s %s`",
@@ -429,9 +432,9 @@ static void keep_results(run_state *r, const pair *p)
 		return;
 	}
 	cli_error("the results in '%s' were not all collected: moved to '%s' on %s, kept "
-	          "%d days; collect them from a job on that node (sbatch -w %s) with "
-	          "`stager collect %s %s`",
-	          p->src, kept, node, STG_KEEP_DAYS, node, kept, p->dest);
+	          "%s days (keep_days); the next `stager run` on %s collects them, or "
+	          "`stager collect --kept` in a job on that node (sbatch -w %s)",
+	          p->src, kept, node, stg_config_get(r->cfg, "keep_days", NULL), node, node);
 	free(kept);
 }
 
@@ -470,6 +473,77 @@ static void clean_up(run_state *r)
 		rmdir(r->jobdir); /* only if empty: anything left is kept */
 	if (r->owner)
 		stg_unpin(r->ctx, r->cache, r->owner);
+}
+
+/* Say what this job is to collect, before its command starts: if the job
+ * or stager is killed before a last collect sent everything (KillWait's
+ * SIGKILL), clean moves the results to kept/ instead of removing them. */
+static int record_results(run_state *r)
+{
+	if (!r->n_collects || r->all_nodes)
+		return EXIT_OK;
+	const char *job = getenv("SLURM_JOB_ID");
+	if (r->owner)
+		snprintf(r->results_owner, sizeof r->results_owner, "%s", r->owner);
+	else
+		snprintf(r->results_owner, sizeof r->results_owner, "job-%s", job ? job : "");
+	const char **src = calloc(r->n_collects, sizeof *src);
+	const char **dest = calloc(r->n_collects, sizeof *dest);
+	int rc = EXIT_OK;
+	if (!src || !dest) {
+		rc = EXIT_IO;
+	} else {
+		for (size_t i = 0; i < r->n_collects; i++) {
+			src[i] = r->collects[i].src;
+			dest[i] = r->collects[i].dest;
+		}
+		stg_err err = stg_results_pending(r->ctx, r->cache, r->results_owner, r->n_collects,
+		                                  src, dest);
+		if (err)
+			rc = cli_fail(r->ctx, err);
+		else
+			r->results_recorded = true;
+	}
+	free(src);
+	free(dest);
+	return rc;
+}
+
+static void kept_report(void *arg, const stg_kept *k, stg_err err, const stg_collect_result *res)
+{
+	(void)res;
+	if (err)
+		cli_error("kept results '%s' not collected to '%s' yet: %s", k->path, k->dest,
+		          stg_errmsg(arg));
+	else
+		cli_info("kept results '%s' (from an earlier job) collected to '%s'", k->path,
+		         k->dest);
+}
+
+/* Results that earlier jobs on this node could not collect: sent to their
+ * DEST by a child at idle I/O priority while the command runs. */
+static void collect_kept_in_background(run_state *r)
+{
+	stg_kept *v;
+	size_t n = 0;
+	if (stg_kept_list(r->ctx, r->cache, &v, &n) || !n)
+		return;
+	size_t todo = 0;
+	for (size_t i = 0; i < n; i++)
+		todo += v[i].dest != NULL;
+	stg_kept_free(v, n);
+	if (!todo)
+		return;
+	cli_info("%zu kept result%s of earlier jobs on this node: collecting them to their "
+	         "destinations",
+	         todo, todo == 1 ? "" : "s");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		stg_io_idle(1);
+		_exit(stg_collect_kept(r->ctx, r->cache, &r->co, kept_report, r->ctx) ? 1 : 0);
+	}
 }
 
 static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *grace)
@@ -560,6 +634,7 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	r.ctx = cli_ctx();
 	cfg = cli_config(r.ctx);
+	r.cfg = cfg;
 	if (!(r.cache = cli_cache(r.ctx, cfg, &rc)))
 		goto out;
 	const char *job = getenv("SLURM_JOB_ID");
@@ -574,8 +649,9 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	setenv("STAGER_JOB_DIR", r.jobdir, 1);
-	if ((rc = stage_all(&r)) || (rc = prepare_outputs(&r)))
+	if ((rc = stage_all(&r)) || (rc = prepare_outputs(&r)) || (rc = record_results(&r)))
 		goto cleanup;
+	collect_kept_in_background(&r);
 
 	/* from here on signals are taken, not handled */
 	sigset_t set, old;
@@ -615,6 +691,9 @@ int cmd_run(int argc, char **argv)
 	int crc = collect_all(&r);
 	if (final_signals > (stopped ? 1 : 0))
 		stopped = true;
+	/* everything is on DEST: nothing of this job needs keeping */
+	if (!crc && r.results_recorded && stg_results_done(r.ctx, r.cache, r.results_owner))
+		cli_error("%s", stg_errmsg(r.ctx));
 	rc = stopped ? EXIT_INTERRUPTED : status ? status : crc;
 	if (stopped || status)
 		cli_info("the command %s; results collected%s",

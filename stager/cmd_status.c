@@ -14,7 +14,42 @@
 
 enum { OPT_JSON = OPT_FIRST_LOCAL };
 
-static void print_text(const stg_cache_info *in, const stg_config *cfg)
+/* Results that finished jobs could not collect (kept/), in text. */
+static void print_kept_text(const stg_kept *k, size_t n)
+{
+	if (!n)
+		return;
+	printf("\nkept results (jobs that ended before their results were collected; "
+	       "`stager collect --kept` sends them)\n");
+	for (size_t i = 0; i < n; i++) {
+		char when[32];
+		time_t t = (time_t)k[i].since;
+		struct tm tm;
+		localtime_r(&t, &tm);
+		strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
+		printf("  %s  kept %s, for %s\n", k[i].path, when,
+		       k[i].dest ? k[i].dest : "(DEST not known)");
+	}
+}
+
+static void print_kept_json(const stg_kept *k, size_t n)
+{
+	printf(",\"kept\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"path\":", i ? "," : "");
+		json_str(stdout, k[i].path);
+		printf(",\"dest\":");
+		if (k[i].dest)
+			json_str(stdout, k[i].dest);
+		else
+			printf("null");
+		printf(",\"since\":%lld}", (long long)k[i].since);
+	}
+	printf("]");
+}
+
+static void print_text(const stg_cache_info *in, const stg_config *cfg,
+                       const stg_kept *kept, size_t nk)
 {
 	char a[16], b[16], d[16];
 	printf("scratch root  %s\n", in->root);
@@ -42,6 +77,7 @@ static void print_text(const stg_cache_info *in, const stg_config *cfg)
 			printf("  pinned by %s (%s)\n", e->pins[j].owner,
 			       e->pins[j].alive ? "alive" : "gone: stager clean removes the pin");
 	}
+	print_kept_text(kept, nk);
 	printf("\nsettings\n");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
@@ -51,7 +87,8 @@ static void print_text(const stg_cache_info *in, const stg_config *cfg)
 	}
 }
 
-static void print_json(const stg_cache_info *in, const stg_config *cfg)
+static void print_json(const stg_cache_info *in, const stg_config *cfg,
+                       const stg_kept *kept, size_t nk)
 {
 	printf("{\"scratch_root\":");
 	json_str(stdout, in->root);
@@ -75,7 +112,9 @@ static void print_json(const stg_cache_info *in, const stg_config *cfg)
 		}
 		printf("]}");
 	}
-	printf("],\"settings\":{");
+	printf("]");
+	print_kept_json(kept, nk);
+	printf(",\"settings\":{");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
 		const char *k = stg_config_key(i, NULL);
@@ -239,18 +278,24 @@ int cmd_status(int argc, char **argv)
 		rc = pack_status(ctx, cache, argv + optind, argc - optind, json);
 		stg_cache_close(cache);
 	} else if (cache) {
-		stg_cache_info *info;
+		stg_cache_info *info = NULL;
+		stg_kept *kept = NULL;
+		size_t nk = 0;
 		stg_err err = stg_cache_status(ctx, cache, &info);
+		if (!err)
+			err = stg_kept_list(ctx, cache, &kept, &nk);
 		if (err) {
 			rc = cli_fail(ctx, err);
 		} else {
 			if (json)
-				print_json(info, cfg);
+				print_json(info, cfg, kept, nk);
 			else
-				print_text(info, cfg);
-			stg_cache_info_free(info);
+				print_text(info, cfg, kept, nk);
 			rc = EXIT_OK;
 		}
+		if (info)
+			stg_cache_info_free(info);
+		stg_kept_free(kept, nk);
 		stg_cache_close(cache);
 	}
 	stg_config_free(cfg);

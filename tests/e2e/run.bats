@@ -146,9 +146,12 @@ wait_for() {
 	# clean leaves them alone for 14 days, then removes them
 	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
 	[ "$(cat "$kept")" = precious ]
-	k=$(ls scratch2/kept)
+	# the results, and beside them their DEST (NAME.EPOCH.to)
+	k=$(ls scratch2/kept | grep -v '[.]to$')
+	[ "$(cat "scratch2/kept/$k.to")" = "$T/results" ]
 	old=${k%.*}.$(($(date +%s) - 15 * 86400))
 	mv "scratch2/kept/$k" "scratch2/kept/$old"
+	mv "scratch2/kept/$k.to" "scratch2/kept/$old.to"
 	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
 	[ -z "$(ls scratch2/kept)" ]
 }
