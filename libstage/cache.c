@@ -482,8 +482,8 @@ int stg__pin(stg_cache *c, const char *key, const char *owner)
 	if (mkdirat(c->rootfd, path, 0700) && errno != EEXIST)
 		return -1;
 	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
-	int fd = openat(c->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	                0600);
+	int fd =
+	        openat(c->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return errno == EEXIST ? 1 : -1;
 	close(fd);

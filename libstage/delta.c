@@ -555,7 +555,8 @@ static stg_err src_read(stg_ctx *ctx, const stg_delta_src *s, void *buf, size_t 
 			stg__bucket_take(s->bw_ctx, s->bw, (double)n);
 		if (stg__pread_full(s->fd, buf, n, off))
 			return errno ? stg__fail_errno(ctx, STG_EIO, errno, "reading the delta")
-			             : stg__fail(ctx, STG_ECORRUPT, "damaged delta: it is truncated");
+			             : stg__fail(ctx, STG_ECORRUPT,
+			                         "damaged delta: it is truncated");
 	}
 	*read += n;
 	return STG_OK;
@@ -862,8 +863,9 @@ static stg_err next_record(applier *a, drec *d, uint64_t after, bool first)
 	if (h[9] || h[10] || h[11] || d->kind < DK_COPY || d->kind > DK_WHOLE)
 		return bad(a, "damaged delta: a bad record for '%s'", path);
 	if (r->type != STG_FILE || !r->size || d->size != r->size || memcmp(d->xxh3, r->xxh3, 16))
-		return bad(a, "the delta's record for '%s' is not the pack's (made for another "
-		              "version?)",
+		return bad(a,
+		           "the delta's record for '%s' is not the pack's (made for another "
+		           "version?)",
 		           path);
 	if ((d->kind == DK_WHOLE) != (d->basis_len == 0) || d->basis_len > STG_PATH_MAX)
 		return bad(a, "damaged delta: a bad record for '%s'", path);
@@ -885,7 +887,8 @@ static stg_err skip_removed(applier *a, uint64_t n)
 			return err;
 		size_t l = (size_t)len[0] | (size_t)len[1] << 8;
 		if (!l || l > STG_PATH_MAX)
-			return bad(a, "damaged delta: %s", "a bad entry in its list of removed files");
+			return bad(a, "damaged delta: %s",
+			           "a bad entry in its list of removed files");
 		if ((err = zin_read(&a->z, path, l)))
 			return err;
 		path[l] = '\0';
@@ -920,8 +923,9 @@ static stg_err apply_files(applier *a, uint64_t n_records, uint64_t n_removed)
 			else if (!a->base)
 				a->st->copied++; /* checking without the base */
 			else if (!base_file(a, d->basis, r))
-				err = bad(a, "damaged delta: the base has no '%s' with the content "
-				             "wanted",
+				err = bad(a,
+				          "damaged delta: the base has no '%s' with the content "
+				          "wanted",
 				          d->basis);
 			else
 				err = from_base(a, d->basis, r);
@@ -965,8 +969,8 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 	if (base_digest && memcmp(h.base, base_digest, STG_DIGEST_LEN)) {
 		stg_digest_hex(base_digest, want);
 		stg_digest_hex(h.base, got);
-		return stg__fail(ctx, STG_ECORRUPT, "the delta is from another base (%.12s, not %.12s)",
-		                 got, want);
+		return stg__fail(ctx, STG_ECORRUPT,
+		                 "the delta is from another base (%.12s, not %.12s)", got, want);
 	}
 	if (memcmp(h.target, target->t.digest, STG_DIGEST_LEN)) {
 		stg_digest_hex(target->t.digest, want);
@@ -995,11 +999,20 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 		free(sel);
 		return err;
 	}
-	applier a = {.ctx = ctx, .target = target, .base = base, .basefd = basefd,
-	             .outfd = outfd, .st = st, .fd = -1};
-	a.z = (zin){.ctx = ctx, .src = src, .icap = ZSTD_DStreamInSize(),
-	            .ocap = ZSTD_DStreamOutSize(), .off = DELTA_HEADER_SIZE,
-	            .left = h.body_size, .read = &st->bytes_read};
+	applier a = {.ctx = ctx,
+	             .target = target,
+	             .base = base,
+	             .basefd = basefd,
+	             .outfd = outfd,
+	             .st = st,
+	             .fd = -1};
+	a.z = (zin){.ctx = ctx,
+	            .src = src,
+	            .icap = ZSTD_DStreamInSize(),
+	            .ocap = ZSTD_DStreamOutSize(),
+	            .off = DELTA_HEADER_SIZE,
+	            .left = h.body_size,
+	            .read = &st->bytes_read};
 	a.z.dc = ZSTD_createDCtx();
 	a.z.ibuf = malloc(a.z.icap);
 	a.z.obuf = malloc(a.z.ocap);

@@ -70,7 +70,7 @@ void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n)
 
 /* ---- node slots --------------------------------------------------------------- */
 
-#define SLOT_DIR_DEFAULT "/run/lock/stager"
+#define SLOT_DIR_DEFAULT  "/run/lock/stager"
 #define SLOT_DIR_FALLBACK "/dev/shm/stager-slots"
 
 /* Open (creating it if need be) the slot directory; -1 if it cannot be used.

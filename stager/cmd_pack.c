@@ -71,7 +71,8 @@ static void report_deltas(const deltas *d, int json)
 		cli_info("delta from '%s' (%.12s): %s in '%s': %llu changed (%s), %llu added, "
 		         "%llu renamed or copied, %llu removed, %llu unchanged",
 		         d->base[i], hex, stg_format_size(x->size, a, sizeof a), d->name[i],
-		         (unsigned long long)x->patched, stg_format_size(x->patched_bytes, b, sizeof b),
+		         (unsigned long long)x->patched,
+		         stg_format_size(x->patched_bytes, b, sizeof b),
 		         (unsigned long long)x->added, (unsigned long long)x->copied,
 		         (unsigned long long)x->removed, (unsigned long long)x->unchanged);
 	}

@@ -149,7 +149,8 @@ int cmd_stage(int argc, char **argv)
 			char via[64] = "";
 			if (res.delta)
 				snprintf(via, sizeof via, " (a delta from the cached %.12s)", base);
-			cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source%s, %.2f s",
+			cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source%s, %.2f "
+			         "s",
 			         res.hit ? (res.waited ? "reused (built by another stager)"
 			                               : "cached")
 			                 : "staged",

@@ -48,8 +48,8 @@ static void print_kept_json(const stg_kept *k, size_t n)
 	printf("]");
 }
 
-static void print_text(const stg_cache_info *in, const stg_config *cfg,
-                       const stg_kept *kept, size_t nk)
+static void print_text(const stg_cache_info *in, const stg_config *cfg, const stg_kept *kept,
+                       size_t nk)
 {
 	char a[16], b[16], d[16];
 	printf("scratch root  %s\n", in->root);
@@ -87,8 +87,8 @@ static void print_text(const stg_cache_info *in, const stg_config *cfg,
 	}
 }
 
-static void print_json(const stg_cache_info *in, const stg_config *cfg,
-                       const stg_kept *kept, size_t nk)
+static void print_json(const stg_cache_info *in, const stg_config *cfg, const stg_kept *kept,
+                       size_t nk)
 {
 	printf("{\"scratch_root\":");
 	json_str(stdout, in->root);

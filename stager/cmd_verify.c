@@ -26,7 +26,9 @@ static int check_delta(stg_ctx *ctx, stg_pack *pack, const char *path, size_t i,
 	int fd = open(out, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0)
-		return errno == ENOENT ? 1 : (cli_error("cannot read '%s': %s", out, strerror(errno)), -1);
+		return errno == ENOENT
+		               ? 1
+		               : (cli_error("cannot read '%s': %s", out, strerror(errno)), -1);
 	int rc = 0;
 	uint8_t got[STG_DIGEST_LEN];
 	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
@@ -86,7 +88,7 @@ int cmd_verify(int argc, char **argv)
 	if (pack)
 		stg_pack_get_info(pack, &pi);
 	int *dstate = calloc(pi.deltas ? pi.deltas : 1, sizeof *dstate);
-	char (*dpath)[4096] = calloc(pi.deltas ? pi.deltas : 1, sizeof *dpath);
+	char(*dpath)[4096] = calloc(pi.deltas ? pi.deltas : 1, sizeof *dpath);
 	int bad_deltas = 0;
 	if (!dstate || !dpath) {
 		free(dstate);
@@ -126,8 +128,9 @@ int cmd_verify(int argc, char **argv)
 		for (size_t i = 0; !err && i < pi.deltas; i++) {
 			printf("%s{\"file\":", i ? "," : "");
 			json_str(stdout, dpath[i]);
-			printf(",\"state\":\"%s\"}",
-			       dstate[i] == 0 ? "ok" : dstate[i] > 0 ? "missing" : "damaged");
+			printf(",\"state\":\"%s\"}", dstate[i] == 0  ? "ok"
+			                             : dstate[i] > 0 ? "missing"
+			                                             : "damaged");
 		}
 		printf("]}\n");
 	}

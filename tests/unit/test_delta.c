@@ -45,7 +45,8 @@ static void make_trees(fixture *f, bool only_add)
 	fill_file(f->v1, "removed", 7000, 4);
 	fill_file(f->v1, "redated", 9000, 5);
 	ut_write(f->v1, "empty", "", 0);
-	char *a = ut_join(f->v1, "link"), *h = ut_join(f->v1, "hard"), *s = ut_join(f->v1, "d/same");
+	char *a = ut_join(f->v1, "link"), *h = ut_join(f->v1, "hard"),
+	     *s = ut_join(f->v1, "d/same");
 	assert_int_equal(symlink("d/same", a), 0);
 	assert_int_equal(link(s, h), 0);
 	free(a);
@@ -114,7 +115,8 @@ static void setup_fixture(fixture *f, stg_ctx *ctx, bool only_add)
 	stg_delta_info info;
 	assert_int_equal(stg_delta_write(ctx, f->base, f->target, f->v2, fd, &info), STG_OK);
 	close(fd);
-	assert_int_equal(info.size, (uint64_t)(f->delta = ut_read(dp, &f->delta_len), f->delta_len));
+	assert_int_equal(info.size,
+	                 (uint64_t)(f->delta = ut_read(dp, &f->delta_len), f->delta_len));
 	free(dp);
 }
 
@@ -216,9 +218,9 @@ static void test_round_trip(void **state)
 	assert_int_equal(stg__delta_apply(ctx, &src, f.target, other, &f.man, f.basefd, ofd, &st),
 	                 STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(ctx), "another base"));
-	assert_int_equal(stg__delta_apply(ctx, &src, f.base, f.base->t.digest, &f.man, f.basefd,
-	                                  ofd, &st),
-	                 STG_ECORRUPT);
+	assert_int_equal(
+	        stg__delta_apply(ctx, &src, f.base, f.base->t.digest, &f.man, f.basefd, ofd, &st),
+	        STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(ctx), "another pack"));
 	close(ofd);
 	free_fixture(&f);
@@ -334,8 +336,8 @@ static size_t entry_at(const fixture *f, const char *path)
 	return 0;
 }
 
-static void expect(stg_ctx *ctx, fixture *f, const body *b, uint64_t nr, uint64_t nd,
-                   stg_err want, const char *says)
+static void expect(stg_ctx *ctx, fixture *f, const body *b, uint64_t nr, uint64_t nd, stg_err want,
+                   const char *says)
 {
 	size_t len;
 	uint8_t *d = make_delta(f, b, nr, nd, &len);
@@ -447,7 +449,10 @@ static void test_hostile(void **state)
 
 	/* removed paths: clean, and in the base */
 	b.n = 0;
-	put(&b, "\x06\x00" "nohere", 8);
+	put(&b,
+	    "\x06\x00"
+	    "nohere",
+	    8);
 	expect(ctx, &f, &b, 0, 1, STG_ECORRUPT, "the base lacks");
 	b.n = 0;
 	put(&b, "\x00\x00", 2);
