@@ -55,6 +55,7 @@ typedef struct collector {
 	stg_cache *c;
 	const stg_collect_opts *o;
 	stg_collect_result *res;
+	uint64_t total_bytes; /* of the files this run sends: progress's total */
 	char src[STG_PATH_MAX + 1], dest[STG_PATH_MAX + 1];
 	char where[STG_PATH_MAX + 1]; /* the directory temporaries go in, as recorded */
 	char id[17];
@@ -457,6 +458,9 @@ static int copy_out(collector *k, int s, const char *tmp, const struct stat *st,
 		XXH3_128bits_update(xs, buf, (size_t)n);
 		off += (uint64_t)n;
 		k->res->sent_bytes += (uint64_t)n;
+		if (k->ctx->progress_fn)
+			k->ctx->progress_fn(k->ctx->progress_arg, "collect", k->res->sent_bytes,
+			                    k->total_bytes);
 		if (stg__cancelled(k->ctx)) {
 			e = EINTR;
 			goto out;
@@ -822,7 +826,8 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	bool *send = calloc(w->n ? w->n : 1, sizeof *send);
 	if (!send)
 		return stg__fail(k->ctx, STG_ENOMEM, "out of memory");
-	uint64_t need = 0, inodes = 0, todo = 0;
+	/* need: blocks, for the space check; bytes: what progress counts */
+	uint64_t need = 0, bytes = 0, inodes = 0, todo = 0, files = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		const stg_witem *it = &w->v[i];
 		if (S_ISREG(it->st.st_mode))
@@ -834,12 +839,21 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 		}
 		todo++;
 		inodes++;
-		if (S_ISREG(it->st.st_mode))
+		if (S_ISREG(it->st.st_mode)) {
+			files++;
+			bytes += (uint64_t)it->st.st_size;
 			need += ((uint64_t)it->st.st_size + 4095) / 4096 * 4096;
+		}
 	}
 	stg_err err = STG_OK;
 	if (!todo && !k->n_pending)
 		goto out; /* nothing to do: the shared FS is not touched */
+	/* a job's last collect says what it has to do: if Slurm's SIGKILL cuts
+	 * it short, the log shows where it was */
+	char sz[16];
+	stg__log(k->ctx, k->o->slot_wait_max > 0 ? STG_LOG_INFO : STG_LOG_DEBUG,
+	         "collecting %llu file%s (%s) to '%s'", (unsigned long long)files,
+	         files == 1 ? "" : "s", stg_format_size(bytes, sz, sizeof sz), k->dest);
 	char at[STG_PATH_MAX + 1];
 	existing_parent(k->dest, at, sizeof at);
 	if ((err = check_space(k, at, need + 64 * 1024, inodes + 1)))
@@ -849,6 +863,9 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 		goto out;
 	if (!(err = open_dest(k, k->dest, true))) {
 		remove_leftovers(k);
+		k->total_bytes = bytes;
+		if (k->ctx->progress_fn)
+			k->ctx->progress_fn(k->ctx->progress_arg, "collect", 0, bytes);
 		for (size_t i = 0; i < w->n && !k->stop; i++) {
 			const stg_witem *it = &w->v[i];
 			if (!send[i])
@@ -881,7 +898,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 			touched(k, it->path);
 			if (k->ctx->progress_fn)
 				k->ctx->progress_fn(k->ctx->progress_arg, "collect",
-				                    k->res->sent_bytes, need);
+				                    k->res->sent_bytes, bytes);
 		}
 		dir_times(k, w);
 	}

@@ -179,6 +179,19 @@ static char *dest_name(const char *src)
 	return name;
 }
 
+/* DEST as given; "DIR/" means into DIR, as NAME (as cp, scp and push do). */
+static char *dest_into(const char *dest, const char *src)
+{
+	size_t n = strlen(dest);
+	if (!n || dest[n - 1] != '/')
+		return strdup(dest);
+	char *name = dest_name(src), *out = NULL;
+	if (name && asprintf(&out, "%s%s", dest, name) < 0)
+		out = NULL;
+	free(name);
+	return out;
+}
+
 static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const char *owner,
                           stg_err *err)
 {
@@ -779,7 +792,7 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 	char target[STG_PATH_MAX];
 	snprintf(target, sizeof target, "%s/cache/%s/data", c->root, key);
 	stg_err err = STG_OK;
-	char *dest = o->dest ? strdup(o->dest) : default_dest(ctx, c, src, owner, &err);
+	char *dest = o->dest ? dest_into(o->dest, src) : default_dest(ctx, c, src, owner, &err);
 	if (!dest)
 		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
 	err = o->copy ? copy_dest(ctx, target, dest) : link_dest(ctx, c, target, dest);

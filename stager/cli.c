@@ -230,7 +230,11 @@ static struct {
 	bool bar;
 	bool lines;
 	double start, last;
+	/* the current step ("unpack", "collect", ...): rates and ETAs are of it */
 	char what[16];
+	double step_start;
+	uint64_t step_done0, last_done;
+	bool step_ended; /* its 100% is shown */
 } prog;
 
 static pthread_mutex_t prog_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -257,6 +261,18 @@ static void on_log(void *arg, stg_log_level level, const char *msg)
 	pthread_mutex_unlock(&prog_mu);
 }
 
+/* "1m05s", "42s", "2h10m" */
+static void format_eta(double s, char *out, size_t len)
+{
+	long t = (long)(s + 0.5);
+	if (t >= 3600)
+		snprintf(out, len, "%ldh%02ldm", t / 3600, t % 3600 / 60);
+	else if (t >= 60)
+		snprintf(out, len, "%ldm%02lds", t / 60, t % 60);
+	else
+		snprintf(out, len, "%lds", t);
+}
+
 static void on_progress(void *arg, const char *what, uint64_t done, uint64_t total)
 {
 	(void)arg;
@@ -264,19 +280,36 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 		return;
 	double t = cli_now();
 	pthread_mutex_lock(&prog_mu);
+	/* a new step: its rate counts from here */
+	if (strncmp(prog.what, what, sizeof prog.what - 1) || done < prog.last_done) {
+		snprintf(prog.what, sizeof prog.what, "%s", what);
+		prog.step_start = t;
+		prog.step_done0 = done;
+		prog.step_ended = false;
+	}
+	prog.last_done = done;
 	double since = t - prog.last;
 	bool end = total && done >= total;
 	if ((prog.bar && since < 0.2 && !end) || (prog.lines && since < 5 && !end) ||
-	    (prog.lines && end && t - prog.start < 5)) {
+	    (prog.lines && end && t - prog.start < 5) || (end && prog.step_ended)) {
 		pthread_mutex_unlock(&prog_mu);
 		return;
 	}
 	prog.last = t;
-	char d[16], tt[16], rate[16];
-	double el = t - prog.start;
+	prog.step_ended = end;
+	/* the tool's own word for its main step: a stage unpacks */
+	const char *label = !strcmp(g_cmd, "stage") && !strcmp(what, "unpack") ? "stage" : what;
+	char d[16], tt[16], rate[16], eta[80] = "";
+	double el = t - prog.step_start;
+	double r = el > 0.05 ? (double)(done - prog.step_done0) / el : 0;
 	stg_format_size(done, d, sizeof d);
 	stg_format_size(total, tt, sizeof tt);
-	stg_format_size(el > 0 ? (uint64_t)(done / el) : 0, rate, sizeof rate);
+	stg_format_size((uint64_t)r, rate, sizeof rate);
+	if (r > 0 && total > done) {
+		char e[64];
+		format_eta((double)(total - done) / r, e, sizeof e);
+		snprintf(eta, sizeof eta, ", %s left", e);
+	}
 	int pct = total ? (int)(done * 100 / total) : 0;
 	if (prog.bar) {
 		char bar[31];
@@ -284,10 +317,12 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 		for (int i = 0; i < 30; i++)
 			bar[i] = i < fill ? '#' : ' ';
 		bar[30] = '\0';
-		fprintf(stderr, "\r%-7s [%s] %3d%% %s / %s  %s/s ", what, bar, pct, d, tt, rate);
+		fprintf(stderr, "\r%-7s [%s] %3d%% %s / %s  %s/s%s\033[K", label, bar, pct, d, tt,
+		        rate, eta);
 		prog.active = true;
 	} else {
-		fprintf(stderr, "stager: %s: %d%% (%s of %s, %s/s)\n", what, pct, d, tt, rate);
+		fprintf(stderr, "stager: %s: %d%% (%s of %s, %s/s%s)\n", label, pct, d, tt, rate,
+		        eta);
 	}
 	pthread_mutex_unlock(&prog_mu);
 }

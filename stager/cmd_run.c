@@ -98,6 +98,21 @@ static char *in_jobdir(const run_state *r, const char *path)
 	return out;
 }
 
+static void export_numbered(const char *base, size_t i, const char *value);
+
+/* STAGER_DATA with a trailing '/': find, du and cp -r see the dataset, not
+ * the link to it (as stager stage prints it) */
+static void export_data(size_t i, const char *path)
+{
+	size_t n = strlen(path);
+	char *v = malloc(n + 2);
+	if (!v)
+		return;
+	snprintf(v, n + 2, "%s%s", path, n && path[n - 1] == '/' ? "" : "/");
+	export_numbered("STAGER_DATA", i, v);
+	free(v);
+}
+
 static void export_numbered(const char *base, size_t i, const char *value)
 {
 	char name[64];
@@ -177,7 +192,7 @@ static int stage_all(run_state *r)
 			}
 			free(p->dest);
 			p->dest = path;
-			export_numbered("STAGER_DATA", i, path);
+			export_data(i, path);
 			continue;
 		}
 		stg_stage_result res;
@@ -187,7 +202,7 @@ static int stage_all(run_state *r)
 			return cli_fail(r->ctx, err);
 		free(p->dest);
 		p->dest = strdup(res.path);
-		export_numbered("STAGER_DATA", i, res.path);
+		export_data(i, res.path);
 		char a[16];
 		cli_info("%s '%s' at '%s' (%s, %.2f s)", res.hit ? "cached" : "staged", p->src,
 		         res.path, stg_format_size(res.content_bytes, a, sizeof a), res.seconds);

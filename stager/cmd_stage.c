@@ -144,7 +144,11 @@ int cmd_stage(int argc, char **argv)
 				       (unsigned long long)res.content_bytes,
 				       (unsigned long long)res.files, res.seconds);
 			} else {
-				printf("%s\n", res.path);
+				/* with a trailing '/' find, du and cp -r see the dataset,
+				 * not the link to it */
+				cli_progress_end();
+				size_t n = strlen(res.path);
+				printf("%s%s\n", res.path, n && res.path[n - 1] == '/' ? "" : "/");
 			}
 			char via[64] = "";
 			if (res.delta)
