@@ -16,8 +16,11 @@
 #include "internal.h"
 
 #include <fnmatch.h>
+#include <pwd.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 bool stg__path_ok(const char *path, size_t len)
 {
@@ -213,4 +216,80 @@ int stg__strmap_set(stg_strmap *m, const char *key, size_t len, uint32_t val)
 		i = (i + 1) & (m->cap - 1);
 	}
 	return 0;
+}
+
+/* ---- sbatch's file-name patterns -------------------------------------------- */
+
+stg_err stg_expand_pattern(stg_ctx *ctx, const char *pattern, char **out)
+{
+	*out = NULL;
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&buf, &len);
+	if (!f)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = STG_OK;
+	for (const char *p = pattern; *p && !err; p++) {
+		if (*p != '%') {
+			fputc(*p, f);
+			continue;
+		}
+		const char *var = NULL, *val = NULL, *what = NULL;
+		char host[256];
+		if (!p[1]) {
+			err = stg__fail(ctx, STG_EUSAGE, "'%s' ends with a lone %% (%%%% for a %%)",
+			                pattern);
+			break;
+		}
+		switch (*++p) {
+		case '%': fputc('%', f); continue;
+		case 'j': var = "SLURM_JOB_ID", what = "the job id"; break;
+		case 'A': var = "SLURM_ARRAY_JOB_ID", what = "the array's job id"; break;
+		case 'a': var = "SLURM_ARRAY_TASK_ID", what = "the array task id"; break;
+		case 'n': var = "SLURM_NODEID", what = "the node's index in the job"; break;
+		case 'x': var = "SLURM_JOB_NAME", what = "the job's name"; break;
+		case 'N':
+			val = getenv("SLURMD_NODENAME");
+			if (!val || !*val) {
+				if (gethostname(host, sizeof host))
+					snprintf(host, sizeof host, "localhost");
+				host[sizeof host - 1] = '\0';
+				host[strcspn(host, ".")] = '\0';
+				val = host;
+			}
+			break;
+		case 'u': {
+			struct passwd *pw = getpwuid(geteuid());
+			val = pw ? pw->pw_name : getenv("USER");
+			what = "the user's name";
+			break;
+		}
+		default:
+			err = stg__fail(
+			        ctx, STG_EUSAGE,
+			        "'%s': %%%c is not a pattern (%%j %%A %%a %%N %%n %%u %%x, %%%% "
+			        "for a %%)",
+			        pattern, *p);
+			continue;
+		}
+		if (var)
+			val = getenv(var);
+		if (!val || !*val || strchr(val, '/')) {
+			err = stg__fail(ctx, STG_EUSAGE, "'%s': %%%c (%s) is not known here%s%s%s",
+			                pattern, *p, what, var ? ": " : "", var ? var : "",
+			                var ? " is not set" : "");
+			continue;
+		}
+		fputs(val, f);
+	}
+	if (fclose(f) || !buf) {
+		free(buf);
+		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	if (err) {
+		free(buf);
+		return err;
+	}
+	*out = buf;
+	return STG_OK;
 }

@@ -705,6 +705,19 @@ STG_API int stg_parse_size(const char *s, uint64_t *out);
 /* Parse a duration with an optional s m h d suffix into seconds. */
 STG_API int stg_parse_duration(const char *s, uint64_t *seconds);
 
+/*
+ * A path with sbatch's file-name patterns filled in from the job's
+ * environment, so each job or array task collects to its own place:
+ * %j the job id (SLURM_JOB_ID), %A the array's job id (SLURM_ARRAY_JOB_ID),
+ * %a the array task id (SLURM_ARRAY_TASK_ID), %N the node's name
+ * (SLURMD_NODENAME, else the host's short name), %n the node's index in the
+ * job (SLURM_NODEID), %u the user, %x the job's name (SLURM_JOB_NAME), %%
+ * a '%'.  A pattern whose variable is not set, or an unknown one, is
+ * STG_EUSAGE, named on ctx: a path is never quietly shared by jobs meant to
+ * be apart.  *out is malloc'ed.
+ */
+STG_API stg_err stg_expand_pattern(stg_ctx *ctx, const char *pattern, char **out);
+
 /* Give this process idle I/O priority (idle != 0) or the normal one back,
  * for background work such as periodic collection.  0 or -1/errno. */
 STG_API int stg_io_idle(int idle);

@@ -753,29 +753,3 @@ int cli_node_collectors_end(pid_t pid, int in, int out)
 	close(out);
 	return step_status(st);
 }
-
-/* DEST with %n replaced by this node's name (%% by %). */
-char *cli_expand_node(const char *dest)
-{
-	const char *node = cli_node_name();
-	size_t n = 1;
-	for (const char *p = dest; *p; p++)
-		n += p[0] == '%' && p[1] == 'n' ? strlen(node) : 1;
-	char *out = malloc(n), *o = out;
-	if (!out)
-		return NULL;
-	for (const char *p = dest; *p; p++) {
-		if (p[0] == '%' && (p[1] == 'n' || p[1] == '%')) {
-			if (*++p == 'n') {
-				strcpy(o, node);
-				o += strlen(node);
-			} else {
-				*o++ = '%';
-			}
-		} else {
-			*o++ = *p;
-		}
-	}
-	*o = '\0';
-	return out;
-}

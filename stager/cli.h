@@ -141,8 +141,6 @@ int cli_node_receive(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_
                      const char *copy, const char *digest_hex);
 /* This node's name: $SLURMD_NODENAME, else the short host name. */
 const char *cli_node_name(void);
-/* path with %n replaced by this node's name and %% by % (malloc'ed). */
-char *cli_expand_node(const char *path);
 /* The nodes of the Slurm job we are in (0: not in one). */
 unsigned cli_job_nodes(void);
 /* The global options in effect, as arguments for another stager, into v

@@ -249,9 +249,19 @@ int cmd_collect(int argc, char **argv)
 		                           "DEST"
 		                         : "too many arguments");
 	const char *src = argv[optind];
-	char *dest = cli_expand_node(argv[optind + 1]);
-	if (!dest)
-		return EXIT_IO;
+	char *dest = NULL;
+	{
+		stg_ctx *pctx = stg_ctx_new();
+		stg_err perr =
+		        pctx ? stg_expand_pattern(pctx, argv[optind + 1], &dest) : STG_ENOMEM;
+		if (perr) {
+			rc = perr == STG_EUSAGE ? cli_usage("DEST %s", stg_errmsg(pctx))
+			                        : cli_fail(pctx, perr);
+			stg_ctx_free(pctx);
+			return rc;
+		}
+		stg_ctx_free(pctx);
+	}
 	if (node_ready) {
 		static char who[128];
 		snprintf(who, sizeof who, "collect on %s", cli_node_name());

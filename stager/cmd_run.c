@@ -69,21 +69,55 @@ static void on_final_signal(int sig)
 		stg_cancel(final_ctx);
 }
 
-/* "SRC:DEST" split at the last ':' (DEST may be optional: then a SRC
- * whose own name has a ':' is taken whole if it exists). */
-static int split_pair(const char *arg, bool need_dest, pair *p)
+/* --stage SRC[:DEST]: split at the last ':', and a SRC whose own name has
+ * a ':' is taken whole if it exists. */
+static int split_stage(const char *arg, pair *p)
 {
 	const char *colon = strrchr(arg, ':');
 	struct stat st;
-	if (!colon && need_dest)
-		return -1;
-	if (colon && !need_dest && stat(arg, &st) == 0)
+	if (colon && stat(arg, &st) == 0)
 		colon = NULL;
 	p->src = colon ? strndup(arg, (size_t)(colon - arg)) : strdup(arg);
 	p->dest = colon && colon[1] ? strdup(colon + 1) : NULL;
-	if (!p->src || !*p->src || (need_dest && !p->dest))
-		return -1;
-	return 0;
+	return p->src && *p->src ? 0 : -1;
+}
+
+/* --collect SRC:DEST: split at the first ':' not escaped as '\:' (SRC is a
+ * name in the job directory; DEST may have colons: timestamps).  Refused
+ * when another split would name a SRC that exists: it could be read two
+ * ways.  NULL, or what is wrong. */
+static const char *split_collect(const char *arg, pair *p)
+{
+	size_t n = strlen(arg);
+	char *src = malloc(n + 1), *o = src;
+	const char *q = arg;
+	if (!src)
+		return "out of memory";
+	for (; *q && *q != ':'; q++) {
+		if (q[0] == '\\' && q[1] == ':')
+			q++;
+		*o++ = *q;
+	}
+	*o = '\0';
+	if (*q != ':' || !*src || !q[1]) {
+		free(src);
+		return "is not SRC:DEST (a ':' in SRC is written '\\:')";
+	}
+	for (const char *c = strchr(q + 1, ':'); c; c = strchr(c + 1, ':')) {
+		char *other = strndup(arg, (size_t)(c - arg));
+		struct stat st;
+		bool exists = other && stat(other, &st) == 0 && strchr(other, '\\') == NULL;
+		free(other);
+		if (exists) {
+			free(src);
+			return "could be read two ways: a SRC with a ':' exists; write the ':' in "
+			       "SRC "
+			       "as '\\:'";
+		}
+	}
+	p->src = src;
+	p->dest = strdup(q + 1);
+	return p->dest ? NULL : "out of memory";
 }
 
 /* path made absolute against the job directory. */
@@ -583,13 +617,14 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 			continue;
 		switch (c) {
 		case OPT_STAGE:
-			if (split_pair(optarg, false, &r->stages[r->n_stages++]))
+			if (split_stage(optarg, &r->stages[r->n_stages++]))
 				return cli_usage("--stage: '%s' is not SRC or SRC:DEST", optarg);
 			break;
 		case OPT_COLLECT: {
 			pair *p = &r->collects[r->n_collects++];
-			if (split_pair(optarg, true, p))
-				return cli_usage("--collect: '%s' is not SRC:DEST", optarg);
+			const char *why = split_collect(optarg, p);
+			if (why)
+				return cli_usage("--collect: '%s' %s", optarg, why);
 			break;
 		}
 		case OPT_EVERY:
@@ -618,19 +653,35 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 			                 "salloc); SLURM_JOB_ID is not set");
 		r->all_nodes = nn > 1;
 		for (size_t i = 0; r->all_nodes && r->co.pack && i < r->n_collects; i++)
-			if (!strstr(r->collects[i].dest, "%n"))
-				return cli_usage("--all-nodes --pack: put %%n (the node's name) in "
-				                 "DEST, one pack per node: '%s'",
-				                 r->collects[i].dest);
+			if (!strstr(r->collects[i].dest, "%n") &&
+			    !strstr(r->collects[i].dest, "%N"))
+				return cli_usage(
+				        "--all-nodes --pack: put %%N (the node's name) or %%n "
+				        "(its index) in DEST, one pack per node: '%s'",
+				        r->collects[i].dest);
 	}
-	/* %n in DEST: this node's name (with --all-nodes each node's own) */
-	for (size_t i = 0; !r->all_nodes && i < r->n_collects; i++) {
-		char *d = cli_expand_node(r->collects[i].dest);
-		if (!d)
-			return EXIT_IO;
-		free(r->collects[i].dest);
-		r->collects[i].dest = d;
+	/* sbatch's patterns in DEST (%j, %a, %N, ...); with --all-nodes each
+	 * node's collector fills in its own */
+	stg_ctx *pctx = stg_ctx_new();
+	for (size_t i = 0; pctx && i < r->n_collects; i++) {
+		char *d = NULL;
+		stg_err e = stg_expand_pattern(pctx, r->collects[i].dest, &d);
+		if (e) {
+			int st = e == STG_EUSAGE ? cli_usage("--collect: DEST %s", stg_errmsg(pctx))
+			                         : cli_fail(pctx, e);
+			stg_ctx_free(pctx);
+			return st;
+		}
+		if (r->all_nodes)
+			free(d); /* checked here; expanded on each node */
+		else {
+			free(r->collects[i].dest);
+			r->collects[i].dest = d;
+		}
 	}
+	stg_ctx_free(pctx);
+	if (!pctx)
+		return EXIT_IO;
 	return -1;
 }
 

@@ -25,4 +25,4 @@ srun torchrun --nnodes="$SLURM_NNODES" --nproc-per-node=4 \
 	--rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
 	train.py --data "$DATA" --output "$OUT" || true
 # 3. collect every node's results, each to a directory of its own
-srun --ntasks-per-node=1 stager collect "$OUT" "$RESULTS/%n"
+srun --ntasks-per-node=1 stager collect "$OUT" "$RESULTS/%N"

@@ -2,7 +2,7 @@
 # A data-parallel job on 4 nodes: `stager run --all-nodes` stages the
 # dataset on every node with one read of the shared filesystem (Slurm's
 # sbcast fans it out), runs the training on all nodes, and collects every
-# node's results to a directory of its own (%n: the node's name) -
+# node's results to a directory of its own (%N: the node's name) -
 # every 30 minutes, at the early warning, when the job is stopped, and at
 # the end.
 #
@@ -26,7 +26,7 @@ export MASTER_ADDR MASTER_PORT=29500
 # it 10 minutes early, so it is ignored here (trap "" USR1) - drop that
 # if train.py handles it.  The single quotes
 # leave $STAGER_DATA and $STAGER_OUT (set by stager run) to the tasks.
-exec stager run --all-nodes --stage "$DATASET" --collect "out:$RESULTS/%n" --every 30m -- \
+exec stager run --all-nodes --stage "$DATASET" --collect "out:$RESULTS/%N" --every 30m -- \
 	srun --kill-on-bad-exit=1 bash -c 'trap "" USR1; exec torchrun --nnodes="$SLURM_NNODES" \
 		--nproc-per-node=4 --rdzv-backend=c10d --rdzv-endpoint="$MASTER_ADDR:$MASTER_PORT" \
 		train.py --data "$STAGER_DATA" --output "$STAGER_OUT"'
