@@ -258,7 +258,7 @@ JOB
 	echo reset >"$SHARED/.sharedfs-stats"
 	size=$(stat -c %s "$ML/backing/ds4.tar.zst")
 	run_job run4 <<JOB
-"$STAGER" run --all-nodes --stage "$SHARED/ds4.tar.zst" --collect "out:$SHARED/res4/%n" \
+"$STAGER" run --all-nodes --stage "$SHARED/ds4.tar.zst" --collect "out:$SHARED/res4/%N" \
 	--collect "out2:$SHARED/res4/merged" -- \
 	srun -N3 --ntasks-per-node=1 sh -c 'n=\$SLURMD_NODENAME
 		cmp "\$STAGER_DATA/sub/big.bin" "$ML/backing/ds4/sub/big.bin" && echo same >"\$STAGER_OUT/check"
@@ -284,7 +284,7 @@ JOB
 	mkdir -p "$ML/backing/res5"
 	cat >"$ML/run5.sh" <<JOB
 #!/bin/bash
-exec "$STAGER" run --all-nodes --collect "out:$SHARED/res5/%n" -- \
+exec "$STAGER" run --all-nodes --collect "out:$SHARED/res5/%N" -- \
 	srun -N3 --ntasks-per-node=1 sh -c 'echo "\$SLURMD_NODENAME" >"\$STAGER_OUT/early"; sleep 300'
 JOB
 	id=$(sbatch --parsable -N3 --mem=300 -o "$ML/out/run5.log" "$ML/run5.sh" | cut -d';' -f1)
@@ -304,7 +304,7 @@ JOB
 	done
 }
 
-@test "run --all-nodes --pack needs %n in DEST (one pack per node)" {
+@test "run --all-nodes --pack needs %N or %n in DEST (one pack per node)" {
 	run_job run6 <<JOB
 "$STAGER" run --all-nodes --pack --collect "out:$SHARED/res6" -- true 2>"$ML/out/run6.err"
 echo "rc=\$?" >"$ML/out/run6.rc"
@@ -356,7 +356,7 @@ PY
 	mkdir -p "$ML/backing/res8"
 	cat >"$ML/run8.sh" <<JOB
 #!/bin/bash
-exec "$STAGER" run --all-nodes --collect "out:$SHARED/res8/%n" -- \
+exec "$STAGER" run --all-nodes --collect "out:$SHARED/res8/%N" -- \
 	srun -N3 --ntasks-per-node=1 sh -c 'trap "" USR1; sleep 1; echo "\$SLURMD_NODENAME" >"\$STAGER_OUT/early"; sleep 300'
 JOB
 	id=$(sbatch --parsable -N3 --mem=300 -o "$ML/out/run8.log" "$ML/run8.sh" | cut -d';' -f1)

@@ -28,8 +28,8 @@ wait_for() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	IFS='|' read -r d1 d2 out job <results/env
-	[[ "$d1" == "$job/ds" ]]
-	[[ "$d2" == "$job/mine" ]]
+	[[ "$d1" == "$job/ds/" ]]
+	[[ "$d2" == "$job/mine/" ]]
 	[[ "$out" == "$job/out" ]]
 	diff -r ds/sub results/sub
 	# the job directory, its links and the collected output are gone; no pins
@@ -170,8 +170,8 @@ wait_for() {
 	run stager run -q --stage 'ds:v2.tar.zst' -- sh -c 'diff -r ds "$STAGER_DATA" && echo "$STAGER_DATA"'
 	echo "$output"
 	[ "$status" -eq 0 ]
-	echo "$output" | grep -q '/ds:v2$'
+	echo "$output" | grep -q '/ds:v2/$'
 	run stager run -q --stage 'ds:v2.tar.zst:mine' -- sh -c 'diff -r ds "$STAGER_DATA" && echo "$STAGER_DATA"'
 	[ "$status" -eq 0 ]
-	echo "$output" | grep -q '/mine$'
+	echo "$output" | grep -q '/mine/$'
 }

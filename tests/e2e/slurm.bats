@@ -109,7 +109,7 @@ JOB
 	for _ in $(seq 1 150); do [ -s out/hold.path ] && break; sleep 0.2; done
 	path=$(cat out/hold.path)
 	# no $SLURM_TMPDIR on this cluster: a job directory under the scratch root
-	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds" ]]
+	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds/" ]]
 	"$STAGER" status --json | jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o and .alive)] | length == 1'
 	run "$STAGER" clean --all
 	[ "$status" -eq 0 ]
@@ -159,7 +159,7 @@ JOB
 	id=$(cat "$SL/limit.id")
 	for _ in $(seq 1 150); do [ -s out/limit.path ] && break; sleep 0.2; done
 	path=$(cat out/limit.path)
-	[[ "$path" == "$SL/scratch/root/jobs/job-$id/limit" ]]
+	[[ "$path" == "$SL/scratch/root/jobs/job-$id/limit/" ]]
 	wait_gone "$id" 150
 	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
 	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
