@@ -9,7 +9,9 @@
 # at SCRATCH (default DIR/scratch): every node has a private node-local
 # disk at the same path, and everything else is shared, like a cluster's
 # shared filesystem.  PROLOG and TASK_PROLOG name scripts for slurm.conf;
-# PORT (default 16817) the controller's port, the nodes' follow it.
+# PORT the controller's port, the nodes' follow it (default: a free block
+# of ports chosen at random, so that clusters of concurrent test runs on
+# one machine never meet).
 #
 # Everything lives under DIR: munge's key, socket and state, slurm.conf,
 # the controller's state and the daemons' logs.  Needs root and Debian's
@@ -45,7 +47,18 @@ fi
 
 epilog=${3:-}
 nodes=${NODES:-1}
-port=${PORT:-16817}
+port=${PORT:-}
+if [ -z "$port" ]; then
+	used=$(ss -Hltn 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' || true)
+	for _ in $(seq 1 50); do
+		port=$((20000 + RANDOM % 20000))
+		clash=
+		for p in $(seq "$port" $((port + nodes + 1))); do
+			echo "$used" | grep -qx "$p" && clash=1
+		done
+		[ -z "$clash" ] && break
+	done
+fi
 mkdir -p "$dir"
 dir=$(cd "$dir" && pwd)
 install -d -m 0700 "$dir/munge" "$dir/state" "$dir/spool"

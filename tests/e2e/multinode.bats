@@ -54,7 +54,7 @@ SB
 	chmod +x "$ML/bin/sbcast"
 	export STAGER_SITE_CONFIG="$ML/stager.conf"
 	unset STAGER_SCRATCH_ROOT SLURM_TMPDIR SLURM_JOB_ID
-	SLURM_CONF=$(NODES=3 PORT=16950 SCRATCH="$SCRATCH" PROLOG="$ML/prolog" \
+	SLURM_CONF=$(NODES=3 SCRATCH="$SCRATCH" PROLOG="$ML/prolog" \
 		TASK_PROLOG="$ML/task-prolog" "$top/scripts/slurm-test-cluster.sh" \
 		start "$ML/cluster" "$ML/epilog")
 	export SLURM_CONF
