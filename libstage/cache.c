@@ -175,7 +175,8 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 	c->keep_days = (unsigned)stg__config_count(cfg, "keep_days");
 	c->cache_max = strdup(stg_config_get(cfg, "cache_max", NULL));
 	c->min_free = strdup(stg_config_get(cfg, "min_free", NULL));
-	if (!c->cache_max || !c->min_free) {
+	c->job_tmpdir_var = strdup(stg_config_get(cfg, "job_tmpdir_var", NULL));
+	if (!c->cache_max || !c->min_free || !c->job_tmpdir_var) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -197,6 +198,7 @@ void stg_cache_close(stg_cache *c)
 	free(c->root);
 	free(c->cache_max);
 	free(c->min_free);
+	free(c->job_tmpdir_var);
 	stg__limits_free(c);
 	free(c);
 }
@@ -204,6 +206,18 @@ void stg_cache_close(stg_cache *c)
 const char *stg_cache_root(const stg_cache *c)
 {
 	return c->root;
+}
+
+const char *stg_job_tmpdir(const stg_cache *c, const char **var)
+{
+	if (var)
+		*var = c->job_tmpdir_var;
+	/* a variable other than Slurm's own counts only inside a job: TMPDIR,
+	 * say, is set on login nodes too */
+	if (strcmp(c->job_tmpdir_var, "SLURM_TMPDIR") && !getenv("SLURM_JOB_ID"))
+		return NULL;
+	const char *t = getenv(c->job_tmpdir_var);
+	return t && t[0] == '/' ? t : NULL;
 }
 
 /* ---- locks ------------------------------------------------------------------ */
@@ -631,9 +645,16 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 			break;
 		if (pinned[i])
 			continue;
+		/* name what goes by what the user staged, not by its digest */
+		stg_meta m = {0};
+		bool named = stg__meta_read(c, v[i].key, &m) == 0 && m.source[0];
 		if (stg__entry_remove(c, v[i].key) == 0) {
-			stg__log(ctx, STG_LOG_INFO, "evicted %s (%llu bytes, least recently used)",
-			         v[i].key, (unsigned long long)v[i].size);
+			char sz[32];
+			stg_format_size(v[i].size, sz, sizeof sz);
+			stg__log(ctx, STG_LOG_INFO,
+			         "evicted the cached copy of '%s' (%s, the least recently used) "
+			         "to make room",
+			         named ? m.source : v[i].key, sz);
 			used -= v[i].size;
 			evictable -= v[i].size;
 			free_now += v[i].size;

@@ -24,6 +24,7 @@ struct stg_cache {
 	char *cache_max, *min_free; /* settings, resolved against the disk's size */
 	unsigned stall_timeout;     /* seconds an archive reader may make no progress */
 	unsigned keep_days;         /* days kept results stay (results.c) */
+	char *job_tmpdir_var;       /* names the job's own scratch (stage.c) */
 	/* sparing the shared FS (limit.c) */
 	unsigned node_slots, cluster_slots, lease_ttl;
 	char *slot_dir, *lease_dir;

@@ -718,16 +718,26 @@ static stg_err check_space(collector *k, const char *path, uint64_t need, uint64
 		                       "cannot check the free space of '%s'", path);
 	uint64_t avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
 	bool files_known = vfs.f_files != 0;
-	if (need > avail || (files_known && inodes > (uint64_t)vfs.f_favail)) {
-		char a[32], b[32];
+	bool no_bytes = need > avail;
+	bool no_files = files_known && inodes > (uint64_t)vfs.f_favail;
+	if (no_bytes || no_files) {
+		/* the advice fits the shortage: --pack saves files (inodes), not
+		 * bytes worth speaking of for results that are already compressed */
+		char a[32], b[32], d[32];
+		stg_format_size(need > avail ? need - avail : 0, d, sizeof d);
 		return stg__fail(
 		        k->ctx, STG_ENOSPC,
 		        "'%s' cannot take the results: they need %s and %llu files, it has "
-		        "%s and %llu files free (quota?); free space there or collect "
-		        "with --pack (one file)",
+		        "%s and %llu files free (quota?); %s%s%s",
 		        path, stg_format_size(need, a, sizeof a), (unsigned long long)inodes,
 		        stg_format_size(avail, b, sizeof b),
-		        (unsigned long long)(files_known ? vfs.f_favail : 0));
+		        (unsigned long long)(files_known ? vfs.f_favail : 0),
+		        no_bytes ? "free at least " : "", no_bytes ? d : "",
+		        no_bytes && no_files
+		                ? " there, and collect with --pack (one file instead of many)"
+		        : no_bytes ? " there, or collect to a filesystem with more room"
+		                   : "too few files (inodes) are left: collect with --pack "
+		                     "(one file instead of many), or remove files there");
 	}
 	return STG_OK;
 }

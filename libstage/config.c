@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { K_PATH, K_SIZE, K_SIZE_PCT, K_COUNT } key_kind;
+typedef enum { K_PATH, K_SIZE, K_SIZE_PCT, K_COUNT, K_NAME, K_COMMAND } key_kind;
 
 static const struct {
 	const char *name;
@@ -45,6 +45,13 @@ static const struct {
         {"keep_days", K_COUNT, "14",
          "days that results a job could not collect stay in the scratch root's kept/ "
          "(stager collect --kept sends them; clean --kept removes them sooner)"},
+        {"job_tmpdir_var", K_NAME, "SLURM_TMPDIR",
+         "environment variable that names a job's own node-local scratch directory, "
+         "where stage puts datasets and run the job's files (some sites: JOB_SCRATCH, "
+         "TMPDIR); without it, a job directory under the scratch root"},
+        {"remote_stager", K_COMMAND, "stager",
+         "the stager that push and pull run on the far end (e.g. ~/.local/bin/stager "
+         "where stager is not on the login node's non-interactive PATH)"},
         {"stall_timeout", K_COUNT, "30",
          "seconds reading a foreign archive may make no progress before it is refused"},
 };
@@ -105,6 +112,20 @@ static bool valid(key_kind kind, const char *v)
 		}
 		return stg_parse_size(v, &n) == 0;
 	}
+	case K_NAME: /* an environment variable's name */
+		if (!(isalpha((unsigned char)*v) || *v == '_'))
+			return false;
+		for (const char *p = v; *p; p++)
+			if (!(isalnum((unsigned char)*p) || *p == '_'))
+				return false;
+		return true;
+	case K_COMMAND: /* one word that a remote shell reads as written */
+		if (!*v || *v == '-')
+			return false;
+		for (const char *p = v; *p; p++)
+			if (!(isalnum((unsigned char)*p) || strchr("_./~+-", *p)))
+				return false;
+		return true;
 	case K_COUNT: {
 		char *end;
 		errno = 0;

@@ -736,10 +736,6 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, 
 		                 src);
 	if (id->size == 0)
 		return stg__fail(ctx, STG_ECORRUPT, "'%s' is empty: not a pack or an archive", src);
-	stg__log(ctx, STG_LOG_INFO,
-	         "'%s' is not a pack: it is read and unpacked in one stream, with no parallel "
-	         "extraction; 'stager pack' makes it faster to stage",
-	         src);
 	/* one builder per source file */
 	char lname[96];
 	snprintf(lname, sizeof lname, "src-%llu-%llu", (unsigned long long)id->dev,
@@ -780,8 +776,23 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, 
 		goto out;
 	}
 	posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	if ((err = extract_isolated(ctx, c, fd, tfd, sha, &bytes, &s)))
+	if ((err = extract_isolated(ctx, c, fd, tfd, sha, &bytes, &s))) {
+		/* a pack cut short has lost its trailer: it reads as an archive
+		 * whose stream ends too soon, and that is what to tell the user */
+		char m[512];
+		snprintf(m, sizeof m, "%s", stg_errmsg(ctx));
+		if (err == STG_ECORRUPT && (strstr(m, "runcated") || strstr(m, "nexpected end")))
+			err = stg__fail(ctx, STG_ECORRUPT,
+			                "truncated: it ends before its data does (a copy "
+			                "cut short, or a disk that filled while it was written); "
+			                "nothing was staged: copy or pack it again (%s)",
+			                m);
 		goto out;
+	}
+	stg__log(ctx, STG_LOG_INFO,
+	         "'%s' is not a pack: it was read and unpacked in one stream, with no "
+	         "parallel extraction; 'stager pack' makes it faster to stage",
+	         src);
 	res->source_bytes += bytes;
 	res->files = s.files;
 	res->content_bytes = s.content;

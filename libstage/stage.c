@@ -201,7 +201,7 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 		*err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		return NULL;
 	}
-	const char *tmpdir = getenv("SLURM_TMPDIR");
+	const char *tmpdir = stg_job_tmpdir(c, NULL);
 	size_t need =
 	        strlen(c->root) + strlen(owner) + strlen(name) + 16 + (tmpdir ? strlen(tmpdir) : 0);
 	out = malloc(need);
@@ -210,7 +210,7 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 		*err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		return NULL;
 	}
-	if (tmpdir && *tmpdir == '/') {
+	if (tmpdir) {
 		snprintf(out, need, "%s/%s", tmpdir, name);
 	} else {
 		/* the site has no per-job scratch: a job directory of our own,

@@ -358,6 +358,11 @@ typedef struct stg_cache stg_cache;
 STG_API stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out);
 STG_API void stg_cache_close(stg_cache *cache);
 STG_API const char *stg_cache_root(const stg_cache *cache);
+/* The job's own node-local scratch directory: the value of the variable
+ * that the job_tmpdir_var setting names ($SLURM_TMPDIR by default) if it is
+ * an absolute path, else NULL (then stager keeps a job directory under the
+ * scratch root).  If var is not NULL it is set to the variable's name. */
+STG_API const char *stg_job_tmpdir(const stg_cache *cache, const char **var);
 
 typedef struct stg_stage_opts {
 	const char *dest;           /* NULL: $SLURM_TMPDIR/NAME, else a job

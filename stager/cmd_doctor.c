@@ -196,9 +196,11 @@ static bool on_path(const char *prog)
 	return false;
 }
 
-static void check_slurm(report *r)
+static void check_slurm(report *r, const stg_config *cfg)
 {
-	const char *job = getenv("SLURM_JOB_ID"), *tmp = getenv("SLURM_TMPDIR");
+	/* the job's scratch variable is a site's choice (job_tmpdir_var) */
+	const char *var = stg_config_get(cfg, "job_tmpdir_var", NULL);
+	const char *job = getenv("SLURM_JOB_ID"), *tmp = getenv(var);
 	if (job && *job)
 		check(r, OK, "slurm job", NULL, "job %s on %s node(s)", job,
 		      getenv("SLURM_NNODES") ? getenv("SLURM_NNODES") : "1");
@@ -206,11 +208,11 @@ static void check_slurm(report *r)
 		check(r, OK, "slurm job", NULL,
 		      "not in a job: what you stage is pinned while your shell lives");
 	if (job && *job && !(tmp && *tmp))
-		check(r, OK, "SLURM_TMPDIR", NULL,
+		check(r, OK, var, NULL,
 		      "not set: stager keeps a job directory under the scratch root, which "
 		      "`stager clean` (or the epilog) removes after the job");
 	else if (tmp && *tmp)
-		check(r, access(tmp, W_OK) ? FAIL : OK, "SLURM_TMPDIR",
+		check(r, tmp[0] != '/' || access(tmp, W_OK) ? FAIL : OK, var,
 		      "ask your administrators: the job's scratch directory is not writable",
 		      "'%s'", tmp);
 	/* clean asks squeue whether jobs still run */
@@ -433,7 +435,7 @@ int cmd_doctor(int argc, char **argv)
 		check(&r, FAIL, "scratch root",
 		      "set scratch_root to a writable node-local directory", "%s", stg_errmsg(ctx));
 	}
-	check_slurm(&r);
+	check_slurm(&r, cfg);
 	check_limits(&r, cfg);
 	if (optind < argc) {
 		for (int i = optind; i < argc; i++)

@@ -87,6 +87,11 @@ static int push_or_pull(int argc, char **argv, bool push)
 	const char *src = argv[optind], *dest = argv[optind + 1];
 	signal(SIGPIPE, SIG_IGN);
 	stg_ctx *ctx = cli_ctx();
+	/* the far end's stager: --remote-stager, else the remote_stager
+	 * setting ($STAGER_REMOTE_STAGER, a config file), else "stager" */
+	stg_config *cfg = cli_config(ctx);
+	if (!o.remote_stager)
+		o.remote_stager = stg_config_get(cfg, "remote_stager", NULL);
 	stg_xfer_result r;
 	stg_err err = push ? stg_push(ctx, src, dest, &o, &r) : stg_pull(ctx, src, dest, &o, &r);
 	rc = EXIT_OK;
@@ -104,6 +109,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 	}
 	if (json)
 		xfer_json(push ? "push" : "pull", src, dest, &r, rc);
+	stg_config_free(cfg);
 	cli_ctx_done(ctx);
 	return rc;
 }

@@ -173,11 +173,12 @@ static bool catches(pid_t pid, int sig)
 	return found && (mask >> (sig - 1) & 1);
 }
 
-/* Where the job's scratch is: $SLURM_TMPDIR, else our own job directory. */
+/* Where the job's scratch is: $SLURM_TMPDIR (job_tmpdir_var), else our
+ * own job directory. */
 static int job_directory(run_state *r)
 {
-	const char *t = getenv("SLURM_TMPDIR");
-	if (t && t[0] == '/') {
+	const char *t = stg_job_tmpdir(r->cache, NULL);
+	if (t) {
 		r->jobdir = strdup(t);
 		return r->jobdir ? 0 : -1;
 	}
