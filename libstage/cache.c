@@ -26,18 +26,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
-extern char **environ;
 
 /* ---- opening ---------------------------------------------------------------- */
 
@@ -324,57 +321,6 @@ char *stg_owner_process(int pid)
 	return strdup(buf);
 }
 
-/* Ask Slurm about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask). */
-static int slurm_job_alive(const char *id)
-{
-	int pipefd[2];
-	if (pipe2(pipefd, O_CLOEXEC))
-		return -1;
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, pipefd[1], STDOUT_FILENO);
-	posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
-	posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-	char *argv[] = {"squeue", "-h", "-o", "%T", "-j", (char *)id, NULL};
-	pid_t pid;
-	int rc = posix_spawnp(&pid, "squeue", &fa, NULL, argv, environ);
-	posix_spawn_file_actions_destroy(&fa);
-	close(pipefd[1]);
-	if (rc) {
-		close(pipefd[0]);
-		return -1;
-	}
-	char out[256] = {0};
-	size_t len = 0;
-	ssize_t n;
-	while (len < sizeof out - 1 &&
-	       (n = read(pipefd[0], out + len, sizeof out - 1 - len)) != 0) {
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			break;
-		}
-		len += (size_t)n;
-	}
-	close(pipefd[0]);
-	int status = 0;
-	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (!WIFEXITED(status))
-		return -1;
-	static const char *const alive[] = {
-	        "PENDING",  "RUNNING", "SUSPENDED", "CONFIGURING", "COMPLETING",   "RESIZING",
-	        "REQUEUED", "STOPPED", "SIGNALING", "STAGE_OUT",   "REQUEUE_HOLD", "REQUEUE_FED"};
-	for (size_t i = 0; i < sizeof alive / sizeof alive[0]; i++)
-		if (strstr(out, alive[i]))
-			return 1;
-	/* squeue answers "Invalid job id" (status 1) for a job it no longer
-	 * knows, and prints a final state or nothing for one that ended */
-	if (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 1)
-		return 0;
-	return -1;
-}
-
 bool stg__owner_alive(stg_owner_cache *oc, const char *owner)
 {
 	for (size_t i = 0; i < oc->n; i++)
@@ -382,7 +328,7 @@ bool stg__owner_alive(stg_owner_cache *oc, const char *owner)
 			return oc->alive[i];
 	bool alive = true; /* when in doubt, keep */
 	if (!strncmp(owner, "job-", 4)) {
-		int a = slurm_job_alive(owner + 4);
+		int a = stg__slurm_job_alive(owner + 4);
 		alive = a != 0;
 	} else if (!strncmp(owner, "pid-", 4)) {
 		int pid = 0;

@@ -214,7 +214,8 @@ static bool record_source(cl_run *r, const char *rel, char *src, size_t len)
 
 /* Remove the temporaries that a killed collect left in its DEST (the
  * record's "t" lines without an "x"), before its record goes: nothing else
- * would.  Only names that collect makes (.stager-tmp.*), beneath the
+ * would.  Only names that collect makes (.stager-tmp.*, and its marker
+ * .stager-collecting.* at the top), beneath the
  * directory the record names; never through a symbolic link. */
 static void drop_temporaries(cl_run *r, const char *rel)
 {
@@ -266,7 +267,9 @@ static void drop_temporaries(cl_run *r, const char *rel)
 		const char *t = pend[i], *slash = strrchr(t, '/');
 		const char *base = slash ? slash + 1 : t;
 		struct stat st;
-		if (dfd < 0 || strncmp(base, ".stager-tmp.", 12) || t[0] == '/' || strstr(t, ".."))
+		bool tmp = !strncmp(base, ".stager-tmp.", 12);
+		bool ours = tmp || (!slash && !strncmp(base, ".stager-collecting.", 19));
+		if (dfd < 0 || !ours || t[0] == '/' || strstr(t, ".."))
 			goto next;
 		char dir[STG_PATH_MAX + 1];
 		snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - t) : 1, slash ? t : ".");
@@ -279,7 +282,7 @@ static void drop_temporaries(cl_run *r, const char *rel)
 			if (!r->o->dry_run && unlinkat(pfd, base, 0))
 				stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s': %s", shown,
 				         strerror(errno));
-			else if (r->report)
+			else if (r->report && tmp) /* the marker is empty */
 				r->report(r->arg, "leftover", shown,
 				          S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0);
 		}
@@ -314,9 +317,18 @@ static void clean_kept(cl_run *r)
 		}
 		int64_t when = stg__kept_epoch(v[i]);
 		unsigned days = r->c->keep_days;
-		if (!when || (!r->o->kept && (!days || now - when < (time_t)days * 86400)))
+		if (!when)
 			continue;
 		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+		if (!r->o->kept && (!days || now - when < (time_t)days * 86400)) {
+			/* what stays is said too: clean never hides results */
+			if (r->report) {
+				char shown[STG_PATH_MAX * 2 + 2];
+				snprintf(shown, sizeof shown, "%s/%s", r->c->root, rel);
+				r->report(r->arg, "stays", shown, bytes);
+			}
+			continue;
+		}
 		if (!r->o->dry_run && stg__kept_remove(r->c, v[i])) {
 			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
 			         strerror(errno));

@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/utsname.h>
 #include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
@@ -377,18 +376,9 @@ static void op(collector *k)
  * process (nodes of one job may collect into one DEST at once). */
 static void tmp_name(collector *k, const char *path, char *out, size_t len)
 {
-	static char host[72];
-	if (!host[0]) {
-		const char *n = getenv("SLURMD_NODENAME");
-		struct utsname u;
-		if (!(n && *n) && uname(&u) == 0)
-			n = u.nodename;
-		snprintf(host, sizeof host, "%s", n && *n ? n : "host");
-		host[strcspn(host, "./")] = '\0';
-	}
 	const char *slash = strrchr(path, '/');
 	snprintf(out, len, "%.*s%s.stager-tmp.%s.%d.%u", slash ? (int)(slash - path) : 0, path,
-	         slash ? "/" : "", host, (int)getpid(), k->seq++);
+	         slash ? "/" : "", stg__collect_host(), (int)getpid(), k->seq++);
 }
 
 /* Remove the temporaries a killed collect left. */
@@ -403,6 +393,23 @@ static void remove_leftovers(collector *k)
 		log_line(k, "x ", t);
 		free(t);
 		k->n_pending--;
+	}
+}
+
+/* The marker that says who writes temporaries in DEST (collect_mark.c):
+ * in the record too, so that `stager clean` on this node removes it with
+ * the temporaries of a collect that was killed. */
+static void mark_begin(collector *k, char *mark, size_t len)
+{
+	if (stg__mark_begin(k->destfd, mark, len) == 0)
+		log_line(k, "t ", mark);
+}
+
+static void mark_end(collector *k, const char *mark)
+{
+	if (mark[0]) {
+		stg__mark_end(k->destfd, mark);
+		log_line(k, "x ", mark);
 	}
 }
 
@@ -871,8 +878,12 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	stg_slot slot;
 	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
+	char mark[128] = "";
 	if (!(err = open_dest(k, k->dest, true))) {
 		remove_leftovers(k);
+		/* what a collect killed on another node left, and our marker */
+		stg__mark_sweep(k->ctx, k->destfd, k->dest, false);
+		mark_begin(k, mark, sizeof mark);
 		k->total_bytes = bytes;
 		if (k->ctx->progress_fn)
 			k->ctx->progress_fn(k->ctx->progress_arg, "collect", 0, bytes);
@@ -911,6 +922,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				                    k->res->sent_bytes, bytes);
 		}
 		dir_times(k, w);
+		mark_end(k, mark);
 	}
 	stg__slot_release(&slot);
 out:
@@ -988,8 +1000,11 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	stg_slot slot;
 	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
+	char mark[128] = "";
 	if (!(err = open_dest(k, dir, false))) {
 		remove_leftovers(k);
+		stg__mark_sweep(k->ctx, k->destfd, dir, true);
+		mark_begin(k, mark, sizeof mark);
 		stg_witem it = {.path = (char *)base, .st = lst};
 		it.st.st_mode = (it.st.st_mode & ~07777u) | 0644;
 		int keep = k->srcfd;
@@ -1022,6 +1037,7 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 			}
 			k->rewrite = true;
 		}
+		mark_end(k, mark);
 	}
 	stg__slot_release(&slot);
 out:

@@ -291,4 +291,20 @@ typedef struct stg_manifest {
 int stg__manifest_load(FILE *f, stg_manifest *m);
 void stg__manifest_free(stg_manifest *m);
 
+/* slurm.c: run argv (from PATH), its stdout into out (NUL-terminated, cut
+ * to len - 1), its exit status into *status; -1 if it could not run or was
+ * killed. */
+int stg__capture(char *const argv[], char *out, size_t len, int *status);
+/* Ask squeue about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask). */
+int stg__slurm_job_alive(const char *id);
+
+/* collect_mark.c: the host name in temporaries' names; the marker a
+ * collect keeps in DEST (its name into name; -1 if it cannot), its
+ * removal; and the removal of temporaries whose writer is gone (the whole
+ * tree under dest, or only dest itself if flat). */
+const char *stg__collect_host(void);
+int stg__mark_begin(int destfd, char *name, size_t len);
+void stg__mark_end(int destfd, const char *name);
+void stg__mark_sweep(stg_ctx *ctx, int destfd, const char *dest, bool flat);
+
 #endif

@@ -437,6 +437,21 @@ STG_API stg_err stg_copy_pack(stg_ctx *ctx, stg_cache *cache, const char *src, c
  * stg_stage_opts.owner when a long-lived process (a job wrapper) owns
  * what it stages rather than its parent. */
 STG_API char *stg_owner_process(int pid);
+
+/* What a batch job's clock says (slurm.c): its end, KillWait, the early
+ * warning its script asks for, and whether stager run was started without
+ * `exec` (its parent is the batch shell). */
+typedef struct stg_job_clock {
+	double end;              /* the time limit (seconds since the epoch); 0: none known */
+	unsigned kill_wait;      /* seconds from SIGTERM to SIGKILL (Slurm's KillWait) */
+	int warn_signal;         /* #SBATCH --signal's signal (0: none found) */
+	unsigned warn_secs;      /* ... that many seconds before the end */
+	int warn_batch_only;     /* B: (to the batch shell only) */
+	int no_exec;             /* the parent is the batch step's shell */
+} stg_job_clock;
+/* Read the clock of the job in $SLURM_JOB_ID (asks squeue and scontrol;
+ * what cannot be learned stays 0, KillWait 30). */
+STG_API void stg_job_clock_read(stg_job_clock *jc);
 /* Drop every pin of owner (when it stops using what it staged). */
 STG_API stg_err stg_unpin(stg_ctx *ctx, stg_cache *cache, const char *owner);
 
@@ -485,7 +500,8 @@ STG_API void stg_clean_opts_init(stg_clean_opts *opts);
  * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose
  * source is gone, "kept": kept results past keep_days or asked for,
  * "keep": results a finished job never fully collected, moved to kept/
- * rather than removed; path is then where they went), its path and its
+ * rather than removed; path is then where they went; "stays": kept
+ * results younger than keep_days, left where they are), its path and its
  * size. */
 typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint64_t bytes);
 

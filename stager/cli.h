@@ -174,4 +174,29 @@ int cmd_pull(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
+/* run's time budget inside a Slurm job (budget.c) */
+typedef struct run_budget {
+	stg_job_clock clock;
+	bool active;         /* a known time limit, and something to collect */
+	uint64_t bytes;      /* sent by measured collects ... */
+	double secs;         /* ... in this many seconds */
+	double since;        /* the start of the last collect that ended (wall) */
+	double checked;      /* the last look at what is pending (cli_now) */
+	bool warned;
+	bool due;            /* collects are due: the end is near */
+} run_budget;
+/* The wall clock (the job's end and files' mtimes are in its time). */
+double budget_wall(void);
+/* Learn the job's clock; warn if run was started without exec. */
+void budget_start(run_budget *b, size_t n_collects);
+/* The interval of periodic collects when --every is not given (0: none). */
+uint64_t budget_default_every(const run_budget *b);
+/* A collect that began at started sent bytes in secs. */
+void budget_measured(run_budget *b, uint64_t bytes, double secs, double started);
+/* When to look again (cli_now() time; 0: never). */
+double budget_next_check(const run_budget *b);
+/* Look (at most every 15 s): must a collect start now to end in time?
+ * Warns once, early, when the last collect would not fit. */
+bool budget_due(run_budget *b, char *const *srcs, size_t n);
+
 #endif

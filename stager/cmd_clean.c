@@ -19,7 +19,7 @@ typedef struct clean_out {
 static void on_removed(void *arg, const char *what, const char *path, uint64_t bytes)
 {
 	clean_out *o = arg;
-	o->count += strcmp(what, "keep") != 0;
+	o->count += strcmp(what, "keep") != 0 && strcmp(what, "stays") != 0;
 	if (o->json) {
 		printf("%s{\"what\":\"%s\",\"path\":", o->first ? "" : ",", what);
 		json_str(stdout, path);
@@ -28,6 +28,11 @@ static void on_removed(void *arg, const char *what, const char *path, uint64_t b
 		return;
 	}
 	char a[16];
+	if (!strcmp(what, "stays")) { /* kept earlier, not yet collected */
+		printf("keeping uncollected results %10s  %s (stager collect --kept sends them)\n",
+		       stg_format_size(bytes, a, sizeof a), path);
+		return;
+	}
 	if (!strcmp(what, "keep")) { /* moved aside, not removed */
 		printf("%s %10s  %s\n",
 		       o->dry ? "would keep uncollected results" : "kept uncollected results",

@@ -22,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -53,11 +54,21 @@ typedef struct run_state {
 	pid_t cmd, collector;
 	bool all_nodes; /* on every node of the job (srun steps) */
 	uint64_t every;
+	run_budget budget; /* the job's clock (budget.c) */
+	char **srcs;       /* the collects' sources, for the budget */
+	/* what the collector child measured, shared with it */
+	struct measured {
+		uint64_t bytes;
+		double secs, started;
+	} *measured;
 } run_state;
 
 /* A job being stopped has until Slurm's KillWait (30 s by default) before
  * SIGKILL: its collect waits this long at most for a shared-FS slot. */
 #define SLOT_WAIT_STOPPING 10.0
+
+/* --every not given: under Slurm a default (budget.c), else none */
+#define EVERY_UNSET UINT64_MAX
 
 static volatile sig_atomic_t final_signals;
 static stg_ctx *volatile final_ctx;
@@ -284,6 +295,8 @@ static int prepare_outputs(run_state *r)
 static int collect_all(run_state *r)
 {
 	int rc = EXIT_OK;
+	if (r->measured)
+		r->measured->started = budget_wall();
 	for (size_t i = 0; i < r->n_collects; i++) {
 		pair *p = &r->collects[i];
 		if (r->all_nodes) {
@@ -303,6 +316,10 @@ static int collect_all(run_state *r)
 		}
 		collect_totals t = {0};
 		p->status = cli_collect_once(r->ctx, r->cache, p->src, p->dest, &r->co, &t);
+		if (r->measured) {
+			r->measured->bytes += t.sent_bytes;
+			r->measured->secs += t.seconds;
+		}
 		if (p->status && !rc)
 			rc = p->status;
 	}
@@ -342,6 +359,16 @@ static void collect_in_background(run_state *r, const char *why)
 	r->collector = pid;
 }
 
+/* The collector child ended: what it sent, and how fast, for the budget. */
+static void collector_measured(run_state *r)
+{
+	if (!r->measured)
+		return;
+	budget_measured(&r->budget, r->measured->bytes, r->measured->secs,
+	                r->measured->started);
+	memset(r->measured, 0, sizeof *r->measured);
+}
+
 static void stop_collector(run_state *r)
 {
 	if (r->collector <= 0)
@@ -350,6 +377,7 @@ static void stop_collector(run_state *r)
 	kill(r->collector, SIGTERM);
 	waitpid(r->collector, NULL, 0);
 	r->collector = 0;
+	collector_measured(r);
 }
 
 static pid_t start_cmd(char **argv, const sigset_t *old)
@@ -398,6 +426,9 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 			wake = next - t;
 		if (deadline && deadline - t < wake)
 			wake = deadline - t;
+		double check = budget_next_check(&r->budget);
+		if (check && check - t < wake)
+			wake = check - t;
 		if (wake < 0)
 			wake = 0;
 		struct timespec ts = {(time_t)wake, (long)((wake - (double)(time_t)wake) * 1e9)};
@@ -413,6 +444,7 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 					collector_ended(&r->collects[i], pid, st);
 				if (pid == r->collector) {
 					r->collector = 0;
+					collector_measured(r);
 				} else if (pid == r->cmd) {
 					status = WIFEXITED(st) ? WEXITSTATUS(st)
 					                       : 128 + WTERMSIG(st);
@@ -453,6 +485,9 @@ static int supervise(run_state *r, const sigset_t *set, uint64_t every, double g
 			collect_in_background(r, "periodic");
 			next = t + (double)every;
 		}
+		/* the time limit nears and the last collect would not fit */
+		if (budget_due(&r->budget, r->srcs, r->n_collects))
+			collect_in_background(r, "before the time limit");
 	}
 	return status;
 }
@@ -629,7 +664,8 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 			break;
 		}
 		case OPT_EVERY:
-			if (stg_parse_duration(optarg, every) || !*every)
+			/* 0: only at the end (no periodic collects in a job) */
+			if (stg_parse_duration(optarg, every))
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
 				                 optarg);
 			break;
@@ -645,7 +681,7 @@ static int parse(int argc, char **argv, run_state *r, uint64_t *every, double *g
 	}
 	if (optind >= argc)
 		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
-	if (*every && !r->n_collects)
+	if (*every != EVERY_UNSET && *every && !r->n_collects)
 		return cli_usage("--every needs something to collect (--collect SRC:DEST)");
 	if (r->all_nodes) {
 		unsigned nn = cli_job_nodes();
@@ -692,10 +728,9 @@ int cmd_run(int argc, char **argv)
 	stg_collect_opts_init(&r.co);
 	r.stages = calloc((size_t)argc, sizeof *r.stages);
 	r.collects = calloc((size_t)argc, sizeof *r.collects);
-	uint64_t every = 0;
+	uint64_t every = EVERY_UNSET;
 	double grace = 5;
 	int rc = r.stages && r.collects ? parse(argc, argv, &r, &every, &grace) : EXIT_IO;
-	r.every = every;
 	stg_config *cfg = NULL;
 	if (rc >= 0)
 		goto out;
@@ -716,8 +751,31 @@ int cmd_run(int argc, char **argv)
 		goto out;
 	}
 	setenv("STAGER_JOB_DIR", r.jobdir, 1);
+	/* in a job: its clock, exec, and collects while it runs by default */
+	budget_start(&r.budget, r.n_collects);
+	if (every == EVERY_UNSET) {
+		every = budget_default_every(&r.budget);
+		if (every)
+			cli_info("collecting every %llu s while the command runs (--every 0: only "
+			         "at the end)",
+			         (unsigned long long)every);
+	}
+	r.every = every;
+	if (r.n_collects && !r.all_nodes) {
+		r.measured = mmap(NULL, sizeof *r.measured, PROT_READ | PROT_WRITE,
+		                  MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+		if (r.measured == MAP_FAILED)
+			r.measured = NULL;
+	} else {
+		r.budget.active = false;
+	}
 	if ((rc = stage_all(&r)) || (rc = prepare_outputs(&r)) || (rc = record_results(&r)))
 		goto cleanup;
+	/* the sources as prepare_outputs made them (in the job's directory) */
+	if (r.budget.active && !(r.srcs = calloc(r.n_collects, sizeof *r.srcs)))
+		r.budget.active = false;
+	for (size_t i = 0; r.srcs && i < r.n_collects; i++)
+		r.srcs[i] = r.collects[i].src;
 	collect_kept_in_background(&r);
 
 	/* from here on signals are taken, not handled */
@@ -779,6 +837,9 @@ out:
 	}
 	free(r.stages);
 	free(r.collects);
+	free(r.srcs);
+	if (r.measured)
+		munmap(r.measured, sizeof *r.measured);
 	free(r.owner);
 	free(r.jobdir);
 	stg_cache_close(r.cache);

@@ -303,7 +303,8 @@ mount_shared() {
 	for i in 1 2 3 4; do head -c 300000 /dev/urandom >"src/f$i"; done
 	echo "fail write ESTALE 2" >"$MNT/.sharedfs-stats"
 	echo "fail rename EIO 1" >"$MNT/.sharedfs-stats"
-	echo "fail create EAGAIN 1" >"$MNT/.sharedfs-stats"
+	# (the first create is collect's marker, .stager-collecting.HOST.PID, best effort)
+	echo "fail create EAGAIN 2" >"$MNT/.sharedfs-stats"
 	run "$STAGER" collect --json src "$MNT/dest"
 	echo "$output"
 	[ "$status" -eq 0 ]

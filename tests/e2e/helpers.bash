@@ -97,7 +97,7 @@ wait_until() { # SECONDS CMD...: run CMD every 0.05 s until it succeeds; fail af
 running() { # PID: the process exists and is not a zombie (kill -0 says yes to zombies)
 	local st
 	st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null) || return 1
-	[ -n "$st" ] && [ "${st%% *}" != Z ]
+	[ -n "$st" ] && [ "${st%% *}" != Z ] # check-tests: the function's status
 }
 
 wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
