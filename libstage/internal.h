@@ -202,6 +202,9 @@ int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel);
 /* Check the files under datafd against a manifest: 0 match, 1 mismatch
  * (named on ctx), -1 unreadable manifest. */
 int stg__manifest_check(stg_ctx *ctx, FILE *manifest, int datafd);
+/* The cheap check of a warm entry: every file the manifest names is there
+ * with its size, and no more files (local stats only); as above. */
+int stg__manifest_quick(stg_ctx *ctx, FILE *manifest, int datafd);
 void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path);
 /* A path with '\\' and newline escaped, and back (false if malformed). */
 void stg__put_escaped(FILE *f, const char *path);

@@ -9,10 +9,12 @@
  */
 #include "internal.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -167,6 +169,94 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 	}
 	free(line);
 	return rc;
+}
+
+/* Regular-file names beneath dirfd (which it closes), at most depth
+ * levels down; -1 on an error. */
+static int64_t count_files(int dirfd, int depth)
+{
+	DIR *d = fdopendir(dirfd);
+	if (!d) {
+		close(dirfd);
+		return -1;
+	}
+	int64_t n = 0;
+	struct dirent *e;
+	while (n >= 0 && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+			continue;
+		unsigned char t = e->d_type;
+		struct stat st;
+		if (t == DT_UNKNOWN) {
+			if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
+				n = -1;
+				break;
+			}
+			t = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_LNK;
+		}
+		if (t == DT_REG) {
+			n++;
+		} else if (t == DT_DIR) {
+			int sub = depth > 0 ? openat(dirfd, e->d_name,
+			                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			                    : -1;
+			int64_t m = sub >= 0 ? count_files(sub, depth - 1) : -1;
+			n = m < 0 ? -1 : n + m;
+		}
+	}
+	closedir(d);
+	return n;
+}
+
+int stg__manifest_quick(stg_ctx *ctx, FILE *f, int datafd)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	int rc = 0;
+	int64_t names = 0; /* the names the manifest's files have (hard links) */
+	while (rc == 0 && (len = getline(&line, &cap, f)) > 0) {
+		if (line[len - 1] == '\n')
+			line[--len] = '\0';
+		uint8_t want[16];
+		uint64_t want_size;
+		char *path;
+		struct stat st;
+		if (!parse_line(line, want, &want_size, &path)) {
+			rc = -1;
+		} else if (fstatat(datafd, path, &st, AT_SYMLINK_NOFOLLOW)) {
+			if (errno == ENOENT || errno == ENOTDIR)
+				stg__fail(ctx, STG_ECORRUPT, "'%s' is missing", path);
+			else
+				stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot check '%s'", path);
+			rc = 1;
+		} else if (!S_ISREG(st.st_mode)) {
+			stg__fail(ctx, STG_ECORRUPT, "'%s' is no longer a file", path);
+			rc = 1;
+		} else if ((uint64_t)st.st_size != want_size) {
+			stg__fail(ctx, STG_ECORRUPT, "'%s' has %llu bytes, its manifest says %llu",
+			          path, (unsigned long long)st.st_size,
+			          (unsigned long long)want_size);
+			rc = 1;
+		} else {
+			names += (int64_t)st.st_nlink;
+		}
+	}
+	free(line);
+	if (rc)
+		return rc;
+	int dup_fd = openat(datafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int64_t have = dup_fd >= 0 ? count_files(dup_fd, 256) : -1;
+	if (have < 0) {
+		stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot read the entry's tree");
+		return 1;
+	}
+	if (have > names) {
+		stg__fail(ctx, STG_ECORRUPT, "it holds %lld file%s more than its manifest names",
+		          (long long)(have - names), have - names == 1 ? "" : "s");
+		return 1;
+	}
+	return 0;
 }
 
 void stg__manifest_free(stg_manifest *m)

@@ -382,9 +382,10 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 
 /* ---- verifying a warm entry -------------------------------------------------- */
 
-/* Hash every file the manifest names; 0 all match, 1 a mismatch (named in
- * ctx), -1 no manifest. */
-int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
+/* Check a warm entry against its manifest: with full, hash every file it
+ * names, else their sizes and count (local stats only); 0 all match, 1 a
+ * mismatch (named in ctx), -1 no manifest. */
+static int check_entry(stg_ctx *ctx, stg_cache *c, const char *key, bool full)
 {
 	char path[STG_PATH_MAX];
 	snprintf(path, sizeof path, "cache/%s/manifest", key);
@@ -403,10 +404,29 @@ int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
 			close(dfd);
 		return -1;
 	}
-	int rc = stg__manifest_check(ctx, f, dfd);
+	int rc = full ? stg__manifest_check(ctx, f, dfd) : stg__manifest_quick(ctx, f, dfd);
 	fclose(f);
 	close(dfd);
 	return rc;
+}
+
+int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
+{
+	return check_entry(ctx, c, key, true);
+}
+
+/* A warm entry that fails its check is removed, to be staged again. */
+static bool entry_damaged(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
+                          bool full)
+{
+	if (check_entry(ctx, c, key, full) <= 0)
+		return false;
+	stg__log(ctx, STG_LOG_WARN, "the cached copy of '%s' is damaged (%s): staging it again",
+	         src, stg_errmsg(ctx));
+	int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
+	stg__entry_remove(c, key);
+	stg__cache_unlock(lk);
+	return true;
 }
 
 /* ---- the pack path ------------------------------------------------------------- */
@@ -861,7 +881,9 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 	make_key(hex, o, key, sizeof key);
 
 	for (int attempt = 0; attempt < 3; attempt++) {
-		if (stg__entry_exists(c, key)) {
+		/* an entry found warm is checked; one just built or waited for is not */
+		if (stg__entry_exists(c, key) &&
+		    (attempt > 0 || !entry_damaged(ctx, c, key, src, o->verify))) {
 			err = stg__attach(ctx, c, key, src, o, owner, res);
 			if (err != STG_ENOENT) {
 				res->hit = klock < 0 || res->waited;
@@ -1046,7 +1068,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		char hex[STG_DIGEST_HEXLEN + 1], key[STG_DIGEST_HEXLEN + 18];
 		stg_digest_hex(opts->from_copy_digest, hex);
 		make_key(hex, opts, key, sizeof key);
-		if (stg__entry_exists(c, key)) {
+		if (stg__entry_exists(c, key) && !entry_damaged(ctx, c, key, src, false)) {
 			err = stg__attach(ctx, c, key, src, opts, owner, res);
 			if (err != STG_ENOENT) {
 				res->hit = 1;
@@ -1098,15 +1120,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		char key[STG_DIGEST_HEXLEN + 18];
 		make_key(hex, opts, key, sizeof key);
 		if (stg__entry_exists(c, key)) {
-			if (opts->verify && stg__verify_entry(ctx, c, key) > 0) {
-				stg__log(ctx, STG_LOG_WARN,
-				         "%s; the cache entry is damaged: "
-				         "staging it again",
-				         stg_errmsg(ctx));
-				int lk = stg__cache_lock(ctx, c, "cache", true, NULL);
-				stg__entry_remove(c, key);
-				stg__cache_unlock(lk);
-			} else {
+			if (!entry_damaged(ctx, c, key, src, opts->verify)) {
 				err = stg__attach(ctx, c, key, src, opts, owner, res);
 				if (err != STG_ENOENT) {
 					res->hit = 1;
