@@ -110,6 +110,14 @@ out:
 	return rc;
 }
 
+static int hexval(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
 /* Split a manifest line (without its newline) into its hash, size and
  * unescaped path (in place).  false if malformed. */
 static bool parse_line(char *line, uint8_t xxh3[16], uint64_t *size, char **path)
@@ -127,9 +135,12 @@ static bool parse_line(char *line, uint8_t xxh3[16], uint64_t *size, char **path
 	*path = sp2 + 1;
 	if (!stg__unescape(*path) || !stg__path_ok(*path, strlen(*path)))
 		return false;
-	for (int i = 0; i < 16; i++)
-		if (sscanf(line + 2 * i, "%2hhx", &xxh3[i]) != 1)
+	for (int i = 0; i < 16; i++) {
+		int hi = hexval(line[2 * i]), lo = hexval(line[2 * i + 1]);
+		if (hi < 0 || lo < 0)
 			return false;
+		xxh3[i] = (uint8_t)(hi << 4 | lo);
+	}
 	return true;
 }
 
