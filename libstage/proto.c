@@ -350,7 +350,7 @@ stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wen
 }
 
 stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
-                          const char **path)
+                          int *level, const char **path)
 {
 	if (len < 14 || memcmp(p, STG_WIRE_MAGIC, 8))
 		return stg__fail(ctx, STG_EREMOTE,
@@ -363,10 +363,18 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 		                 v, STG_WIRE_VERSION);
 	*op = p[12];
 	*flags = p[13];
-	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE))
+	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE | STG_FLAG_LEVEL))
 		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown flags %#x", *flags);
-	const char *s = (const char *)p + 14;
-	size_t n = len - 14;
+	size_t head = 14;
+	*level = 0;
+	if (*flags & STG_FLAG_LEVEL) {
+		if (len < 15 || p[14] < 1 || p[14] > 19)
+			return stg__fail(ctx, STG_EREMOTE, "protocol error: a bad level in the greeting");
+		*level = p[14];
+		head = 15;
+	}
+	const char *s = (const char *)p + head;
+	size_t n = len - head;
 	if (*op != STG_OP_PUSH && *op != STG_OP_PULL)
 		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown operation %u", *op);
 	if (n == 0 || n > STG_PATH_MAX || memchr(s, '\0', n))

@@ -54,7 +54,9 @@ enum {
 
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
 enum { STG_WANT_WHOLE = 0, STG_WANT_DELTA = 1 };
-enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2 }; /* HELLO flags */
+/* HELLO flags; with STG_FLAG_LEVEL a byte after them gives the zstd level
+ * that the far end compresses what it sends with (a pull's --level) */
+enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2, STG_FLAG_LEVEL = 4 };
 
 /* One end of a connection.  Reads come from fd in, or from a memory buffer
  * (mem != NULL: the fuzz target and tests). */
@@ -125,7 +127,7 @@ stg_err stg__entries_decode(stg_wire *w, const uint8_t *p, uint32_t len,
 /* HELLO: parse the client's greeting; *path points into p (NUL added in
  * w->buf's copy by the reader). */
 stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
-                          const char **path);
+                          int *level, const char **path);
 
 /* For the fuzz target (xfer.c): decode every frame of data as a reader
  * would (librsync signatures and deltas included), then, if dir is not

@@ -376,18 +376,24 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 	if (o->level)
 		w.level = o->level;
 	size_t pl = strlen(path);
-	uint8_t hello[14];
+	/* a pull's level is the far end's to use: it compresses the data */
+	uint8_t hello[15];
+	size_t hl = 14;
 	memcpy(hello, STG_WIRE_MAGIC, 8);
 	stg__put32(hello + 8, STG_WIRE_VERSION);
 	hello[12] = op;
 	hello[13] = (o->pack ? STG_FLAG_PACK : 0) | (o->replace ? STG_FLAG_REPLACE : 0);
+	if (op == STG_OP_PULL && o->level) {
+		hello[13] |= STG_FLAG_LEVEL;
+		hello[hl++] = (uint8_t)o->level;
+	}
 	const uint8_t *p;
 	uint32_t len;
 	if (pl == 0 || pl > STG_PATH_MAX) {
 		err = stg__fail(ctx, STG_EUSAGE, "a bad remote path '%s'", path);
 		goto out;
 	}
-	if ((err = stg__wire_send(&w, STG_W_HELLO, hello, sizeof hello, path, pl)) ||
+	if ((err = stg__wire_send(&w, STG_W_HELLO, hello, hl, path, pl)) ||
 	    (err = stg__wire_expect(&w, STG_W_WELCOME, &p, &len)))
 		goto out;
 	if (len < 12 || memcmp(p, STG_WIRE_MAGIC, 8)) {
@@ -517,10 +523,13 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	const uint8_t *p;
 	uint32_t len;
 	uint8_t op, flags;
+	int level;
 	const char *path;
 	if ((err = stg__wire_expect(&w, STG_W_HELLO, &p, &len)) ||
-	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &path)))
+	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &path)))
 		goto out;
+	if (level)
+		w.level = level;
 	/* "~/x" as a shell would read it (scp and rsync users write it) */
 	const char *home = getenv("HOME");
 	char *dir = NULL;
@@ -584,6 +593,7 @@ static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
 	bool done = false;
 	for (unsigned k = 0; k < 100000 && !err; k++) {
 		uint8_t t, op, flags;
+		int level;
 		const uint8_t *p, *raw;
 		uint32_t len;
 		size_t rl;
@@ -591,7 +601,7 @@ static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
 		if ((err = stg__wire_read(w, &t, &p, &len)))
 			break;
 		switch (t) {
-		case STG_W_HELLO: err = stg__hello_decode(ctx, p, len, &op, &flags, &path); break;
+		case STG_W_HELLO: err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &path); break;
 		case STG_W_ENTRY: err = stg__entries_decode(w, p, len, fuzz_entry, ctx); break;
 		case STG_W_FILE:
 		case STG_W_WANT:
@@ -660,6 +670,7 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		const uint8_t *p;
 		uint32_t plen;
 		uint8_t op, flags;
+		int level;
 		const char *path;
 		stg_xfer_result res = {0};
 		w.mem_pos = 0;
@@ -671,7 +682,8 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		/* a client's stream (HELLO) or a server's for a pull (WELCOME) */
 		if (!stg__wire_read(&w, &t, &p, &plen) &&
 		    (t == STG_W_WELCOME ||
-		     (t == STG_W_HELLO && !stg__hello_decode(ctx, p, plen, &op, &flags, &path))))
+		     (t == STG_W_HELLO &&
+		      !stg__hello_decode(ctx, p, plen, &op, &flags, &level, &path))))
 			err = stg__receive_tree(ctx, &w, dest, false, false, "fuzz", &res);
 		if (null >= 0)
 			close(null);

@@ -48,13 +48,22 @@ void cli_info(const char *fmt, ...)
 	va_end(ap);
 }
 
+/* The help that fits: the command's, or stager's before the command. */
+static void see_help(void)
+{
+	if (g_cmd)
+		fprintf(stderr, "see 'stager %s --help'\n", g_cmd);
+	else
+		fprintf(stderr, "see 'stager --help'\n");
+}
+
 int cli_usage(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
 	vmsg("", fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "see 'stager %s --help'\n", g_cmd);
+	see_help();
 	return EXIT_USAGE;
 }
 
@@ -124,7 +133,7 @@ int cli_global_option(int c, const char *arg)
 		return -2;
 	case 'h':
 	case OPT_HELP: cli_print_help(cli_find(g_cmd)); return EXIT_OK;
-	case '?': fprintf(stderr, "see 'stager %s --help'\n", g_cmd); return EXIT_USAGE;
+	case '?': see_help(); return EXIT_USAGE;
 	}
 	return -1;
 }

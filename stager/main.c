@@ -435,8 +435,8 @@ int main(int argc, char **argv)
 		}
 		static const struct option lo[] = {CLI_GLOBAL_OPTIONS, {NULL, 0, NULL, 0}};
 		const char *val = NULL;
-		int code = -1;
-		for (const struct option *o = lo; o->name; o++) {
+		int code = !strcmp(a, "-q") ? 'q' : !strcmp(a, "-v") ? 'v' : -1;
+		for (const struct option *o = lo; code == -1 && o->name; o++) {
 			size_t n = strlen(o->name);
 			if (strncmp(a + 2, o->name, n) || a[0] != '-' || a[1] != '-')
 				continue;

@@ -1,7 +1,9 @@
 #!/bin/bash
 # tests/run.sh - run every test and close with one line "N passed, N failed".
 #
-# The unit tests (cmocka), the fuzz corpus replay, the benchmark harness and
+# The unit tests (cmocka), the fuzz corpus replay, the benchmark harness,
+# the checks of the tests themselves (scripts/check-tests: no check that
+# cannot fail; scripts/check-options: every option of --help tested) and
 # each bats file are independent jobs, run TEST_JOBS at a time (default 4:
 # most end-to-end tests wait on daemons, sleeps and I/O, not on the two
 # cores).  Each job's TAP output is printed whole when it ends; the counts
@@ -36,7 +38,7 @@ for t in "$B"/tests/test_*; do
 	case "$t" in *.d) continue ;; esac
 	[ -x "$t" ] && jobs+=("$(basename "$t")")
 done
-jobs+=(fuzz-replay bench-quick)
+jobs+=(fuzz-replay bench-quick check-tests check-options)
 for f in tests/e2e/*.bats; do jobs+=("$(basename "$f")"); done
 if [ $# -gt 0 ]; then jobs=("$@"); fi
 hist="$top/$B/test-times"
@@ -65,6 +67,15 @@ run_job() { # name: run one job, print its output whole when it ends
 		else
 			cat "$out/$name.bench"
 			echo "not ok 1 bench/run.sh --quick"
+		fi
+		;;
+	check-tests | check-options) # the tests themselves: checks that can fail, options tested
+		echo "1..1"
+		if sh "scripts/$name" $([ "$name" = check-options ] && echo "$B/stager") >"$out/$name.out" 2>&1; then
+			echo "ok 1 scripts/$name"
+		else
+			sed 's/^/# /' "$out/$name.out"
+			echo "not ok 1 scripts/$name"
 		fi
 		;;
 	*.bats) timeout -k 10 "$JOB_TIMEOUT" bats --tap --timing "tests/e2e/$name" ;;
