@@ -243,6 +243,9 @@ int cmd_collect(int argc, char **argv)
 		cli_ctx_done(ctx);
 		return rc;
 	}
+	if (co.level && !co.pack)
+		return cli_usage("--level sets the compression of --pack: a plain collect "
+		                 "copies files as they are");
 	if (argc - optind != 2)
 		return cli_usage(argc - optind < 2
 		                         ? "what to collect, and where? stager collect SRC "

@@ -378,7 +378,7 @@ json_field() { # FILE KEY
 
 # ---- collect --------------------------------------------------------------
 
-@test "collect --pack --level: a higher level makes a smaller pack; 0 and x are refused" {
+@test "collect --pack --level: a higher level makes a smaller pack; 0, x and --level without --pack are refused" {
 	make_text src 12000
 	run stager collect --pack --level 1 src r1
 	[ "$status" -eq 0 ]
@@ -396,6 +396,11 @@ json_field() { # FILE KEY
 		echo "$output" | grep -q -- "--level: '$bad' is not a level from 1 to 19"
 		[ ! -e rbad.tar.zst ]
 	done
+	# without --pack a level would mean nothing: refused, not ignored
+	run stager collect --level 5 src rplain
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--level sets the compression of --pack"* ]]
+	[ ! -e rplain ]
 }
 
 # ---- run ------------------------------------------------------------------
