@@ -181,7 +181,8 @@ max_open_readers() {
 	[ ! -e elsewhere/x ]
 	echo "$output" | grep -q "no usable slot"
 	# a slot directory that is a link to somewhere else is not used
-	rm -rf slots && ln -s elsewhere slots
+	rm -rf slots
+	ln -s elsewhere slots
 	stager clean -q --all
 	run timeout 20 "$STAGER" stage p1.tar.zst s2
 	[ "$status" -eq 0 ]
@@ -245,7 +246,8 @@ max_open_readers() {
 
 @test "a job being stopped collects even when every shared-FS slot stays held" {
 	export STAGER_MAX_READERS_PER_NODE=1
-	mkdir warmup && echo w >warmup/f
+	mkdir warmup
+	echo w >warmup/f
 	stager collect -q warmup warmup-out # makes the slot directory and files
 	# another user's long read holds the node's only slot (the process
 	# that holds the lock is the one killed at the end: no flock(1) parent)

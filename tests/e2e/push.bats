@@ -127,8 +127,10 @@ make_files() {
 	mkdir remote
 	spush src "127.0.0.1:$T/remote/ds"
 	rm -rf src/deep src/zero
-	mkdir src/zero && echo now-a-dir >src/zero/f
-	rm src/a/hello.txt && ln -s ../big.bin src/a/hello.txt
+	mkdir src/zero
+	echo now-a-dir >src/zero/f
+	rm src/a/hello.txt
+	ln -s ../big.bin src/a/hello.txt
 	echo new >"src/new file"
 	run spush src "127.0.0.1:$T/remote/ds"
 	[ "$status" -eq 0 ]
@@ -788,7 +790,8 @@ nothing_escaped() {
 @test "push: a .stager-partial.NAME or .stager-basis.NAME of another user is never written to" {
 	make_local_rsh
 	make_files src 3 1000
-	mkdir remote && chmod 1777 remote
+	mkdir remote
+	chmod 1777 remote
 	lpush() { "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
 	# made first by another user, open to all, in a sticky directory
 	mkdir -m 0777 remote/.stager-partial.ds
