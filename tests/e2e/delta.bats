@@ -74,8 +74,30 @@ entry_sig() {
 
 # What a full read of the pack stages: the reference for a delta build.
 full_stage_sig() { # pack
-	STAGER_SCRATCH_ROOT="$T/ref-scratch" "$STAGER" stage -q "$1" "$T/ref" >/dev/null
+	STAGER_SCRATCH_ROOT="$T/ref-scratch" "$STAGER" stage -q "$1" "$T/ref" >/dev/null || return
 	entry_sig "$T/ref"
+}
+
+# a pack's digest, as stager ls --json gives it (fails if it cannot)
+digest_of() { # pack
+	local json
+	json=$("$STAGER" ls --json "$1") || return
+	jq -er .digest <<<"$json"
+}
+
+# the deltas a pack's trailer lists hold FILTER (jq -e)
+deltas_are() { # pack jq-arguments... (the filter last)
+	local pack=$1 json
+	shift
+	json=$("$STAGER" ls --json "$pack") || return
+	jq -e "$@" <<<"$json"
+}
+
+# no cache entry being built is left (cache/<key>.tmp.<pid>)
+no_tmp_entry() {
+	local entries
+	entries=$(ls -A "$STAGER_SCRATCH_ROOT/cache") || return
+	[[ "$entries" != *.tmp.* ]]
 }
 
 @test "pack --base writes the delta beside the pack, lists it, and changes nothing else" {
@@ -86,27 +108,32 @@ full_stage_sig() { # pack
 	run "$STAGER" pack v2 -o shared/v2.tar.zst --base shared/v1.tar.zst
 	[ "$status" -eq 0 ]
 	echo "$output"
-	d1=$("$STAGER" ls --json shared/v2.tar.zst | jq -r .digest)
+	d1=$(digest_of shared/v2.tar.zst)
 	[[ "$output" == *"$d1  shared/v2.tar.zst"* ]]
 	delta=$(ls shared/ | grep '^v2\.tar\.zst\.delta-')
 	[ "$(echo "$delta" | wc -l)" -eq 1 ]
 	[[ "$output" == *"delta from 'shared/v1.tar.zst'"* ]]
 	# 2 images and hello.txt changed; 2 added; 2 removed and 1 renamed
-	[[ "$output" == *"3 changed"* ]] && [[ "$output" == *"2 added"* ]]
-	[[ "$output" == *"3 removed"* ]] && [[ "$output" == *"1 renamed or copied"* ]]
+	[[ "$output" == *"3 changed"* ]]
+	[[ "$output" == *"2 added"* ]]
+	[[ "$output" == *"3 removed"* ]]
+	[[ "$output" == *"1 renamed or copied"* ]]
 	# the pack is what it would be without --base (the same digest: the
 	# same frames), its trailer lists the delta
-	[ "$d1" = "$("$STAGER" ls --json plain.tar.zst | jq -r .digest)" ]
-	"$STAGER" ls --json shared/v2.tar.zst | jq -e --arg d "$delta" '.deltas == [{"base": .deltas[0].base, "file": $d}]'
-	"$STAGER" ls --json plain.tar.zst | jq -e '.deltas == []'
+	[ "$d1" = "$(digest_of plain.tar.zst)" ]
+	deltas_are shared/v2.tar.zst --arg d "$delta" '.deltas == [{"base": .deltas[0].base, "file": $d}]'
+	deltas_are plain.tar.zst '.deltas == []'
 	"$STAGER" verify shared/v2.tar.zst
-	mkdir x && tar --zstd -xf shared/v2.tar.zst -C x && same_tree v2 x
+	mkdir x
+	tar --zstd -xf shared/v2.tar.zst -C x
+	same_tree v2 x
 	# the delta is small: the changed bytes, the new files, a few headers
 	size=$(stat -c %s "shared/$delta")
 	echo "delta: $size bytes"
 	[ "$size" -lt 200000 ]
 	# --json says the same
 	run "$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst --json
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.deltas | length == 1'
 	echo "$output" | jq -e '.deltas[0] | .patched == 3 and .added == 2 and .removed == 3 and .copied == 1'
 	echo "$output" | jq -e --arg d "$delta" '.deltas[0].file == $d'
@@ -125,6 +152,7 @@ full_stage_sig() { # pack
 	bytes=$(shared_bytes trace)
 	size=$(stat -c %s shared/v2.tar.zst)
 	echo "read $bytes of $size bytes from the shared directory"
+	[ "$bytes" -gt 0 ] # the trace sees the reads of the delta at all
 	[ "$bytes" -le $((size / 10)) ]
 	[ "$(jq .source_bytes out.json)" -le $((size / 10)) ]
 	# the same tree as a full read of v2, and as v2 itself
@@ -132,6 +160,7 @@ full_stage_sig() { # pack
 	[ "$(entry_sig s2)" = "$(full_stage_sig shared/v2.tar.zst)" ]
 	# the entry is a real one: a warm stage hits it, --verify re-checks it
 	run "$STAGER" stage --json -q --verify shared/v2.tar.zst s3
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.hit == true'
 	# unchanged files share the cached v1's blocks
 	[ "$(stat -c %h s2/class_9/img_9.jpg)" -eq 2 ]
@@ -155,6 +184,7 @@ full_stage_sig() { # pack
 	jq -e '.delta == true' out.json
 	bytes=$(shared_bytes trace)
 	echo "read $bytes bytes from the shared directory"
+	[ "$bytes" -gt 0 ] # the trace sees the reads of the delta at all
 	[ "$bytes" -le $((8 * 1048576)) ]
 	cmp img2/image.sif s2/image.sif
 }
@@ -169,6 +199,7 @@ fallback_fixture() {
 	DELTA=$(ls shared/v2.tar.zst.delta-*)
 	cp "$DELTA" good-delta
 	REF=$(full_stage_sig shared/v2.tar.zst)
+	[ -n "$REF" ]
 }
 
 # stage v2: exit 0, a warning that names the delta, the full read, the tree of v2
@@ -184,7 +215,7 @@ stage_falls_back() { # what the warning says
 	[ "$(jq .source_bytes <<<"$json")" -ge "$(($(stat -c %s shared/v2.tar.zst) * 9 / 10))" ]
 	[ "$(entry_sig s2)" = "$REF" ]
 	# nothing of the failed build is left
-	! ls "$STAGER_SCRATCH_ROOT/cache" | grep -q '\.tmp\.'
+	no_tmp_entry
 	# the next stage is a warm hit of the right entry
 	"$STAGER" stage -q --verify shared/v2.tar.zst s3 >/dev/null
 	# a node with v1 alone for the next case
@@ -276,16 +307,21 @@ stage_falls_back() { # what the warning says
 	"$STAGER" pack -q img1 -o shared/img1.tar.zst >/dev/null
 	"$STAGER" pack -q img2 -o shared/img2.tar.zst --base shared/img1.tar.zst >/dev/null
 	"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
-	key=$("$STAGER" ls --json shared/img2.tar.zst | jq -r .digest)
-	[ -n "$key" ] && [ "$key" != null ]
+	key=$(digest_of shared/img2.tar.zst)
+	[ -n "$key" ]
 	for round in 1 2 3 4 5 6; do
 		rm -f s2
 		# the delta (about 8 MiB) at 4 MiB/s: about 2 s to kill it in
-		"$STAGER" stage -q --bwlimit 4M shared/img2.tar.zst s2 >/dev/null 2>&1 &
+		"$STAGER" stage -q --bwlimit 4M shared/img2.tar.zst s2 >/dev/null 2>&1 3>&- &
 		pid=$!
+		# the subject: a kill at a random moment of the build
 		sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.1 + (r % 180) / 100 }')"
 		kill -9 "$pid" 2>/dev/null || true
-		wait "$pid" 2>/dev/null || true
+		# killed (137), or done before the kill came (0)
+		rc=0
+		wait_pid "$pid" 60 || rc=$?
+		echo "round $round: status $rc"
+		[ "$rc" -eq 137 ] || [ "$rc" -eq 0 ]
 		# the entry is absent or complete and right
 		if [ -e "$STAGER_SCRATCH_ROOT/cache/$key" ]; then
 			same_tree img2 "$STAGER_SCRATCH_ROOT/cache/$key/data"
@@ -299,7 +335,7 @@ stage_falls_back() { # what the warning says
 	echo "$output"
 	[ "$status" -eq 0 ]
 	same_tree img2 s2
-	! ls "$STAGER_SCRATCH_ROOT/cache" | grep -q '\.tmp\.'
+	no_tmp_entry
 }
 
 @test "several bases: each version in the cache is a way in" {
@@ -317,14 +353,16 @@ stage_falls_back() { # what the warning says
 	[ "$(ls shared | grep -c '^v3\.tar\.zst\.delta-')" -eq 2 ]
 	"$STAGER" stage -q shared/v2.tar.zst s2 >/dev/null
 	run "$STAGER" stage --json -q shared/v3.tar.zst s3
-	d2=$("$STAGER" ls --json shared/v2.tar.zst | jq -r .digest)
+	[ "$status" -eq 0 ]
+	d2=$(digest_of shared/v2.tar.zst)
 	echo "$output" | jq -e --arg b "$d2" '.delta == true and .base == $b'
 	same_tree v3 s3
 	chmod -R u+w "$STAGER_SCRATCH_ROOT"
 	rm -rf "$STAGER_SCRATCH_ROOT" s2 s3
 	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
 	run "$STAGER" stage --json -q shared/v3.tar.zst s3
-	d1=$("$STAGER" ls --json shared/v1.tar.zst | jq -r .digest)
+	[ "$status" -eq 0 ]
+	d1=$(digest_of shared/v1.tar.zst)
 	echo "$output" | jq -e --arg b "$d1" '.delta == true and .base == $b'
 	same_tree v3 s3
 }
@@ -342,14 +380,19 @@ stage_falls_back() { # what the warning says
 	echo "$output"
 	[ "$status" -eq 4 ]
 	[ ! -e v2.tar.zst ]
-	! ls | grep -q 'delta-\|stager-tmp'
+	# no delta and no temporary (.stager-tmp.*: hidden) left
+	left=$(ls -A)
+	[[ "$left" != *delta-* ]]
+	[[ "$left" != *stager-tmp* ]]
 	# the same tree again: no delta from itself, and a pack all the same
 	run "$STAGER" pack v1 -o again.tar.zst --base v1.tar.zst
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" == *"same pack"* ]]
-	! ls | grep -q 'again.tar.zst.delta-'
-	"$STAGER" ls --json again.tar.zst | jq -e '.deltas == []'
+	left=$(ls -A)
+	[[ "$left" != *again.tar.zst.delta-* ]]
+	[[ "$left" != *stager-tmp* ]]
+	deltas_are again.tar.zst '.deltas == []'
 }
 
 @test "the stage of a delta pack through a symlink finds the delta beside the real pack" {
@@ -360,6 +403,7 @@ stage_falls_back() { # what the warning says
 	ln -s shared/v2.tar.zst latest.tar.zst
 	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
 	run "$STAGER" stage --json -q latest.tar.zst s2
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.delta == true'
 	same_tree v2 s2
 }
@@ -369,19 +413,22 @@ stage_falls_back() { # what the warning says
 	make_v2 v1 v2 50
 	"$STAGER" pack -q v1 -o shared/v1.tar.zst >/dev/null
 	"$STAGER" pack -q v2 -o shared/v2.tar.zst --base shared/v1.tar.zst >/dev/null
-	d1=$("$STAGER" ls --json shared/v1.tar.zst | jq -r .digest)
+	d1=$(digest_of shared/v1.tar.zst)
 	size=$(stat -c %s shared/v2.tar.zst)
 	run "$STAGER" status --json shared/v2.tar.zst
 	echo "$output"
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e --arg b "$d1" '.packs[0] | .cached == false and .stage_via == "pack"
 		and .deltas[0].base == $b and .deltas[0].base_cached == false and .deltas[0].usable'
 	"$STAGER" stage -q shared/v1.tar.zst s1 >/dev/null
 	run "$STAGER" status --json shared/v2.tar.zst shared/v1.tar.zst
 	echo "$output"
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e --arg b "$d1" --argjson s "$size" '.packs[0] | .stage_via == $b
 		and .deltas[0].base_cached and .stage_reads < $s / 5'
 	echo "$output" | jq -e '.packs[1] | .cached and .stage_reads == 0 and .deltas == []'
 	run "$STAGER" status shared/v2.tar.zst
+	[ "$status" -eq 0 ]
 	[[ "$output" == *"a stage here reads about"*"the delta from ${d1:0:12}"* ]]
 	# a damaged delta file is named, and the stage would read the pack
 	printf 'garbage' | dd of="$(ls shared/v2.tar.zst.delta-*)" bs=1 seek=0 conv=notrunc status=none

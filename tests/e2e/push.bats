@@ -6,6 +6,7 @@
 # damage or cut the stream) and a hostile client talking to serve directly.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
 	export SSHD_DIR
@@ -33,7 +34,7 @@ setup_file() {
 			Subsystem sftp /usr/lib/openssh/sftp-server
 			LogLevel ERROR
 		EOF
-		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
+		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" 3>&- &
 		echo $! >"$d/sshd.bgpid"
 		export RSH="ssh -p $port -i $d/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
 		for _ in $(seq 1 50); do
@@ -48,7 +49,9 @@ setup_file() {
 }
 
 teardown_file() {
-	[ -f "$SSHD_DIR/sshd.bgpid" ] && kill "$(cat "$SSHD_DIR/sshd.bgpid")" 2>/dev/null
+	if [ -f "$SSHD_DIR/sshd.bgpid" ]; then
+		kill "$(cat "$SSHD_DIR/sshd.bgpid")" 2>/dev/null || true
+	fi
 	rm -rf "$SSHD_DIR"
 }
 
@@ -124,8 +127,10 @@ make_files() {
 	mkdir remote
 	spush src "127.0.0.1:$T/remote/ds"
 	rm -rf src/deep src/zero
-	mkdir src/zero && echo now-a-dir >src/zero/f
-	rm src/a/hello.txt && ln -s ../big.bin src/a/hello.txt
+	mkdir src/zero
+	echo now-a-dir >src/zero/f
+	rm src/a/hello.txt
+	ln -s ../big.bin src/a/hello.txt
 	echo new >"src/new file"
 	run spush src "127.0.0.1:$T/remote/ds"
 	[ "$status" -eq 0 ]
@@ -140,8 +145,11 @@ make_files() {
 	[ "$status" -eq 0 ]
 	[ "$(ls -A remote | xargs)" = ".stager-published.ds.tar.zst ds.tar.zst" ]
 	stager verify remote/ds.tar.zst
-	local_digest=$(stager pack -q src -o "$T/local.tar.zst" | cut -d' ' -f1)
-	[ "$(stager verify --json remote/ds.tar.zst | jq -r .digest)" = "$local_digest" ]
+	packed=$(stager pack -q src -o "$T/local.tar.zst")
+	local_digest=${packed%% *}
+	[ -n "$local_digest" ]
+	verified=$(stager verify --json remote/ds.tar.zst)
+	[ "$(jq -r .digest <<<"$verified")" = "$local_digest" ]
 	# a re-push: the old pack's files are the basis (a delta for the large
 	# file; a small one is sent whole)
 	echo more >>src/a/hello.txt
@@ -197,16 +205,26 @@ wait_partial() {
 	return 1
 }
 
+# no process has a file under DIR open any more (a far end has gone)
+nothing_open_under() { # DIR
+	local fds
+	fds=$(find /proc/[0-9]*/fd \( -lname "$1" -o -lname "$1/*" \) 2>/dev/null || true)
+	[ -z "$fds" ]
+}
+
 @test "push: kill -9 of the client mid-transfer keeps the old version; the next push resumes" {
 	old_version_pushed 40
 	"$STAGER" push --rsh "$RSH" --remote-stager "$STAGER" --bwlimit 400K src \
-		"127.0.0.1:$T/remote/ds" &
+		"127.0.0.1:$T/remote/ds" 3>&- &
 	pid=$!
 	wait_partial 5
 	kill -9 "$pid"
-	wait "$pid" || true
+	rc=0
+	wait_pid "$pid" 30 || rc=$?
+	[ "$rc" -eq 137 ]
 	[ "$(tree_sig remote/ds)" = "$before" ]
-	sleep 0.5 # the far end notices the closed connection
+	# the far end notices the closed connection and ends
+	wait_until 30 nothing_open_under "$T/remote"
 	out=$(spush --json src "127.0.0.1:$T/remote/ds")
 	reused=$(json_field "$out" reused_files)
 	echo "resumed: $reused of 40 files were already there" >&3
@@ -220,12 +238,12 @@ wait_partial() {
 	old_version_pushed 40
 	export SERVE_PID_FILE=$T/serve.pid
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
-		"x:$T/remote/ds" 2>"$T/err" &
+		"x:$T/remote/ds" 2>"$T/err" 3>&- &
 	pid=$!
 	wait_partial 5
 	kill -9 "$(cat "$T/serve.pid")"
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	[ "$rc" -eq 6 ]
 	grep -q 'connection' "$T/err"
 	[ "$(tree_sig remote/ds)" = "$before" ]
@@ -239,12 +257,12 @@ wait_partial() {
 	make_local_rsh
 	old_version_pushed 20
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
-		"x:$T/remote/ds" 2>"$T/err" &
+		"x:$T/remote/ds" 2>"$T/err" 3>&- &
 	pid=$!
 	wait_partial 2
 	kill -TERM "$pid"
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	[ "$rc" -eq 5 ]
 	grep -q interrupted "$T/err"
 	[ "$(tree_sig remote/ds)" = "$before" ]
@@ -364,31 +382,62 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	frame 4 "$T/p"
 }
 
+# nothing outside remote/ changed: outside/ holds secret alone, its one link
+# and its content; no escape anywhere under $T; serve left nothing in remote/
+nothing_escaped() {
+	[ "$(ls -A outside)" = secret ]
+	[ "$(stat -c %h outside/secret)" -eq 1 ]
+	[ "$(cat outside/secret)" = "not for the client" ]
+	run find "$T" -name escape
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run grep -rl "not for the client" remote
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A remote)" ]
+}
+
 @test "serve: refuses paths outside PATH, whatever the client sends" {
-	mkdir remote
-	for bad in "../escape" "/tmp/escape" "a/../../escape" "." ""; do
+	mkdir remote outside
+	echo "not for the client" >outside/secret
+	# the same streams with clean paths get past the entries to the end of
+	# the stream (6): so a 4 below is serve refusing the path, nothing else
+	{ hello "$T/remote/ds"; entry 1 f; entry 4 h f; } >"$T/stream"
+	run "$STAGER" serve <"$T/stream"
+	[ "$status" -eq 6 ]
+	[[ "$output" != *refusing* ]]
+	for bad in "../escape" "$T/outside/escape" "a/../../escape" "." ""; do
 		{ hello "$T/remote/ds"; entry 1 "$bad"; } >"$T/stream"
 		run "$STAGER" serve <"$T/stream"
-		echo "'$bad': status $status"
-		[ "$status" -eq 4 ] || [ "$status" -eq 6 ]
+		echo "'$bad': status $status: $output"
+		[ "$status" -eq 4 ]
+		[[ "$output" == *"refusing the path '$bad'"* ]]
+		nothing_escaped
 	done
 	# through a symlink of the tree: the parent must be a directory entry
 	{
 		hello "$T/remote/ds"
-		entry 3 l /tmp
+		entry 3 l "$T/outside"
 		entry 1 l/escape
 	} >"$T/stream"
 	run "$STAGER" serve <"$T/stream"
+	echo "$output"
 	[ "$status" -eq 4 ]
-	[ ! -e /tmp/escape ] && [ ! -e "$T/escape" ] && [ ! -e remote/ds ]
-	# a hardlink to something outside
-	{
-		hello "$T/remote/ds"
-		entry 4 h ../../etc/passwd
-	} >"$T/stream"
-	run "$STAGER" serve <"$T/stream"
-	[ "$status" -eq 4 ]
-	[ ! -e remote/ds ]
+	[[ "$output" == *"refusing 'l/escape'"* ]]
+	nothing_escaped
+	# a hardlink to something outside (relative to PATH or to its parent,
+	# or absolute): never linked to, never read
+	for target in ../outside/secret ../../outside/secret "$T/outside/secret"; do
+		{
+			hello "$T/remote/ds"
+			entry 1 f
+			entry 4 h "$target"
+		} >"$T/stream"
+		run "$STAGER" serve <"$T/stream"
+		echo "'$target': status $status: $output"
+		[ "$status" -eq 4 ]
+		[[ "$output" == *"'h': a hardlink to a bad path"* ]]
+		nothing_escaped
+	done
 }
 
 @test "serve: garbage, a wrong version or an oversize frame is a protocol error" {
@@ -472,7 +521,9 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	diff <(tree_sig src) <(tree_sig remote/empty)
 	# stager pack of a pushed tree holds the tree only
 	stager pack -q remote/empty -o "$T/p.tar.zst"
-	[ "$(stager ls "$T/p.tar.zst" | grep -c stager)" -eq 0 ]
+	listing=$(stager ls "$T/p.tar.zst")
+	[ -n "$listing" ]
+	[[ "$listing" != *stager* ]]
 }
 
 @test "pull: an existing LOCAL is pulled into with LOCAL/, replaced only if stager made it" {
@@ -533,17 +584,18 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	mkdir remote
 	export STAGER_TEST_FAULTS=flock
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
-		"x:$T/remote/ds" 2>"$T/err1" &
+		"x:$T/remote/ds" 2>"$T/err1" 3>&- &
 	pid1=$!
 	wait_partial 2
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" src2 "x:$T/remote/ds" \
-		2>"$T/err2" &
+		2>"$T/err2" 3>&- &
 	pid2=$!
 	rc1=0 rc2=0
-	wait "$pid1" || rc1=$?
-	wait "$pid2" || rc2=$?
+	wait_pid "$pid1" 120 || rc1=$?
+	wait_pid "$pid2" 120 || rc2=$?
 	cat "$T/err1" "$T/err2"
-	[ "$rc1" -eq 0 ] && [ "$rc2" -eq 0 ]
+	[ "$rc1" -eq 0 ]
+	[ "$rc2" -eq 0 ]
 	grep -q "waiting for another transfer" "$T/err2"
 	diff <(tree_sig src2) <(tree_sig remote/ds)
 	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
@@ -554,26 +606,30 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	old_version_pushed 30
 	lpush_slow() {
 		"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
-			"x:$T/remote/$1" 2>"$T/err" &
+			"x:$T/remote/$1" 2>"$T/err" 3>&- &
 		pid=$!
 	}
 	# removed and made again, with the user's files
 	lpush_slow ds
 	wait_partial 2
-	rm -rf remote/ds && mkdir remote/ds && echo precious >remote/ds/keep
+	rm -rf remote/ds
+	mkdir remote/ds
+	echo precious >remote/ds/keep
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	cat "$T/err"
 	[ "$rc" -eq 1 ]
 	grep -q "nothing was replaced" "$T/err"
-	[ "$(ls -A remote/ds)" = keep ] && [ "$(cat remote/ds/keep)" = precious ]
+	[ "$(ls -A remote/ds)" = keep ]
+	[ "$(cat remote/ds/keep)" = precious ]
 	# empty when the push began, filled while it ran
-	rm -rf remote/ds remote/.stager-partial.ds && mkdir remote/ds
+	rm -rf remote/ds remote/.stager-partial.ds
+	mkdir remote/ds
 	lpush_slow ds
 	wait_partial 2
 	echo late >remote/ds/late
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	cat "$T/err"
 	[ "$rc" -eq 1 ]
 	grep -q "nothing was replaced" "$T/err"
@@ -581,9 +637,10 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	# a first push: PATH made while it ran
 	lpush_slow new
 	wait_partial 2 remote/.stager-partial.new
-	mkdir remote/new && echo mine >remote/new/keep
+	mkdir remote/new
+	echo mine >remote/new/keep
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	cat "$T/err"
 	[ "$rc" -eq 1 ]
 	grep -q "appeared while the transfer ran; nothing was published" "$T/err"
@@ -639,7 +696,7 @@ entry() { # type path [link]: a batch of one entry, not compressed
 }
 
 @test "push --replace cut before its switch leaves no record naming the user's directory" {
-	unshare -m true 2>/dev/null || skip "no mount namespace here"
+	unshare -m true 2>/dev/null || skip "needs mount namespaces (unshare -m)"
 	make_local_rsh
 	make_files src 3 1000
 	mkdir -p remote/me
@@ -667,12 +724,12 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	mkdir remote
 	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	"$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K \
-		"x:$T/remote/ds" back 2>"$T/err" &
+		"x:$T/remote/ds" back 2>"$T/err" 3>&- &
 	pid=$!
 	wait_partial 2 .stager-partial.back
 	printf 'rewritten' | dd of=remote/ds/f0030 bs=1 seek=5000 conv=notrunc 2>/dev/null
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	cat "$T/err"
 	[ "$rc" -eq 7 ]
 	grep -q "'f0030' changed while it was sent; pull again" "$T/err"
@@ -706,17 +763,17 @@ entry() { # type path [link]: a batch of one entry, not compressed
 	make_files src 30 100000
 	mkdir remote
 	"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" --bwlimit 400K src \
-		"x:$T/remote/ds" 2>"$T/err" &
+		"x:$T/remote/ds" 2>"$T/err" 3>&- &
 	pid=$!
 	wait_partial 2
 	# the same size, other bytes, in a file not yet sent
 	printf 'rewritten' | dd of=src/f0030 bs=1 seek=5000 conv=notrunc 2>/dev/null
 	rc=0
-	wait "$pid" || rc=$?
+	wait_pid "$pid" 120 || rc=$?
 	cat "$T/err"
 	[ "$rc" -eq 7 ]
 	grep -q "'f0030' changed while it was sent; push again" "$T/err"
-	! grep -q damaged "$T/err"
+	run ! grep -q damaged "$T/err"
 	[ ! -e remote/ds ]
 	spush src "127.0.0.1:$T/remote/ds"
 	diff <(tree_sig src) <(tree_sig remote/ds)
@@ -733,7 +790,8 @@ entry() { # type path [link]: a batch of one entry, not compressed
 @test "push: a .stager-partial.NAME or .stager-basis.NAME of another user is never written to" {
 	make_local_rsh
 	make_files src 3 1000
-	mkdir remote && chmod 1777 remote
+	mkdir remote
+	chmod 1777 remote
 	lpush() { "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
 	# made first by another user, open to all, in a sticky directory
 	mkdir -m 0777 remote/.stager-partial.ds

@@ -6,7 +6,12 @@
 SHAREDFS=${SHAREDFS:-$BATS_TEST_DIRNAME/../../build/sharedfs}
 STATS=.sharedfs-stats
 
+# helpers.bash for wait_until and wait_pid (its setup and teardown are
+# replaced below); it asks for STAGER, which these tests do not run
+STAGER=${STAGER:-$BATS_TEST_DIRNAME/../../build/stager}
+load helpers
 load timing
+bats_require_minimum_version 1.5.0
 
 setup() {
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
@@ -29,8 +34,8 @@ unmount() {
 teardown() {
 	local p
 	for p in $HOLDERS; do
-		kill "$p" 2>/dev/null
-		wait "$p" 2>/dev/null
+		kill "$p" 2>/dev/null || true
+		wait_pid "$p" 10 2>/dev/null || true
 	done
 	cd /
 	[ -n "${T:-}" ] || return 0
@@ -54,13 +59,17 @@ reset_stats() {
 	echo reset >"${1:-$M}/$STATS"
 }
 
-wait_until() { # CMD...: poll for up to 5 s
-	local i
-	for i in $(seq 1 50); do
-		"$@" && return 0
-		sleep 0.1
-	done
-	return 1
+# Wall-clock upper bounds hold only without sanitizers (SAN_FLAGS: the
+# whole test run is slower then); the lower bounds always hold.
+high() { # the upper bound of in_band: none under sanitizers
+	if [ -n "${SAN_FLAGS:-}" ]; then echo 1e9; else echo "$1"; fi
+}
+fast_enough() { # awk condition on x and y (is_true) that only speed meets
+	if [ -n "${SAN_FLAGS:-}" ]; then
+		echo "under sanitizers: '$1' not checked (x=$2 y=${3:-})"
+		return 0
+	fi
+	is_true "$@"
 }
 
 # release is sent after close(2) returns; wait for it before a reset
@@ -137,7 +146,9 @@ line"
 	touch -d '2001-02-03 04:05:06.123456789' t/empty
 	cd /
 	[ "$(sig "$M/t")" = "$(sig "$B/t")" ]
-	[ ! -e "$B/t/gone" ] && [ ! -e "$B/t/old" ] && [ ! -e "$B/t/gone-dir" ]
+	[ ! -e "$B/t/gone" ]
+	[ ! -e "$B/t/old" ]
+	[ ! -e "$B/t/gone-dir" ]
 	[ "$(cat "$B/t/with space/new")" = moved ]
 	[ "$(cat "$B/t/hard")" = "$(printf 'hello\nmore')" ]
 	[ "$(readlink "$B/t/rel-link")" = a/hello.txt ]
@@ -146,8 +157,11 @@ line"
 	[ "$(stat -c %i "$M/t/hard")" = "$(stat -c %i "$B/t/a/hello.txt")" ]
 	[ "$(stat -c %h "$M/t/hard")" -eq 2 ]
 	# the stats file is neither listed nor in the backing directory
-	[ -f "$M/$STATS" ] && [ ! -e "$B/$STATS" ]
-	! ls -A "$M" | grep -q sharedfs
+	[ -f "$M/$STATS" ]
+	[ ! -e "$B/$STATS" ]
+	listing=$(ls -A "$M")
+	[ -n "$listing" ]
+	[[ "$listing" != *sharedfs* ]]
 }
 
 @test "cp -a, tar and rsync round trips through the mount keep the tree" {
@@ -178,14 +192,14 @@ line"
 	head -c 1234567 /dev/urandom >"$B/in.bin"
 	mountfs --delay-ms 0 "$B" "$M"
 	mkdir "$M/d"
-	wait_until all_closed
+	wait_until 10 all_closed
 	reset_stats
 	for i in $(seq 1 50); do : >"$M/d/f$i"; done
 	[ "$(stat_of create)" -ge 50 ]
 	[ "$(stat_of meta_ops)" -ge 100 ] # a lookup and a create each
 	[ "$(stat_of open_max)" -ge 1 ]
 	[ "$(stat_of open_read_max)" -eq 0 ]
-	wait_until all_closed
+	wait_until 10 all_closed
 	reset_stats
 	cat "$M/in.bin" >"$T/out.bin"
 	cmp "$B/in.bin" "$T/out.bin"
@@ -198,7 +212,7 @@ line"
 	cmp "$B/in.bin" "$B/d/copy.bin"
 	[ "$(stat_of bytes_written)" -eq 1234567 ]
 	[ "$(stat_of write_calls)" -ge 1 ]
-	wait_until all_closed
+	wait_until 10 all_closed
 	reset_stats
 	run cat "$M/$STATS"
 	echo "$output"
@@ -234,7 +248,7 @@ line"
 		else
 			[ "$got" -lt 6000000 ]
 		fi
-		wait_until all_closed
+		wait_until 10 all_closed
 		unmount "$M"
 	done
 }
@@ -251,25 +265,25 @@ line"
 	echo "delay 2 ms: $slow s, no delay: $fast s"
 	[ "$(stat_of getattr)" -ge 400 ]
 	is_true 'x >= 0.8' "$slow"
-	is_true 'y < x / 4' "$slow" "$fast"
+	fast_enough 'y < x / 4' "$slow" "$fast"
 }
 
 @test "bandwidth: 40 MiB read or written at --bw 20M takes 2 s" {
 	head -c 40M /dev/urandom >"$B/big"
 	mountfs --delay-ms 0 --bw 20M "$B" "$M"
 	mountfs --delay-ms 0 --bw 0 "$B" "$T/mnt2"
-	in_band 1.8 2.2 sh -c 'cat "$1" >/dev/null' _ "$M/big"
+	in_band 1.8 "$(high 2.2)" sh -c 'cat "$1" >/dev/null' _ "$M/big"
 	[ "$(stat_of bytes_read)" -eq $((RUNS * 41943040)) ]
-	in_band 1.8 2.2 dd if="$B/big" of="$M/out" bs=1M status=none
+	in_band 1.8 "$(high 2.2)" dd if="$B/big" of="$M/out" bs=1M status=none
 	[ "$(stat_of bytes_written)" -eq $((RUNS * 41943040)) ]
 	cmp "$B/big" "$B/out"
 	timed cat "$T/mnt2/big" >/dev/null
 	echo "unlimited read $ELAPSED s"
-	awk -v x="$ELAPSED" 'BEGIN { exit !(x < 1) }'
+	fast_enough 'x < 1' "$ELAPSED"
 }
 
 hold() { # REDIRECTION PATH: keep PATH open in the background until killed
-	bash -c "exec 3$1\"\$1\" && exec sleep 60" _ "$2" >/dev/null 2>&1 &
+	bash -c "exec 3$1\"\$1\" && exec sleep 60" _ "$2" >/dev/null 2>&1 3>&- &
 	HOLDERS="$HOLDERS $!"
 }
 
@@ -285,14 +299,17 @@ open_now_is() {
 	hold '<' "$M/f1"
 	hold '<' "$M/f2"
 	hold '>>' "$M/f3"
-	wait_until open_now_is 3
+	wait_until 10 open_now_is 3
 	cat "$M/$STATS"
 	[ "$(stat_of open_max)" -ge 3 ]
 	[ "$(stat_of open_read_now)" -eq 2 ]
 	[ "$(stat_of open_read_max)" -eq 2 ]
-	for p in $HOLDERS; do kill "$p" && wait "$p" || true; done
+	for p in $HOLDERS; do
+		kill "$p"
+		wait_pid "$p" 10 || [ $? -eq 143 ] # ended by the TERM
+	done
 	HOLDERS=
-	wait_until open_now_is 0
+	wait_until 10 open_now_is 0
 	[ "$(stat_of open_read_now)" -eq 0 ]
 	[ "$(stat_of open_max)" -ge 3 ]
 	reset_stats
@@ -334,7 +351,8 @@ open_now_is() {
 	EOF
 	echo "$output"
 	[ "$output" = "$(printf 'EEXIST\nok')" ]
-	[ "$(cat "$B/a")" = b ] && [ "$(cat "$B/b")" = a ]
+	[ "$(cat "$B/a")" = b ]
+	[ "$(cat "$B/b")" = a ]
 }
 
 @test "another user can use the mount and owns what it creates" {
@@ -386,10 +404,12 @@ open_now_is() {
 	[ "$status" -eq 1 ]
 	run "$SHAREDFS" "$T/missing" "$M"
 	[ "$status" -eq 2 ]
-	! mountpoint -q "$M"
+	run ! mountpoint -q "$M"
 	"$SHAREDFS" --foreground "$B" "$M" >/dev/null 2>&1 3>&- &
 	pid=$!
-	wait_until mountpoint -q "$M"
+	HOLDERS=$pid # teardown ends it if the test does not
+	wait_until 10 mountpoint -q "$M"
 	fusermount3 -u "$M"
-	wait "$pid"
+	wait_pid "$pid" 30
+	HOLDERS=
 }

@@ -23,6 +23,7 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 	[ "$(stat -c '%U %a' "$T/jobs")" = "root 755" ]
 	[ "$(stat -c '%U %a' "$T/jobs/4242")" = "nobody 700" ]
 	run setpriv --reuid=65534 --regid=65534 --clear-groups sh "$top/scripts/slurm-task-prolog.sh"
+	[ "$status" -eq 0 ]
 	[ "$output" = "export SLURM_TMPDIR=$T/jobs/4242" ]
 	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "mkdir -p '$T/jobs/4242/a/b' && echo x >'$T/jobs/4242/a/b/f'"
 	epilog
@@ -31,7 +32,9 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 }
 
 @test "prolog refuses a base that a user could have planted (link, not root's, writable)" {
-	mkdir "$T/precious" && echo keep >"$T/precious/f" && chmod 0700 "$T/precious"
+	mkdir "$T/precious"
+	echo keep >"$T/precious/f"
+	chmod 0700 "$T/precious"
 	ln -s "$T/precious" "$T/jobs"
 	run prolog
 	[ "$status" -eq 1 ]
@@ -43,7 +46,8 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 	run prolog
 	[ "$status" -eq 1 ]
 	rmdir "$T/jobs"
-	mkdir "$T/jobs" && chown 65534 "$T/jobs"
+	mkdir "$T/jobs"
+	chown 65534 "$T/jobs"
 	run prolog
 	[ "$status" -eq 1 ]
 	[ ! -e "$T/jobs/4242" ]
@@ -51,7 +55,8 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 
 @test "prolog: a leftover with the job's id is removed as its owner, links in it are not followed" {
 	mkdir -m 0755 "$T/jobs"
-	mkdir "$T/outside" && echo keep >"$T/outside/f"
+	mkdir "$T/outside"
+	echo keep >"$T/outside/f"
 	mkdir "$T/jobs/4242"
 	ln -s "$T/outside" "$T/jobs/4242/link"
 	echo old >"$T/jobs/4242/old"
@@ -64,26 +69,30 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 
 @test "epilog leaves alone what is not the job's directory" {
 	mkdir -m 0755 "$T/jobs"
-	mkdir "$T/elsewhere" && echo keep >"$T/elsewhere/f"
+	mkdir "$T/elsewhere"
+	echo keep >"$T/elsewhere/f"
 	ln -s "$T/elsewhere" "$T/jobs/4242"
 	run epilog
 	[ "$status" -eq 0 ]
 	[ "$(cat "$T/elsewhere/f")" = keep ]
 	rm "$T/jobs/4242"
-	mkdir "$T/jobs/4242" && echo root >"$T/jobs/4242/f" # root's, not the job user's
+	mkdir "$T/jobs/4242"
+	echo root >"$T/jobs/4242/f" # root's, not the job user's
 	run epilog
 	[ "$status" -eq 0 ]
 	[ "$(cat "$T/jobs/4242/f")" = root ]
 }
 
 @test "epilog takes STAGER_BIN and the base from /etc/default/stager" {
-	command -v unshare >/dev/null || skip "needs unshare"
+	unshare -m true 2>/dev/null || skip "needs mount namespaces (unshare -m)"
 	mkdir -m 0755 "$T/jobs" "$T/default"
-	mkdir "$T/jobs/4242" && chown 65534:65534 "$T/jobs/4242"
+	mkdir "$T/jobs/4242"
+	chown 65534:65534 "$T/jobs/4242"
 	# a stager that is on no PATH: the epilog finds it only through the file
 	printf '#!/bin/sh\necho "$*" >>%s/called\n' "$T" >"$T/my-stager"
 	chmod 0755 "$T/my-stager"
-	touch "$T/called" && chmod 0666 "$T/called"
+	touch "$T/called"
+	chmod 0666 "$T/called"
 	printf 'STAGER_BIN=%s\nSTAGER_JOB_TMP_BASE=%s\n' "$T/my-stager" "$T/jobs" >"$T/default/stager"
 	run env -u STAGER_BIN -u STAGER_JOB_TMP_BASE PATH=/usr/sbin:/usr/bin:/sbin:/bin \
 		unshare -m sh -c "mount --bind '$T/default' /etc/default && sh '$top/scripts/slurm-epilog.sh'"
