@@ -101,7 +101,8 @@ running() { # PID: the process exists and is not a zombie (kill -0 says yes to z
 }
 
 wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
-	# status; after SECONDS it is killed (-9) and 124 returned
+	# status; after SECONDS it is killed (-9) and 124 returned.  Not under
+	# `run` (a subshell cannot wait for the test's child): `wait_pid P || rc=$?`
 	local pid=$1 limit=${2:-60}
 	if ! wait_until "$limit" eval "! running $pid"; then
 		echo "wait_pid: $pid still running after $limit s: killed" >&2

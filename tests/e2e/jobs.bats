@@ -172,8 +172,9 @@ JOB
 	pid=$!
 	wait_until 20 sh -c 'find out/swept -name ".stager-tmp.nodea.*" | grep -q .'
 	kill -9 "$pid"
-	run wait_pid "$pid" 10
-	[ "$status" -eq 137 ]
+	rc=0
+	wait_pid "$pid" 10 || rc=$?
+	[ "$rc" -eq 137 ]
 	[ -n "$(find out/swept -maxdepth 1 -name ".stager-collecting.nodea.$pid.$id")" ]
 	# another node, another user of the DEST: the writer's job is gone
 	run env SLURMD_NODENAME=nodeb "$STAGER" --scratch "$JB/node-b" collect other-src out/swept
