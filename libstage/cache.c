@@ -47,28 +47,118 @@ static const char *user_name(void)
 	return pw ? pw->pw_name : "unknown";
 }
 
-/* Make or check a private directory we own: a directory, not a link, ours,
- * no access for others. */
-static stg_err private_dir(stg_ctx *ctx, const char *path, bool create_parents)
+static void owner_name(uid_t uid, char *buf, size_t len)
 {
-	if (mkdir(path, 0700) && errno == ENOENT && create_parents) {
-		if (stg__mkdirs_parent(path) == 0)
-			mkdir(path, 0700);
+	struct passwd *pw = getpwuid(uid);
+	if (pw)
+		snprintf(buf, len, "%s (uid %u)", pw->pw_name, (unsigned)uid);
+	else
+		snprintf(buf, len, "uid %u", (unsigned)uid);
+}
+
+/* Make (mode 01777, like /tmp) or check a directory that several users'
+ * scratch roots share: one writable by all must be sticky, or another
+ * user could rename ours away and put theirs in its place. */
+static stg_err shared_dir(stg_ctx *ctx, const char *path)
+{
+	if (mkdir(path, 01777) == 0) {
+		if (chmod(path, 01777)) /* past the umask */
+			return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' shared", path);
+		return STG_OK;
 	}
+	int e = errno;
 	struct stat st;
-	if (lstat(path, &st))
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create the scratch root '%s'",
+	if (e != EEXIST || stat(path, &st))
+		return stg__fail_errno(ctx, STG_EIO, e == EEXIST ? errno : e,
+		                       "cannot create '%s', the shared parent of the scratch "
+		                       "roots",
 		                       path);
 	if (!S_ISDIR(st.st_mode))
-		return stg__fail(ctx, STG_EIO, "scratch root '%s' is not a directory", path);
-	if (st.st_uid != getuid())
+		return stg__fail(ctx, STG_EIO, "'%s' is not a directory", path);
+	if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX))
 		return stg__fail(ctx, STG_EIO,
-		                 "scratch root '%s' belongs to uid %u, not to you (uid %u); set "
-		                 "scratch_root or --scratch to a directory of your own",
-		                 path, (unsigned)st.st_uid, (unsigned)getuid());
-	if ((st.st_mode & 077) && chmod(path, 0700))
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' private", path);
+		                 "'%s' is writable by every user but not sticky (mode %04o): "
+		                 "another user could replace your scratch root there; ask "
+		                 "the administrators to `chmod +t` it, or set scratch_root "
+		                 "elsewhere",
+		                 path, (unsigned)(st.st_mode & 07777));
 	return STG_OK;
+}
+
+/* Make or check a private directory we own (its parents from shared_len
+ * on are ours too, made 0700; those before it are shared), and open it:
+ * checked on the opened descriptor, a directory, not a link, ours, no
+ * access for others.  The descriptor, or -1 (the cause on ctx). */
+static int private_dir(stg_ctx *ctx, const char *path, size_t shared_len, bool create_parents)
+{
+	char buf[STG_PATH_MAX + 1];
+	snprintf(buf, sizeof buf, "%s", path);
+	size_t len = strlen(buf);
+	for (size_t i = 1; create_parents && i < len; i++) {
+		if (buf[i] != '/')
+			continue;
+		buf[i] = '\0';
+		struct stat st;
+		stg_err err = STG_OK;
+		if (stat(buf, &st) == 0 && S_ISDIR(st.st_mode)) {
+			if (i <= shared_len && (st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
+				err = shared_dir(ctx, buf); /* names the problem */
+			} else if (i > shared_len && st.st_uid != getuid() && st.st_uid != 0) {
+				char who[96];
+				owner_name(st.st_uid, who, sizeof who);
+				err = stg__fail(ctx, STG_EIO,
+				                "'%s', on the way to your scratch root, belongs to %s; "
+				                "set scratch_root (or --scratch) to a directory of "
+				                "your own",
+				                buf, who);
+			}
+		} else if (i <= shared_len) {
+			err = shared_dir(ctx, buf);
+		} else if (mkdir(buf, 0700) && errno != EEXIST) {
+			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s'", buf);
+		}
+		buf[i] = '/';
+		if (err)
+			return -1;
+	}
+	if (mkdir(path, 0700) && errno != EEXIST) {
+		stg__fail_errno(ctx, STG_EIO, errno, "cannot create the scratch root '%s'", path);
+		return -1;
+	}
+	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 && errno == EACCES && lstat(path, &st) == 0 && st.st_uid != getuid())
+		goto not_ours; /* another user's, private */
+	if (fd < 0 || fstat(fd, &st)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		if (e == ELOOP || e == ENOTDIR)
+			stg__fail(ctx, STG_EIO, "scratch root '%s' is not a directory (a link?)",
+			          path);
+		else
+			stg__fail_errno(ctx, STG_EIO, e, "cannot open the scratch root '%s'", path);
+		return -1;
+	}
+	if (st.st_uid != getuid()) {
+	not_ours:;
+		char who[96];
+		owner_name(st.st_uid, who, sizeof who);
+		stg__fail(ctx, STG_EIO,
+		          "scratch root '%s' belongs to %s, not to you (uid %u); set "
+		          "scratch_root in ~/.config/stager/config (or --scratch) to a directory "
+		          "of your own, e.g. one with $USER in it",
+		          path, who, (unsigned)getuid());
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	if ((st.st_mode & 077) && fchmod(fd, 0700)) {
+		stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' private", path);
+		close(fd);
+		return -1;
+	}
+	return fd;
 }
 
 /* A default candidate is usable when its parent exists and we can write
@@ -89,7 +179,7 @@ static bool usable(const char *path)
 	return ok;
 }
 
-static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
+static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out, int *fd)
 {
 	const char *origin;
 	const char *v = stg_config_get(cfg, "scratch_root", &origin);
@@ -112,9 +202,20 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
 			}
 		}
 		buf[o] = '\0';
-		stg_err err = private_dir(ctx, buf, true);
-		if (err)
-			return err;
+		/* the directories before the one named by $USER are every
+		 * user's; those from it on, this user's */
+		const char *u = strstr(v, "$USER") ? strstr(v, "$USER") : strstr(v, "${USER}");
+		size_t shared = 0;
+		if (u) {
+			size_t at = (size_t)(u - v);
+			while (at > 0 && v[at - 1] != '/')
+				at--;
+			/* the same place in the expanded path: what precedes $USER
+			 * expands to itself unless an earlier $USER did */
+			shared = at ? at - 1 : 0;
+		}
+		if ((*fd = private_dir(ctx, buf, shared, true)) < 0)
+			return STG_EIO;
 	} else {
 		const char *user = user_name();
 		const char *tmp = getenv("TMPDIR");
@@ -134,12 +235,14 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out)
 			                 "scratch_root in ~/.config/stager/config or use --scratch",
 			                 cand[0], cand[1], cand[2]);
 		snprintf(buf, sizeof buf, "%s", cand[i]);
-		stg_err err = private_dir(ctx, buf, false);
-		if (err)
-			return err;
+		if ((*fd = private_dir(ctx, buf, 0, false)) < 0)
+			return STG_EIO;
 	}
-	if (!(*out = strdup(buf)))
+	if (!(*out = strdup(buf))) {
+		close(*fd);
+		*fd = -1;
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
 	return STG_OK;
 }
 
@@ -150,14 +253,9 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 	if (!c)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	c->rootfd = -1;
-	stg_err err = resolve_root(ctx, cfg, &c->root);
+	stg_err err = resolve_root(ctx, cfg, &c->root, &c->rootfd);
 	if (err)
 		goto fail;
-	c->rootfd = open(c->root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (c->rootfd < 0) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot open '%s'", c->root);
-		goto fail;
-	}
 	static const char *const dirs[] = {"cache", "locks", "pins", "jobs"};
 	for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
 		if (mkdirat(c->rootfd, dirs[i], 0700) && errno != EEXIST) {

@@ -27,6 +27,7 @@ struct stg_cache {
 	char *job_tmpdir_var;       /* names the job's own scratch (stage.c) */
 	/* sparing the shared FS (limit.c) */
 	unsigned node_slots, cluster_slots, lease_ttl;
+	unsigned slot_wait_max; /* seconds a wait for a slot or lease may last (0: no bound) */
 	char *slot_dir, *lease_dir;
 	stg_bucket bw, ops; /* bytes/s, metadata operations/s */
 	bool limits_ready;
@@ -52,6 +53,9 @@ stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s);
  * limit): then without a slot, with a warning. */
 stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline);
 void stg__slot_release(stg_slot *s);
+/* The holders of kind ("node" or "cluster") as one line of text, for a
+ * message (holders.c). */
+void stg__holders_text(stg_ctx *ctx, stg_cache *c, const char *kind, char *out, size_t len);
 void stg__bucket_init(stg_bucket *b, double rate);
 void stg__bucket_destroy(stg_bucket *b);
 /* Charge n units, sleeping as long as the rate demands (less if cancelled). */

@@ -40,6 +40,9 @@ static const struct {
          "collect (0: none)"},
         {"shared_lock_dir", K_PATH, "", "directory on the shared FS for cluster-wide leases"},
         {"max_readers_cluster", K_COUNT, "0", "concurrent shared-FS readers per cluster (0: none)"},
+        {"slot_wait_max", K_COUNT, "600",
+         "seconds stager waits for a node slot or a cluster lease before it goes ahead "
+         "without one, with a warning naming the holders (0: no bound)"},
         {"lease_ttl", K_COUNT, "60",
          "seconds a cluster-wide lease lasts unless renewed (a crashed node's lease expires)"},
         {"keep_days", K_COUNT, "14",

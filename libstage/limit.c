@@ -150,6 +150,7 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadlin
 	}
 	unsigned start = (unsigned)getpid() % n;
 	double delay = 0.02, t0 = stg__now();
+	double bound = c->slot_wait_max ? t0 + c->slot_wait_max : 0;
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n && s->fd < 0; k++) {
@@ -167,11 +168,22 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadlin
 			         "(the job is ending: its results come first)");
 			break;
 		}
+		if (bound && stg__now() >= bound) {
+			char who[512];
+			stg__holders_text(ctx, c, "node", who, sizeof who);
+			stg__log(ctx, STG_LOG_WARN,
+			         "waited %u s for a shared-FS slot (slot_wait_max): going ahead "
+			         "without one; held by %s",
+			         c->slot_wait_max, who[0] ? who : "processes this user cannot see");
+			break;
+		}
 		if (!told && stg__now() - t0 > 0.5) {
+			char who[512];
+			stg__holders_text(ctx, c, "node", who, sizeof who);
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a shared-FS slot: all %u on this node are in use "
-			         "(max_readers_per_node)",
-			         n);
+			         "(max_readers_per_node)%s%s",
+			         n, who[0] ? ", by " : "", who);
 			told = true;
 		}
 		if (!stg__nap(ctx, delay)) {
@@ -251,6 +263,7 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double dea
 {
 	unsigned n = c->cluster_slots;
 	unsigned start = (unsigned)getpid() % n;
+	double bound = c->slot_wait_max ? stg__now() + c->slot_wait_max : 0;
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n; k++) {
@@ -272,11 +285,22 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double dea
 			}
 		}
 		if (!told) {
+			char who[512];
+			stg__holders_text(ctx, c, "cluster", who, sizeof who);
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a cluster-wide shared-FS lease: all %u in '%s' are "
-			         "held (max_readers_cluster)",
-			         n, c->lease_dir);
+			         "held (max_readers_cluster)%s%s",
+			         n, c->lease_dir, who[0] ? ", by " : "", who);
 			told = true;
+		}
+		if (bound && stg__now() >= bound) {
+			char who[512];
+			stg__holders_text(ctx, c, "cluster", who, sizeof who);
+			stg__log(ctx, STG_LOG_WARN,
+			         "waited %u s for a cluster-wide lease (slot_wait_max): going ahead "
+			         "without one; held by %s",
+			         c->slot_wait_max, who[0] ? who : "?");
+			return STG_OK;
 		}
 		if (deadline && stg__now() >= deadline) {
 			stg__log(ctx, STG_LOG_WARN,
@@ -347,6 +371,7 @@ stg_err stg__limits_init(stg_ctx *ctx, stg_cache *c, const stg_config *cfg)
 	c->node_slots = (unsigned)stg__config_count(cfg, "max_readers_per_node");
 	c->cluster_slots = (unsigned)stg__config_count(cfg, "max_readers_cluster");
 	c->lease_ttl = (unsigned)stg__config_count(cfg, "lease_ttl");
+	c->slot_wait_max = (unsigned)stg__config_count(cfg, "slot_wait_max");
 	if (c->lease_ttl < 3)
 		c->lease_ttl = 3;
 	c->slot_dir = strdup(stg_config_get(cfg, "slot_dir", NULL));

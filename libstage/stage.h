@@ -622,6 +622,24 @@ STG_API stg_err stg_results_done(stg_ctx *ctx, stg_cache *cache, const char *own
 STG_API stg_err stg_keep_results(stg_ctx *ctx, stg_cache *cache, const char *src, const char *name,
                                  const char *dest, char **out);
 
+/* Who holds a shared-FS slot: kind "node" (a slot of max_readers_per_node,
+ * held by a process on this node) or "cluster" (a lease of
+ * max_readers_cluster, held on host), its index, the holder's pid, uid and
+ * user name, since when (seconds since the epoch; 0 unknown) and what it
+ * runs ("stager stage"). */
+typedef struct stg_holder {
+	char kind[8];
+	unsigned index;
+	int pid;
+	unsigned uid;
+	char user[40], host[64], what[64];
+	int64_t since;
+} stg_holder;
+
+/* The current holders of this node's slots and the cluster's leases; free
+ * *v with free(). */
+STG_API stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *cache, stg_holder **v, size_t *n);
+
 /* Kept results: name ("NAME.EPOCH"), path, dest (NULL if not known), and
  * when they were kept (seconds since the epoch). */
 typedef struct stg_kept {

@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -48,9 +49,60 @@ static void print_kept_json(const stg_kept *k, size_t n)
 	printf("]");
 }
 
-static void print_text(const stg_cache_info *in, const stg_config *cfg, const stg_kept *kept,
-                       size_t nk)
+/* What `stager status` shows of a node. */
+typedef struct status_view {
+	const stg_cache_info *in;
+	const stg_config *cfg;
+	const stg_kept *kept;
+	size_t nk;
+	const stg_holder *holders;
+	size_t nh;
+} status_view;
+
+static void when_text(int64_t t, char *buf, size_t len)
 {
+	time_t tt = (time_t)t;
+	struct tm tm;
+	if (!t || !localtime_r(&tt, &tm))
+		snprintf(buf, len, "?");
+	else
+		strftime(buf, len, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+static void print_holders_text(const stg_holder *h, size_t n)
+{
+	if (!n)
+		return;
+	printf("\nshared-FS slots in use\n");
+	for (size_t i = 0; i < n; i++) {
+		char since[32];
+		when_text(h[i].since, since, sizeof since);
+		printf("  %-7s %-3u %s%s%s pid %d (%s) since %s\n", h[i].kind, h[i].index,
+		       h[i].user[0] ? h[i].user : "unknown", h[i].host[0] ? "@" : "", h[i].host,
+		       h[i].pid, h[i].what[0] ? h[i].what : "?", since);
+	}
+}
+
+static void print_holders_json(const stg_holder *h, size_t n)
+{
+	printf(",\"slots\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"kind\":\"%s\",\"index\":%u,\"pid\":%d,\"uid\":%u,\"user\":",
+		       i ? "," : "", h[i].kind, h[i].index, h[i].pid, h[i].uid);
+		json_str(stdout, h[i].user);
+		printf(",\"host\":");
+		json_str(stdout, h[i].host);
+		printf(",\"what\":");
+		json_str(stdout, h[i].what);
+		printf(",\"since\":%lld}", (long long)h[i].since);
+	}
+	printf("]");
+}
+
+static void print_text(const status_view *sv)
+{
+	const stg_cache_info *in = sv->in;
+	const stg_config *cfg = sv->cfg;
 	char a[16], b[16], d[16];
 	printf("scratch root  %s\n", in->root);
 	printf("filesystem    %s, %s free, %llu inodes free\n",
@@ -77,7 +129,8 @@ static void print_text(const stg_cache_info *in, const stg_config *cfg, const st
 			printf("  pinned by %s (%s)\n", e->pins[j].owner,
 			       e->pins[j].alive ? "alive" : "gone: stager clean removes the pin");
 	}
-	print_kept_text(kept, nk);
+	print_kept_text(sv->kept, sv->nk);
+	print_holders_text(sv->holders, sv->nh);
 	printf("\nsettings\n");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
@@ -87,9 +140,10 @@ static void print_text(const stg_cache_info *in, const stg_config *cfg, const st
 	}
 }
 
-static void print_json(const stg_cache_info *in, const stg_config *cfg, const stg_kept *kept,
-                       size_t nk)
+static void print_json(const status_view *sv)
 {
+	const stg_cache_info *in = sv->in;
+	const stg_config *cfg = sv->cfg;
 	printf("{\"scratch_root\":");
 	json_str(stdout, in->root);
 	printf(",\"fs_size\":%llu,\"fs_free\":%llu,\"fs_inodes_free\":%llu,\"cache_bytes\":%llu,"
@@ -113,7 +167,8 @@ static void print_json(const stg_cache_info *in, const stg_config *cfg, const st
 		printf("]}");
 	}
 	printf("]");
-	print_kept_json(kept, nk);
+	print_kept_json(sv->kept, sv->nk);
+	print_holders_json(sv->holders, sv->nh);
 	printf(",\"settings\":{");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
@@ -280,22 +335,27 @@ int cmd_status(int argc, char **argv)
 	} else if (cache) {
 		stg_cache_info *info = NULL;
 		stg_kept *kept = NULL;
-		size_t nk = 0;
+		stg_holder *holders = NULL;
+		size_t nk = 0, nh = 0;
 		stg_err err = stg_cache_status(ctx, cache, &info);
 		if (!err)
 			err = stg_kept_list(ctx, cache, &kept, &nk);
+		if (!err)
+			err = stg_slot_holders(ctx, cache, &holders, &nh);
 		if (err) {
 			rc = cli_fail(ctx, err);
 		} else {
+			status_view sv = {info, cfg, kept, nk, holders, nh};
 			if (json)
-				print_json(info, cfg, kept, nk);
+				print_json(&sv);
 			else
-				print_text(info, cfg, kept, nk);
+				print_text(&sv);
 			rc = EXIT_OK;
 		}
 		if (info)
 			stg_cache_info_free(info);
 		stg_kept_free(kept, nk);
+		free(holders);
 		stg_cache_close(cache);
 	}
 	stg_config_free(cfg);

@@ -1,0 +1,147 @@
+#!/usr/bin/env bats
+# A node shared by two real users (made here with useradd; the tests run
+# them with runuser): scratch roots under a shared parent, slots one user
+# holds while another waits.
+
+load helpers
+
+setup_file() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to make two users"
+	command -v useradd >/dev/null && command -v runuser >/dev/null || skip "needs useradd and runuser"
+	for u in stgalice stgbob; do
+		id "$u" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$u"
+	done
+	# a place both reach, whatever the mode of /tmp or of the checkout
+	export U=$(mktemp -d /var/tmp/stager-users.XXXXXX)
+	chmod 0755 "$U"
+	mkdir "$U/bin"
+	cp "$STAGER" "$U/bin/stager"
+	chmod 0755 "$U/bin" "$U/bin/stager"
+	runuser -u stgalice -- test -x "$U/bin/stager" || skip "the users cannot reach $U"
+	mkdir "$U/ds" && echo hello >"$U/ds/a" && "$STAGER" pack -q "$U/ds" -o "$U/ds.tar.zst" >/dev/null
+	chmod -R a+rX "$U/ds" "$U/ds.tar.zst"
+}
+
+teardown_file() {
+	[ -n "${U:-}" ] || return 0
+	pkill -u stgalice 2>/dev/null || true
+	pkill -u stgbob 2>/dev/null || true
+	rm -rf "$U"
+}
+
+setup() {
+	T=$(mktemp -d "$U/t.XXXXXX")
+	chmod 0755 "$T"
+	cd "$T"
+	pids=()
+}
+
+teardown() {
+	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	cd /
+	rm -rf "$T"
+}
+
+# as USER, with this test's settings: as USER CMD...
+as() {
+	local u=$1
+	shift
+	runuser -u "$u" -- env -u STAGER_SCRATCH_ROOT STAGER_SITE_CONFIG="$T/site.conf" \
+		STAGER_SLOT_DIR="$T/slots" HOME="$T/home-$u" "$@"
+}
+
+@test "the first user to stage makes the shared parent of the scratch roots like /tmp: the second is not locked out" {
+	# /scratch is like /tmp; the site's setting puts everyone's roots under
+	# /scratch/stager, which does not exist yet
+	mkdir -m 1777 scratch
+	echo "scratch_root = $T/scratch/stager/\$USER/root" >site.conf
+	# alice, with a private umask, is first
+	run as stgalice sh -c "umask 077; $U/bin/stager stage $U/ds.tar.zst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a scratch/stager)" = 1777 ]
+	[ "$(stat -c %a%U scratch/stager/stgalice)" = 700stgalice ]
+	[ "$(stat -c %a%U scratch/stager/stgalice/root)" = 700stgalice ]
+	run as stgbob "$U/bin/stager" stage "$U/ds.tar.zst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U scratch/stager/stgbob/root)" = stgbob ]
+	# neither reads the other's
+	run as stgbob ls scratch/stager/stgalice
+	[ "$status" -ne 0 ]
+}
+
+@test "a shared parent writable by all but not sticky is refused, saying why" {
+	mkdir scratch && chmod 0777 scratch
+	echo "scratch_root = $T/scratch/\$USER" >site.conf
+	run as stgalice "$U/bin/stager" status
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"'$T/scratch' is writable by every user but not sticky"*"chmod +t"* ]]
+	[ ! -e scratch/stgalice ]
+}
+
+@test "a scratch root another user owns is refused, naming the owner and the setting" {
+	mkdir -m 1777 pub
+	echo "scratch_root = $T/pub/shared-root" >site.conf
+	run as stgalice "$U/bin/stager" status
+	[ "$status" -eq 0 ]
+	run as stgbob "$U/bin/stager" status
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"belongs to stgalice"*"scratch_root"* ]]
+	# and a directory on the way, made by the other user
+	echo "scratch_root = $T/home/\$USER/stager" >site.conf
+	mkdir -p home/stgbob && chown stgalice home/stgbob && chmod 0777 home/stgbob
+	chmod 1777 home
+	run as stgbob "$U/bin/stager" status
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"'$T/home/stgbob', on the way to your scratch root, belongs to stgalice"* ]]
+}
+
+@test "permission denied is reported as such, not as a missing file" {
+	mkdir locked && chmod 0755 locked
+	echo "scratch_root = $T/locked/\$USER" >site.conf
+	run as stgalice "$U/bin/stager" status
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"Permission denied"* ]]
+	[[ "$output" != *"No such file"* ]]
+}
+
+@test "a slot another user holds: a bounded wait that names the holder; status shows it; a dead holder's slot is free at once" {
+	mkdir -m 1777 slots
+	printf 'scratch_root = %s/scratch/$USER\nmax_readers_per_node = 1\nslot_wait_max = 2\n' "$T" >site.conf
+	mkdir -m 1777 scratch
+	# bob's process holds the only slot (stuck, or on purpose)
+	runuser -u stgbob -- sh -c "exec 3>&-; exec flock $T/slots/slot.0 sleep 300" &
+	holder=$!
+	pids+=("$holder")
+	# flock starts sleep once it holds the lock
+	wait_until 10 pgrep -u stgbob -f 'sleep 300'
+	run as stgalice "$U/bin/stager" status --json
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.slots | length == 1 and .[0].user == "stgbob" and .[0].kind == "node"'
+	run as stgalice "$U/bin/stager" status
+	[[ "$output" == *"shared-FS slots in use"*"stgbob pid"* ]]
+	# alice waits 2 s (slot_wait_max), says who holds it, and goes on
+	t0=$(date +%s.%N)
+	run as stgalice "$U/bin/stager" stage "$U/ds.tar.zst"
+	t1=$(date +%s.%N)
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"waiting for a shared-FS slot"*"by stgbob pid"* ]]
+	[[ "$output" == *"waited 2 s for a shared-FS slot (slot_wait_max): going ahead without one; held by stgbob pid"* ]]
+	awk -v a="$t0" -v b="$t1" 'BEGIN { exit !(b - a >= 2) }'
+	# the holder dies: the next stage takes the slot at once, without a word
+	pkill -9 -u stgbob -f 'sleep 300'
+	wait_until 10 sh -c "! pgrep -u stgbob -f 'sleep 300' >/dev/null"
+	echo changed >"$T/new" && mkdir "$T/ds2" && cp "$T/new" "$T/ds2/" && chmod -R a+rX "$T/ds2"
+	run as stgalice "$U/bin/stager" stage "$T/ds2"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"waiting for a shared-FS slot"* ]]
+	run as stgalice "$U/bin/stager" status --json
+	echo "$output" | jq -e '.slots | length == 0'
+}
