@@ -750,12 +750,12 @@ static stg_err check_space(collector *k, const char *path, uint64_t need, uint64
 }
 
 /* Make DEST (and its parents) and open it; note its identity if note. */
-static stg_err open_dest(collector *k, const char *path, bool note)
+static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 {
 	op(k);
-	if (mkdir(path, 0777) && errno != EEXIST) {
+	if (mkdir(path, mode) && errno != EEXIST) {
 		if (errno != ENOENT || stg__mkdirs_parent(path) ||
-		    (mkdir(path, 0777) && errno != EEXIST))
+		    (mkdir(path, mode) && errno != EEXIST))
 			return stg__fail_errno(k->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 			                       "cannot create '%s'", path);
 	}
@@ -879,7 +879,11 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
-	if (!(err = open_dest(k, k->dest, true))) {
+	/* DEST, when this collect makes it, keeps SRC's permission bits as the
+	 * directories below it do: a private SRC gives a private DEST */
+	struct stat sst;
+	mode_t top = fstat(k->srcfd, &sst) == 0 ? (sst.st_mode & 0777) | 0700 : 0777;
+	if (!(err = open_dest(k, k->dest, top, true))) {
 		remove_leftovers(k);
 		/* what a collect killed on another node left, and our marker */
 		stg__mark_sweep(k->ctx, k->destfd, k->dest, false);
@@ -982,6 +986,11 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	struct stat lst;
 	if (err)
 		goto out;
+	/* the pack is read as SRC was: a private SRC gives a private pack
+	 * (what is sent keeps the mode of the file on scratch) */
+	struct stat sst;
+	if (stat(k->src, &sst) == 0)
+		chmod(local, (sst.st_mode & 0444) | 0600);
 	if ((lfd = open(local, O_RDONLY | O_CLOEXEC)) < 0 || fstat(lfd, &lst)) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot read '%s'", local);
 		goto out;
@@ -1001,12 +1010,12 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
-	if (!(err = open_dest(k, dir, false))) {
+	if (!(err = open_dest(k, dir, 0777, false))) {
 		remove_leftovers(k);
 		stg__mark_sweep(k->ctx, k->destfd, dir, true);
 		mark_begin(k, mark, sizeof mark);
 		stg_witem it = {.path = (char *)base, .st = lst};
-		it.st.st_mode = (it.st.st_mode & ~07777u) | 0644;
+		it.st.st_mode = (it.st.st_mode & ~07777u) | (lst.st_mode & 0644);
 		int keep = k->srcfd;
 		k->srcfd = AT_FDCWD;
 		it.path = local;

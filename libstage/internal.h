@@ -85,7 +85,9 @@ int stg__create_tmp(const char *path, const char *tag, char **name);
 
 /* ---- the pack format (trailer.c) -------------------------------------- */
 
-#define STG_FORMAT_VERSION   1
+#define STG_FORMAT_VERSION   2 /* 2: the packed directory's mode in the body */
+#define STG_FORMAT_OLDEST    1 /* the oldest version read */
+#define STG_ROOT_MODE_SET    0x10000u
 #define STG_SKIP_MAGIC       0x184D2A57u /* zstd skippable frame, variant 7 */
 #define STG_FOOTER_SIZE      48
 #define STG_FOOTER_MAGIC     "STGPACK\x01"
@@ -125,6 +127,9 @@ typedef struct stg_delta_rec {
 typedef struct stg_trailer {
 	uint64_t data_size, tar_size, content_size;
 	uint8_t digest[STG_DIGEST_LEN];
+	/* the packed directory's permission bits | STG_ROOT_MODE_SET; 0 when
+	 * the pack does not say (version 1) */
+	uint32_t root_mode;
 	size_t n_frames, n_entries, n_deltas;
 	stg_frame *frames;
 	stg_rec *recs;

@@ -266,6 +266,7 @@ typedef struct pk_deltas {
 typedef struct pk_state {
 	stg_ctx *ctx;
 	int fd;
+	uint32_t root_mode; /* the packed directory's, for the trailer */
 	int level;
 	size_t target;
 	pthread_mutex_t mu;
@@ -698,6 +699,7 @@ static stg_err write_trailer(pk_state *s, pk_walk *w, int level, stg_pack_info *
 	t.n_frames = s->n_frames;
 	t.data_size = s->comp_off;
 	t.tar_size = s->raw_off;
+	t.root_mode = s->root_mode;
 
 	if ((err = stg__trailer_encode(ctx, &t, level > 9 ? level : 9, &frame, &frame_len)))
 		goto out;
@@ -763,6 +765,9 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	s.fd = fd;
 	struct stat fst;
 	s.regular = fstat(fd, &fst) == 0 && S_ISREG(fst.st_mode);
+	struct stat rst;
+	if (fstat(rootfd, &rst) == 0)
+		s.root_mode = STG_ROOT_MODE_SET | (uint32_t)(rst.st_mode & 07777);
 	s.level = opts->level;
 	s.target = target;
 	s.deltas = deltas;

@@ -1031,8 +1031,10 @@ static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_w
 		    utimensat(droot, it->path, ts, AT_SYMLINK_NOFOLLOW))
 			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot finish '%s'", it->path);
 	}
+	/* the top too: the source's read and search bits, as the pack path */
+	struct stat rst;
 	if (!err)
-		fchmod(droot, 0555);
+		fchmod(droot, fstat(sroot, &rst) == 0 ? (rst.st_mode & 0555) | 0500 : 0555);
 out:
 	if (man && fclose(man) && !err)
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot write the manifest");

@@ -349,6 +349,14 @@ static int copy_tree(int sfd, int dfd, int depth)
 	return rc;
 }
 
+/* A private copy's top: the entry's bits (the source's, read-only) made
+ * writable by its owner, as copy_tree does for what is inside. */
+static mode_t top_mode(int sfd)
+{
+	struct stat st;
+	return fstat(sfd, &st) ? 0755 : (st.st_mode & 07777) | S_IWUSR | S_IXUSR;
+}
+
 static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 {
 	struct stat st;
@@ -366,7 +374,7 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 	int dfd = -1;
 	if (sfd < 0 || mkdir(tmp, 0700) ||
 	    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    copy_tree(sfd, dfd, 0) || fchmod(dfd, 0755) || rename(tmp, dest)) {
+	    copy_tree(sfd, dfd, 0) || fchmod(dfd, top_mode(sfd)) || rename(tmp, dest)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
 		                      "cannot copy the dataset to '%s'", dest);
@@ -495,8 +503,9 @@ static stg_err entry_publish(stg_ctx *ctx, stg_cache *c, const char *key, entry_
                              const stg_pack *p, const bool *sel, const char *src,
                              const stg_stage_result *res)
 {
-	/* the entry itself is read-only too */
-	fchmod(eb->dfd, 0555);
+	/* the entry itself is read-only too, with the packed directory's read
+	 * and search bits (stage --copy gives them back) */
+	fchmod(eb->dfd, p->t.root_mode & STG_ROOT_MODE_SET ? (p->t.root_mode & 0555) | 0500 : 0555);
 	if (stg__manifest_write(eb->tfd, p, sel))
 		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot write the entry's manifest");

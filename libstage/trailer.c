@@ -81,6 +81,7 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 	stg__put64(p + 40, t->tar_size);
 	stg__put64(p + 48, t->content_size);
 	memcpy(p + 56, t->digest, STG_DIGEST_LEN);
+	stg__put32(p + 88, t->root_mode);
 	p += STG_BODY_HEADER_SIZE;
 
 	for (size_t i = 0; i < t->n_frames; i++, p += STG_FRAME_REC_SIZE) {
@@ -240,18 +241,22 @@ static bool add_ok(uint64_t a, uint64_t b, uint64_t limit)
 }
 
 static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t data_size,
-                          stg_trailer *t)
+                          uint32_t version, stg_trailer *t)
 {
 	if (raw < STG_BODY_HEADER_SIZE || memcmp(b, STG_BODY_MAGIC, 4))
 		return bad(ctx, "trailer body has no header");
-	if (stg__get32(b + 4) != STG_FORMAT_VERSION)
+	if (stg__get32(b + 4) != version)
 		return bad(ctx, "trailer body version does not match its footer");
 	uint64_t nf = stg__get64(b + 8), ne = stg__get64(b + 16), nd = stg__get64(b + 24);
 	uint64_t names_size = stg__get64(b + 32);
 	t->tar_size = stg__get64(b + 40);
 	t->content_size = stg__get64(b + 48);
 	memcpy(t->digest, b + 56, STG_DIGEST_LEN);
-	if (stg__get64(b + 88) != 0)
+	/* version 2: the packed directory's mode at 88 */
+	t->root_mode = version >= 2 ? stg__get32(b + 88) : 0;
+	if ((version < 2 && stg__get32(b + 88)) || stg__get32(b + 92) ||
+	    (t->root_mode & ~(STG_ROOT_MODE_SET | 07777u)) ||
+	    (t->root_mode && !(t->root_mode & STG_ROOT_MODE_SET)))
 		return bad(ctx, "trailer header has unknown fields set");
 
 	/* each count is bounded by the body's size before it is multiplied */
@@ -405,11 +410,12 @@ stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, 
 		                 "not a stager pack: no trailer at its end (truncated, or "
 		                 "a plain archive: make a pack with 'stager pack')");
 	uint32_t version = stg__get32(f + 32);
-	if (version != STG_FORMAT_VERSION)
+	if (version < STG_FORMAT_OLDEST || version > STG_FORMAT_VERSION)
 		return stg__fail(ctx, STG_ECORRUPT,
 		                 "pack format version %u is not supported (this stager reads "
-		                 "version %d)",
-		                 version, STG_FORMAT_VERSION);
+		                 "versions %d to %d%s)",
+		                 version, STG_FORMAT_OLDEST, STG_FORMAT_VERSION,
+		                 version > STG_FORMAT_VERSION ? ": a newer stager made it" : "");
 	if (stg__get32(f + 36) != 0)
 		return bad(ctx, "trailer footer has unknown flags");
 	uint64_t data_size = stg__get64(f);
@@ -439,7 +445,7 @@ stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, 
 	stg_err err = inflate_body(ctx, body, (size_t)body_size, (size_t)body_raw, &raw);
 	if (err == STG_OK) {
 		t->data_size = data_size;
-		err = parse_body(ctx, raw, (size_t)body_raw, data_size, t);
+		err = parse_body(ctx, raw, (size_t)body_raw, data_size, version, t);
 	}
 	free(raw);
 	if (err)
