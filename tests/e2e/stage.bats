@@ -133,7 +133,9 @@ make_pack() { # dir pack megabytes
 		pid=$!
 		sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
 		kill -9 $pid 2>/dev/null || true # it may be done already
-		wait_pid $pid 30 || true         # 137, or 0 when it was
+		st=0
+		wait_pid $pid 30 || st=$?
+		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
 		# an entry is complete or absent
 		for e in scratch/cache/*; do
 			[ -e "$e" ] || continue

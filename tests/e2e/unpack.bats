@@ -130,7 +130,9 @@ stop_half_way() {
 		pid=$!
 		sleep "$delay"
 		kill -9 $pid 2>/dev/null || true # it may be done already
-		wait_pid $pid 30 || true         # 137, or 0 when it was
+		st=0
+		wait_pid $pid 30 || st=$?
+		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
 		if [ -e out ]; then
 			[ "$(tree_sig src)" = "$(tree_sig out)" ]
 		fi
