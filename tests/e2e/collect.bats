@@ -3,6 +3,7 @@
 # atomic, checked for space first.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
@@ -21,6 +22,9 @@ teardown() {
 
 # Files under DEST, without stager's own, sorted.
 files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | LC_ALL=C sort); }
+
+# A temporary of collect's with data in it, under DIR (not SRC or scratch).
+tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -o -name '.stager-tmp.*' -size +0 -print 2>/dev/null)" ]; }
 
 @test "collect copies a tree like rsync -a (modes, mtimes, links, awkward names)" {
 	make_awkward_tree src
@@ -54,10 +58,12 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	for i in $(seq 1 100); do head -c 2000 /dev/urandom >"src/f$i"; done
 	stager collect -q src dest
 	echo changed >>src/f7
-	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 1 and .unchanged == 99'
+	stager collect --json src dest 2>/dev/null >c.json
+	jq -e '.sent_files == 1 and .unchanged == 99' c.json
 	cmp src/f7 dest/f7
 	touch src/f8
-	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 0'
+	stager collect --json src dest 2>/dev/null >c.json
+	jq -e '.sent_files == 0' c.json
 	# a file removed from SRC stays in DEST
 	rm src/f9
 	stager collect -q src dest
@@ -68,7 +74,8 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	mkdir src && echo a >src/a && echo b >src/b
 	stager collect -q src dest
 	rm -rf dest
-	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 2'
+	stager collect --json src dest 2>/dev/null >c.json
+	jq -e '.sent_files == 2' c.json
 	[ "$(cat dest/b)" = b ]
 }
 
@@ -81,7 +88,10 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 		pid=$!
 		sleep "0.$((RANDOM % 9 + 1))"
 		kill -9 "$pid"
-		wait "$pid" || true
+		# killed mid-way (18 MB at 12 MB/s take longer than the sleep)
+		st=0
+		wait_pid "$pid" 30 || st=$?
+		[ "$st" -eq 137 ]
 		# every file under its final name is whole
 		for f in $(files_of dest 2>/dev/null); do cmp "src/$f" "dest/$f"; done
 		# the next collect completes it and leaves nothing of its own
@@ -99,13 +109,12 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 		[ "$mode" = pack ] && opt=--pack
 		"$STAGER" collect -q $opt --bwlimit 10M src dest &
 		pid=$!
-		for _ in $(seq 1 100); do
-			[ -n "$(find . -path ./src -prune -o -name '.stager-tmp.*' -print 2>/dev/null | grep -v scratch)" ] && break
-			sleep 0.05
-		done
-		sleep 0.3
+		# killed while it writes a temporary in DEST
+		wait_until 30 tmp_written .
 		kill -9 "$pid"
-		wait "$pid" || true
+		st=0
+		wait_pid "$pid" 30 || st=$?
+		[ "$st" -eq 137 ]
 		left=$(find . -path ./src -prune -o -path "./scratch" -prune -o -name '.stager-tmp.*' -print)
 		echo "$mode: left $left"
 		[ -n "$left" ]
@@ -153,13 +162,15 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$(tree_sig src)" = "$(tree_sig back)" ]
 	[ "$(ls -A out)" = res.tar.zst ]
 	before=$(stat -c %i:%Y out/res.tar.zst)
-	stager collect --pack --json src out/res.tar.zst 2>/dev/null | jq -e '.sent_files == 0'
+	stager collect --pack --json src out/res.tar.zst 2>/dev/null >c.json
+	jq -e '.sent_files == 0' c.json
 	[ "$(stat -c %i:%Y out/res.tar.zst)" = "$before" ]
 	# a removed file makes a new pack without it
 	rm src/zero
 	stager collect -q --pack src out/res
-	! stager ls out/res.tar.zst | grep -q '^zero$'
-	stager ls out/res.tar.zst | grep -q 'hello.txt'
+	stager ls out/res.tar.zst >ls.txt
+	run ! grep -qx 'zero' ls.txt
+	grep -qx 'a/hello.txt' ls.txt
 }
 
 @test "--pack keeps the results' links to elsewhere (absolute, upward) as they are" {
@@ -184,9 +195,12 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	head -c 20000000 /dev/urandom >src/a
 	"$STAGER" collect -q --pack --bwlimit 10M src out/res &
 	pid=$!
-	sleep 1
+	# killed while it writes the new pack beside the old one
+	wait_until 30 tmp_written out
 	kill -9 "$pid"
-	wait "$pid" || true
+	st=0
+	wait_pid "$pid" 30 || st=$?
+	[ "$st" -eq 137 ]
 	[ "$(sha256sum <out/res.tar.zst)" = "$old" ]
 	stager collect -q --pack src out/res
 	stager verify out/res.tar.zst
@@ -202,7 +216,7 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$(cat dest/one)" = one ]
 	echo two >src/two
 	kill -TERM "$pid"
-	wait "$pid"
+	wait_pid "$pid" 30
 	[ "$(cat dest/two)" = two ]
 	jq -e '.status == 0 and .rounds >= 2' every.json
 }
@@ -225,14 +239,31 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$status" -eq 1 ]
 }
 
+# As root, run a command as user 65534 (nobody); as anyone else, as is.
+as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+
+# For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
+# the build is out of the other user's reach (a clone under /root, mode
+# 0700).  Skips when $T itself is out of its reach.
+as_user_setup() {
+	AS_USER_STAGER=$STAGER
+	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"
+	if ! as_user test -x "$STAGER"; then
+		cp "$STAGER" "$T/stager"
+		chmod 0755 "$T/stager"
+		AS_USER_STAGER=$T/stager
+	fi
+	as_user "$AS_USER_STAGER" --version >/dev/null
+}
+
 @test "a file that cannot be written is named; the others are collected (exit 7)" {
 	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"
 	mkdir -p src/sub && echo a >src/a && echo b >src/sub/b
 	mkdir -p dest/sub
+	chmod -R a+rwX "$T"
 	chmod 0555 dest/sub
-	as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
-	chmod -R a+rwX "$T" && chmod 0555 dest/sub
-	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" collect src dest
+	as_user_setup
+	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" collect src dest
 	echo "$output"
 	[ "$status" -eq 7 ]
 	echo "$output" | grep -q "sub/b"
@@ -248,7 +279,8 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	echo changed >src/b
 	stager collect -q src dest
 	[ "$(cat dest/b)" = changed ]
-	stager collect --json src dest 2>/dev/null | jq -e '.sent_files == 0'
+	stager collect --json src dest 2>/dev/null >c.json
+	jq -e '.sent_files == 0' c.json
 }
 
 @test "clean removes the records of sources that are gone, not the others" {
@@ -258,12 +290,14 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 2 ]
 	rm -rf src
 	run stager clean --dry-run
+	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "record"
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 2 ]
 	stager clean -q
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 1 ]
 	# the remaining record still works: nothing to send
-	stager collect --json keep dest2 2>/dev/null | jq -e '.sent_files == 0'
+	stager collect --json keep dest2 2>/dev/null >c.json
+	jq -e '.sent_files == 0' c.json
 }
 
 @test "clean running beside a collect --pack leaves the pack being made alone" {
@@ -272,11 +306,11 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 	"$STAGER" collect -q --pack src dest &
 	pid=$!
 	n=0
-	while kill -0 "$pid" 2>/dev/null; do
+	while running "$pid"; do
 		"$STAGER" clean -q
 		n=$((n + 1))
 	done
-	wait "$pid"
+	wait_pid "$pid" 30
 	echo "clean ran $n times"
 	[ "$n" -gt 0 ]
 	"$STAGER" verify -q dest.tar.zst
@@ -358,7 +392,7 @@ mount_shared() {
 		[ -z "$(find dest -name '.stager*')" ]
 	done
 	kill "$writer"
-	wait "$writer" || true
+	wait_pid "$writer" 30 || true # killed: 143
 	run stager collect src dest
 	[ "$status" -eq 0 ]
 	cmp src/ckpt dest/ckpt

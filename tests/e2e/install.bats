@@ -14,9 +14,26 @@ load helpers
 	[ -f "$root/usr/lib/pkgconfig/libstage.pc" ]
 	[ -f "$root/usr/share/man/man1/stager.1" ]
 	[ -L "$root/usr/lib/libstage.so.0" ]
-	# the shared library has its SONAME and exports only stg_* symbols
-	objdump -p "$root/usr/lib/libstage.so.0" | grep -q 'SONAME *libstage.so.0'
-	! nm -D --defined-only "$root/usr/lib/libstage.so.0" | awk '$2 == "T" {print $3}' | grep -v '^stg_'
+	# the shared library has its SONAME
+	objdump -p "$root/usr/lib/libstage.so.0" >objdump.txt
+	grep -q 'SONAME *libstage.so.0' objdump.txt
+	# it exports only stg_* symbols (code or data), and every function of
+	# the public header; the build's library and the installed one
+	grep '^STG_API' "$root/usr/include/stage.h" | grep -oE '\<stg_[a-z0-9_]+ *\(' | tr -d ' (' |
+		LC_ALL=C sort -u >header.syms
+	[ "$(wc -l <header.syms)" -ge 20 ]
+	for so in "$top/${B:-build}/libstage.so" "$root/usr/lib/libstage.so.0"; do
+		nm -D --defined-only "$so" >nm.txt
+		# (A: a version node's name, not a symbol)
+		awk '$2 != "A" { sub(/@.*/, "", $3); print $3 }' nm.txt | LC_ALL=C sort -u >exported.syms
+		echo "$so exports $(wc -l <exported.syms) symbols"
+		grep -v '^stg_' exported.syms >foreign.syms || true
+		cat foreign.syms
+		[ ! -s foreign.syms ]
+		LC_ALL=C comm -23 header.syms exported.syms >missing.syms
+		cat missing.syms
+		[ ! -s missing.syms ]
+	done
 
 	cat >prog.c <<'C'
 #include <stage.h>
@@ -51,7 +68,10 @@ C
 	make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr >/dev/null
 	ex="$root/usr/share/doc/stager/stager.conf.example"
 	[ -f "$ex" ]
-	for k in $("$STAGER" status --json --scratch "$T/s" | jq -r '.settings | keys[]'); do
+	"$STAGER" status --json --scratch "$T/s" >status.json
+	keys=$(jq -r '.settings | keys[]' status.json)
+	[ "$(echo "$keys" | wc -l)" -ge 10 ]
+	for k in $keys; do
 		grep -q "^#$k = " "$ex" || { echo "missing: $k"; false; }
 	done
 	# uncommented, every example value is valid
@@ -78,21 +98,22 @@ complete_words() {
 	make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr >/dev/null
 	comp="$root/usr/share/bash-completion/completions/stager"
 	[ -f "$comp" ]
-	cmds=$("$STAGER" --help | awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}')
+	"$STAGER" --help >global.help
+	cmds=$(awk '/^Commands:/ {on = 1; next} on && /^  [a-z]/ {print $1} on && /^$/ {on = 0}' global.help)
 	[ -n "$cmds" ]
 	[ "$(complete_words "$comp" stager '' | sort)" = "$(echo "$cmds" | sort)" ]
 	complete_words "$comp" stager co | grep -qx collect
 	for c in $cmds; do
 		offered=$(complete_words "$comp" stager "$c" -- | sort -u)
+		"$STAGER" "$c" --help >cmd.help
 		# every option the command's help lists is offered ...
-		for o in $("$STAGER" "$c" --help | grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z-]*' | grep -oE -- '--[a-z-]+'); do
+		for o in $(grep -oE -- '^ +(-[a-zA-Z], )?--[a-z][a-z-]*' cmd.help | grep -oE -- '--[a-z-]+'); do
 			echo "$offered" | grep -qx -- "$o" || { echo "$c: $o not offered"; false; }
 		done
 		# ... and everything offered is in the command's help or global
 		for o in $offered; do
 			[ "$o" = -- ] && continue
-			"$STAGER" "$c" --help | grep -q -- "${o%=}" ||
-				"$STAGER" --help | grep -q -- "${o%=}" || { echo "$c: $o offered, unknown"; false; }
+			grep -q -- "${o%=}" cmd.help global.help || { echo "$c: $o offered, unknown"; false; }
 		done
 	done
 	complete_words "$comp" stager --progress=l | grep -qx lines

@@ -104,7 +104,9 @@ run_job() {
 	} >"$ML/$name.sh"
 	local id
 	id=$(sbatch --parsable -N3 --mem=300 -o "$ML/out/$name.log" "$ML/$name.sh" | cut -d';' -f1)
-	wait_gone "$id" 120
+	# (returns, not only fails: callers run it in $(...), where errexit is off)
+	[ -n "$id" ] || return 1
+	wait_gone "$id" 120 || return 1
 	cat "$ML/out/$name.log" >&2
 	echo "$id"
 }
@@ -165,7 +167,8 @@ JOB
 	# one read of the pack, from one node
 	read=$(stat_of bytes_read)
 	echo "read $read of a $size-byte pack"
-	[ "$read" -ge "$size" ] && [ "$read" -le $((size + size / 10)) ]
+	[ "$read" -ge "$size" ]
+	[ "$read" -le $((size + size / 10)) ]
 	# every node: its own entry, the same tree as the source, linked at
 	# $SLURM_TMPDIR/ds1 (removed with the job by the epilog)
 	trees_ok ds1
@@ -192,7 +195,8 @@ JOB
 	grep -q "stage on n3: .*cannot be used" out/ds2.log
 	# two reads: the lead's, and n3's own
 	read=$(stat_of bytes_read)
-	[ "$read" -ge $((2 * size)) ] && [ "$read" -le $((2 * size + size / 5)) ]
+	[ "$read" -ge $((2 * size)) ]
+	[ "$read" -le $((2 * size + size / 5)) ]
 	trees_ok ds2
 }
 
@@ -209,7 +213,8 @@ JOB
 	echo "read $read of a $size-byte pack"
 	# three reads of the pack, and of its trailer (a 1 MiB read at the end)
 	# a few times
-	[ "$read" -ge $((3 * size)) ] && [ "$read" -le $((3 * size + size / 10 + (6 << 20))) ]
+	[ "$read" -ge $((3 * size)) ]
+	[ "$read" -le $((3 * size + size / 10 + (6 << 20))) ]
 	trees_ok ds9
 }
 

@@ -20,6 +20,27 @@ wait_for() {
 	return 1
 }
 
+# A file matching the pattern exists (e.g. the job directory's, whose name
+# is not known in advance).
+exists() { compgen -G "$1" >/dev/null; }
+
+# As root, run a command as user 65534 (nobody); as anyone else, as is.
+as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+
+# For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
+# the build is out of the other user's reach (a clone under /root, mode
+# 0700).  Skips when $T itself is out of its reach.
+as_user_setup() {
+	AS_USER_STAGER=$STAGER
+	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"
+	if ! as_user test -x "$STAGER"; then
+		cp "$STAGER" "$T/stager"
+		chmod 0755 "$T/stager"
+		AS_USER_STAGER=$T/stager
+	fi
+	as_user "$AS_USER_STAGER" --version >/dev/null
+}
+
 @test "run stages, exports, runs, collects and cleans what it made" {
 	run stager run --stage ds.tar.zst --stage ds:mine --collect out:results -- \
 		bash -c 'diff -r ds "$STAGER_DATA" && diff -r ds "$STAGER_DATA_2" &&
@@ -62,10 +83,10 @@ wait_for() {
 		echo started >$STAGER_OUT/started
 		while :; do sleep 0.1; done' 2>err &
 	pid=$!
-	for _ in $(seq 1 50); do ls scratch/jobs/*/out/started >/dev/null 2>&1 && break; sleep 0.1; done
+	wait_until 30 exists 'scratch/jobs/*/out/started'
 	kill -TERM "$pid"
 	status=0
-	wait "$pid" || status=$?
+	wait_pid "$pid" 30 || status=$?
 	cat err
 	[ "$status" -eq 5 ]
 	[ "$(cat results/started)" = started ]
@@ -79,14 +100,14 @@ wait_for() {
 		while [ ! -e '"$T"'/go ]; do sleep 0.1; done
 		echo final >$STAGER_OUT/final' 2>err &
 	pid=$!
-	for _ in $(seq 1 50); do ls scratch/jobs/*/out/partial >/dev/null 2>&1 && break; sleep 0.1; done
+	wait_until 30 exists 'scratch/jobs/*/out/partial'
 	kill -USR1 "$pid"
 	wait_for results/partial 100
 	[ "$(cat results/partial)" = partial ]
 	[ ! -e results/final ]
-	kill -0 "$pid" # still running
+	running "$pid" # still running
 	touch go
-	wait "$pid"
+	wait_pid "$pid" 30
 	[ "$(cat results/final)" = final ]
 	[ "$(cat results/warned)" = warned ]
 }
@@ -98,13 +119,14 @@ wait_for() {
 		echo partial >$STAGER_OUT/partial
 		exec sh -c "while [ ! -e '"$T"'/go ]; do sleep 0.1; done; echo final >\$STAGER_OUT/final"' 2>err &
 	pid=$!
-	for _ in $(seq 1 50); do ls scratch/jobs/*/out/partial >/dev/null 2>&1 && break; sleep 0.1; done
-	sleep 0.3 # the exec'd sh is in place
+	wait_until 30 exists 'scratch/jobs/*/out/partial'
+	# the exec'd sh is in place (the command, run's child, is sh now)
+	wait_until 30 pgrep -x -P "$pid" sh
 	kill -USR1 "$pid"
 	wait_for results/partial 100
-	kill -0 "$pid"
+	running "$pid"
 	touch go
-	wait "$pid" # status 0: the command was not killed
+	wait_pid "$pid" 30 # status 0: the command was not killed
 	[ "$(cat results/final)" = final ]
 	grep -q "not passed to the command" err
 }
@@ -114,9 +136,13 @@ wait_for() {
 	setsid "$STAGER" run --every 1 --collect out:results -- bash -c '
 		i=0; while :; do i=$((i+1)); echo $i >$STAGER_OUT/step-$i; sleep 0.2; done' 2>err &
 	pid=$!
-	sleep 3.5
+	# collected at least once; the command goes on past that
+	wait_until 30 test -e results/step-5
+	wait_until 30 exists 'scratch/jobs/*/out/step-12'
 	kill -KILL -- -"$pid"
-	wait "$pid" || true
+	st=0
+	wait_pid "$pid" 30 || st=$?
+	[ "$st" -eq 137 ]
 	cat err
 	n=$(ls results | grep -c step-)
 	[ "$n" -ge 5 ]
@@ -131,10 +157,11 @@ wait_for() {
 
 @test "results that cannot be collected are moved out of the job's scratch and kept 14 days (exit 7)" {
 	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"
-	mkdir results && chmod 0555 results
-	chmod -R a+rwX "$T" && chmod 0555 results
-	as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
-	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" run \
+	mkdir results
+	chmod -R a+rwX "$T"
+	chmod 0555 results
+	as_user_setup
+	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" run \
 		--collect out:results -- sh -c 'echo precious >"$STAGER_OUT/r"'
 	echo "$output"
 	[ "$status" -eq 7 ]
@@ -144,7 +171,7 @@ wait_for() {
 	[ -z "$(find scratch2/jobs -name r)" ]
 	echo "$output" | grep -q "moved to '$T/scratch2/kept/pid[0-9]*-out.[0-9]*' on .*kept 14 days"
 	# clean leaves them alone for 14 days, then removes them
-	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
+	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" clean -q
 	[ "$(cat "$kept")" = precious ]
 	# the results, and beside them their DEST (NAME.EPOCH.to)
 	k=$(ls scratch2/kept | grep -v '[.]to$')
@@ -152,7 +179,7 @@ wait_for() {
 	old=${k%.*}.$(($(date +%s) - 15 * 86400))
 	mv "scratch2/kept/$k" "scratch2/kept/$old"
 	mv "scratch2/kept/$k.to" "scratch2/kept/$old.to"
-	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" clean -q
+	as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" clean -q
 	[ -z "$(ls scratch2/kept)" ]
 }
 

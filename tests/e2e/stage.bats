@@ -3,6 +3,7 @@
 # processes, a real small filesystem and real kill -9.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
@@ -38,10 +39,12 @@ make_pack() { # dir pack megabytes
 	[ "$(stat -c %a "$path/sub/big.bin")" = "444" ]
 	[ "$(stat -c %a "$path/sub")" = "555" ]
 	run "$STAGER" stage --json -q ds.tar.zst
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.hit == true and .source_bytes == 0 and .kind == "pack"'
 	# under Slurm the default destination is $SLURM_TMPDIR/NAME
 	mkdir jobtmp
 	run env SLURM_TMPDIR="$T/jobtmp" SLURM_JOB_ID=77 "$STAGER" stage -q ds.tar.zst
+	[ "$status" -eq 0 ]
 	[ "$output" = "$T/jobtmp/ds/" ]
 	diff -r src jobtmp/ds
 }
@@ -50,11 +53,13 @@ make_pack() { # dir pack megabytes
 	make_pack src ds.tar.zst 1
 	"$STAGER" stage -q ds.tar.zst d1 >/dev/null
 	ASAN_OPTIONS=detect_leaks=0 strace -f -y -o trace "$STAGER" stage -q ds.tar.zst d2 >/dev/null
-	n=$(grep -c 'ds.tar.zst' trace)
+	grep 'ds.tar.zst' trace >calls
+	cat calls
+	n=$(wc -l <calls)
 	echo "calls naming the source: $n"
-	grep 'ds.tar.zst' trace
-	[ "$n" -ge 1 ] && [ "$n" -le 3 ]
-	! grep 'ds.tar.zst' trace | grep -qE '^[0-9]+ +(read|pread64)'
+	[ "$n" -ge 1 ]
+	[ "$n" -le 3 ]
+	run ! grep -qE '^[0-9]+ +(read|pread64|readv|preadv2?)\(' calls
 }
 
 @test "a cold stage reads the pack once, with few metadata calls" {
@@ -73,10 +78,12 @@ make_pack() { # dir pack megabytes
 
 @test "four concurrent stages of one pack read it once (single flight)" {
 	make_pack src ds.tar.zst 60
+	pids=()
 	for i in 1 2 3 4; do
 		"$STAGER" stage --json -q ds.tar.zst "d$i" >"out$i" &
+		pids+=($!)
 	done
-	wait
+	for p in "${pids[@]}"; do wait_pid "$p" 120; done
 	cat out1 out2 out3 out4
 	[ "$(cat out1 out2 out3 out4 | jq -s 'map(select(.hit == false)) | length')" -eq 1 ]
 	[ "$(cat out1 out2 out3 out4 | jq -s 'map(select(.source_bytes > 10000000)) | length')" -eq 1 ]
@@ -125,8 +132,10 @@ make_pack() { # dir pack megabytes
 		"$STAGER" stage -q ds.tar.zst dest >/dev/null 2>&1 &
 		pid=$!
 		sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
-		kill -9 $pid 2>/dev/null || true
-		wait $pid || true
+		kill -9 $pid 2>/dev/null || true # it may be done already
+		st=0
+		wait_pid $pid 30 || st=$?
+		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
 		# an entry is complete or absent
 		for e in scratch/cache/*; do
 			[ -e "$e" ] || continue
@@ -142,6 +151,7 @@ make_pack() { # dir pack megabytes
 	done
 	# leftovers of killed builders are cleaned
 	run "$STAGER" clean --json -q
+	[ "$status" -eq 0 ]
 	[ -z "$(ls scratch/cache | grep -E '\.(tmp|old)\.')" ]
 }
 
@@ -182,8 +192,10 @@ make_pack() { # dir pack megabytes
 	# pinned by a shell that exits at once
 	sh -c "\"$STAGER\" stage -q other.tar.zst dead >/dev/null"
 	run "$STAGER" status --json
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '[.entries[].pins[].alive] | sort == [false, true]'
 	run "$STAGER" clean --dry-run --all
+	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "would remove pin"
 	[ -e dead/f1.txt ]
 	run "$STAGER" clean --all --json -q
@@ -192,12 +204,20 @@ make_pack() { # dir pack megabytes
 	[ ! -e dead/f1.txt ]
 	diff -r src live
 	run "$STAGER" status --json
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.entries | length == 1'
 	# a job's pins go with --job, alive or not
 	SLURM_JOB_ID=4242 "$STAGER" stage -q other.tar.zst job >/dev/null
+	"$STAGER" status --json >st.json
+	jq -e '[.entries[].pins[] | select(.owner == "job-4242")] | length == 1' st.json
 	run "$STAGER" clean -q --all --job 4242
+	[ "$status" -eq 0 ]
 	[ ! -e job/f1.txt ]
 	diff -r src live
+	# the job's pin is gone; the live one stays
+	"$STAGER" status --json >st.json
+	jq -e '[.entries[].pins[] | select(.owner == "job-4242")] | length == 0' st.json
+	jq -e '[.entries[].pins[] | select(.alive)] | length == 1' st.json
 }
 
 @test "status shows every setting and where it came from" {
@@ -209,6 +229,7 @@ make_pack() { # dir pack megabytes
 	echo "$output" | jq -e '.settings.min_free.from == "environment STAGER_MIN_FREE"'
 	echo "$output" | jq -e '.settings.scratch_root.from == "environment STAGER_SCRATCH_ROOT"'
 	run "$STAGER" status --scratch "$T/other"
+	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "scratch_root .*(--scratch)"
 	echo "cache_max = lots" >.config/stager/config
 	run "$STAGER" status
@@ -280,26 +301,38 @@ make_pack() { # dir pack megabytes
 	[ "$(tree_sig src)" = "$(tree_sig d1)" ]
 	chmod -R u+w src
 	run "$STAGER" stage --json -q src d2
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.hit == true'
 	echo changed >src/a/hello.txt
 	touch -d '2030-01-01' src/a/hello.txt
 	run "$STAGER" stage --json -q src d3
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.hit == false'
 	grep -q changed d3/a/hello.txt
 	grep -q hello d1/a/hello.txt
 }
 
+# A cache entry is being built.
+building() { compgen -G 'scratch/cache/*.tmp.*' >/dev/null; }
+
+# PID waits for a file lock (flock) that another process holds.
+blocked_on_lock() { awk -v p="$1" '$2 == "->" && $3 == "FLOCK" && $6 == p { f = 1 } END { exit !f }' /proc/locks; }
+
 @test "if the builder dies, a waiter takes over" {
-	make_pack src ds.tar.zst 200
-	"$STAGER" stage -q ds.tar.zst d1 >/dev/null 2>&1 &
+	make_pack src ds.tar.zst 40
+	# (slowed down, so that it is still building when it is killed)
+	"$STAGER" stage -q --bwlimit 10M ds.tar.zst d1 >/dev/null 2>&1 &
 	builder=$!
-	sleep 0.3
+	# the builder is building, the waiter waits for its lock
+	wait_until 60 building
 	"$STAGER" stage --json -q ds.tar.zst d2 >out2 &
 	waiter=$!
-	sleep 0.3
-	kill -9 $builder 2>/dev/null || true
-	wait $builder || true
-	wait $waiter
+	wait_until 60 blocked_on_lock $waiter
+	kill -9 $builder
+	st=0
+	wait_pid $builder 30 || st=$?
+	[ "$st" -eq 137 ] # killed before it was done
+	wait_pid $waiter 120
 	jq -e '.hit == false' out2 || jq -e '.waited == true' out2
 	diff -r src d2
 }
@@ -322,9 +355,11 @@ make_pack() { # dir pack megabytes
 	sh -c "\"$STAGER\" stage -q --no-pin ds.tar.zst d1 >/dev/null"
 	key=$("$STAGER" status --json | jq -r '.entries[0].key')
 	run "$STAGER" clean --older-than 1d -q
+	[ "$status" -eq 0 ]
 	[ -d "scratch/cache/$key" ]
 	touch -d '10 days ago' "scratch/cache/$key/meta"
 	run "$STAGER" clean --older-than 1d --json -q
+	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '[.removed[] | select(.what == "entry")] | length == 1'
 	[ ! -e "scratch/cache/$key" ]
 }

@@ -75,22 +75,49 @@ load helpers
 	[ -z "$(ls -A | grep '^\.stager')" ]
 }
 
+# Files the unpack into out has written to so far (in its temporary sibling).
+unpacked() { find . -maxdepth 2 -path './.stager-unpack.out.*' -type f -size +0 2>/dev/null | wc -l; }
+
+# The unpack PID is stopped half-way: frozen (SIGSTOP) while it has made
+# some of the 40 files, not all.  Missed (not started or done): 1.
+stop_half_way() {
+	local n
+	wait_until 30 eval '[ "$(unpacked)" -gt 0 ] || ! running '"$1"
+	kill -STOP "$1" 2>/dev/null || return 1
+	n=$(unpacked)
+	echo "stopped with $n files made" >&2
+	if [ "$n" -gt 0 ] && [ "$n" -lt 40 ] && [ ! -e out ]; then return 0; fi
+	kill -CONT "$1"
+	return 1
+}
+
 @test "an interrupted unpack exits 5 and publishes nothing" {
 	mkdir src
 	for i in $(seq 1 40); do head -c 5000000 /dev/urandom >"src/f$i"; done
 	stager pack -q src -o p.tar.zst
 	for sig in INT TERM; do
-		rm -rf out
-		"$STAGER" unpack -q p.tar.zst out --threads 1 &
-		pid=$!
-		sleep 0.2
-		kill -$sig $pid 2>/dev/null || true # it may be done already
+		# signalled while it is half-way; it takes a fraction of a second,
+		# so freeze it there first (a few tries to find it half-way)
+		for try in 1 2 3 4 5 6 7 8 9 10; do
+			rm -rf out .stager-unpack.*
+			# (a background job starts with SIGINT ignored, and stager
+			# leaves a signal ignored at its start alone)
+			env --default-signal=INT "$STAGER" unpack -q p.tar.zst out --threads 1 &
+			pid=$!
+			if stop_half_way $pid; then break; fi
+			wait_pid $pid 30
+			pid=
+		done
+		[ -n "$pid" ]
+		kill -$sig $pid
+		kill -CONT $pid
 		st=0
-		wait $pid || st=$?
-		[ "$st" -eq 5 ] || [ "$st" -eq 0 ]
-		if [ "$st" -eq 5 ]; then [ ! -e out ]; fi
+		wait_pid $pid 30 || st=$?
+		echo "$sig (try $try): exit $st"
+		[ "$st" -eq 5 ]
+		[ ! -e out ]
+		[ -z "$(ls -A | grep '^\.stager')" ]
 	done
-	[ -z "$(ls -A | grep '^\.stager')" ]
 }
 
 @test "kill -9 during unpack never leaves a partial tree at DIR" {
@@ -102,8 +129,10 @@ load helpers
 		"$STAGER" unpack -q p.tar.zst out &
 		pid=$!
 		sleep "$delay"
-		kill -9 $pid 2>/dev/null || true
-		wait $pid || true
+		kill -9 $pid 2>/dev/null || true # it may be done already
+		st=0
+		wait_pid $pid 30 || st=$?
+		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
 		if [ -e out ]; then
 			[ "$(tree_sig src)" = "$(tree_sig out)" ]
 		fi
