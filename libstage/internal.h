@@ -130,6 +130,7 @@ typedef struct stg_trailer {
 	/* the packed directory's permission bits | STG_ROOT_MODE_SET; 0 when
 	 * the pack does not say (version 1) */
 	uint32_t root_mode;
+	uint32_t version; /* the format version it was read as, or is written as */
 	size_t n_frames, n_entries, n_deltas;
 	stg_frame *frames;
 	stg_rec *recs;

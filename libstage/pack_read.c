@@ -159,7 +159,7 @@ void stg_pack_get_info(const stg_pack *p, stg_pack_info *info)
 	info->entries = p->t.n_entries;
 	info->frames = p->t.n_frames;
 	info->deltas = p->t.n_deltas;
-	info->format_version = STG_FORMAT_VERSION;
+	info->format_version = p->t.version ? p->t.version : STG_FORMAT_VERSION;
 	for (size_t i = 0; i < p->t.n_entries; i++) {
 		switch (p->t.recs[i].type) {
 		case STG_FILE: info->files++; break;

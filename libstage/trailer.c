@@ -252,6 +252,7 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 	t->tar_size = stg__get64(b + 40);
 	t->content_size = stg__get64(b + 48);
 	memcpy(t->digest, b + 56, STG_DIGEST_LEN);
+	t->version = version;
 	/* version 2: the packed directory's mode at 88 */
 	t->root_mode = version >= 2 ? stg__get32(b + 88) : 0;
 	if ((version < 2 && stg__get32(b + 88)) || stg__get32(b + 92) ||

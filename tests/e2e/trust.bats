@@ -184,3 +184,25 @@ SH
 	[ "$(stager stage ds.tar.zst into/ 2>/dev/null)" = into/ds/ ]
 	diff -r ds into/ds
 }
+
+@test "pack format: version 1 packs still read; one from a newer stager is refused with that reason" {
+	v1=$BATS_TEST_DIRNAME/../fuzz/corpus/trailer/fz-25eec1bf660e
+	run stager ls --json "$v1"
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.format == 1'
+	run stager verify "$v1"
+	[ "$status" -eq 0 ]
+	run stager unpack "$v1" v1
+	[ "$status" -eq 0 ]
+	# what stager packs now is version 2
+	run stager ls --json ds.tar.zst
+	echo "$output" | jq -e '.format == 2'
+	# the footer's version word, 48 - 32 = 16 bytes before the end
+	cp ds.tar.zst v3.tar.zst
+	size=$(stat -c %s v3.tar.zst)
+	printf '\003' | dd of=v3.tar.zst bs=1 seek=$((size - 16)) conv=notrunc 2>/dev/null
+	run stager verify v3.tar.zst
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"pack format version 3 is not supported"*"a newer stager made it"* ]]
+}

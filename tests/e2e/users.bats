@@ -145,3 +145,43 @@ as() {
 	run as stgalice "$U/bin/stager" status --json
 	echo "$output" | jq -e '.slots | length == 0'
 }
+
+@test "privacy follows the source: a private directory stays private at the top when unpacked, copied or collected" {
+	mkdir -p priv/sub && echo secret >priv/sub/f && chmod 0644 priv/sub/f && chmod 0755 priv/sub && chmod 0700 priv
+	chown -R stgalice priv
+	chown stgalice "$T"
+	run as stgalice "$U/bin/stager" pack -q "$T/priv" -o "$T/priv.tar.zst"
+	[ "$status" -eq 0 ]
+	# unpack, stage --copy, collect, collect --pack: the top is as private as priv
+	printf 'scratch_root = %s/scratch-$USER\n' "$T" >site.conf
+	run as stgalice "$U/bin/stager" unpack "$T/priv.tar.zst" "$T/un"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" stage --copy "$T/priv.tar.zst" "$T/cp"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" stage --copy "$T/priv" "$T/cpd"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" collect "$T/priv" "$T/coll"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" collect --pack "$T/priv" "$T/collp"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a un cp cpd coll | sort -u)" = 700 ]
+	[ "$(stat -c %a collp.tar.zst)" = 600 ]
+	for d in un cp cpd coll; do
+		run as stgbob cat "$T/$d/sub/f"
+		[ "$status" -ne 0 ]
+	done
+	run as stgbob cat "$T/collp.tar.zst"
+	[ "$status" -ne 0 ]
+	# a shared source stays shared
+	chmod 0755 priv
+	run as stgalice "$U/bin/stager" pack -q "$T/priv" -o "$T/pub.tar.zst"
+	run as stgalice "$U/bin/stager" unpack "$T/pub.tar.zst" "$T/pun"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a pun)" = 755 ]
+	run as stgbob cat "$T/pun/sub/f"
+	[ "$status" -eq 0 ]
+	[ "$output" = secret ]
+	# plain tar reads the pack as before
+	mkdir tarx && tar --zstd -xf priv.tar.zst -C tarx
+	[ "$(cat tarx/sub/f)" = secret ]
+}
