@@ -639,6 +639,22 @@ static bool send_item(collector *k, const stg_witem *it, const char *final, cons
 			                          final);
 			return false;
 		}
+		/* DEST itself gone or read-only: no use trying the other files */
+		struct stat dst;
+		if (strcmp(where, "source") && e == ENOENT && fstat(k->destfd, &dst) == 0 &&
+		    dst.st_nlink == 0) {
+			k->stop = stg__fail(k->ctx, STG_EIO,
+			                    "'%s' was removed while it was collected: nothing more "
+			                    "sent; collect again to send everything",
+			                    k->dest);
+			return false;
+		}
+		if (strcmp(where, "source") && e == EROFS) {
+			k->stop = stg__fail(k->ctx, STG_EIO,
+			                    "'%s' is on a read-only filesystem: nothing sent there",
+			                    k->dest);
+			return false;
+		}
 		if (!transient(e) || attempt == TRIES) {
 			failed(k, shown, where, e);
 			return false;
