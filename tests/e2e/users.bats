@@ -185,3 +185,55 @@ as() {
 	mkdir tarx && tar --zstd -xf priv.tar.zst -C tarx
 	[ "$(cat tarx/sub/f)" = secret ]
 }
+
+@test "the epilog as root while the job's user plants links, hardlinks, FIFOs and renames: nothing outside is touched, it ends" {
+	mkdir -m 1777 scratch jobs
+	echo "scratch_root = $T/scratch/\$USER" >site.conf
+	# what root owns outside, that a planted link points at
+	mkdir victim && echo precious >victim/file && chmod 0644 victim/file
+	# bob's job ran here: a job directory in his scratch root, and the
+	# prolog's directory in the job base
+	run as stgbob env SLURM_JOB_ID=77 "$U/bin/stager" stage "$U/ds.tar.zst"
+	[ "$status" -eq 0 ]
+	mkdir jobs/77 && chown stgbob jobs/77 && chmod 0700 jobs/77
+	root=$T/scratch/stgbob
+	# bob plants, and keeps planting and renaming while the epilog runs
+	cat >plant.sh <<SH
+plant() {
+	d=\$1
+	mkdir -p "\$d" 2>/dev/null
+	ln -sfn "$T/victim" "\$d/link-dir"
+	ln -sfn "$T/victim/file" "\$d/link-file"
+	ln "$T/victim/file" "\$d/hard" 2>/dev/null
+	[ -p "\$d/fifo" ] || mkfifo "\$d/fifo"
+	mv "\$d/link-dir" "\$d/renamed" 2>/dev/null
+	ln -sfn "$T/victim" "\$d/link-dir"
+}
+while :; do
+	plant "$root/jobs/job-77/out"
+	plant "$root/jobs/job-77"
+	plant "$T/jobs/77"
+	plant "$root/kept/x.1"
+done
+SH
+	runuser -u stgbob -- sh "$T/plant.sh" 3>&- &
+	pids+=($!)
+	wait_until 10 test -p "$T/jobs/77/fifo"
+	# the epilog, as Slurm runs it: as root
+	run timeout 60 env SLURM_JOB_ID=77 SLURM_JOB_USER=stgbob STAGER_BIN="$U/bin/stager" \
+		STAGER_SITE_CONFIG="$T/site.conf" STAGER_JOB_TMP_BASE="$T/jobs" \
+		"$BATS_TEST_DIRNAME/../../scripts/slurm-epilog.sh"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	kill -9 "${pids[0]}"
+	pkill -9 -u stgbob -f plant.sh || true
+	[ "$(cat victim/file)" = precious ]
+	[ "$(stat -c %U%a victim/file)" = root644 ]
+	[ "$(stat -c %U victim)" = root ]
+	# root's own stager never works in a scratch root that is not root's
+	run timeout 20 "$U/bin/stager" --scratch "$root" clean --job 77
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"belongs to stgbob"* ]]
+	[ "$(cat victim/file)" = precious ]
+}
