@@ -299,6 +299,48 @@ static void set_err(pk_state *s, stg_err err, const char *msg)
 	pthread_cond_broadcast(&s->cv);
 }
 
+/* Compress one frame.  The slow levels go in steps, so that a pack at
+ * --level 19 answers SIGINT and SIGTERM within a second (a frame of a few
+ * MiB takes seconds there); the fast ones in one call, which is what
+ * earlier versions wrote (streaming changes the bytes at some levels, and
+ * with them the digest of the same tree). */
+static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j,
+                             size_t bound, const char **zerr)
+{
+	if (level <= 9) {
+		size_t n = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);
+		if (ZSTD_isError(n))
+			*zerr = ZSTD_getErrorName(n);
+		return n;
+	}
+	ZSTD_CCtx_setPledgedSrcSize(cc, j->len);
+	ZSTD_outBuffer out = {j->comp, bound, 0};
+	const size_t step = 256 * 1024;
+	for (size_t pos = 0; pos < j->len || !pos;) {
+		size_t k = j->len - pos < step ? j->len - pos : step;
+		ZSTD_EndDirective end = pos + k == j->len ? ZSTD_e_end : ZSTD_e_continue;
+		ZSTD_inBuffer in = {j->raw + pos, k, 0};
+		size_t left;
+		do {
+			left = ZSTD_compressStream2(cc, &out, &in, end);
+			if (ZSTD_isError(left)) {
+				*zerr = ZSTD_getErrorName(left);
+				ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+				return 0;
+			}
+		} while (in.pos < in.size || (end == ZSTD_e_end && left));
+		pos += k;
+		if (end == ZSTD_e_end)
+			break;
+		if (stg__cancelled(ctx)) {
+			*zerr = "interrupted";
+			ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+			return 0;
+		}
+	}
+	return out.pos;
+}
+
 /*
  * Is a frame incompressible (JPEG, PNG, already-compressed shards: most of
  * a training set)?  Three 32 KiB samples at level 1 tell; zstd would store
@@ -368,9 +410,7 @@ static void *compress_worker(void *arg)
 				    incompressible(probe, j->raw, j->len, scratch, scratch_len))
 					level = FAST_LEVEL;
 				ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
-				clen = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);
-				if (ZSTD_isError(clen))
-					zerr = ZSTD_getErrorName(clen);
+				clen = compress_frame(s->ctx, cc, level, j, bound, &zerr);
 			}
 		}
 
@@ -378,7 +418,7 @@ static void *compress_worker(void *arg)
 		if (zerr) {
 			char msg[256];
 			snprintf(msg, sizeof msg, "compressing frame %zu: %s", j->idx, zerr);
-			set_err(s, STG_ENOMEM, msg);
+			set_err(s, stg__cancelled(s->ctx) ? STG_EINTR : STG_ENOMEM, msg);
 			break;
 		}
 		while (s->next_write != j->idx && !s->err)

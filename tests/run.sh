@@ -57,6 +57,9 @@ ordered=$(for j in "${jobs[@]}"; do echo "$(guess "$j") $j"; done | sort -rn | a
 run_job() { # name: run one job, print its output whole when it ends
 	local name=$1 t0 t1 rc
 	t0=$(date +%s.%N)
+	# the node-wide reader slots are the machine's: jobs running side by
+	# side would take each other's (a test that needs them sets its own)
+	export STAGER_SLOT_DIR=$out/slots.$name
 	case "$name" in
 	test_*) timeout -k 10 "$JOB_TIMEOUT" "$B/tests/$name" ;;
 	fuzz-replay) timeout -k 10 "$JOB_TIMEOUT" sh tests/fuzz/replay.sh ;;
