@@ -400,6 +400,62 @@ static unsigned long long proc_start(pid_t pid)
 	return v;
 }
 
+/* The parent of pid, from /proc/PID/stat; 0 if unknown. */
+static pid_t parent_of(pid_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	const char *p = strrchr(buf, ')');
+	int ppid = 0;
+	return p && sscanf(p + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : 0;
+}
+
+/* Is pid a fork of its parent (same program, same arguments): a subshell
+ * such as the one of DATA=$(stager stage ...), which ends at once? */
+static bool is_fork_of(pid_t pid, pid_t parent)
+{
+	char a[4096], b[4096], pa[64], pb[64];
+	snprintf(pa, sizeof pa, "/proc/%d/exe", (int)pid);
+	snprintf(pb, sizeof pb, "/proc/%d/exe", (int)parent);
+	ssize_t la = readlink(pa, a, sizeof a - 1), lb = readlink(pb, b, sizeof b - 1);
+	if (la <= 0 || la != lb || memcmp(a, b, (size_t)la))
+		return false;
+	char ca[4096], cb[4096];
+	snprintf(pa, sizeof pa, "/proc/%d/cmdline", (int)pid);
+	snprintf(pb, sizeof pb, "/proc/%d/cmdline", (int)parent);
+	int fa = open(pa, O_RDONLY | O_CLOEXEC), fb = open(pb, O_RDONLY | O_CLOEXEC);
+	la = fa >= 0 ? read(fa, ca, sizeof ca) : -1;
+	lb = fb >= 0 ? read(fb, cb, sizeof cb) : -1;
+	if (fa >= 0)
+		close(fa);
+	if (fb >= 0)
+		close(fb);
+	return la > 0 && la == lb && !memcmp(ca, cb, (size_t)la);
+}
+
+/* The process a pin outside Slurm belongs to: the parent (the shell or
+ * script that ran stager), past the subshells that are forks of it: the
+ * one of DATA=$(stager stage ...) ends as soon as stager does, and a pin
+ * of it would be dead at once. */
+static int lasting_parent(void)
+{
+	pid_t p = getppid();
+	for (int depth = 0; depth < 16 && p > 1; depth++) {
+		pid_t up = parent_of(p);
+		if (up <= 1 || !is_fork_of(p, up))
+			break;
+		p = up;
+	}
+	return (int)p;
+}
+
 char *stg__default_owner(void)
 {
 	char buf[160];
@@ -409,7 +465,7 @@ char *stg__default_owner(void)
 		if (owner_name_ok(buf))
 			return strdup(buf);
 	}
-	return stg_owner_process((int)getppid());
+	return stg_owner_process(lasting_parent());
 }
 
 char *stg_owner_process(int pid)

@@ -35,6 +35,19 @@ void stg__ident_of(const struct stat *st, stg_ident *id)
 	id->ctime_ns = (int64_t)st->st_ctim.tv_sec * 1000000000 + st->st_ctim.tv_nsec;
 }
 
+/* Has the file open on fd another identity than id now?  (fd < 0: it was
+ * closed, and reopened by path, and cannot tell: yes.) */
+static bool ident_changed(int fd, const stg_ident *id)
+{
+	struct stat st;
+	stg_ident now;
+	if (fd < 0 || fstat(fd, &st))
+		return true;
+	stg__ident_of(&st, &now);
+	return now.dev != id->dev || now.ino != id->ino || now.size != id->size ||
+	       now.mtime_ns != id->mtime_ns || now.ctime_ns != id->ctime_ns;
+}
+
 static bool ident_line(const char *line, stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1])
 {
 	unsigned long long dev, ino, size;
@@ -954,7 +967,9 @@ lock_failed:
 	              ? stg__fail(ctx, STG_EINTR, "interrupted")
 	              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache entry %s", key);
 out:
-	if (!err && id)
+	/* indexed only if the file did not change while it was read (a
+	 * rewrite in place would map its new identity to the old content) */
+	if (!err && id && !ident_changed(*fd, id))
 		stg__index_put(ctx, c, id, hex, src);
 	stg__cache_unlock(klock);
 	stg_pack_close(p);
@@ -1153,6 +1168,10 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
 		goto out;
 	}
+	/* what is read is what was opened: SRC may have been replaced while
+	 * this stage waited for its slot */
+	if (fstat(fd, &st) == 0)
+		stg__ident_of(&st, &id);
 	if (is_pack(fd, (uint64_t)st.st_size)) {
 		res->kind = "pack";
 		err = stage_pack(ctx, c, &fd, &slot, src, &id, opts, owner, res);
