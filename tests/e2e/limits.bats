@@ -109,11 +109,14 @@ first_collect() { # a collect that writes everything: no record, no DEST
 	t=$(elapsed "$t0")
 	echo "collect of 200 files at 400 ops/s: $t s"
 	echo "$t >= 1.3" | bc -l | grep -q 1
+	tc=$t
 	t0=$(now)
 	stager collect -q tree dest2
 	t=$(elapsed "$t0")
 	echo "without a limit: $t s"
-	fast_enough 1 "$t"
+	# the limit is what took the time: without it, at least half a second
+	# less (the same fsyncs either way; a loaded machine slows both)
+	echo "$t < $tc - 0.5" | bc -l | grep -q 1
 }
 
 # The largest number of stagers holding the source pack open at once,
