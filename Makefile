@@ -148,10 +148,10 @@ fuzz:
 
 bench: all $(TOOLS)
 	B=$(B) bash bench/run.sh
-# the long forms of the crash tests: 250 kill -9 at random moments of
-# stage, collect, push, pull and clean (make test runs 25)
+# the long forms of the crash tests: 320 rounds (over 200 of them kill -9 at random moments of
+# midway) of stage, collect, push, pull and clean (make test runs 25)
 soak: all $(TOOLS)
-	@B=$(B) KILL_ROUNDS=$${KILL_ROUNDS:-250} JOB_TIMEOUT=3600 bash tests/run.sh killpoints.bats
+	@B=$(B) KILL_ROUNDS=$${KILL_ROUNDS:-320} JOB_TIMEOUT=3600 bash tests/run.sh killpoints.bats
 # shared-FS load of 1 to 4 nodes on a real Slurm (needs root)
 bench-multinode: all $(TOOLS)
 	B=$(B) bash bench/multinode.sh
@@ -217,6 +217,6 @@ help:
 	@echo "                local disk; writes bench/results.md and bench/results.png; push vs"
 	@echo "                scp -r and rsync -az over a local sshd to bench/results-push.md"
 	@echo "make bench-multinode  shared-FS load of 1 to 4 Slurm nodes (bench/multinode.md)"
-	@echo "make soak       250 kill -9 at random moments of stage, collect, push, pull, clean"
+	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
 	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
 	@echo "make format     clang-format the sources (format-check to check)"

@@ -4,7 +4,7 @@
 # and the same operation run again completes and is right.
 #
 # KILL_ROUNDS kills (default 25, a short form for `make test`; `make
-# soak` runs 250).  KILL_SEED makes a run repeatable.
+# soak` runs 320, of which over 200 kill midway).  KILL_SEED makes a run repeatable.
 
 load helpers
 
@@ -47,7 +47,7 @@ whole_or_absent() {
 		case $op in
 		0) # a cold stage of a pack (the cache emptied first)
 			"$STAGER" clean --all -q
-			rc=$(kill_at_random "$STAGER" --bwlimit 20M stage --no-pin ds.tar.zst "$T/s$i")
+			rc=$(kill_at_random "$STAGER" --bwlimit 10M stage --no-pin ds.tar.zst "$T/s$i")
 			[ ! -e "s$i" ] || [ "$rc" -ne 137 ] || whole_or_absent "s$i"
 			run stager stage --no-pin ds.tar.zst "$T/s$i.again"
 			[ "$status" -eq 0 ]
@@ -55,24 +55,24 @@ whole_or_absent() {
 			name=stage
 			;;
 		1) # a stage --copy of a directory
-			rc=$(kill_at_random "$STAGER" --bwlimit 20M stage --copy ds "$T/c$i")
+			rc=$(kill_at_random "$STAGER" --bwlimit 10M stage --copy ds "$T/c$i")
 			if [ -e "c$i" ]; then diff -r ds "c$i"; fi
 			run stager stage --copy ds "$T/c$i.again"
 			[ "$status" -eq 0 ]
 			diff -r ds "c$i.again"
 			name=stage-dir
 			;;
-		2) # collect into a DEST that grows over the rounds
-			rc=$(kill_at_random "$STAGER" collect --bwlimit 20M ds "$T/col")
-			[ ! -e col ] || whole_or_absent col
-			run stager collect ds "$T/col"
+		2) # collect
+			rc=$(kill_at_random "$STAGER" collect --bwlimit 10M ds "$T/col$i")
+			[ ! -e "col$i" ] || whole_or_absent "col$i"
+			run stager collect ds "$T/col$i"
 			[ "$status" -eq 0 ]
-			diff -r ds col
-			[ -z "$(find col -name '.stager-*')" ]
+			diff -r ds "col$i"
+			[ -z "$(find "col$i" -name '.stager-*')" ]
 			name=collect
 			;;
 		3) # push, then pull back
-			rc=$(kill_at_random "$STAGER" push --bwlimit 20M --rsh ./rsh ds "h:$T/pushed$i")
+			rc=$(kill_at_random "$STAGER" push --bwlimit 10M --rsh ./rsh ds "h:$T/pushed$i")
 			[ ! -e "pushed$i" ] || [ "$rc" -ne 137 ] || diff -r ds "pushed$i"
 			run stager push --rsh ./rsh ds "h:$T/pushed$i"
 			[ "$status" -eq 0 ]
@@ -80,7 +80,7 @@ whole_or_absent() {
 			name=push
 			;;
 		4)
-			rc=$(kill_at_random "$STAGER" pull --bwlimit 20M --rsh ./rsh "h:$T/ds" "$T/pulled$i")
+			rc=$(kill_at_random "$STAGER" pull --bwlimit 10M --rsh ./rsh "h:$T/ds" "$T/pulled$i")
 			[ ! -e "pulled$i" ] || [ "$rc" -ne 137 ] || diff -r ds "pulled$i"
 			run stager pull --rsh ./rsh "h:$T/ds" "$T/pulled$i"
 			[ "$status" -eq 0 ]
@@ -88,6 +88,8 @@ whole_or_absent() {
 			name=pull
 			;;
 		5) # clean with something to remove, while a pinned stage stays
+			# (in a scratch root of its own: this shell's pins last)
+			export STAGER_SCRATCH_ROOT=$T/scratch-clean
 			run stager stage ds.tar.zst "$T/pinned$i"
 			[ "$status" -eq 0 ]
 			"$STAGER" stage -q --no-pin ds "$T/loose$i" >/dev/null 2>&1
@@ -96,12 +98,13 @@ whole_or_absent() {
 			run stager clean --all
 			[ "$status" -eq 0 ]
 			diff -r ds "pinned$i"
+			export STAGER_SCRATCH_ROOT=$T/scratch
 			name=clean
 			;;
 		esac
 		[ "$rc" -eq 0 ] || [ "$rc" -eq 137 ] || { echo "round $i ($name): exit $rc"; cat log; false; }
 		[ "$rc" -ne 137 ] || killed[$name]=$((${killed[$name]:-0} + 1))
-		rm -rf "s$i" "s$i.again" "c$i" "c$i.again" "pushed$i" "pulled$i" "pinned$i" "loose$i"
+		rm -rf "s$i" "s$i.again" "c$i" "c$i.again" "col$i" "pushed$i" "pulled$i" "pinned$i" "loose$i"
 	done
 	for k in "${!killed[@]}"; do echo "$k: killed ${killed[$k]} times"; done
 	# most rounds killed something midway
