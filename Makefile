@@ -148,8 +148,9 @@ fuzz:
 
 bench: all $(TOOLS)
 	B=$(B) bash bench/run.sh
-# the long forms of the crash tests: 320 rounds (over 200 of them kill -9 at random moments of
-# midway) of stage, collect, push, pull and clean (make test runs 25)
+# the long form of the crash tests: 320 rounds of kill -9 at random
+# moments of stage, collect, push, pull and clean, over 200 of them
+# midway (make test runs 25)
 soak: all $(TOOLS)
 	@B=$(B) KILL_ROUNDS=$${KILL_ROUNDS:-320} JOB_TIMEOUT=3600 bash tests/run.sh killpoints.bats
 # shared-FS load of 1 to 4 nodes on a real Slurm (needs root)

@@ -3,8 +3,9 @@
 # turn: after each kill, what the operation publishes is whole or absent,
 # and the same operation run again completes and is right.
 #
-# KILL_ROUNDS kills (default 25, a short form for `make test`; `make
-# soak` runs 320, of which over 200 kill midway).  KILL_SEED makes a run repeatable.
+# KILL_ROUNDS rounds (default 25, a short form for `make test`; `make
+# soak` runs 320, of which over 200 kill midway).  KILL_SEED makes a run
+# repeatable.
 
 load helpers
 
