@@ -750,11 +750,13 @@ STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Parse a size with an optional K M G T suffix (powers of 1024, optional
- * "iB"/"B").  0 on success, -1 if malformed or out of range. */
+/* Parse a size: digits with an optional fraction ("1.5"), then an optional
+ * K M G T suffix (powers of 1024, optional "iB"/"B").  0 on success, -1 if
+ * malformed (signs, spaces, exponents, hex, inf, nan) or 2^64 or more. */
 STG_API int stg_parse_size(const char *s, uint64_t *out);
 
-/* Parse a duration with an optional s m h d suffix into seconds. */
+/* Parse a duration, digits with an optional fraction and an optional
+ * s m h d suffix, into seconds; -1 if malformed or 10^15 s or more. */
 STG_API int stg_parse_duration(const char *s, uint64_t *seconds);
 
 /*
