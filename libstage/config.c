@@ -6,14 +6,32 @@
  * variables, then flags.  Files hold "key = value" lines; '#' starts a
  * comment.  Every value is validated when set, so a typo in a config file
  * is reported with its file and line instead of surfacing later.
+ *
+ * A configuration file is outside input (on a shared node it may be
+ * anything a path can name), so it is read in bounded time and memory: it
+ * is opened without blocking (a FIFO nobody writes, a socket), checked on
+ * the opened descriptor to be a regular file (not a directory, /dev/zero,
+ * /dev/urandom; /dev/null reads as empty), read whole up to
+ * STG_CONFIG_MAX_SIZE, and parsed from memory.  A line with a NUL byte or
+ * longer than STG_CONFIG_MAX_LINE is an error with its file and line, never
+ * cut.  Values echoed in messages are shown with control bytes escaped and
+ * cut short.
  */
 #include "internal.h"
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+/* the longest path a setting may hold: room is left for what stager puts
+ * under it (cache/<digest>.tmp.*, a dataset's own paths) */
+#define PATH_VALUE_MAX 1024
 
 typedef enum { K_PATH, K_SIZE, K_SIZE_PCT, K_COUNT, K_NAME, K_COMMAND } key_kind;
 
@@ -100,54 +118,104 @@ void stg_config_free(stg_config *c)
 	free(c);
 }
 
-static bool valid(key_kind kind, const char *v)
+/* A whole number of digits only ("+5", " 5", "0x5" are not), at most max. */
+static bool whole_number(const char *v, long max)
+{
+	long x = 0;
+	if (!*v)
+		return false;
+	for (const char *p = v; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return false;
+		x = x * 10 + (*p - '0');
+		if (x > max)
+			return false;
+	}
+	return true;
+}
+
+/* "12.5": digits, then an optional fraction; a percentage from 0 to 100. */
+static bool percentage(const char *v, size_t len)
+{
+	size_t i = 0, digits = 0;
+	while (i < len && v[i] >= '0' && v[i] <= '9')
+		i++, digits++;
+	if (i < len && v[i] == '.')
+		for (i++; i < len && v[i] >= '0' && v[i] <= '9'; i++)
+			digits++;
+	return digits && i == len && strtod(v, NULL) <= 100;
+}
+
+/* NULL if v is a valid value of kind, else why not (for the message). */
+static const char *invalid(key_kind kind, const char *v)
 {
 	uint64_t n;
+	size_t len = strlen(v);
+	for (const char *p = v; *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			return "a control character";
 	switch (kind) {
-	case K_PATH: return *v == '\0' || *v == '/';
-	case K_SIZE: return stg_parse_size(v, &n) == 0;
-	case K_SIZE_PCT: {
-		size_t len = strlen(v);
-		if (len > 1 && v[len - 1] == '%') {
-			char *end;
-			double p = strtod(v, &end);
-			return end == v + len - 1 && p >= 0 && p <= 100;
-		}
-		return stg_parse_size(v, &n) == 0;
-	}
+	case K_PATH:
+		if (*v && *v != '/')
+			return "not an absolute path";
+		return len > PATH_VALUE_MAX ? "longer than 1024 bytes" : NULL;
+	case K_SIZE: return stg_parse_size(v, &n) ? "not a size (e.g. 200M) or too large" : NULL;
+	case K_SIZE_PCT:
+		if (len > 1 && v[len - 1] == '%')
+			return percentage(v, len - 1) ? NULL : "not a percentage from 0 to 100";
+		return stg_parse_size(v, &n)
+		               ? "not a size (e.g. 20G) or a percentage (e.g. 5%), or too large"
+		               : NULL;
 	case K_NAME: /* an environment variable's name */
-		if (!(isalpha((unsigned char)*v) || *v == '_'))
-			return false;
+		if (!(isalpha((unsigned char)*v) || *v == '_') || len > 255)
+			return "not a variable name";
 		for (const char *p = v; *p; p++)
 			if (!(isalnum((unsigned char)*p) || *p == '_'))
-				return false;
-		return true;
+				return "not a variable name";
+		return NULL;
 	case K_COMMAND: /* one word that a remote shell reads as written */
-		if (!*v || *v == '-')
-			return false;
+		if (!*v || *v == '-' || len > PATH_VALUE_MAX)
+			return "not a command";
 		for (const char *p = v; *p; p++)
 			if (!(isalnum((unsigned char)*p) || strchr("_./~+-", *p)))
-				return false;
-		return true;
-	case K_COUNT: {
-		char *end;
-		errno = 0;
-		long x = strtol(v, &end, 10);
-		return *v && !*end && !errno && x >= 0 && x <= 100000;
+				return "not one plain word";
+		return NULL;
+	case K_COUNT: return whole_number(v, 100000) ? NULL : "not a whole number from 0 to 100000";
 	}
+	return "unknown";
+}
+
+/* s for a message: control and non-ASCII bytes as \xNN, cut after ~64
+ * characters, so a hostile value neither floods nor drives the terminal. */
+static const char *shown(const char *s, char *buf, size_t size)
+{
+	size_t o = 0;
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (o + 8 >= size || o >= 64) {
+			snprintf(buf + o, size - o, "...");
+			return buf;
+		}
+		if (*p < 0x20 || *p >= 0x7f || *p == '\\')
+			o += (size_t)snprintf(buf + o, size - o, "\\x%02x", *p);
+		else
+			buf[o++] = (char)*p;
 	}
-	return false;
+	buf[o] = '\0';
+	return buf;
 }
 
 stg_err stg_config_set(stg_ctx *ctx, stg_config *c, const char *key, const char *value,
                        const char *origin)
 {
+	char sk[96], sv[96];
 	int i = key_index(key);
 	if (i < 0)
-		return stg__fail(ctx, STG_EUSAGE, "%s: unknown setting '%s'", origin, key);
-	if (!valid(keys[i].kind, value))
-		return stg__fail(ctx, STG_EUSAGE, "%s: invalid value '%s' for %s (%s)", origin,
-		                 value, key, keys[i].help);
+		return stg__fail(ctx, STG_EUSAGE, "%s: unknown setting '%s'", origin,
+		                 shown(key, sk, sizeof sk));
+	const char *why = invalid(keys[i].kind, value);
+	if (why)
+		return stg__fail(ctx, STG_EUSAGE, "%s: invalid value '%s' for %s, %s; %s: %s",
+		                 origin, shown(value, sv, sizeof sv), key, why, key, keys[i].help);
 	char *v = strdup(value), *o = strdup(origin);
 	if (!v || !o) {
 		free(v);
@@ -171,20 +239,34 @@ static char *trim(char *s)
 	return s;
 }
 
-stg_err stg_config_load_file(stg_ctx *ctx, stg_config *c, const char *path, int must_exist)
+stg_err stg_config_load_mem(stg_ctx *ctx, stg_config *c, const void *data, size_t len,
+                            const char *name)
 {
-	FILE *f = fopen(path, "re");
-	if (!f) {
-		if (errno == ENOENT && !must_exist)
-			return STG_OK;
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read config file '%s'",
-		                       path);
-	}
-	char line[4096];
+	const char *p = data, *end = p + len;
+	char line[STG_CONFIG_MAX_LINE + 1];
+	char origin[STG_PATH_MAX + 32];
 	unsigned lineno = 0;
-	stg_err err = STG_OK;
-	while (fgets(line, sizeof line, f)) {
+	if (len > STG_CONFIG_MAX_SIZE)
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "config file '%s' is larger than %u MiB: not a configuration "
+		                 "file?",
+		                 name, STG_CONFIG_MAX_SIZE >> 20);
+	if (len >= 3 && !memcmp(p, "\xef\xbb\xbf", 3)) /* a UTF-8 byte order mark */
+		p += 3;
+	while (p < end) {
+		const char *nl = memchr(p, '\n', (size_t)(end - p));
+		size_t n = (size_t)((nl ? nl : end) - p);
 		lineno++;
+		snprintf(origin, sizeof origin, "%s:%u", name, lineno);
+		if (memchr(p, '\0', n))
+			return stg__fail(ctx, STG_EUSAGE,
+			                 "%s: a NUL byte in the line: not a text file?", origin);
+		if (n > STG_CONFIG_MAX_LINE)
+			return stg__fail(ctx, STG_EUSAGE, "%s: line longer than %d bytes", origin,
+			                 STG_CONFIG_MAX_LINE);
+		memcpy(line, p, n);
+		line[n] = '\0';
+		p = nl ? nl + 1 : end;
 		char *hash = strchr(line, '#');
 		if (hash)
 			*hash = '\0';
@@ -192,17 +274,112 @@ stg_err stg_config_load_file(stg_ctx *ctx, stg_config *c, const char *path, int 
 		if (!*s)
 			continue;
 		char *eq = strchr(s, '=');
-		char origin[STG_PATH_MAX + 32];
-		snprintf(origin, sizeof origin, "%s:%u", path, lineno);
-		if (!eq) {
-			err = stg__fail(ctx, STG_EUSAGE, "%s: expected 'key = value'", origin);
-			break;
+		if (!eq || eq == s) {
+			char sl[96];
+			return stg__fail(ctx, STG_EUSAGE, "%s: expected 'key = value', not '%s'",
+			                 origin, shown(s, sl, sizeof sl));
 		}
 		*eq = '\0';
-		if ((err = stg_config_set(ctx, c, trim(s), trim(eq + 1), origin)))
-			break;
+		stg_err err = stg_config_set(ctx, c, trim(s), trim(eq + 1), origin);
+		if (err)
+			return err;
 	}
-	fclose(f);
+	return STG_OK;
+}
+
+/* What a file that is not a regular one is, for the message. */
+static const char *file_kind(mode_t m)
+{
+	return S_ISDIR(m)    ? "a directory"
+	       : S_ISFIFO(m) ? "a FIFO"
+	       : S_ISSOCK(m) ? "a socket"
+	       : S_ISCHR(m)  ? "a character device"
+	       : S_ISBLK(m)  ? "a block device"
+	                     : "not a regular file";
+}
+
+stg_err stg_config_load_file(stg_ctx *ctx, stg_config *c, const char *path, int must_exist)
+{
+	/* O_NONBLOCK: opening a FIFO that no one writes must not wait for a
+	 * writer; a regular file ignores the flag */
+	int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0) {
+		int e = errno;
+		if ((e == ENOENT || e == ENOTDIR) && !must_exist)
+			return STG_OK;
+		/* a socket cannot be opened (ENXIO): say what it is */
+		if (!stat(path, &st) && !S_ISREG(st.st_mode))
+			return stg__fail(
+			        ctx, STG_EUSAGE,
+			        "cannot read config file '%s': it is %s, not a regular file", path,
+			        file_kind(st.st_mode));
+		return stg__fail_errno(ctx, STG_ENOENT, e, "cannot read config file '%s'", path);
+	}
+	stg_err err = STG_OK;
+	char *buf = NULL;
+	if (fstat(fd, &st)) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot read config file '%s'", path);
+		goto out;
+	}
+	/* /dev/null is the usual way to say "no such file" (a site without
+	 * one, a test): it reads as empty, at once */
+	if (S_ISCHR(st.st_mode) && st.st_rdev == makedev(1, 3))
+		goto out;
+	if (!S_ISREG(st.st_mode)) {
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "cannot read config file '%s': it is %s, not a regular file", path,
+		                file_kind(st.st_mode));
+		goto out;
+	}
+	if (st.st_size > STG_CONFIG_MAX_SIZE) {
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "config file '%s' is larger than %u MiB (%lld bytes): not a "
+		                "configuration file?",
+		                path, STG_CONFIG_MAX_SIZE >> 20, (long long)st.st_size);
+		goto out;
+	}
+	(void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	/* read at most one byte past the cap: a file that grows, or one that
+	 * says it is empty (/proc), is still bounded */
+	size_t cap = (size_t)st.st_size + 1 > 4096 ? (size_t)st.st_size + 1 : 4096, len = 0;
+	if (!(buf = malloc(cap))) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	while (len <= STG_CONFIG_MAX_SIZE) {
+		if (len == cap) {
+			size_t more = cap * 2 > STG_CONFIG_MAX_SIZE + 1 ? STG_CONFIG_MAX_SIZE + 1
+			                                                : cap * 2;
+			char *b = realloc(buf, more);
+			if (!b) {
+				err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+				goto out;
+			}
+			buf = b;
+			cap = more;
+		}
+		ssize_t n = read(fd, buf + len, cap - len);
+		if (n < 0 && errno == EINTR && !stg__cancelled(ctx))
+			continue;
+		if (n < 0 && errno == EINTR) {
+			err = stg__fail(ctx, STG_EINTR, "interrupted reading config file '%s'",
+			                path);
+			goto out;
+		}
+		if (n < 0) {
+			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot read config file '%s'",
+			                      path);
+			goto out;
+		}
+		if (n == 0)
+			break;
+		len += (size_t)n;
+	}
+	err = stg_config_load_mem(ctx, c, buf, len, path);
+out:
+	free(buf);
+	close(fd);
 	return err;
 }
 

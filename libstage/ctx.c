@@ -203,17 +203,27 @@ int stg__pread_full(int fd, void *buf, size_t len, uint64_t off)
 }
 
 /* Parse a decimal number with an optional fraction ("1.5") into a value
- * scaled by mult.  Suffix returned in *end. */
+ * scaled by mult.  Suffix returned in *end.  Only digits and one '.':
+ * strtod alone would also take " 5", "0x10", "1e3", "inf" and "nan" (whose
+ * conversion to an integer is undefined). */
 static int parse_scaled(const char *s, const char **end, double *out)
 {
-	char *e;
-	if (!s || !*s || *s == '-' || *s == '+')
+	const char *p = s;
+	size_t digits = 0;
+	if (!s)
+		return -1;
+	for (; *p >= '0' && *p <= '9'; p++)
+		digits++;
+	if (*p == '.')
+		for (p++; *p >= '0' && *p <= '9'; p++)
+			digits++;
+	if (!digits)
 		return -1;
 	errno = 0;
-	double v = strtod(s, &e);
-	if (e == s || errno || v < 0)
+	double v = strtod(s, NULL);
+	if (errno || !(v >= 0) || v > 1e300)
 		return -1;
-	*end = e;
+	*end = p;
 	*out = v;
 	return 0;
 }

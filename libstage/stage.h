@@ -321,10 +321,19 @@ STG_API stg_err stg_delta_read_header(stg_ctx *ctx, int fd, uint8_t base[STG_DIG
 
 /*
  * Settings, each with where it came from ("default", "/etc/stager.conf:3",
- * "environment STAGER_CACHE_MAX", "--scratch", ...).  Keys: scratch_root,
- * cache_max, min_free, max_readers_per_node, bwlimit, shared_lock_dir,
- * max_readers_cluster.  Load order is the caller's: later calls win.
+ * "environment STAGER_CACHE_MAX", "--scratch", ...).  The keys and their
+ * meaning: stg_config_key().  Load order is the caller's: later calls win.
+ *
+ * A file holds "key = value" lines, '#' starts a comment.  It must be a
+ * regular file of at most STG_CONFIG_MAX_SIZE bytes, with lines of at most
+ * STG_CONFIG_MAX_LINE bytes and no NUL byte; anything else (a FIFO, a
+ * directory, a device other than /dev/null, which reads as empty, a binary
+ * file) is STG_EUSAGE with the file (and line) named on ctx, found without
+ * blocking and in bounded time.
  */
+#define STG_CONFIG_MAX_SIZE (1u << 20)
+#define STG_CONFIG_MAX_LINE 4096
+
 typedef struct stg_config stg_config;
 
 STG_API stg_config *stg_config_new(void);
@@ -335,6 +344,10 @@ STG_API stg_err stg_config_set(stg_ctx *ctx, stg_config *cfg, const char *key, c
 /* "key = value" lines; a missing file is fine unless must_exist. */
 STG_API stg_err stg_config_load_file(stg_ctx *ctx, stg_config *cfg, const char *path,
                                      int must_exist);
+/* The same from len bytes at data (copied as needed); name stands for the
+ * file in messages ("NAME:LINE: ..."). */
+STG_API stg_err stg_config_load_mem(stg_ctx *ctx, stg_config *cfg, const void *data, size_t len,
+                                    const char *name);
 /* STAGER_<KEY> variables, e.g. STAGER_SCRATCH_ROOT. */
 STG_API stg_err stg_config_load_env(stg_ctx *ctx, stg_config *cfg);
 /* The value of key (NULL if no such key) and, if origin, where it came from. */
@@ -442,12 +455,12 @@ STG_API char *stg_owner_process(int pid);
  * warning its script asks for, and whether stager run was started without
  * `exec` (its parent is the batch shell). */
 typedef struct stg_job_clock {
-	double end;              /* the time limit (seconds since the epoch); 0: none known */
-	unsigned kill_wait;      /* seconds from SIGTERM to SIGKILL (Slurm's KillWait) */
-	int warn_signal;         /* #SBATCH --signal's signal (0: none found) */
-	unsigned warn_secs;      /* ... that many seconds before the end */
-	int warn_batch_only;     /* B: (to the batch shell only) */
-	int no_exec;             /* the parent is the batch step's shell */
+	double end;          /* the time limit (seconds since the epoch); 0: none known */
+	unsigned kill_wait;  /* seconds from SIGTERM to SIGKILL (Slurm's KillWait) */
+	int warn_signal;     /* #SBATCH --signal's signal (0: none found) */
+	unsigned warn_secs;  /* ... that many seconds before the end */
+	int warn_batch_only; /* B: (to the batch shell only) */
+	int no_exec;         /* the parent is the batch step's shell */
 } stg_job_clock;
 /* Read the clock of the job in $SLURM_JOB_ID (asks squeue and scontrol;
  * what cannot be learned stays 0, KillWait 30). */
@@ -737,11 +750,13 @@ STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
 
 /* ---- helpers ---------------------------------------------------------- */
 
-/* Parse a size with an optional K M G T suffix (powers of 1024, optional
- * "iB"/"B").  0 on success, -1 if malformed or out of range. */
+/* Parse a size: digits with an optional fraction ("1.5"), then an optional
+ * K M G T suffix (powers of 1024, optional "iB"/"B").  0 on success, -1 if
+ * malformed (signs, spaces, exponents, hex, inf, nan) or 2^64 or more. */
 STG_API int stg_parse_size(const char *s, uint64_t *out);
 
-/* Parse a duration with an optional s m h d suffix into seconds. */
+/* Parse a duration, digits with an optional fraction and an optional
+ * s m h d suffix, into seconds; -1 if malformed or 10^15 s or more. */
 STG_API int stg_parse_duration(const char *s, uint64_t *seconds);
 
 /*

@@ -57,12 +57,40 @@ static void see_help(void)
 		fprintf(stderr, "see 'stager --help'\n");
 }
 
+/* m as a usage message shows it: control bytes as \xNN, and past ~400
+ * bytes only its start (the option) and its end (what was expected), so a
+ * hostile argument neither floods the log nor drives the terminal. */
+static void usage_text(const char *m)
+{
+	size_t len = strlen(m), head = len > 400 ? 240 : len, tail = len > 400 ? 120 : 0;
+	for (size_t i = 0; i < len; i++) {
+		if (i == head && tail) {
+			fprintf(stderr, "...(%zu bytes)...", len - head - tail);
+			i = len - tail;
+		}
+		unsigned char c = (unsigned char)m[i];
+		if (c < 0x20 || c == 0x7f)
+			fprintf(stderr, "\\x%02x", c);
+		else
+			fputc(c, stderr);
+	}
+}
+
 int cli_usage(const char *fmt, ...)
 {
 	va_list ap;
+	char *m = NULL;
 	va_start(ap, fmt);
-	vmsg("", fmt, ap);
+	int n = vasprintf(&m, fmt, ap);
 	va_end(ap);
+	cli_progress_end();
+	fprintf(stderr, "stager: %s%s", g_cmd ? g_cmd : "", g_cmd ? ": " : "");
+	if (n >= 0)
+		usage_text(m);
+	else
+		fputs(fmt, stderr);
+	fputc('\n', stderr);
+	free(m);
 	see_help();
 	return EXIT_USAGE;
 }
@@ -74,13 +102,21 @@ int cli_fail(stg_ctx *ctx, stg_err err)
 	return stg_exit_status(err);
 }
 
-/* A whole number from lo to hi; 0, or -1. */
+/* A whole number from lo (>= 0) to hi, in digits only (strtol would also
+ * take " 5" and "+5"); 0, or -1. */
 static int parse_int(const char *s, long lo, long hi, int *out)
 {
-	char *end;
-	errno = 0;
-	long v = strtol(s, &end, 10);
-	if (errno || *end || end == s || v < lo || v > hi)
+	long v = 0;
+	if (!*s)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		v = v * 10 + (*p - '0');
+		if (v > hi)
+			return -1;
+	}
+	if (v < lo)
 		return -1;
 	*out = (int)v;
 	return 0;
