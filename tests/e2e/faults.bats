@@ -14,8 +14,7 @@ setup() {
 	head -c 4000000 /dev/urandom >src/big
 	echo small >src/small
 	# the far end of push, run here (push.bats goes through a real sshd)
-	printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' >rsh
-	chmod +x rsh
+	local_rsh
 	mounts=()
 	pids=()
 }

@@ -16,6 +16,13 @@ teardown() {
 
 stager() { "$STAGER" "$@"; }
 
+# A remote shell for push and pull that runs the far end here, as
+# `--rsh ./rsh` (the host is ignored; push.bats goes through a real sshd).
+local_rsh() {
+	printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' >rsh
+	chmod +x rsh
+}
+
 # A tree with the awkward cases users' datasets have.
 make_awkward_tree() {
 	local d=$1

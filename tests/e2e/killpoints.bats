@@ -13,8 +13,7 @@ setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch STAGER_SLOT_DIR=$T/slots STAGER_REMOTE_STAGER=$STAGER
-	printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' >rsh
-	chmod +x rsh
+	local_rsh
 	"$GENDATA" images ds --files 400 --classes 4 >/dev/null
 	stager pack -q ds -o ds.tar.zst >/dev/null
 }

@@ -18,8 +18,7 @@ setup() {
 	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch STAGER_MAX_READERS_PER_NODE=0 STAGER_REMOTE_STAGER=$STAGER
-	printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' >rsh
-	chmod +x rsh
+	local_rsh
 }
 
 # SIG CMD...: start CMD, catch it at work (stopped once it has a file of
