@@ -24,7 +24,12 @@
  * signature of the old file at that path when there is one (the sender
  * answers with a delta), else whole.  Every received file is written under
  * a temporary name, checked against its XXH3 and only then renamed to its
- * path: the partial directory holds nothing but complete, checked files.
+ * path: the partial directory holds nothing but complete, checked files
+ * at manifest paths.  A large file's temporary name is tied to its path
+ * and kept when the transfer is cut, so the next one resumes it within:
+ * the receiver offers the bytes it kept (their length and XXH3-128), the
+ * sender checks them against its own first bytes and sends the rest, or
+ * the whole file if they differ (xfer_resume.c).
  *
  * When all has arrived, anything in the partial directory that the manifest
  * does not name was removed (at the start), links are made, every file not

@@ -257,3 +257,56 @@ changed_is_sent_whole() { # JSON DEST
 	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back)
 	changed_is_sent_whole "$out" back remote/ds/big
 }
+
+# frames by hand, as a hostile peer would send them (see push.bats)
+frame() { # type payload-bytes-file
+	perl -e 'local $/; binmode STDIN; binmode STDOUT; my $p = <STDIN>;
+		print pack("CV", $ARGV[0], length $p), $p' "$1" <"$2"
+}
+msg() { # type perl-expression: a frame whose payload the expression makes
+	perl -e 'binmode STDOUT; print eval $ARGV[0]' "$2" >"$T/p"
+	frame "$1" "$T/p"
+}
+hello2() { # push|pull path: a version 2 greeting
+	msg 1 "'STGWIRE1' . pack('VCC', 2, $([ "$1" = push ] && echo 1 || echo 2), 0) . '$2'"
+}
+# serve's answer to the stream in $T/stream: its status, and the text of
+# what it wrote (ERROR's message among its frames) in output
+serve_says() {
+	run sh -c '"$1" serve <"$2" >"$3" 2>&1' sh "$STAGER" "$T/stream" "$T/said"
+	output=$(strings "$T/said")
+	echo "status $status: $output"
+}
+
+@test "serve: an offer past the file's end, or an offset never offered, is a protocol error" {
+	# as the sender (pull): f has 1000 bytes, entry 0 of the manifest
+	mkdir -p remote/ds
+	head -c 1000 /dev/urandom >remote/ds/f
+	for want in "pack('VCQ<', 0, 0, 1001) . \"\\x01\" x 16" \
+		"pack('VCQ<', 0, 0, 0) . \"\\x01\" x 16" "pack('VC', 0, 0)"; do
+		{ hello2 pull "$T/remote/ds"; msg 6 "$want"; } >"$T/stream"
+		serve_says
+		[ "$status" -eq 6 ]
+		[[ "$output" == *"protocol error: a"*"request"* ]]
+	done
+	# the same with an offer that fits gets past the request (to the end
+	# of the stream)
+	{ hello2 pull "$T/remote/ds"; msg 6 "pack('VCQ<', 0, 0, 1000) . \"\\x01\" x 16"; } >"$T/stream"
+	serve_says
+	[ "$status" -eq 6 ]
+	[[ "$output" != *"protocol error"* ]]
+	# as the receiver (push): no offer was made, so data from byte 7 is
+	# refused, as is a FILE of version 1's shape
+	for file in "pack('VCQ<', 0, 0, 7)" "pack('VC', 0, 0)"; do
+		{
+			hello2 push "$T/remote/new"
+			msg 4 "\"\\0\" . pack('v', 46) . pack('CVQ<q<V', 1, 0644, 0, 0, 0) . \"\\0\" x 16 . pack('vv', 1, 0) . 'f'"
+			msg 5 "pack('Q<', 1) . \"\\0\" x 32 . pack('VQ<', 0755, 0)"
+			msg 9 "$file"
+		} >"$T/stream"
+		serve_says
+		[ "$status" -eq 6 ]
+		[[ "$output" == *"protocol error: "*"FILE"* || "$output" == *"was not asked for like this"* ]]
+		[ ! -e remote/new ]
+	done
+}
