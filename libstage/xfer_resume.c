@@ -157,10 +157,10 @@ drop:
 
 /* Flush what was written and record its length (best effort: a record
  * that is not written leaves an older, shorter one, which is still
- * true). */
+ * true).  An empty file's record only says which boot it is of. */
 static void checkpoint(stg_rfile *rf)
 {
-	if (rf->ck < 0 || fdatasync(rf->fd))
+	if (rf->ck < 0 || (rf->len && fdatasync(rf->fd)))
 		return;
 	uint8_t r[CK_LEN] = {0};
 	memcpy(r, CK_MAGIC, 8);
