@@ -24,6 +24,7 @@ stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 	w->in = in;
 	w->out = out;
 	w->level = 3;
+	w->version = STG_WIRE_VERSION;
 	w->buf = malloc(STG_WIRE_FRAME_MAX + 1);
 	w->zbuf = malloc(ZSTD_compressBound(STG_WIRE_CHUNK) + 1);
 	w->cz = ZSTD_createCCtx();
@@ -350,17 +351,18 @@ stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wen
 }
 
 stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
-                          int *level, const char **path)
+                          int *level, uint32_t *version, const char **path)
 {
 	if (len < 14 || memcmp(p, STG_WIRE_MAGIC, 8))
 		return stg__fail(ctx, STG_EREMOTE,
 		                 "protocol error: not a stager client (bad greeting)");
 	uint32_t v = stg__get32(p + 8);
-	if (v != STG_WIRE_VERSION)
+	if (v < STG_WIRE_VERSION_MIN || v > STG_WIRE_VERSION)
 		return stg__fail(ctx, STG_EREMOTE,
 		                 "protocol version %u at the client, %u here: install the same "
 		                 "stager version on both ends",
 		                 v, STG_WIRE_VERSION);
+	*version = v;
 	*op = p[12];
 	*flags = p[13];
 	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE | STG_FLAG_LEVEL))
@@ -369,7 +371,8 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 	*level = 0;
 	if (*flags & STG_FLAG_LEVEL) {
 		if (len < 15 || p[14] < 1 || p[14] > 19)
-			return stg__fail(ctx, STG_EREMOTE, "protocol error: a bad level in the greeting");
+			return stg__fail(ctx, STG_EREMOTE,
+			                 "protocol error: a bad level in the greeting");
 		*level = p[14];
 		head = 15;
 	}
@@ -381,5 +384,78 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 		return stg__fail(ctx, STG_EUSAGE, "protocol error: a bad path in the greeting");
 	/* the reader NUL-terminates every payload */
 	*path = s;
+	return STG_OK;
+}
+
+size_t stg__welcome_encode(const stg_wire *w, uint8_t out[12])
+{
+	memcpy(out, STG_WIRE_MAGIC, 8);
+	stg__put32(out + 8, w->version);
+	return 12;
+}
+
+stg_err stg__welcome_decode(stg_wire *w, const uint8_t *p, uint32_t len)
+{
+	if (len != 12 || memcmp(p, STG_WIRE_MAGIC, 8))
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: not stager at the far end");
+	uint32_t v = stg__get32(p + 8);
+	if (v < STG_WIRE_VERSION_MIN || v > w->version)
+		return stg__fail(w->ctx, STG_EREMOTE,
+		                 "protocol version %u at the far end, %u here: install the same "
+		                 "stager version on both ends",
+		                 v, w->version);
+	w->version = v;
+	return STG_OK;
+}
+
+size_t stg__want_encode(const stg_wire *w, const stg_wwant *x, uint8_t out[STG_WANT_MAX])
+{
+	stg__put32(out, x->idx);
+	out[4] = x->kind;
+	if (w->version < 2)
+		return 5;
+	stg__put64(out + 5, x->off);
+	memcpy(out + 13, x->prefix, 16);
+	return 29;
+}
+
+stg_err stg__want_decode(stg_wire *w, const uint8_t *p, uint32_t len, stg_wwant *x)
+{
+	static const uint8_t zero[16];
+	memset(x, 0, sizeof *x);
+	if (len != (w->version < 2 ? 5u : 29u))
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a bad request");
+	x->idx = stg__get32(p);
+	x->kind = p[4];
+	if (len > 5) {
+		x->off = stg__get64(p + 5);
+		memcpy(x->prefix, p + 13, 16);
+	}
+	/* every bit means something: no hash without an offer */
+	if (x->kind > STG_WANT_DELTA || (!x->off && memcmp(x->prefix, zero, 16)))
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a request for entry %u",
+		                 x->idx);
+	return STG_OK;
+}
+
+size_t stg__file_encode(const stg_wire *w, const stg_wfile *x, uint8_t out[STG_FILE_MAX])
+{
+	stg__put32(out, x->idx);
+	out[4] = x->kind;
+	if (w->version < 2)
+		return 5;
+	stg__put64(out + 5, x->off);
+	return 13;
+}
+
+stg_err stg__file_decode(stg_wire *w, const uint8_t *p, uint32_t len, stg_wfile *x)
+{
+	memset(x, 0, sizeof *x);
+	if (len != (w->version < 2 ? 5u : 13u) || p[4] > STG_WANT_DELTA)
+		return stg__fail(w->ctx, STG_EREMOTE, "protocol error: a bad FILE");
+	x->idx = stg__get32(p);
+	x->kind = p[4];
+	if (len > 5)
+		x->off = stg__get64(p + 5);
 	return STG_OK;
 }

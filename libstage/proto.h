@@ -6,15 +6,21 @@
  * STG_WIRE_FRAME_MAX) and the payload.  The conversation:
  *
  *   client -> server  HELLO    magic, version, operation (push/pull), flags, PATH
- *   server -> client  WELCOME  magic, version
+ *   server -> client  WELCOME  magic, version (the client's, if this end
+ *                       speaks it: the one both then use)
  *   sender -> receiver  ENTRY...  the sender's tree, parents before children,
  *                       in compressed batches
  *                       ENTRIES_END  count, SHA-256 of the tree (see xfer.c)
  *   receiver -> sender  WANT [SIG...]...  what it lacks; a signature of its
- *                       basis when it has one (librsync)
+ *                       basis when it has one (librsync); since version 2,
+ *                       an offer to resume: the length and XXH3-128 of
+ *                       the part of the file it kept from a cut transfer
  *                       WANTS_END
  *   sender -> receiver  FILE DATA... FILE_END ...  whole files or deltas,
- *                       each DATA chunk zstd-compressed
+ *                       each DATA chunk zstd-compressed; since version 2,
+ *                       FILE says from which byte the data starts: the
+ *                       offer's length if the sender's first bytes have
+ *                       that hash, else 0
  *                       DONE
  *   receiver -> sender  PUBLISHED  (after verifying and switching)
  *
@@ -29,11 +35,14 @@
 
 #include <zstd.h>
 
-#define STG_WIRE_MAGIC     "STGWIRE1"
-#define STG_WIRE_VERSION   1
-#define STG_WIRE_FRAME_MAX (4u << 20) /* largest payload a reader accepts */
-#define STG_WIRE_CHUNK     (1u << 20) /* largest raw DATA chunk */
-#define STG_WIRE_HDR       5
+#define STG_WIRE_MAGIC "STGWIRE1"
+/* 2: WANT's resume offer and FILE's offset.  A server speaks every version
+ * from STG_WIRE_VERSION_MIN up and answers in the client's. */
+#define STG_WIRE_VERSION     2
+#define STG_WIRE_VERSION_MIN 1
+#define STG_WIRE_FRAME_MAX   (4u << 20) /* largest payload a reader accepts */
+#define STG_WIRE_CHUNK       (1u << 20) /* largest raw DATA chunk */
+#define STG_WIRE_HDR         5
 
 enum {
 	STG_W_HELLO = 1,
@@ -71,6 +80,7 @@ typedef struct stg_wire {
 	ZSTD_DCtx *dz;
 	int level;
 	uint64_t bytes_in, bytes_out;
+	uint32_t version;      /* agreed in HELLO and WELCOME (initially this end's) */
 	bool broken;           /* the peer is gone or failed: do not send ERROR */
 	struct stg_bucket *bw; /* bytes written and read are charged here
 	                          (NULL: none) */
@@ -125,9 +135,41 @@ stg_err stg__entries_decode(stg_wire *w, const uint8_t *p, uint32_t len,
                             stg_err (*fn)(void *arg, const uint8_t *rec, uint32_t len), void *arg);
 
 /* HELLO: parse the client's greeting; *path points into p (NUL added in
- * w->buf's copy by the reader). */
+ * w->buf's copy by the reader); *version is the client's, one this end
+ * speaks. */
 stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t *op, uint8_t *flags,
-                          int *level, const char **path);
+                          int *level, uint32_t *version, const char **path);
+/* WELCOME: encode w->version (12 bytes); decode the server's answer, which
+ * must be a version this end speaks, at most the one it asked for (the
+ * w->version it sent), and becomes w->version. */
+size_t stg__welcome_encode(const stg_wire *w, uint8_t out[12]);
+stg_err stg__welcome_decode(stg_wire *w, const uint8_t *p, uint32_t len);
+
+/* WANT: entry idx, as kind (STG_WANT_*); from version 2, an offer to
+ * resume: off bytes kept (0: none) whose XXH3-128 is prefix (zero without
+ * an offer).  Encoded for w->version, at most STG_WANT_MAX bytes.  The
+ * decoder checks the message alone; idx and off against the manifest are
+ * the caller's to check. */
+typedef struct stg_wwant {
+	uint32_t idx;
+	uint8_t kind;
+	uint64_t off;
+	uint8_t prefix[16];
+} stg_wwant;
+#define STG_WANT_MAX 29
+size_t stg__want_encode(const stg_wire *w, const stg_wwant *x, uint8_t out[STG_WANT_MAX]);
+stg_err stg__want_decode(stg_wire *w, const uint8_t *p, uint32_t len, stg_wwant *x);
+
+/* FILE: entry idx, as kind; from version 2, off: its data starts at that
+ * byte (0, or the receiver's offer, accepted).  At most STG_FILE_MAX bytes. */
+typedef struct stg_wfile {
+	uint32_t idx;
+	uint8_t kind;
+	uint64_t off;
+} stg_wfile;
+#define STG_FILE_MAX 13
+size_t stg__file_encode(const stg_wire *w, const stg_wfile *x, uint8_t out[STG_FILE_MAX]);
+stg_err stg__file_decode(stg_wire *w, const uint8_t *p, uint32_t len, stg_wfile *x);
 
 /* For the fuzz target (xfer.c): decode every frame of data as a reader
  * would (librsync signatures and deltas included), then, if dir is not

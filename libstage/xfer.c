@@ -24,7 +24,12 @@
  * signature of the old file at that path when there is one (the sender
  * answers with a delta), else whole.  Every received file is written under
  * a temporary name, checked against its XXH3 and only then renamed to its
- * path: the partial directory holds nothing but complete, checked files.
+ * path: the partial directory holds nothing but complete, checked files
+ * at manifest paths.  A large file's temporary name is tied to its path
+ * and kept when the transfer is cut, so the next one resumes it within:
+ * the receiver offers the bytes it kept (their length and XXH3-128), the
+ * sender checks them against its own first bytes and sends the rest, or
+ * the whole file if they differ (xfer_resume.c).
  *
  * When all has arrived, anything in the partial directory that the manifest
  * does not name was removed (at the start), links are made, every file not
@@ -380,7 +385,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 	uint8_t hello[15];
 	size_t hl = 14;
 	memcpy(hello, STG_WIRE_MAGIC, 8);
-	stg__put32(hello + 8, STG_WIRE_VERSION);
+	stg__put32(hello + 8, w.version);
 	hello[12] = op;
 	hello[13] = (o->pack ? STG_FLAG_PACK : 0) | (o->replace ? STG_FLAG_REPLACE : 0);
 	if (op == STG_OP_PULL && o->level) {
@@ -394,12 +399,9 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 		goto out;
 	}
 	if ((err = stg__wire_send(&w, STG_W_HELLO, hello, hl, path, pl)) ||
-	    (err = stg__wire_expect(&w, STG_W_WELCOME, &p, &len)))
+	    (err = stg__wire_expect(&w, STG_W_WELCOME, &p, &len)) ||
+	    (err = stg__welcome_decode(&w, p, len)))
 		goto out;
-	if (len < 12 || memcmp(p, STG_WIRE_MAGIC, 8)) {
-		err = stg__fail(ctx, STG_EREMOTE, "protocol error: not stager at the far end");
-		goto out;
-	}
 	err = op == STG_OP_PUSH ? stg__send_tree(ctx, &w, local, "push", res)
 	                        : stg__receive_tree(ctx, &w, local, false, o->replace, "pull", res);
 	if (err)
@@ -526,7 +528,7 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	int level;
 	const char *path;
 	if ((err = stg__wire_expect(&w, STG_W_HELLO, &p, &len)) ||
-	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &path)))
+	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &w.version, &path)))
 		goto out;
 	if (level)
 		w.level = level;
@@ -540,8 +542,7 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 		dir = strdup(path);
 	}
 	uint8_t welcome[12];
-	memcpy(welcome, STG_WIRE_MAGIC, 8);
-	stg__put32(welcome + 8, STG_WIRE_VERSION);
+	stg__welcome_encode(&w, welcome);
 	bool pack = flags & STG_FLAG_PACK, replace = flags & STG_FLAG_REPLACE;
 	if (!dir)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -598,10 +599,18 @@ static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
 		uint32_t len;
 		size_t rl;
 		const char *path;
+		stg_wwant want;
+		stg_wfile file;
+		bool delta;
 		if ((err = stg__wire_read(w, &t, &p, &len)))
 			break;
 		switch (t) {
-		case STG_W_HELLO: err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &path); break;
+		case STG_W_HELLO:
+			/* its version sets the shape of WANT and FILE to come */
+			err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &w->version,
+			                        &path);
+			break;
+		case STG_W_WELCOME: err = stg__welcome_decode(w, p, len); break;
 		case STG_W_ENTRY: err = stg__entries_decode(w, p, len, fuzz_entry, ctx); break;
 		case STG_W_FILE:
 		case STG_W_WANT:
@@ -611,7 +620,11 @@ static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
 				rs_free_sumset(sig);
 			job = NULL;
 			sig = NULL;
-			if (len == 5 && p[4] == STG_WANT_DELTA)
+			delta = t == STG_W_FILE ? !stg__file_decode(w, p, len, &file) &&
+			                                  file.kind == STG_WANT_DELTA
+			                        : !stg__want_decode(w, p, len, &want) &&
+			                                  want.kind == STG_WANT_DELTA;
+			if (delta)
 				job = t == STG_W_FILE ? rs_patch_begin(zero_basis, NULL)
 				                      : rs_loadsig_begin(&sig);
 			done = false;
@@ -676,14 +689,15 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		w.mem_pos = 0;
 		w.out = null;
 		w.broken = false;
+		w.version = STG_WIRE_VERSION;
 		char dest[STG_PATH_MAX];
 		snprintf(dest, sizeof dest, "%s/ds", dir);
 		uint8_t t;
 		/* a client's stream (HELLO) or a server's for a pull (WELCOME) */
 		if (!stg__wire_read(&w, &t, &p, &plen) &&
-		    (t == STG_W_WELCOME ||
+		    ((t == STG_W_WELCOME && !stg__welcome_decode(&w, p, plen)) ||
 		     (t == STG_W_HELLO &&
-		      !stg__hello_decode(ctx, p, plen, &op, &flags, &level, &path))))
+		      !stg__hello_decode(ctx, p, plen, &op, &flags, &level, &w.version, &path))))
 			err = stg__receive_tree(ctx, &w, dest, false, false, "fuzz", &res);
 		if (null >= 0)
 			close(null);

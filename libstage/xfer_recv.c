@@ -28,6 +28,9 @@
  * until the files are sent (its own cap, SIG_TOTAL_MAX, is twice this);
  * past it, files are asked for whole, so a transfer never fails for it. */
 #define SIG_BUDGET ((uint64_t)256 << 20)
+/* Partial copies offered in one transfer, at most (each holds its hash
+ * state until the file arrives); others are removed. */
+#define OFFERS_MAX 64
 
 /* ---- the receiver ------------------------------------------------------- */
 
@@ -38,7 +41,11 @@ typedef struct rentry {
 	uint8_t basis; /* where the old version of a wanted file lives */
 	bool wanted;   /* asked of the sender */
 	bool received;
-	bool checked; /* its bytes at its path matched its XXH3 in this run */
+	bool checked;      /* its bytes at its path matched its XXH3 in this run */
+	bool resumable;    /* received as a partial copy kept if cut (xfer_resume.c) */
+	uint64_t offer;    /* bytes of a partial copy offered to the sender */
+	uint64_t from;     /* the byte its data started at (the offer, accepted) */
+	XXH3_state_t *pre; /* the XXH3 of the offered bytes, to go on with */
 } rentry;
 
 typedef struct receiver {
@@ -70,6 +77,10 @@ typedef struct receiver {
 	uint64_t done, total;
 	uint64_t sig_bytes; /* signatures sent (estimated) */
 	const char *what;
+	stg_strmap rnames; /* partial copies' names -> entry */
+	bool rmap;
+	unsigned offers;
+	char boot[XFER_BOOT];
 } receiver;
 
 /* One entry of the manifest, checked against those before it. */
@@ -143,8 +154,43 @@ static stg_err read_manifest(receiver *rc)
 	}
 }
 
+/* Which files are received as partial copies that a cut transfer leaves
+ * (large ones whose copy's names no manifest path takes), and their names. */
+static stg_err resume_names_init(receiver *rc)
+{
+	if (stg__strmap_init(&rc->rnames, 64))
+		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
+	rc->rmap = true;
+	for (size_t i = 0; i < rc->n; i++) {
+		rentry *re = &rc->r[i];
+		char data[XFER_RNAME], rec[XFER_RNAME];
+		if (re->e.type != STG_FILE || re->e.size < XFER_RESUME_MIN)
+			continue;
+		stg__resume_names(re->e.path, data, rec);
+		if (stg__strmap_get(&rc->paths, data, strlen(data)) != UINT32_MAX ||
+		    stg__strmap_get(&rc->paths, rec, strlen(rec)) != UINT32_MAX)
+			continue;
+		int put = stg__strmap_put(&rc->rnames, data, strlen(data), (uint32_t)i);
+		if (put < 0)
+			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
+		re->resumable = put > 0;
+	}
+	return STG_OK;
+}
+
+/* Is name (in the partial root) a partial copy, or its record, of a file
+ * of this manifest? */
+static bool resume_known(receiver *rc, const char *name)
+{
+	size_t n = strlen(name);
+	if (n > 3 && !strcmp(name + n - 3, ".ck"))
+		n -= 3;
+	return stg__resume_named(name) && stg__strmap_get(&rc->rnames, name, n) != UINT32_MAX;
+}
+
 /* Remove from the partial directory what the manifest does not hold as it
- * is there (and every link: links are made again at the end). */
+ * is there (and every link: links are made again at the end); partial
+ * copies of its files stay, for plan to offer. */
 static stg_err clean_partial(receiver *rc)
 {
 	stg_walk wk = {.ctx = rc->ctx};
@@ -169,6 +215,8 @@ static stg_err clean_partial(receiver *rc)
 			uint8_t t = rc->r[i].e.type;
 			keep = (t == STG_DIR && S_ISDIR(it->st.st_mode)) ||
 			       (t == STG_FILE && S_ISREG(it->st.st_mode));
+		} else if (!strchr(it->path, '/') && S_ISREG(it->st.st_mode)) {
+			keep = resume_known(rc, it->path);
 		}
 		if (keep)
 			continue;
@@ -287,6 +335,20 @@ static stg_err sig_sink(void *arg, const uint8_t *p, size_t n)
 	return stg__wire_send(arg, STG_W_SIG, p, n, NULL, 0);
 }
 
+/* WANT idx as kind, with the offer of a partial copy if there is one. */
+static stg_err send_want(receiver *rc, uint32_t idx, uint8_t kind)
+{
+	const rentry *re = &rc->r[idx];
+	stg_wwant x = {.idx = idx, .kind = kind, .off = re->offer};
+	if (re->pre) {
+		XXH128_canonical_t c;
+		XXH128_canonicalFromHash(&c, XXH3_128bits_digest(re->pre));
+		memcpy(x.prefix, c.digest, 16);
+	}
+	uint8_t b[STG_WANT_MAX];
+	return stg__wire_send(rc->w, STG_W_WANT, b, stg__want_encode(rc->w, &x, b), NULL, 0);
+}
+
 /* WANT idx as a delta, with the signature of the old file at root; or,
  * when the signatures would pass SIG_BUDGET, *whole and nothing sent. */
 static stg_err send_sig(receiver *rc, uint32_t idx, int root, bool *whole)
@@ -317,17 +379,56 @@ static stg_err send_sig(receiver *rc, uint32_t idx, int root, bool *whole)
 	rc->sig_bytes += est;
 	rs_job_t *job = rs_sig_begin(block_len, strong_len, magic);
 	stg_err err = STG_OK;
-	uint8_t hdr[5];
-	stg__put32(hdr, idx);
-	hdr[4] = STG_WANT_DELTA;
 	if (!job)
 		err = stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
-	else if (!(err = stg__wire_send(rc->w, STG_W_WANT, hdr, sizeof hdr, NULL, 0)))
+	else if (!(err = send_want(rc, idx, STG_WANT_DELTA)))
 		err = stg__job_run(rc->ctx, job, fd, NULL, 0, rc->buf, rc->out, sig_sink, rc->w);
 	if (job)
 		rs_job_free(job);
 	close(fd);
 	return err;
+}
+
+/* A wanted file's partial copy, from a cut transfer: offered if the far
+ * end can take offers (re->offer, re->pre), else removed.  One as long as
+ * the file with its XXH3 is the file, complete (*complete: taken here, as
+ * a file already there is). */
+static stg_err resume_offer(receiver *rc, rentry *re, bool *complete)
+{
+	const stg_wentry *e = &re->e;
+	*complete = false;
+	if (rc->w->version < 2 || rc->offers >= OFFERS_MAX) {
+		stg__resume_remove(rc->part, e->path);
+		return STG_OK;
+	}
+	stg_err err = stg__resume_offer(rc->ctx, rc->part, e->path, e->size, rc->boot, rc->buf,
+	                                &re->offer, &re->pre);
+	if (err || !re->offer)
+		return err;
+	rc->offers++;
+	if (re->offer < e->size)
+		return STG_OK;
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(re->pre));
+	XXH3_freeState(re->pre);
+	re->pre = NULL;
+	re->offer = 0;
+	char data[XFER_RNAME], rec[XFER_RNAME];
+	stg__resume_names(e->path, data, rec);
+	if (memcmp(c.digest, e->xxh3, 16)) {
+		stg__resume_remove(rc->part, e->path);
+		return STG_OK;
+	}
+	int fd = openat(rc->part, data, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
+	err = finish_file(rc, fd, data, e);
+	close(fd);
+	if (err)
+		return err;
+	unlinkat(rc->part, rec, 0);
+	re->checked = *complete = true;
+	return STG_OK;
 }
 
 /* Decide, for every file, whether it is here already; ask for the rest. */
@@ -358,23 +459,32 @@ static stg_err plan(receiver *rc, stg_xfer_result *res)
 		res->files++;
 		res->content_bytes += e->size;
 		bool meta, in_part, in_dest;
+		bool complete = false;
 		if (same_content(rc, rc->part, e, &meta, &in_part)) {
 			/* it may be a link to DEST's inode: copy, never chmod */
 			re->checked = meta;
 			if (!meta)
 				err = copy_local(rc, rc->part, e);
 			res->reused_files++;
-			continue;
-		}
-		if (same_content(rc, rc->dest, e, &meta, &in_dest)) {
+		} else if (same_content(rc, rc->dest, e, &meta, &in_dest)) {
 			re->checked = meta && link_from_dest(rc, e) == STG_OK;
 			if (!re->checked)
 				err = copy_local(rc, rc->dest, e);
 			res->reused_files++;
+		} else if (re->resumable && (err = resume_offer(rc, re, &complete))) {
+			break; /* interrupted: the copy stays for the next transfer */
+		} else if (complete) {
+			res->reused_files++;
+		} else {
+			re->wanted = true;
+		}
+		if (!re->wanted) {
+			/* a partial copy of a file that is here is no use */
+			if (re->resumable && !complete)
+				stg__resume_remove(rc->part, e->path);
 			continue;
 		}
-		re->wanted = true;
-		rc->total += e->size;
+		rc->total += e->size - re->offer;
 		bool whole = !(in_part || in_dest) || e->size < DELTA_MIN;
 		if (!whole) {
 			re->basis = in_part ? BASIS_PARTIAL : BASIS_DEST;
@@ -382,12 +492,8 @@ static stg_err plan(receiver *rc, stg_xfer_result *res)
 			if (whole)
 				re->basis = BASIS_NONE;
 		}
-		if (!err && whole) {
-			uint8_t hdr[5];
-			stg__put32(hdr, (uint32_t)i);
-			hdr[4] = STG_WANT_WHOLE;
-			err = stg__wire_send(rc->w, STG_W_WANT, hdr, sizeof hdr, NULL, 0);
-		}
+		if (!err && whole)
+			err = send_want(rc, (uint32_t)i, STG_WANT_WHOLE);
 		if (stg__cancelled(rc->ctx))
 			err = stg__fail(rc->ctx, STG_EINTR, "interrupted");
 	}
@@ -415,6 +521,7 @@ typedef struct incoming {
 	int fd, basis;
 	uint64_t size;
 	XXH3_state_t *xs;
+	stg_rfile *rf; /* a partial copy, kept if the transfer is cut */
 } incoming;
 
 static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
@@ -426,7 +533,7 @@ static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
 		                 "'%s': more data than its %llu bytes arrived", in->e->path,
 		                 (unsigned long long)in->e->size);
 	XXH3_128bits_update(in->xs, p, n);
-	if (stg__write_full(in->fd, p, n))
+	if (in->rf ? stg__rfile_write(in->rf, p, n) : stg__write_full(in->fd, p, n))
 		return stg__fail_errno(in->rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot write '%s'", in->e->path);
 	in->rc->done += n;
@@ -436,27 +543,47 @@ static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
 
 static stg_err receive_file(receiver *rc, const uint8_t *p, uint32_t len)
 {
-	if (len != 5)
-		return stg__fail(rc->ctx, STG_EREMOTE, "protocol error: a bad FILE");
-	uint32_t idx = stg__get32(p);
-	uint8_t kind = p[4];
-	if (idx >= rc->n || !rc->r[idx].wanted || rc->r[idx].received || kind > 1 ||
-	    (kind == STG_WANT_DELTA) != (rc->r[idx].basis != BASIS_NONE))
+	stg_wfile f;
+	stg_err err = stg__file_decode(rc->w, p, len, &f);
+	if (err)
+		return err;
+	uint32_t idx = f.idx;
+	uint8_t kind = f.kind;
+	/* the data starts at 0 or where the offer ends, nowhere else */
+	if (idx >= rc->n || !rc->r[idx].wanted || rc->r[idx].received ||
+	    (kind == STG_WANT_DELTA) != (rc->r[idx].basis != BASIS_NONE) ||
+	    (f.off && f.off != rc->r[idx].offer))
 		return stg__fail(rc->ctx, STG_EREMOTE,
 		                 "protocol error: entry %u was not asked for like this", idx);
 	rentry *re = &rc->r[idx];
-	incoming in = {.rc = rc, .e = &re->e, .fd = -1, .basis = -1};
-	char tmp[64];
-	tmp_name(rc, tmp, sizeof tmp);
+	incoming in = {.rc = rc, .e = &re->e, .fd = -1, .basis = -1, .size = f.off};
+	stg_rfile rf = {.dir = -1, .fd = -1, .ck = -1};
+	char tmp[XFER_RNAME];
 	rs_job_t *job = NULL;
-	stg_err err = STG_OK;
-	in.fd = openat(rc->part, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (in.fd < 0 || !(in.xs = XXH3_createState())) {
+	if (re->resumable) {
+		in.fd = stg__rfile_open(&rf, rc->part, re->e.path, f.off, rc->boot) ? -1 : rf.fd;
+		in.rf = &rf;
+		snprintf(tmp, sizeof tmp, "%s", rf.name);
+	} else {
+		tmp_name(rc, tmp, sizeof tmp);
+		in.fd = openat(rc->part, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		               0600);
+	}
+	/* the offered bytes' hash goes on, or, refused, they are sent again */
+	re->from = f.off;
+	if (f.off) {
+		in.xs = re->pre;
+		re->pre = NULL;
+	} else {
+		rc->total += re->offer;
+	}
+	if (in.fd < 0 || (!in.xs && !(in.xs = XXH3_createState()))) {
 		err = stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot create '%s'", re->e.path);
 		goto out;
 	}
-	XXH3_128bits_reset(in.xs);
+	if (!f.off)
+		XXH3_128bits_reset(in.xs);
 	if (kind == STG_WANT_DELTA) {
 		in.basis = stg__open_beneath(re->basis == BASIS_PARTIAL ? rc->part : rc->dest,
 		                             re->e.path, O_RDONLY, 0);
@@ -520,6 +647,8 @@ static stg_err receive_file(receiver *rc, const uint8_t *p, uint32_t len)
 	}
 	if ((err = finish_file(rc, in.fd, tmp, &re->e)))
 		goto out;
+	if (in.rf)
+		stg__rfile_done(in.rf);
 	re->received = re->checked = true;
 out:
 	if (job)
@@ -527,10 +656,16 @@ out:
 	XXH3_freeState(in.xs);
 	if (in.basis >= 0)
 		close(in.basis);
-	if (in.fd >= 0)
-		close(in.fd);
-	if (err)
-		unlinkat(rc->part, tmp, 0);
+	if (in.rf) {
+		/* cut: what arrived stays for the next transfer to offer;
+		 * damaged: it goes */
+		stg__rfile_close(in.rf, err != STG_ECORRUPT);
+	} else {
+		if (in.fd >= 0)
+			close(in.fd);
+		if (err)
+			unlinkat(rc->part, tmp, 0);
+	}
 	return err;
 }
 
@@ -1564,8 +1699,9 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 		goto out;
 	}
 	rc.map = true;
+	stg__boot_id(rc.boot);
 	if ((err = receiver_open(&rc, dest)) || (err = read_manifest(&rc)) ||
-	    (err = clean_partial(&rc)) || (err = plan(&rc, res)))
+	    (err = resume_names_init(&rc)) || (err = clean_partial(&rc)) || (err = plan(&rc, res)))
 		goto out;
 	stg__progress(ctx, what, 0, rc.total);
 	for (;;) {
@@ -1586,7 +1722,7 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 			goto out;
 		rentry *re = &rc.r[idx];
 		re->basis != BASIS_NONE ? res->delta_files++ : res->whole_files++;
-		res->sent_content += re->e.size;
+		res->sent_content += re->e.size - re->from;
 	}
 	for (size_t i = 0; i < rc.n; i++)
 		if (rc.r[i].wanted && !rc.r[i].received) {
@@ -1599,8 +1735,12 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 out:
 	if (rc.map)
 		stg__strmap_free(&rc.paths);
-	for (size_t i = 0; i < rc.n; i++)
+	if (rc.rmap)
+		stg__strmap_free(&rc.rnames);
+	for (size_t i = 0; i < rc.n; i++) {
 		stg__wentry_free(&rc.r[i].e);
+		XXH3_freeState(rc.r[i].pre);
+	}
 	free(rc.r);
 	free(rc.buf);
 	free(rc.out);

@@ -3,6 +3,13 @@
  * send the manifest, read what the receiver lacks (with librsync
  * signatures of its old files), and send each file whole or as a delta,
  * in zstd-compressed chunks.  See xfer.c for the whole transfer.
+ *
+ * A receiver that kept the first bytes of a file from a cut transfer
+ * offers them (their length and XXH3-128): the sender reads as many of its
+ * own, and if their hash is the same, sends only the rest (as rsync
+ * --append-verify does); else the whole file.  Those bytes are hashed into
+ * the file's XXH3 as they are read, so a file that changed since the
+ * manifest is still caught, prefix included.
  */
 #include "xfer.h"
 #include "cache.h"
@@ -21,6 +28,8 @@
 typedef struct want {
 	uint32_t idx;
 	uint8_t kind;
+	uint64_t off;       /* the receiver's offer to resume (0: none) */
+	uint8_t prefix[16]; /* XXH3-128 of its first off bytes */
 	uint8_t *sig;
 	size_t sig_len;
 } want;
@@ -143,15 +152,47 @@ static stg_err changed(sender *s, const stg_wentry *e)
 	                 strcmp(s->what, "serve") ? "push" : "pull");
 }
 
+/* The receiver's offer: are the first wt->off bytes of fd (read into xs)
+ * the ones it has?  *from is where the data to send starts: wt->off if so,
+ * else 0 (fd and xs back at the start). */
+static stg_err check_offer(sender *s, const want *wt, int fd, XXH3_state_t *xs, uint64_t *from)
+{
+	const stg_wentry *e = &s->e[wt->idx];
+	uint64_t got = 0;
+	*from = 0;
+	while (got < wt->off) {
+		size_t want_n = wt->off - got < XFER_BLOCK ? (size_t)(wt->off - got) : XFER_BLOCK;
+		ssize_t n = read(fd, s->buf, want_n);
+		if (n < 0 && errno == EINTR && !stg__cancelled(s->ctx))
+			continue;
+		if (stg__cancelled(s->ctx))
+			return stg__fail(s->ctx, STG_EINTR, "interrupted");
+		if (n < 0)
+			return stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'", e->path);
+		if (n == 0) /* shorter than the manifest says */
+			return changed(s, e);
+		XXH3_128bits_update(xs, s->buf, (size_t)n);
+		got += (uint64_t)n;
+	}
+	XXH128_canonical_t c;
+	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
+	if (!memcmp(c.digest, wt->prefix, 16)) {
+		*from = wt->off;
+		return STG_OK;
+	}
+	stg__log(s->ctx, STG_LOG_INFO,
+	         "'%s': the %llu bytes the far end kept differ from this file's: sent whole",
+	         e->path, (unsigned long long)wt->off);
+	XXH3_128bits_reset(xs);
+	if (lseek(fd, 0, SEEK_SET) != 0)
+		return stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'", e->path);
+	return STG_OK;
+}
+
 static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 {
 	const stg_wentry *e = &s->e[wt->idx];
-	uint8_t hdr[5];
-	stg__put32(hdr, wt->idx);
-	hdr[4] = wt->kind;
-	stg_err err = stg__wire_send(s->w, STG_W_FILE, hdr, sizeof hdr, NULL, 0);
-	if (err)
-		return err;
+	stg_err err = STG_OK;
 	int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
 	if (fd < 0)
 		return stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'", e->path);
@@ -166,6 +207,14 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 		goto out;
 	}
 	XXH3_128bits_reset(xs);
+	stg_wfile f = {.idx = wt->idx, .kind = wt->kind};
+	uint8_t hdr[STG_FILE_MAX];
+	if ((wt->off && (err = check_offer(s, wt, fd, xs, &f.off))) ||
+	    (err = stg__wire_send(s->w, STG_W_FILE, hdr, stg__file_encode(s->w, &f, hdr), NULL, 0)))
+		goto out;
+	/* the delta (or the rest of the file) is of what follows the offer */
+	total = f.off;
+	s->done += f.off;
 	if (wt->kind == STG_WANT_WHOLE) {
 		for (;;) {
 			ssize_t n = read(fd, s->buf, XFER_BLOCK);
@@ -234,7 +283,7 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 				goto out;
 			}
 		}
-		s->done += e->size;
+		s->done += e->size - f.off;
 		stg__progress(s->ctx, s->what, s->done, s->total);
 		res->delta_files++;
 	}
@@ -244,7 +293,7 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 		err = changed(s, e);
 		goto out;
 	}
-	res->sent_content += e->size;
+	res->sent_content += e->size - f.off;
 	err = stg__wire_send(s->w, STG_W_FILE_END, NULL, 0, NULL, 0);
 out:
 	XXH3_freeState(xs);
@@ -292,12 +341,17 @@ static stg_err read_wants(sender *s, want **out, size_t *count)
 			wt->sig_len += len;
 			continue;
 		}
-		if (t != STG_W_WANT || len != 5) {
+		stg_wwant x;
+		if (t != STG_W_WANT) {
 			err = stg__fail(s->ctx, STG_EREMOTE, "protocol error: a bad request");
 			break;
 		}
-		uint32_t idx = stg__get32(p);
-		if (idx >= s->n || s->e[idx].type != STG_FILE || seen[idx] || p[4] > 1) {
+		if ((err = stg__want_decode(s->w, p, len, &x)))
+			break;
+		uint32_t idx = x.idx;
+		/* an offer is of a part of the file: never past its end */
+		if (idx >= s->n || s->e[idx].type != STG_FILE || seen[idx] ||
+		    x.off > s->e[idx].size) {
 			err = stg__fail(s->ctx, STG_EREMOTE,
 			                "protocol error: a request for entry %u", idx);
 			break;
@@ -312,7 +366,8 @@ static stg_err read_wants(sender *s, want **out, size_t *count)
 			}
 			v = nv;
 		}
-		v[n++] = (want){.idx = idx, .kind = p[4]};
+		v[n] = (want){.idx = idx, .kind = x.kind, .off = x.off};
+		memcpy(v[n++].prefix, x.prefix, 16);
 		s->total += s->e[idx].size;
 	}
 	free(seen);
