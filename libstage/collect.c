@@ -1002,11 +1002,8 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	struct stat lst;
 	if (err)
 		goto out;
-	/* the pack is read as SRC was: a private SRC gives a private pack
-	 * (what is sent keeps the mode of the file on scratch) */
-	struct stat sst;
-	if (stat(k->src, &sst) == 0)
-		chmod(local, (sst.st_mode & 0444) | 0600);
+	/* what is sent keeps the mode of the pack on scratch, which is read
+	 * as SRC is (stg_pack_dir): a private SRC gives a private pack */
 	if ((lfd = open(local, O_RDONLY | O_CLOEXEC)) < 0 || fstat(lfd, &lst)) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot read '%s'", local);
 		goto out;

@@ -1055,6 +1055,18 @@ static stg_err deltas_write(stg_ctx *ctx, const char *dir, const char *pack, pk_
 	return err;
 }
 
+/* The pack is read by whom the directory is: its read bits at most (a
+ * private directory gives a private pack), set before a byte is written. */
+static void private_as_source(int fd, const struct stat *st, int rootfd)
+{
+	struct stat rst;
+	if (fstat(rootfd, &rst) == 0) {
+		mode_t m = st->st_mode & 0777 & ((rst.st_mode & 0444) | 0600);
+		if (m != (st->st_mode & 0777))
+			fchmod(fd, m);
+	}
+}
+
 stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const stg_pack_opts *opts,
                      stg_pack_info *info)
 {
@@ -1083,6 +1095,7 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 	if (fstat(fd, &st) == 0) {
 		w.skip_dev[w.n_skip] = st.st_dev;
 		w.skip_ino[w.n_skip++] = st.st_ino;
+		private_as_source(fd, &st, rootfd);
 	}
 	/* an older pack at the output path, inside the tree, is not packed */
 	if (stat(out_path, &st) == 0) {

@@ -237,3 +237,26 @@ SH
 	[[ "$output" == *"belongs to stgbob"* ]]
 	[ "$(cat victim/file)" = precious ]
 }
+
+@test "privacy follows the source through push, pull, pack and push --pack" {
+	mkdir -p priv/sub && echo secret >priv/sub/f && chmod 0644 priv/sub/f && chmod 0700 priv
+	chown -R stgalice priv
+	chown stgalice "$T"
+	printf '#!/bin/sh\nshift\nexec sh -c "$*"\n' >rsh
+	chmod 0755 rsh
+	printf 'scratch_root = %s/scratch-$USER\nremote_stager = %s\n' "$T" "$U/bin/stager" >site.conf
+	run as stgalice "$U/bin/stager" push --rsh "$T/rsh" "$T/priv" "h:$T/pushed"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" pull --rsh "$T/rsh" "h:$T/priv" "$T/pulled"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" push --pack --rsh "$T/rsh" "$T/priv" "h:$T/pushedpack"
+	[ "$status" -eq 0 ]
+	run as stgalice "$U/bin/stager" pack -q "$T/priv" -o "$T/packed.tar.zst"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a pushed pulled | sort -u)" = 700 ]
+	[ "$(stat -c %a pushedpack.tar.zst packed.tar.zst | sort -u)" = 600 ]
+	for f in pushed/sub/f pulled/sub/f pushedpack.tar.zst packed.tar.zst; do
+		run as stgbob cat "$T/$f"
+		[ "$status" -ne 0 ]
+	done
+}
