@@ -7,7 +7,7 @@
 load helpers
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SITE_CONFIG=/dev/null HOME="$T"
 	unset SLURM_TMPDIR SLURM_JOB_ID STAGER_BWLIMIT

@@ -7,7 +7,7 @@
 load helpers
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch STAGER_REMOTE_STAGER=$STAGER STAGER_MAX_READERS_PER_NODE=0
 	mkdir src
@@ -131,10 +131,13 @@ readonly_dir() { # DIR: DIR made a read-only bind mount of a new directory
 	run stager collect src mnt/res
 	[ "$status" -eq 0 ]
 	diff -r src mnt/res
-	echo "fail write EDQUOT 1" >mnt/.sharedfs-stats
+	# a quota that stays hit until files are removed
+	echo "fail write EDQUOT 100000" >mnt/.sharedfs-stats
 	run stager push --rsh ./rsh src "h:$T/mnt/pushed"
 	echo "$output"
 	[ "$status" -eq 3 ]
+	[ ! -e mnt/pushed ]
+	echo "fail write EDQUOT 0" >mnt/.sharedfs-stats
 	run stager push --rsh ./rsh src "h:$T/mnt/pushed"
 	[ "$status" -eq 0 ]
 	diff -r src mnt/pushed

@@ -3,8 +3,31 @@
 
 : "${STAGER:?run through tests/run.sh or set STAGER}"
 
+# NAME: a new directory (mode 0755) under the first of $BATS_TMPDIR,
+# /var/tmp and /dev/shm that every user can reach: tests act as other
+# users too, and a private /tmp (mode 0700, some machines) or a checkout
+# under a private home must not make them fail
+reachable_mktemp() {
+	local base d p ok
+	for base in "${BATS_TMPDIR:-/tmp}" /var/tmp /dev/shm; do
+		[ -d "$base" ] || continue
+		ok=1
+		p=$(cd "$base" && pwd -P)
+		while [ -n "$p" ]; do
+			[ "$(($(stat -c '%#a' "$p") & 1))" -eq 1 ] || ok=0
+			p=${p%/*}
+		done
+		[ "$ok" -eq 1 ] || continue
+		d=$(mktemp -d "$base/$1.XXXXXX") || continue
+		chmod 0755 "$d"
+		echo "$d"
+		return 0
+	done
+	mktemp -d "${BATS_TMPDIR:-/tmp}/$1.XXXXXX"
+}
+
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 }
 

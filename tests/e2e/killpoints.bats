@@ -10,7 +10,7 @@
 load helpers
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch STAGER_SLOT_DIR=$T/slots STAGER_REMOTE_STAGER=$STAGER
 	local_rsh

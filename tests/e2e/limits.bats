@@ -6,7 +6,7 @@ load helpers
 load timing
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots"
 	unset SLURM_JOB_ID SLURM_TMPDIR STAGER_BWLIMIT STAGER_MAX_READERS_PER_NODE

@@ -51,7 +51,7 @@ teardown_file() {
 }
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SLOT_DIR="$T/slots" \
 		STAGER_SITE_CONFIG=/dev/null HOME="$T"

@@ -21,7 +21,7 @@ setup() {
 		echo "sharedfs is not built: $SHAREDFS" >&2
 		return 1
 	}
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/sharedfs-e2e.XXXXXX")
+	T=$(reachable_mktemp sharedfs-e2e)
 	B=$T/back M=$T/mnt HOLDERS=
 	mkdir "$B" "$M" "$T/mnt2"
 }

@@ -15,7 +15,7 @@ teardown_file() {
 }
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch STAGER_MAX_READERS_PER_NODE=0 STAGER_REMOTE_STAGER=$STAGER
 	local_rsh

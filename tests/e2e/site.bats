@@ -7,12 +7,17 @@ load helpers
 
 setup() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root"
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-site.XXXXXX")
+	T=$(reachable_mktemp stager-site)
 	chmod 0755 "$T"
 	cd "$T"
 	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	export SLURM_JOB_ID=4242 SLURM_JOB_UID=65534 SLURM_JOB_GID=65534 SLURM_JOB_USER=nobody
 	export STAGER_JOB_TMP_BASE="$T/jobs" STAGER_BIN="$STAGER"
+	# the site's scratch, where the job's user reaches it (not $TMPDIR,
+	# which may be private to the one running the tests)
+	mkdir -m 1777 "$T/scratch"
+	echo "scratch_root = $T/scratch/\$USER" >"$T/stager.conf"
+	export STAGER_SITE_CONFIG="$T/stager.conf"
 }
 
 prolog() { sh "$top/scripts/slurm-prolog.sh"; }

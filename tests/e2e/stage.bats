@@ -6,7 +6,7 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT="$T/scratch" STAGER_SITE_CONFIG=/dev/null HOME="$T"
 	unset SLURM_TMPDIR SLURM_JOB_ID

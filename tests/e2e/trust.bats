@@ -13,7 +13,7 @@ mkds() { # DIR: a small dataset of a few files
 }
 
 setup() {
-	T=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-e2e.XXXXXX")
+	T=$(reachable_mktemp stager-e2e)
 	cd "$T"
 	export STAGER_SCRATCH_ROOT=$T/scratch
 	unset SLURM_JOB_ID SLURM_TMPDIR STAGER_REMOTE_STAGER
