@@ -260,3 +260,30 @@ SH
 		[ "$status" -ne 0 ]
 	done
 }
+
+@test "two users stage the same pack at the same moment: each gets a right tree in a cache of their own" {
+	mkdir -m 1777 scratch
+	printf 'scratch_root = %s/scratch/$USER\nmax_readers_per_node = 1\n' "$T" >site.conf
+	mkdir -m 1777 slots out
+	"$GENDATA" images "$T/big" --files 600 --classes 6 >/dev/null
+	"$STAGER" pack -q "$T/big" -o "$T/big.tar.zst" >/dev/null
+	chmod -R a+rX big big.tar.zst
+	for round in 1 2 3; do
+		as stgalice "$U/bin/stager" --bwlimit 30M stage --no-pin "$T/big.tar.zst" "$T/out/a$round" >a.out 2>&1 3>&- &
+		pa=$!
+		as stgbob "$U/bin/stager" --bwlimit 30M stage --no-pin "$T/big.tar.zst" "$T/out/b$round" >b.out 2>&1 3>&- &
+		pb=$!
+		ra=0 rb=0
+		wait_pid "$pa" 120 || ra=$?
+		wait_pid "$pb" 120 || rb=$?
+		cat a.out b.out
+		[ "$ra" -eq 0 ]
+		[ "$rb" -eq 0 ]
+		diff -r big "out/a$round"
+		diff -r big "out/b$round"
+		[ "$(stat -c %U "$(readlink -f "out/a$round")")" = stgalice ]
+		[ "$(stat -c %U "$(readlink -f "out/b$round")")" = stgbob ]
+		as stgalice "$U/bin/stager" clean --all -q
+		as stgbob "$U/bin/stager" clean --all -q
+	done
+}
