@@ -46,6 +46,7 @@ typedef struct rentry {
 	uint64_t offer;    /* bytes of a partial copy offered to the sender */
 	uint64_t from;     /* the byte its data started at (the offer, accepted) */
 	XXH3_state_t *pre; /* the XXH3 of the offered bytes, to go on with */
+	char *rname;       /* its partial copy's name (rnames holds the pointer) */
 } rentry;
 
 typedef struct receiver {
@@ -170,7 +171,10 @@ static stg_err resume_names_init(receiver *rc)
 		if (stg__strmap_get(&rc->paths, data, strlen(data)) != UINT32_MAX ||
 		    stg__strmap_get(&rc->paths, rec, strlen(rec)) != UINT32_MAX)
 			continue;
-		int put = stg__strmap_put(&rc->rnames, data, strlen(data), (uint32_t)i);
+		/* the map keeps the key's pointer: the name must outlive this loop */
+		if (!(re->rname = strdup(data)))
+			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
+		int put = stg__strmap_put(&rc->rnames, re->rname, strlen(re->rname), (uint32_t)i);
 		if (put < 0)
 			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 		re->resumable = put > 0;
@@ -1740,6 +1744,7 @@ out:
 	for (size_t i = 0; i < rc.n; i++) {
 		stg__wentry_free(&rc.r[i].e);
 		XXH3_freeState(rc.r[i].pre);
+		free(rc.r[i].rname);
 	}
 	free(rc.r);
 	free(rc.buf);
