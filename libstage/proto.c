@@ -130,6 +130,8 @@ stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint
 		                 STG_WIRE_FRAME_MAX);
 	if (n && read_exact(w, w->buf, n, &eof)) {
 		w->broken = true;
+		if (stg__cancelled(w->ctx))
+			return stg__fail(w->ctx, STG_EINTR, "interrupted");
 		if (errno)
 			return stg__fail_errno(w->ctx, STG_EREMOTE, errno,
 			                       "reading from the connection");

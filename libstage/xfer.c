@@ -464,7 +464,13 @@ static stg_err client(stg_ctx *ctx, uint8_t op, const char *remote, const char *
 		if (err == STG_EREMOTE && !strstr(stg_errmsg(ctx), "the far end:")) {
 			char msg[STG_ERRMSG_MAX];
 			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
-			if (WIFEXITED(st) && WEXITSTATUS(st))
+			if (WIFEXITED(st) && WEXITSTATUS(st) && res->wire_in > 0)
+				/* the far end answered before: the connection was lost */
+				stg__fail(ctx, err,
+				          "%s (the transport exited with status %d: the "
+				          "connection was lost; the same command again resumes)",
+				          msg, WEXITSTATUS(st));
+			else if (WIFEXITED(st) && WEXITSTATUS(st))
 				stg__fail(ctx, err,
 				          "%s (the transport exited with status %d: is the host "
 				          "reachable, and stager installed there? see --rsh and "
