@@ -106,9 +106,14 @@ stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out)
 stg_err stg_pack_open(stg_ctx *ctx, const char *path, stg_pack **out)
 {
 	*out = NULL;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	/* without blocking: a FIFO in a pack's place would wait for a writer
+	 * (open_fd then refuses what is not a regular file) */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open '%s'", path);
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 	stg_err err = stg_pack_open_fd(ctx, fd, out);
 	close(fd);
 	if (err) {

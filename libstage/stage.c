@@ -1163,15 +1163,19 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	/* a miss reads the shared filesystem: within a slot */
 	if ((err = stg__slot_acquire(ctx, c, &slot)))
 		goto out;
-	fd = open(src, O_RDONLY | O_CLOEXEC);
+	fd = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO put there meanwhile */
 	if (fd < 0) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
 		goto out;
 	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	/* what is read is what was opened: SRC may have been replaced while
 	 * this stage waited for its slot */
-	if (fstat(fd, &st) == 0)
-		stg__ident_of(&st, &id);
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		err = stg__fail(ctx, STG_ENOENT, "'%s' is not a file or directory", src);
+		goto out;
+	}
+	stg__ident_of(&st, &id);
 	if (is_pack(fd, (uint64_t)st.st_size)) {
 		res->kind = "pack";
 		err = stage_pack(ctx, c, &fd, &slot, src, &id, opts, owner, res);

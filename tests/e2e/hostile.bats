@@ -261,3 +261,15 @@ says() {
 	[ "$status" -eq 1 ]
 	says "not '\\x1b[31mred'"
 }
+
+@test "a FIFO where a pack is expected: verify, ls, unpack, diff and stage refuse it at once" {
+	mkfifo ff
+	for c in "verify ff" "ls ff" "unpack ff out" "diff ff ff" "stage ff"; do
+		# shellcheck disable=SC2086
+		run timeout 10 "$STAGER" $c
+		echo "$c: $status $output"
+		[ "$status" -eq 2 ]
+		[[ "$output" == *"not a regular file"* || "$output" == *"not a file or directory"* ]]
+	done
+	[ ! -e out ]
+}
