@@ -688,16 +688,6 @@ stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp)
 	return STG_OK;
 }
 
-uint64_t stg__bytes_setting(const char *v, uint64_t whole)
-{
-	size_t len = strlen(v);
-	if (len && v[len - 1] == '%')
-		return (uint64_t)(strtod(v, NULL) / 100.0 * (double)whole);
-	uint64_t n = 0;
-	stg_parse_size(v, &n);
-	return n;
-}
-
 /* Remove an entry: rename it out of sight under the cache lock (the caller
  * holds it), then delete the tree. */
 int stg__entry_remove(stg_cache *c, const char *key)

@@ -396,3 +396,14 @@ bool stg__nap(stg_ctx *ctx, double s)
 	}
 	return !(ctx && stg__cancelled(ctx));
 }
+
+/* A size setting: bytes, or "N%" of whole (a share of the disk). */
+uint64_t stg__bytes_setting(const char *v, uint64_t whole)
+{
+	size_t len = strlen(v);
+	if (len && v[len - 1] == '%')
+		return (uint64_t)(strtod(v, NULL) / 100.0 * (double)whole);
+	uint64_t n = 0;
+	stg_parse_size(v, &n);
+	return n;
+}
