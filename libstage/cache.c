@@ -35,7 +35,6 @@
 #include <time.h>
 #include <unistd.h>
 
-
 /* ---- opening ---------------------------------------------------------------- */
 
 static const char *user_name(void)
@@ -63,7 +62,8 @@ static stg_err shared_dir(stg_ctx *ctx, const char *path)
 {
 	if (mkdir(path, 01777) == 0) {
 		if (chmod(path, 01777)) /* past the umask */
-			return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' shared", path);
+			return stg__fail_errno(ctx, STG_EIO, errno, "cannot make '%s' shared",
+			                       path);
 		return STG_OK;
 	}
 	int e = errno;
@@ -106,11 +106,12 @@ static int private_dir(stg_ctx *ctx, const char *path, size_t shared_len, bool c
 			} else if (i > shared_len && st.st_uid != getuid() && st.st_uid != 0) {
 				char who[96];
 				owner_name(st.st_uid, who, sizeof who);
-				err = stg__fail(ctx, STG_EIO,
-				                "'%s', on the way to your scratch root, belongs to %s; "
-				                "set scratch_root (or --scratch) to a directory of "
-				                "your own",
-				                buf, who);
+				err = stg__fail(
+				        ctx, STG_EIO,
+				        "'%s', on the way to your scratch root, belongs to %s; "
+				        "set scratch_root (or --scratch) to a directory of "
+				        "your own",
+				        buf, who);
 			}
 		} else if (i <= shared_len) {
 			err = shared_dir(ctx, buf);

@@ -140,7 +140,7 @@ int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN
 int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
                    const char *path);
 
-/* A tree walked without following links (source.c). */
+/* A tree walked without following links (walk.c). */
 typedef struct stg_witem {
 	char *path; /* relative */
 	char *link; /* a symlink's target */
@@ -161,10 +161,12 @@ typedef struct stg_walk {
 stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel);
 void stg__walk_free(stg_walk *w);
 
-/* Staging (stage.c, source.c). */
+/* An entry put at its destination, pinned (attach.c); STG_ENOENT if it
+ * was evicted meanwhile.  The leftovers of dead builders of key. */
 stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
                     const stg_stage_opts *o, const char *owner, stg_stage_result *res);
 void stg__remove_leftovers(stg_cache *c, const char *key);
+/* Staging (stage.c, source.c). */
 int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key);
 stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
                            const stg_stage_opts *o, const char *owner, stg_stage_result *res);

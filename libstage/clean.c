@@ -11,7 +11,6 @@
  * relative to the scratch root's descriptor, never through a symlink.
  */
 #include "cache.h"
-#include "xfer.h" /* stg__open_beneath */
 
 #include <ctype.h>
 #include <dirent.h>

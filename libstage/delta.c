@@ -29,7 +29,7 @@
  * caller builds into a temporary directory and publishes only on success.
  */
 #include "cache.h"
-#include "xfer.h"
+#include "rsjob.h"
 
 #include <errno.h>
 #include <fcntl.h>

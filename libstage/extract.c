@@ -976,7 +976,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 	/* the packed directory's mode, as tar and rsync -a keep it (not its
 	 * setuid and setgid bits); else what mkdir would have made */
 	mode_t top = pack->t.root_mode & STG_ROOT_MODE_SET ? (mode_t)(pack->t.root_mode & 01777)
-	                                                    : 0777 & ~read_umask();
+	                                                   : 0777 & ~read_umask();
 	if (fchmod(rootfd, top)) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot set the mode of '%s'", dir);
 		goto out;

@@ -11,11 +11,13 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/openat2.h>
 #include <linux/fs.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -278,4 +280,35 @@ int stg__copy_file(int sfd, int dfd, uint64_t size)
 		}
 	}
 	return 0;
+}
+
+/* ---- confined access: beneath a directory, never through a link -------- */
+
+int stg__open_beneath(int dirfd, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC | O_NOFOLLOW),
+	                       .mode = (flags & O_CREAT) ? mode : 0,
+	                       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
+	                                  RESOLVE_NO_MAGICLINKS};
+	long fd = syscall(SYS_openat2, dirfd, path, &how, sizeof how);
+	if (fd < 0 && errno == ENOSYS)
+		return openat(dirfd, path, flags | O_CLOEXEC | O_NOFOLLOW, mode);
+	return (int)fd;
+}
+
+/* The directory that holds path, opened beneath root; *base is path's last
+ * component.  -1/errno. */
+int stg__parent_of(int root, const char *path, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	if (!slash) {
+		*base = path;
+		return fcntl(root, F_DUPFD_CLOEXEC, 0);
+	}
+	char dir[STG_PATH_MAX + 1];
+	size_t n = (size_t)(slash - path);
+	memcpy(dir, path, n);
+	dir[n] = '\0';
+	*base = slash + 1;
+	return stg__open_beneath(root, dir, O_RDONLY | O_DIRECTORY, 0);
 }

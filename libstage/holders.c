@@ -62,8 +62,9 @@ static void describe(int pid, stg_holder *h)
 	/* the fields after the command's name, which may hold spaces */
 	const char *p = strrchr(sbuf, ')');
 	unsigned long long start = 0;
-	if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
-	                       "%*d %*d %*d %*d %llu",
+	if (p && sscanf(p + 2,
+	                "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d "
+	                "%*d %*d %*d %*d %llu",
 	                &start) == 1) {
 		long hz = sysconf(_SC_CLK_TCK);
 		h->since = boot_time() + (int64_t)(start / (unsigned long long)(hz > 0 ? hz : 100));

@@ -205,6 +205,7 @@ stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 /* The manifest of a cache entry (manifest.c): one line per regular file,
  * "<xxh3 hex> <size> <path, escaped>".  Written into dirfd as "manifest". */
 int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel);
+
 /* Check the files under datafd against a manifest: 0 match, 1 mismatch
  * (named on ctx), -1 unreadable manifest. */
 int stg__manifest_check(stg_ctx *ctx, FILE *manifest, int datafd);
@@ -225,6 +226,14 @@ bool stg__dir_is_empty(int dirfd);
  * without "." and "..", sorted bytewise if asked; rel is opened with
  * O_NOFOLLOW.  0, or -1/errno.  Free with stg__names_free. */
 int stg__dir_names(int dirfd, const char *rel, bool sorted, char ***names, size_t *n);
+/* Confined access (fsutil.c). */
+/* open beneath dirfd: openat2(RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS), so
+ * no component of path may be a symlink or lead out; O_NOFOLLOW and
+ * O_CLOEXEC are added.  -1/errno. */
+int stg__open_beneath(int dirfd, const char *path, int flags, mode_t mode);
+/* The directory that holds path, opened beneath root; *base is path's last
+ * component.  -1/errno. */
+int stg__parent_of(int root, const char *path, const char **base);
 void stg__names_free(char **names, size_t n);
 /* Move the file tmp to path atomically, replacing what is there.  An
  * existing file is swapped out with RENAME_EXCHANGE and unlinked, which

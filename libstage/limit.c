@@ -296,10 +296,11 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double dea
 		if (bound && stg__now() >= bound) {
 			char who[512];
 			stg__holders_text(ctx, c, "cluster", who, sizeof who);
-			stg__log(ctx, STG_LOG_WARN,
-			         "waited %u s for a cluster-wide lease (slot_wait_max): going ahead "
-			         "without one; held by %s",
-			         c->slot_wait_max, who[0] ? who : "?");
+			stg__log(
+			        ctx, STG_LOG_WARN,
+			        "waited %u s for a cluster-wide lease (slot_wait_max): going ahead "
+			        "without one; held by %s",
+			        c->slot_wait_max, who[0] ? who : "?");
 			return STG_OK;
 		}
 		if (deadline && stg__now() >= deadline) {

@@ -112,7 +112,7 @@ out:
 
 static int hexval(char c)
 {
-	return c >= '0' && c <= '9' ? c - '0'
+	return c >= '0' && c <= '9'   ? c - '0'
 	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
 	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
 	                              : -1;
@@ -208,9 +208,10 @@ static int64_t count_files(int dirfd, int depth)
 		if (t == DT_REG) {
 			n++;
 		} else if (t == DT_DIR) {
-			int sub = depth > 0 ? openat(dirfd, e->d_name,
-			                             O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			                    : -1;
+			int sub = depth > 0
+			                  ? openat(dirfd, e->d_name,
+			                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+			                  : -1;
 			int64_t m = sub >= 0 ? count_files(sub, depth - 1) : -1;
 			n = m < 0 ? -1 : n + m;
 		}
@@ -239,7 +240,8 @@ int stg__manifest_quick(stg_ctx *ctx, FILE *f, int datafd)
 			if (errno == ENOENT || errno == ENOTDIR)
 				stg__fail(ctx, STG_ECORRUPT, "'%s' is missing", path);
 			else
-				stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot check '%s'", path);
+				stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot check '%s'",
+				                path);
 			rc = 1;
 		} else if (!S_ISREG(st.st_mode)) {
 			stg__fail(ctx, STG_ECORRUPT, "'%s' is no longer a file", path);

@@ -304,8 +304,8 @@ static void set_err(pk_state *s, stg_err err, const char *msg)
  * MiB takes seconds there); the fast ones in one call, which is what
  * earlier versions wrote (streaming changes the bytes at some levels, and
  * with them the digest of the same tree). */
-static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j,
-                             size_t bound, const char **zerr)
+static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, size_t bound,
+                             const char **zerr)
 {
 	if (level <= 9) {
 		size_t n = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);

@@ -155,8 +155,9 @@ bool budget_due(run_budget *b, char *const *srcs, size_t n)
 	double need = (double)todo / rate;
 	/* the last moment a collect can end: with exec, KillWait after the
 	 * end; without, when the shell dies (the warning, or the end) */
-	double last = c->no_exec ? c->end - (c->warn_signal && c->warn_batch_only ? c->warn_secs : 0)
-	                         : c->end + c->kill_wait;
+	double last = c->no_exec
+	                      ? c->end - (c->warn_signal && c->warn_batch_only ? c->warn_secs : 0)
+	                      : c->end + c->kill_wait;
 	double room = c->no_exec ? 0 : c->kill_wait + (c->warn_signal ? c->warn_secs : 0);
 	if (g_opts.verbose > 1) {
 		char sz[32];

@@ -177,13 +177,13 @@ int cmd_not_built(int argc, char **argv);
 /* run's time budget inside a Slurm job (budget.c) */
 typedef struct run_budget {
 	stg_job_clock clock;
-	bool active;         /* a known time limit, and something to collect */
-	uint64_t bytes;      /* sent by measured collects ... */
-	double secs;         /* ... in this many seconds */
-	double since;        /* the start of the last collect that ended (wall) */
-	double checked;      /* the last look at what is pending (cli_now) */
+	bool active;    /* a known time limit, and something to collect */
+	uint64_t bytes; /* sent by measured collects ... */
+	double secs;    /* ... in this many seconds */
+	double since;   /* the start of the last collect that ended (wall) */
+	double checked; /* the last look at what is pending (cli_now) */
 	bool warned;
-	bool due;            /* collects are due: the end is near */
+	bool due; /* collects are due: the end is near */
 } run_budget;
 /* The wall clock (the job's end and files' mtimes are in its time). */
 double budget_wall(void);

@@ -60,7 +60,7 @@ typedef struct run_state {
 	struct measured {
 		uint64_t bytes;
 		double secs, started;
-	} *measured;
+	} * measured;
 } run_state;
 
 /* A job being stopped has until Slurm's KillWait (30 s by default) before
@@ -364,8 +364,7 @@ static void collector_measured(run_state *r)
 {
 	if (!r->measured)
 		return;
-	budget_measured(&r->budget, r->measured->bytes, r->measured->secs,
-	                r->measured->started);
+	budget_measured(&r->budget, r->measured->bytes, r->measured->secs, r->measured->started);
 	memset(r->measured, 0, sizeof *r->measured);
 }
 
