@@ -2,8 +2,8 @@
  * xfer.c - push, pull and serve: a tree sent over a pipe pair (ssh), as a
  * delta against what the receiver has, verified, resumable, switched in
  * atomically.  The frames are proto.c's; the sender is xfer_send.c, the
- * receiver xfer_recv.c; here are their shared helpers and the two ends of
- * a connection (the client that starts the transport, and serve).
+ * receiver xfer_recv.c, xfer_record.c and xfer_switch.c; here are the two
+ * ends of a connection (the client that starts the transport, and serve).
  *
  * The sender walks its tree (not following links) and hashes every file
  * once (XXH3-128), and sends the manifest with the tree digest: a SHA-256

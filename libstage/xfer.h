@@ -1,7 +1,8 @@
 /*
- * xfer.h - what the transfer modules share: xfer.c (confined file access,
- * librsync jobs, the two ends of a connection), xfer_send.c (the sender of
- * a tree) and xfer_recv.c (its receiver).  xfer.c explains the transfer.
+ * xfer.h - what the transfer modules share: xfer.c (the two ends of a
+ * connection; librsync jobs are rsjob.c's), xfer_send.c (the sender of
+ * a tree) and its receiver (xfer_recv.c, xfer_record.c, xfer_switch.c,
+ * sharing xfer_recv.h).  xfer.c explains the transfer.
  */
 #ifndef STG_XFER_H
 #define STG_XFER_H
@@ -18,7 +19,7 @@
 stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
                        stg_xfer_result *res);
 /* Receive a tree into dest, or with pack a pack at dest.tar.zst
- * (xfer_recv.c): verified, then switched in; then PUBLISHED.  An existing
+ * (xfer_switch.c): verified, then switched in; then PUBLISHED.  An existing
  * dest is replaced only as stg__receive_check allows. */
 stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
                           const char *what, stg_xfer_result *res);
