@@ -8,6 +8,10 @@ setup_file() {
 	export D=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sig.XXXXXX")
 	"$GENDATA" images "$D/ds" --files 3000 --classes 10 >/dev/null
 	"$STAGER" pack -q "$D/ds" -o "$D/ds.tar.zst" >/dev/null
+	# one large file, for verify (many small ones take it a tenth of a second)
+	mkdir "$D/dsbig"
+	"$GENDATA" file "$D/dsbig/f" --size 400M >/dev/null
+	"$STAGER" pack -q "$D/dsbig" -o "$D/dsbig.tar.zst" >/dev/null
 }
 
 teardown_file() {
@@ -30,7 +34,11 @@ stops() {
 	[ -z "$SAN_FLAGS" ] || limit=5
 	env --default-signal=INT "$@" >out 2>err 3>&- &
 	local pid=$!
-	wait_until 20 sh -c "${when:-ls -l /proc/$pid/fd 2>/dev/null | grep -q '$D/ds'}"
+	# (polled without a pause: a short command could end between polls)
+	local t_end=$((SECONDS + 20))
+	until sh -c "${when:-ls -l /proc/$pid/fd 2>/dev/null | grep -q '$D/ds'}"; do
+		[ "$SECONDS" -lt "$t_end" ] || { echo "never caught at work"; return 1; }
+	done
 	kill -STOP "$pid"
 	local t0 t1 rc=0
 	kill -"$sig" "$pid"
@@ -62,7 +70,7 @@ stops() {
 }
 
 @test "verify stops within a second" {
-	stops TERM "$STAGER" verify --threads 1 "$D/ds.tar.zst"
+	stops TERM "$STAGER" verify --threads 1 "$D/dsbig.tar.zst"
 }
 
 @test "collect and collect --pack stop within a second, nothing partial under a final name" {
