@@ -24,7 +24,7 @@
  * DEST.tar.zst like a single file.  The record then lists SRC's identities
  * at that time: any change, addition or removal makes a new pack.
  */
-#include "cache.h"
+#include "collect.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,658 +39,6 @@
 #define TRIES        5 /* attempts at a file on transient errors */
 #define CHANGE_TRIES 3 /* attempts at a file that changes while it is copied */
 
-/* One line of the record: what DEST holds from SRC. */
-typedef struct crec {
-	char type; /* 'd' directory, 'f' file, 'l' link */
-	uint64_t size, ino;
-	int64_t mtime_ns, ctime_ns;
-	unsigned mode;
-	uint8_t xxh3[16];
-	char *path;
-} crec;
-
-typedef struct collector {
-	stg_ctx *ctx;
-	stg_cache *c;
-	const stg_collect_opts *o;
-	stg_collect_result *res;
-	uint64_t total_bytes; /* of the files this run sends: progress's total */
-	char src[STG_PATH_MAX + 1], dest[STG_PATH_MAX + 1];
-	char where[STG_PATH_MAX + 1]; /* the directory temporaries go in, as recorded */
-	char id[17];
-	int srcfd, destfd, logfd;
-	crec *recs;
-	size_t n_recs, cap_recs, log_lines;
-	stg_strmap map;  /* path -> index in recs */
-	stg_strmap dirs; /* directories of DEST changed in this run */
-	char **pending;  /* temporary names logged but not resolved */
-	size_t n_pending;
-	uint64_t dest_dev, dest_ino;
-	unsigned seq;
-	char first_error[STG_ERRMSG_MAX];
-	stg_err stop; /* an error that ends the run (space, interrupt) */
-	bool rewrite; /* the record needs rewriting (damaged, or a new pack) */
-	int umask;    /* -1: unknown */
-} collector;
-
-static int64_t ns_of(const struct timespec *ts)
-{
-	return (int64_t)ts->tv_sec * 1000000000 + ts->tv_nsec;
-}
-
-/* ---- the record ----------------------------------------------------------------- */
-
-static crec *rec_find(collector *k, const char *path)
-{
-	uint32_t i = stg__strmap_get(&k->map, path, strlen(path));
-	return i == UINT32_MAX ? NULL : &k->recs[i];
-}
-
-/* Insert or replace the record of r->path (which is taken over, or freed
- * if the path has a record already); the stored record, NULL if out of
- * memory. */
-static crec *rec_set(collector *k, crec *r)
-{
-	crec *old = rec_find(k, r->path);
-	if (old) {
-		char *keep = old->path; /* the map's key */
-		free(r->path);
-		*old = *r;
-		old->path = keep;
-		return old;
-	}
-	if (k->n_recs == k->cap_recs) {
-		size_t ncap = k->cap_recs ? k->cap_recs * 2 : 256;
-		crec *nv = realloc(k->recs, ncap * sizeof *nv);
-		if (!nv) {
-			free(r->path);
-			return NULL;
-		}
-		k->recs = nv;
-		k->cap_recs = ncap;
-	}
-	if (stg__strmap_put(&k->map, r->path, strlen(r->path), (uint32_t)k->n_recs) < 0) {
-		free(r->path);
-		return NULL;
-	}
-	k->recs[k->n_recs] = *r;
-	return &k->recs[k->n_recs++];
-}
-
-static void recs_clear(collector *k)
-{
-	for (size_t i = 0; i < k->n_recs; i++)
-		free(k->recs[i].path);
-	k->n_recs = 0;
-	stg__strmap_free(&k->map);
-	stg__strmap_init(&k->map, 1024);
-}
-
-/* Compose a line (the path escaped, last) and append it with one write. */
-static int log_line(collector *k, const char *head, const char *path)
-{
-	char buf[STG_PATH_MAX * 2 + 256];
-	FILE *f = fmemopen(buf, sizeof buf, "w");
-	if (!f)
-		return -1;
-	fputs(head, f);
-	if (path)
-		stg__put_escaped(f, path);
-	fputc('\n', f);
-	long len = ftell(f);
-	fclose(f);
-	if (len <= 0 || (size_t)len >= sizeof buf)
-		return -1;
-	k->log_lines++;
-	return stg__write_full(k->logfd, buf, (size_t)len);
-}
-
-static int log_rec(collector *k, const crec *r)
-{
-	char head[256];
-	if (r->type == 'f') {
-		char hex[33];
-		for (int i = 0; i < 16; i++)
-			snprintf(hex + 2 * i, 3, "%02x", r->xxh3[i]);
-		snprintf(head, sizeof head, "f %llu %lld %lld %llu %o %s ",
-		         (unsigned long long)r->size, (long long)r->mtime_ns,
-		         (long long)r->ctime_ns, (unsigned long long)r->ino, r->mode, hex);
-	} else if (r->type == 'l') {
-		snprintf(head, sizeof head, "l %lld %lld %llu ", (long long)r->mtime_ns,
-		         (long long)r->ctime_ns, (unsigned long long)r->ino);
-	} else {
-		snprintf(head, sizeof head, "d ");
-	}
-	return log_line(k, head, r->path);
-}
-
-static void pending_drop(collector *k, const char *tmp)
-{
-	for (size_t i = 0; i < k->n_pending; i++) {
-		if (!strcmp(k->pending[i], tmp)) {
-			free(k->pending[i]);
-			k->pending[i] = k->pending[--k->n_pending];
-			return;
-		}
-	}
-}
-
-static int pending_add(collector *k, const char *tmp)
-{
-	char **nv = realloc(k->pending, (k->n_pending + 1) * sizeof *nv);
-	if (!nv)
-		return -1;
-	k->pending = nv;
-	if (!(nv[k->n_pending] = strdup(tmp)))
-		return -1;
-	k->n_pending++;
-	return 0;
-}
-
-/* Parse one record line; false if malformed (the rest is ignored). */
-static bool parse_line(collector *k, char *line)
-{
-	char type = line[0];
-	if (!type || line[1] != ' ')
-		return false;
-	char *p = line + 2;
-	crec r = {.type = type};
-	if (type == 't' || type == 'x') {
-		if (!stg__unescape(p))
-			return false;
-		if (type == 'x')
-			pending_drop(k, p);
-		else if (pending_add(k, p))
-			return false;
-		return true;
-	}
-	if (type == 'D') {
-		unsigned long long dev, ino;
-		if (sscanf(p, "%llu %llu", &dev, &ino) != 2)
-			return false;
-		k->dest_dev = dev;
-		k->dest_ino = ino;
-		return true;
-	}
-	int used = 0;
-	if (type == 'f') {
-		unsigned long long size, ino;
-		long long mt, ct;
-		char hex[33];
-		if (sscanf(p, "%llu %lld %lld %llu %o %32s %n", &size, &mt, &ct, &ino, &r.mode, hex,
-		           &used) != 6 ||
-		    strlen(hex) != 32)
-			return false;
-		r.size = size;
-		r.ino = ino;
-		r.mtime_ns = mt;
-		r.ctime_ns = ct;
-		for (int i = 0; i < 16; i++)
-			sscanf(hex + 2 * i, "%2hhx", &r.xxh3[i]);
-	} else if (type == 'l') {
-		unsigned long long ino;
-		long long mt, ct;
-		if (sscanf(p, "%lld %lld %llu %n", &mt, &ct, &ino, &used) != 3)
-			return false;
-		r.ino = ino;
-		r.mtime_ns = mt;
-		r.ctime_ns = ct;
-	} else if (type != 'd') {
-		return false;
-	}
-	p += used;
-	if (!stg__unescape(p) || !stg__path_ok(p, strlen(p)) || !(r.path = strdup(p)))
-		return false;
-	return rec_set(k, &r) != NULL;
-}
-
-static void record_compact(collector *k);
-
-/* Open (creating) the record and read what it says. */
-static stg_err record_open(collector *k)
-{
-	stg_ctx *ctx = k->ctx;
-	if (mkdirat(k->c->rootfd, "collect", 0700) && errno != EEXIST)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/collect'",
-		                       k->c->root);
-	char rel[64];
-	snprintf(rel, sizeof rel, "collect/%s", k->id);
-	k->logfd = openat(k->c->rootfd, rel, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC,
-	                  0600);
-	if (k->logfd < 0)
-		return stg__fail_errno(ctx, STG_EIO, errno,
-		                       "cannot open the collect record '%s/%s'", k->c->root, rel);
-	int fd = dup(k->logfd);
-	FILE *f = fd >= 0 ? fdopen(fd, "r") : NULL;
-	if (!f) {
-		if (fd >= 0)
-			close(fd);
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read the collect record");
-	}
-	char *line = NULL;
-	size_t cap = 0;
-	ssize_t len;
-	bool first = true;
-	while ((len = getline(&line, &cap, f)) > 0) {
-		/* a torn last line, a line that is not ours: keep what came
-		 * before and rewrite the record */
-		if (line[len - 1] != '\n') {
-			k->rewrite = true;
-			break;
-		}
-		line[len - 1] = '\0';
-		if (first) {
-			first = false;
-			if (strcmp(line, "stager-collect 1")) {
-				k->rewrite = true;
-				break;
-			}
-			k->log_lines++;
-			continue;
-		}
-		k->log_lines++;
-		if (line[0] == 'S')
-			continue; /* the source, for clean */
-		if (line[0] == 'P' && line[1] == ' ') {
-			/* where temporaries go, for clean */
-			if (stg__unescape(line + 2))
-				snprintf(k->where, sizeof k->where, "%s", line + 2);
-			continue;
-		}
-		if (!parse_line(k, line)) {
-			k->rewrite = true;
-			break;
-		}
-	}
-	free(line);
-	fclose(f);
-	if (k->rewrite)
-		record_compact(k);
-	return STG_OK;
-}
-
-/* Rewrite the record with only what is current (atomically). */
-static void record_compact(collector *k)
-{
-	char rel[64], tmp[80];
-	snprintf(rel, sizeof rel, "collect/%s", k->id);
-	snprintf(tmp, sizeof tmp, "collect/%s.tmp", k->id);
-	int fd = openat(k->c->rootfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-	                0600);
-	if (fd < 0)
-		return;
-	FILE *f = fdopen(fd, "w");
-	if (!f) {
-		close(fd);
-		return;
-	}
-	fprintf(f, "stager-collect 1\nS ");
-	stg__put_escaped(f, k->src);
-	fprintf(f, "\nD %llu %llu\n", (unsigned long long)k->dest_dev,
-	        (unsigned long long)k->dest_ino);
-	if (k->where[0]) {
-		fputs("P ", f);
-		stg__put_escaped(f, k->where);
-		fputc('\n', f);
-	}
-	int oldfd = k->logfd;
-	k->logfd = fileno(f);
-	size_t lines = 2;
-	for (size_t i = 0; i < k->n_recs; i++) {
-		fflush(f);
-		log_rec(k, &k->recs[i]);
-		lines++;
-	}
-	for (size_t i = 0; i < k->n_pending; i++) {
-		fflush(f);
-		log_line(k, "t ", k->pending[i]);
-		lines++;
-	}
-	k->logfd = oldfd;
-	if (fclose(f) == 0 && renameat(k->c->rootfd, tmp, k->c->rootfd, rel) == 0) {
-		k->log_lines = lines;
-		k->rewrite = false;
-		int nfd = openat(k->c->rootfd, rel, O_RDWR | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-		if (nfd >= 0) {
-			close(k->logfd);
-			k->logfd = nfd;
-		}
-	} else {
-		unlinkat(k->c->rootfd, tmp, 0);
-	}
-}
-
-/* ---- the shared filesystem side ------------------------------------------------ */
-
-static bool transient(int e)
-{
-	return e == EINTR || e == EAGAIN || e == ESTALE || e == EIO || e == ETIMEDOUT;
-}
-
-static void op(collector *k)
-{
-	stg__bucket_take(k->ctx, &k->c->ops, 1);
-}
-
-/* Where the temporary for path goes: beside it, named by host and
- * process (nodes of one job may collect into one DEST at once). */
-static void tmp_name(collector *k, const char *path, char *out, size_t len)
-{
-	const char *slash = strrchr(path, '/');
-	snprintf(out, len, "%.*s%s.stager-tmp.%s.%d.%u", slash ? (int)(slash - path) : 0, path,
-	         slash ? "/" : "", stg__collect_host(), (int)getpid(), k->seq++);
-}
-
-/* Remove the temporaries a killed collect left. */
-static void remove_leftovers(collector *k)
-{
-	while (k->n_pending) {
-		char *t = k->pending[k->n_pending - 1];
-		op(k);
-		if (unlinkat(k->destfd, t, 0) && errno != ENOENT)
-			stg__log(k->ctx, STG_LOG_WARN, "cannot remove the leftover '%s/%s': %s",
-			         k->dest, t, strerror(errno));
-		log_line(k, "x ", t);
-		free(t);
-		k->n_pending--;
-	}
-}
-
-/* The marker that says who writes temporaries in DEST (collect_mark.c):
- * in the record too, so that `stager clean` on this node removes it with
- * the temporaries of a collect that was killed. */
-static void mark_begin(collector *k, char *mark, size_t len)
-{
-	if (stg__mark_begin(k->destfd, mark, len) == 0)
-		log_line(k, "t ", mark);
-}
-
-static void mark_end(collector *k, const char *mark)
-{
-	if (mark[0]) {
-		stg__mark_end(k->destfd, mark);
-		log_line(k, "x ", mark);
-	}
-}
-
-/* The process's umask, from /proc (umask() would change it); -1 unknown. */
-static int current_umask(void)
-{
-	FILE *f = fopen("/proc/self/status", "re");
-	char line[256];
-	unsigned m;
-	int out = -1;
-	while (f && fgets(line, sizeof line, f))
-		if (sscanf(line, "Umask: %o", &m) == 1)
-			out = (int)m;
-	if (f)
-		fclose(f);
-	return out;
-}
-
-/* Copy the open source s to a new file at tmp; its XXH3 into h.  The file
- * is created with its final mode, so most need no chmod (one round trip
- * less per file on NFS). */
-static int copy_out(collector *k, int s, const char *tmp, const struct stat *st, uint8_t h[16])
-{
-	op(k);
-	mode_t mode = st->st_mode & 01777;
-	int d = openat(k->destfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-	               mode & 0777);
-	if (d < 0)
-		return -1;
-	XXH3_state_t *xs = XXH3_createState();
-	const size_t bs = 1 << 20;
-	uint8_t *buf = malloc(bs);
-	int rc = -1, e = ENOMEM;
-	if (!xs || !buf)
-		goto out;
-	XXH3_128bits_reset(xs);
-	uint64_t off = 0;
-	for (;;) {
-		ssize_t n = pread(s, buf, bs, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			e = errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		stg__bucket_take(k->ctx, &k->c->bw, (double)n);
-		if (stg__write_full(d, buf, (size_t)n)) {
-			e = errno;
-			goto out;
-		}
-		XXH3_128bits_update(xs, buf, (size_t)n);
-		off += (uint64_t)n;
-		k->res->sent_bytes += (uint64_t)n;
-		if (k->ctx->progress_fn)
-			k->ctx->progress_fn(k->ctx->progress_arg, "collect", k->res->sent_bytes,
-			                    k->total_bytes);
-		if (stg__cancelled(k->ctx)) {
-			e = EINTR;
-			goto out;
-		}
-	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
-	memcpy(h, c.digest, 16);
-	struct timespec ts[2] = {{0, UTIME_OMIT}, st->st_mtim};
-	if (k->umask < 0 || (mode & ~0777u) || (mode & (mode_t)k->umask)) {
-		op(k);
-		if (fchmod(d, mode)) {
-			e = errno;
-			goto out;
-		}
-	}
-	op(k);
-	if (futimens(d, ts)) {
-		e = errno;
-		goto out;
-	}
-	/* the data is on the server before the rename publishes it: on a
-	 * filesystem with client write-back (Lustre, GPFS, BeeGFS) a node that
-	 * crashes after the rename would otherwise leave a short file under
-	 * the final name, in place of the good one (NFS flushes at close) */
-	op(k);
-	if (fdatasync(d)) {
-		e = errno;
-		goto out;
-	}
-	rc = 0;
-out:
-	XXH3_freeState(xs);
-	free(buf);
-	/* NFS reports failed writes at close */
-	if (close(d) && rc == 0) {
-		rc = -1;
-		e = errno;
-	}
-	errno = e;
-	return rc;
-}
-
-/* Put one file or link at its place in DEST.  0, or -1/errno with the
- * error's origin in *where ("source" or "dest"). */
-static int put_item(collector *k, const stg_witem *it, const char *final, crec *r,
-                    const char **where)
-{
-	char tmp[STG_PATH_MAX + 64];
-	tmp_name(k, final, tmp, sizeof tmp);
-	*where = "dest";
-	if (log_line(k, "t ", tmp))
-		return -1;
-	int rc = -1, e = 0, s = -1;
-	if (it->link) {
-		op(k);
-		rc = symlinkat(it->link, k->destfd, tmp);
-		if (rc == 0) { /* the link's own mtime, as rsync -a keeps it */
-			struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
-			utimensat(k->destfd, tmp, ts, AT_SYMLINK_NOFOLLOW);
-		}
-	} else {
-		s = openat(k->srcfd, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		struct stat before, after;
-		if (s < 0 || fstat(s, &before)) {
-			*where = "source";
-			e = errno;
-			goto out;
-		}
-		if ((rc = copy_out(k, s, tmp, &before, r->xxh3)))
-			goto fail;
-		/* a file written while it was copied (a checkpoint being saved)
-		 * may be torn: it must not replace the good copy in DEST */
-		if (fstat(s, &after) || after.st_size != before.st_size ||
-		    ns_of(&after.st_mtim) != ns_of(&before.st_mtim) ||
-		    ns_of(&after.st_ctim) != ns_of(&before.st_ctim)) {
-			*where = "changed";
-			errno = EAGAIN;
-			rc = -1;
-			goto fail;
-		}
-		r->size = (uint64_t)before.st_size;
-		r->mtime_ns = ns_of(&before.st_mtim);
-		r->ctime_ns = ns_of(&before.st_ctim);
-		r->ino = (uint64_t)before.st_ino;
-		r->mode = before.st_mode & 07777;
-	}
-	if (rc)
-		goto fail;
-	op(k);
-	if ((rc = renameat(k->destfd, tmp, k->destfd, final)))
-		goto fail;
-	log_line(k, "x ", tmp);
-	goto out;
-fail:
-	e = errno;
-	op(k);
-	unlinkat(k->destfd, tmp, 0);
-	log_line(k, "x ", tmp);
-	rc = -1;
-out:
-	if (s >= 0)
-		close(s);
-	if (rc)
-		errno = e;
-	return rc;
-}
-
-static double slot_deadline(const stg_collect_opts *o)
-{
-	return o->slot_wait_max > 0 ? stg__now() + o->slot_wait_max : 0;
-}
-
-/* Record a failure that does not stop the run. */
-static void failed(collector *k, const char *path, const char *where, int e)
-{
-	k->res->failed++;
-	if (!strcmp(where, "notdir"))
-		stg__log(k->ctx, STG_LOG_WARN,
-		         "cannot collect the directory '%s': DEST has a file of that name "
-		         "(collect never deletes results: move '%s/%s' away)",
-		         path, k->dest, path);
-	else
-		stg__log(k->ctx, STG_LOG_WARN, "cannot collect '%s' (%s): %s", path,
-		         !strcmp(where, "source") ? "reading it on scratch" : "writing it to DEST",
-		         strerror(e));
-	if (!k->first_error[0])
-		snprintf(k->first_error, sizeof k->first_error, "'%.400s/%.400s': %s", k->dest,
-		         path, strerror(e));
-}
-
-/* Send one file or link, retrying transient errors with backoff; true if
- * it landed, and then *out describes it (path not set). */
-static bool send_item(collector *k, const stg_witem *it, const char *final, const char *shown,
-                      crec *out)
-{
-	crec r = {.type = it->link ? 'l' : 'f'};
-	const char *where = "dest";
-	for (int attempt = 1;; attempt++) {
-		if (put_item(k, it, final, &r, &where) == 0)
-			break;
-		int e = errno;
-		/* EINTR without a cancel is a signal that stager's caller
-		 * handles (a profiler, SIGCHLD): retried as transient */
-		if (stg__cancelled(k->ctx)) {
-			k->stop = stg__fail(k->ctx, STG_EINTR, "interrupted");
-			return false;
-		}
-		if (!strcmp(where, "changed")) {
-			if (attempt < CHANGE_TRIES) {
-				stg__nap(k->ctx, 0.2 * attempt);
-				continue;
-			}
-			stg__log(k->ctx, STG_LOG_WARN,
-			         "'%s' kept changing while it was collected: DEST keeps its "
-			         "previous copy, the next collect sends it",
-			         shown);
-			k->res->changing++;
-			return false;
-		}
-		if (!strcmp(where, "source") && e == ENOENT) {
-			stg__log(k->ctx, STG_LOG_WARN,
-			         "'%s' disappeared before it could be collected", shown);
-			return false;
-		}
-		if (e == ENOSPC || e == EDQUOT) {
-			k->stop = stg__fail_errno(k->ctx, STG_ENOSPC, e,
-			                          "cannot write '%s/%s' (quota or space)", k->dest,
-			                          final);
-			return false;
-		}
-		/* DEST itself gone or read-only: no use trying the other files */
-		struct stat dst;
-		if (strcmp(where, "source") && e == ENOENT && fstat(k->destfd, &dst) == 0 &&
-		    dst.st_nlink == 0) {
-			k->stop = stg__fail(k->ctx, STG_EIO,
-			                    "'%s' was removed while it was collected: nothing more "
-			                    "sent; collect again to send everything",
-			                    k->dest);
-			return false;
-		}
-		if (strcmp(where, "source") && e == EROFS) {
-			k->stop = stg__fail(k->ctx, STG_EIO,
-			                    "'%s' is on a read-only filesystem: nothing sent there",
-			                    k->dest);
-			return false;
-		}
-		if (!transient(e) || attempt == TRIES) {
-			failed(k, shown, where, e);
-			return false;
-		}
-		double wait = 0.25 * (1 << (attempt - 1));
-		stg__log(k->ctx, STG_LOG_WARN, "retrying '%s' in %.2g s (attempt %d of %d): %s",
-		         shown, wait, attempt + 1, TRIES, strerror(e));
-		k->res->retries++;
-		stg__nap(k->ctx, wait);
-		if (e == ESTALE && k->where[0]) {
-			/* the server forgot DEST's handle: look it up again */
-			int fd = open(k->where, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-			if (fd >= 0) {
-				close(k->destfd);
-				k->destfd = fd;
-			}
-		}
-	}
-	if (it->link) {
-		r.mtime_ns = ns_of(&it->st.st_mtim);
-		r.ctime_ns = ns_of(&it->st.st_ctim);
-		r.ino = (uint64_t)it->st.st_ino;
-	}
-	k->res->sent_files++;
-	*out = r;
-	return true;
-}
-
-/* Remember that DEST holds path as r says. */
-static void remember(collector *k, crec *r, const char *path)
-{
-	crec *stored;
-	if ((r->path = strdup(path)) && (stored = rec_set(k, r)))
-		log_rec(k, stored);
-}
-
 /* ---- deciding -------------------------------------------------------------------- */
 
 static bool same_ident(const crec *r, const struct stat *st)
@@ -703,7 +51,7 @@ static bool same_ident(const crec *r, const struct stat *st)
  * not its size is hashed (locally) against what was sent. */
 static bool needs_send(collector *k, const stg_witem *it)
 {
-	crec *r = rec_find(k, it->path);
+	crec *r = stg__col_rec_find(k, it->path);
 	if (S_ISDIR(it->st.st_mode))
 		return !r || r->type != 'd';
 	char type = S_ISLNK(it->st.st_mode) ? 'l' : 'f';
@@ -728,7 +76,7 @@ static bool needs_send(collector *k, const stg_witem *it)
 	r->mtime_ns = ns_of(&it->st.st_mtim);
 	r->ctime_ns = ns_of(&it->st.st_ctim);
 	r->ino = (uint64_t)it->st.st_ino;
-	log_rec(k, r);
+	stg__col_log_rec(k, r);
 	return false;
 }
 
@@ -768,7 +116,7 @@ static stg_err check_space(collector *k, const char *path, uint64_t need, uint64
 /* Make DEST (and its parents) and open it; note its identity if note. */
 static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 {
-	op(k);
+	stg__col_op(k);
 	if (mkdir(path, mode) && errno != EEXIST) {
 		if (errno != ENOENT || stg__mkdirs_parent(path) ||
 		    (mkdir(path, mode) && errno != EEXIST))
@@ -784,7 +132,7 @@ static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 	char abs[STG_PATH_MAX + 1];
 	if (stg__absolute(path, abs, sizeof abs) == 0 && strcmp(abs, k->where)) {
 		snprintf(k->where, sizeof k->where, "%s", abs);
-		log_line(k, "P ", abs);
+		stg__col_log_line(k, "P ", abs);
 	}
 	if (note && ((uint64_t)st.st_dev != k->dest_dev || (uint64_t)st.st_ino != k->dest_ino)) {
 		k->dest_dev = (uint64_t)st.st_dev;
@@ -792,7 +140,7 @@ static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 		char head[80];
 		snprintf(head, sizeof head, "D %llu %llu", (unsigned long long)k->dest_dev,
 		         (unsigned long long)k->dest_ino);
-		log_line(k, head, NULL);
+		stg__col_log_line(k, head, NULL);
 	}
 	return STG_OK;
 }
@@ -833,13 +181,13 @@ static void dir_times(collector *k, const stg_walk *w)
 		    stg__strmap_get(&k->dirs, it->path, strlen(it->path)) == UINT32_MAX)
 			continue;
 		struct timespec ts[2] = {{0, UTIME_OMIT}, it->st.st_mtim};
-		op(k);
+		stg__col_op(k);
 		utimensat(k->destfd, it->path, ts, AT_SYMLINK_NOFOLLOW);
 	}
 	struct stat st;
 	if (stg__strmap_get(&k->dirs, "", 0) != UINT32_MAX && fstat(k->srcfd, &st) == 0) {
 		struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
-		op(k);
+		stg__col_op(k);
 		futimens(k->destfd, ts);
 	}
 }
@@ -854,7 +202,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 			        k->ctx, STG_LOG_INFO,
 			        "'%s' is not the directory collected to before: sending everything",
 			        k->dest);
-		recs_clear(k);
+		stg__col_recs_clear(k);
 	}
 	bool *send = calloc(w->n ? w->n : 1, sizeof *send);
 	if (!send)
@@ -892,7 +240,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, need + 64 * 1024, inodes + 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, slot_deadline(k->o))))
+	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, stg__col_slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
 	/* DEST, when this collect makes it, keeps SRC's permission bits as the
@@ -900,10 +248,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	struct stat sst;
 	mode_t top = fstat(k->srcfd, &sst) == 0 ? (sst.st_mode & 0777) | 0700 : 0777;
 	if (!(err = open_dest(k, k->dest, top, true))) {
-		remove_leftovers(k);
+		stg__col_remove_leftovers(k);
 		/* what a collect killed on another node left, and our marker */
 		stg__mark_sweep(k->ctx, k->destfd, k->dest, false);
-		mark_begin(k, mark, sizeof mark);
+		stg__col_mark_begin(k, mark, sizeof mark);
 		k->total_bytes = bytes;
 		if (k->ctx->progress_fn)
 			k->ctx->progress_fn(k->ctx->progress_arg, "collect", 0, bytes);
@@ -916,33 +264,34 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				break;
 			}
 			if (S_ISDIR(it->st.st_mode)) {
-				op(k);
+				stg__col_op(k);
 				struct stat st;
 				if (mkdirat(k->destfd, it->path, (it->st.st_mode & 0777) | 0700) &&
 				    (errno != EEXIST ||
 				     fstatat(k->destfd, it->path, &st, AT_SYMLINK_NOFOLLOW) ||
 				     !S_ISDIR(st.st_mode))) {
-					failed(k, it->path, errno == EEXIST ? "notdir" : "dest",
-					       errno == EEXIST ? ENOTDIR : errno);
+					stg__col_failed(k, it->path,
+					                errno == EEXIST ? "notdir" : "dest",
+					                errno == EEXIST ? ENOTDIR : errno);
 					continue;
 				}
 				crec r = {.type = 'd'};
-				remember(k, &r, it->path);
+				stg__col_remember(k, &r, it->path);
 				touched(k, it->path);
 				/* and its own mtime, once it is filled */
 				stg__strmap_put(&k->dirs, it->path, strlen(it->path), 1);
 				continue;
 			}
 			crec r;
-			if (send_item(k, it, it->path, it->path, &r))
-				remember(k, &r, it->path);
+			if (stg__col_send_item(k, it, it->path, it->path, &r))
+				stg__col_remember(k, &r, it->path);
 			touched(k, it->path);
 			if (k->ctx->progress_fn)
 				k->ctx->progress_fn(k->ctx->progress_arg, "collect",
 				                    k->res->sent_bytes, bytes);
 		}
 		dir_times(k, w);
-		mark_end(k, mark);
+		stg__col_mark_end(k, mark);
 	}
 	stg__slot_release(&slot);
 out:
@@ -958,7 +307,7 @@ static bool tree_changed(collector *k, stg_walk *w)
 	size_t seen = 0;
 	for (size_t i = 0; i < w->n; i++) {
 		const stg_witem *it = &w->v[i];
-		crec *r = rec_find(k, it->path);
+		crec *r = stg__col_rec_find(k, it->path);
 		char type = S_ISDIR(it->st.st_mode) ? 'd' : S_ISLNK(it->st.st_mode) ? 'l' : 'f';
 		if (!r || r->type != type)
 			return true;
@@ -1020,20 +369,20 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, (uint64_t)lst.st_size + 4096, 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, slot_deadline(k->o))))
+	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, stg__col_slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
 	if (!(err = open_dest(k, dir, 0777, false))) {
-		remove_leftovers(k);
+		stg__col_remove_leftovers(k);
 		stg__mark_sweep(k->ctx, k->destfd, dir, true);
-		mark_begin(k, mark, sizeof mark);
+		stg__col_mark_begin(k, mark, sizeof mark);
 		stg_witem it = {.path = (char *)base, .st = lst};
 		it.st.st_mode = (it.st.st_mode & ~07777u) | (lst.st_mode & 0644);
 		int keep = k->srcfd;
 		k->srcfd = AT_FDCWD;
 		it.path = local;
 		crec sent;
-		bool ok = send_item(k, &it, base, base, &sent);
+		bool ok = stg__col_send_item(k, &it, base, base, &sent);
 		k->srcfd = keep;
 		if (ok) {
 			k->res->sent_files = info.files;
@@ -1042,7 +391,7 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 				k->dest_ino = (uint64_t)dst.st_ino;
 			}
 			/* the record is now SRC as packed */
-			recs_clear(k);
+			stg__col_recs_clear(k);
 			for (size_t i = 0; i < w->n; i++) {
 				const stg_witem *wi = &w->v[i];
 				crec r = {.type = S_ISDIR(wi->st.st_mode)   ? 'd'
@@ -1055,11 +404,11 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 				          .mode = wi->st.st_mode & 07777,
 				          .path = strdup(wi->path)};
 				if (r.path)
-					rec_set(k, &r);
+					stg__col_rec_set(k, &r);
 			}
 			k->rewrite = true;
 		}
-		mark_end(k, mark);
+		stg__col_mark_end(k, mark);
 	}
 	stg__slot_release(&slot);
 out:
@@ -1111,7 +460,7 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	                 .srcfd = -1,
 	                 .destfd = -1,
 	                 .logfd = -1,
-	                 .umask = current_umask()};
+	                 .umask = stg__col_current_umask()};
 	stg_err err = STG_OK;
 	int lock = -1;
 	stg_walk w = {.ctx = ctx};
@@ -1167,12 +516,12 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
-	if ((err = record_open(k)))
+	if ((err = stg__col_record_open(k)))
 		goto out;
 	if (k->log_lines == 0) {
 		/* a new record */
-		log_line(k, "stager-collect 1", NULL);
-		log_line(k, "S ", k->src);
+		stg__col_log_line(k, "stager-collect 1", NULL);
+		stg__col_log_line(k, "S ", k->src);
 	}
 	if ((err = stg__walk_tree(&w, k->srcfd, "")))
 		goto out;
@@ -1183,7 +532,7 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 		err = stg__fail(ctx, STG_EIO, "%llu of the files could not be collected; first: %s",
 		                (unsigned long long)res->failed, k->first_error);
 	if (k->rewrite || k->log_lines > 2 * k->n_recs + 64)
-		record_compact(k);
+		stg__col_record_compact(k);
 out:
 	if (k->srcfd >= 0)
 		close(k->srcfd);
