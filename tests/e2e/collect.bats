@@ -240,21 +240,6 @@ tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -
 }
 
 # As root, run a command as user 65534 (nobody); as anyone else, as is.
-as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
-
-# For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
-# the build is out of the other user's reach (a clone under /root, mode
-# 0700).  Skips when $T itself is out of its reach.
-as_user_setup() {
-	AS_USER_STAGER=$STAGER
-	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"
-	if ! as_user test -x "$STAGER"; then
-		cp "$STAGER" "$T/stager"
-		chmod 0755 "$T/stager"
-		AS_USER_STAGER=$T/stager
-	fi
-	as_user "$AS_USER_STAGER" --version >/dev/null
-}
 
 @test "a file that cannot be written is named; the others are collected (exit 7)" {
 	[ "$(id -u)" -ne 0 ] || command -v setpriv >/dev/null || skip "needs setpriv"

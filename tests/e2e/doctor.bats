@@ -67,21 +67,9 @@ mount_shared() { # sharedfs options...
 }
 
 # Run a command as user 65534 (nobody).
+# (as_user_setup: helpers.bash)
 as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 
-# For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
-# the build is out of the other user's reach (a clone under /root, mode
-# 0700).  Skips when $T itself is out of its reach.
-as_user_setup() {
-	AS_USER_STAGER=$STAGER
-	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"
-	if ! as_user test -x "$STAGER"; then
-		cp "$STAGER" "$T/stager"
-		chmod 0755 "$T/stager"
-		AS_USER_STAGER=$T/stager
-	fi
-	as_user "$AS_USER_STAGER" --version >/dev/null
-}
 
 @test "inside a job: SLURM_TMPDIR checked, Slurm's tools looked for" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root (to run as another user)"

@@ -142,3 +142,20 @@ wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
 	fi
 	wait "$pid" # check-tests: it has ended
 }
+
+# Another user (nobody, 65534) runs CMD; as root only, else this user.
+as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
+
+# For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
+# the build is out of the other user's reach (a clone under /root, mode
+# 0700).  Skips when $T itself is out of its reach.
+as_user_setup() {
+	AS_USER_STAGER=$STAGER
+	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"
+	if ! as_user test -x "$STAGER"; then
+		cp "$STAGER" "$T/stager"
+		chmod 0755 "$T/stager"
+		AS_USER_STAGER=$T/stager
+	fi
+	as_user "$AS_USER_STAGER" --version >/dev/null
+}
