@@ -159,3 +159,43 @@ as_user_setup() {
 	fi
 	as_user "$AS_USER_STAGER" --version >/dev/null
 }
+
+# DIR: a real sshd on localhost, on a free port, with its own host key,
+# config and client key in DIR (its pid in DIR/sshd.bgpid, its log in
+# DIR/sshd.log); exports RSH, the ssh command that reaches it.  1 if none
+# could be started.
+start_sshd() {
+	local d=$1 port
+	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
+	ssh-keygen -q -t ed25519 -N '' -f "$d/client_key"
+	cp "$d/client_key.pub" "$d/authorized_keys"
+	mkdir -p /run/sshd
+	for _ in 1 2 3 4 5 6 7 8 9 10; do
+		port=$((20000 + RANDOM % 30000))
+		cat >"$d/sshd_config" <<-EOF
+			Port $port
+			ListenAddress 127.0.0.1
+			HostKey $d/host_key
+			PidFile $d/sshd.pid
+			AuthorizedKeysFile $d/authorized_keys
+			StrictModes no
+			UsePAM no
+			PermitRootLogin prohibit-password
+			PasswordAuthentication no
+			KbdInteractiveAuthentication no
+			PubkeyAuthentication yes
+			Subsystem sftp /usr/lib/openssh/sftp-server
+			LogLevel ERROR
+		EOF
+		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" 3>&- &
+		echo $! >"$d/sshd.bgpid"
+		export RSH="ssh -p $port -i $d/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
+		for _ in $(seq 1 100); do
+			if $RSH 127.0.0.1 true 2>/dev/null; then return 0; fi
+			kill -0 "$(cat "$d/sshd.bgpid")" 2>/dev/null || break
+			sleep 0.1
+		done
+		kill "$(cat "$d/sshd.bgpid")" 2>/dev/null || true
+	done
+	return 1
+}

@@ -10,39 +10,9 @@ bats_require_minimum_version 1.5.0
 setup_file() {
 	export SSHD_DIR RSH=
 	SSHD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sshd.XXXXXX")
-	local d=$SSHD_DIR port
-	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
-	ssh-keygen -q -t ed25519 -N '' -f "$d/client_key"
-	cp "$d/client_key.pub" "$d/authorized_keys"
-	mkdir -p /run/sshd
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		port=$((20000 + RANDOM % 30000))
-		cat >"$d/sshd_config" <<-EOF
-			Port $port
-			ListenAddress 127.0.0.1
-			HostKey $d/host_key
-			PidFile $d/sshd.pid
-			AuthorizedKeysFile $d/authorized_keys
-			StrictModes no
-			UsePAM no
-			PermitRootLogin prohibit-password
-			PasswordAuthentication no
-			KbdInteractiveAuthentication no
-			PubkeyAuthentication yes
-			LogLevel ERROR
-		EOF
-		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" &
-		echo $! >"$d/sshd.bgpid"
-		RSH="ssh -p $port -i $d/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
-		for _ in $(seq 1 100); do
-			if $RSH 127.0.0.1 true 2>/dev/null; then return 0; fi
-			kill -0 "$(cat "$d/sshd.bgpid")" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill "$(cat "$d/sshd.bgpid")" 2>/dev/null || true
-	done
-	# the push and pull tests say so; the others do not need sshd
-	RSH=
+	local d=$SSHD_DIR
+	# without it the push and pull tests say so; the others do not need sshd
+	start_sshd "$d" || RSH=
 }
 
 teardown_file() {

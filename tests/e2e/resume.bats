@@ -21,37 +21,7 @@ setup_file() {
 	local d=$SSHD_DIR
 	# one random file for every test (copied: some tests change theirs)
 	head -c "$SIZE" /dev/urandom >"$d/big"
-	ssh-keygen -q -t ed25519 -N '' -f "$d/host_key"
-	ssh-keygen -q -t ed25519 -N '' -f "$d/client_key"
-	cp "$d/client_key.pub" "$d/authorized_keys"
-	mkdir -p /run/sshd
-	local port
-	for _ in 1 2 3 4 5 6 7 8 9 10; do
-		port=$((20000 + RANDOM % 30000))
-		cat >"$d/sshd_config" <<-EOF
-			Port $port
-			ListenAddress 127.0.0.1
-			HostKey $d/host_key
-			PidFile $d/sshd.pid
-			AuthorizedKeysFile $d/authorized_keys
-			StrictModes no
-			UsePAM no
-			PermitRootLogin prohibit-password
-			PasswordAuthentication no
-			KbdInteractiveAuthentication no
-			PubkeyAuthentication yes
-			LogLevel ERROR
-		EOF
-		/usr/sbin/sshd -D -f "$d/sshd_config" -E "$d/sshd.log" 3>&- &
-		echo $! >"$d/sshd.bgpid"
-		export RSH="ssh -p $port -i $d/client_key -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o LogLevel=ERROR"
-		for _ in $(seq 1 50); do
-			$RSH 127.0.0.1 true 2>/dev/null && return 0
-			kill -0 "$(cat "$d/sshd.bgpid")" 2>/dev/null || break
-			sleep 0.1
-		done
-		kill "$(cat "$d/sshd.bgpid")" 2>/dev/null || true
-	done
+	start_sshd "$d" && return 0
 	cat "$d/sshd.log" >&2
 	return 1
 }
