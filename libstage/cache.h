@@ -6,17 +6,12 @@
 #define STG_CACHE_H
 
 #include "internal.h"
+#include "pace.h"
+#include "walk.h"
 
 #include <pthread.h>
 #include <sys/stat.h>
 
-/* A token bucket (limit.c). */
-typedef struct stg_bucket {
-	pthread_mutex_t mu;
-	double rate;   /* units per second; 0: unlimited */
-	double tokens; /* negative: a debt the next taker sleeps off */
-	double last;
-} stg_bucket;
 
 struct stg_cache {
 	char *root;
@@ -56,10 +51,6 @@ void stg__slot_release(stg_slot *s);
 /* The holders of kind ("node" or "cluster") as one line of text, for a
  * message (holders.c). */
 void stg__holders_text(stg_ctx *ctx, stg_cache *c, const char *kind, char *out, size_t len);
-void stg__bucket_init(stg_bucket *b, double rate);
-void stg__bucket_destroy(stg_bucket *b);
-/* Charge n units, sleeping as long as the rate demands (less if cancelled). */
-void stg__bucket_take(stg_ctx *ctx, stg_bucket *b, double n);
 
 /* results.c: call fn for each SRC and DEST of owner's record (-1/errno if
  * there is none, or it is malformed; else fn's first non-zero return);
@@ -139,27 +130,6 @@ void stg__ident_of(const struct stat *st, stg_ident *id);
 int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1]);
 int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
                    const char *path);
-
-/* A tree walked without following links (walk.c). */
-typedef struct stg_witem {
-	char *path; /* relative */
-	char *link; /* a symlink's target */
-	struct stat st;
-} stg_witem;
-
-typedef struct stg_walk {
-	stg_ctx *ctx;
-	stg_witem *v;
-	size_t n, cap;
-	uint64_t ops;    /* metadata operations made */
-	stg_bucket *opl; /* their rate limit (NULL: none) */
-} stg_walk;
-
-/* Append what is under rel (relative to rootfd; "" for all), sorted, depth
- * first, parents before children; sockets, FIFOs and devices are skipped
- * with a warning. */
-stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel);
-void stg__walk_free(stg_walk *w);
 
 /* An entry put at its destination, pinned (attach.c); STG_ENOENT if it
  * was evicted meanwhile.  The leftovers of dead builders of key. */

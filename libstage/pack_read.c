@@ -3,7 +3,7 @@
  * the end of the file (two when the manifest is larger than the first
  * read), and hand out its manifest.
  */
-#include "cache.h"
+#include "pace.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -9,7 +9,7 @@
  * Reading from a memory buffer is the same code path, for the fuzz target.
  */
 #include "proto.h"
-#include "cache.h"
+#include "pace.h"
 
 #include <errno.h>
 #include <librsync.h>

@@ -4,7 +4,7 @@
  * the rate of an operations limit (stg_bucket) when one is set.  Used by
  * directory sources, collect and both ends of push and pull.
  */
-#include "cache.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
