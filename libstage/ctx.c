@@ -212,6 +212,27 @@ void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)
 	out[STG_DIGEST_HEXLEN] = '\0';
 }
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9'   ? c - '0'
+	       : c >= 'a' && c <= 'f' ? c - 'a' + 10
+	       : c >= 'A' && c <= 'F' ? c - 'A' + 10
+	                              : -1;
+}
+
+int stg_digest_parse(const char *hex, uint8_t digest[STG_DIGEST_LEN])
+{
+	if (!hex || strlen(hex) != STG_DIGEST_HEXLEN)
+		return -1;
+	for (size_t i = 0; i < STG_DIGEST_LEN; i++) {
+		int hi = hex_digit(hex[2 * i]), lo = hex_digit(hex[2 * i + 1]);
+		if (hi < 0 || lo < 0)
+			return -1;
+		digest[i] = (uint8_t)(hi << 4 | lo);
+	}
+	return 0;
+}
+
 char *stg__tmp_name(const char *path, const char *tag)
 {
 	static atomic_uint counter;

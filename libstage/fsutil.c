@@ -157,6 +157,24 @@ int stg__mkdirs_parent(const char *path)
 	return 0;
 }
 
+int stg__mkdirs(const char *path, mode_t mode)
+{
+	char buf[STG_PATH_MAX + 1];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+		errno = ENAMETOOLONG;
+		return -1;
+	}
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, mode) && errno != EEXIST)
+			return -1;
+		*p = '/';
+	}
+	return mkdir(buf, mode) && errno != EEXIST ? -1 : 0;
+}
+
 int stg__replace(const char *tmp, const char *path, bool durable)
 {
 	if (!durable && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {

@@ -246,6 +246,9 @@ int stg__replace(const char *tmp, const char *path, bool durable);
 int stg__copy_file(int sfd, int dfd, uint64_t size);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */
 int stg__mkdirs_parent(const char *path);
+/* mkdir -p of path itself, each directory made with mode; 0 (also if it
+ * exists), or -1/errno. */
+int stg__mkdirs(const char *path, mode_t mode);
 /* path made absolute against the working directory, without asking any
  * filesystem (no realpath: on NFS each component would be a round trip);
  * -1 if it does not fit. */

@@ -78,6 +78,10 @@ typedef enum stg_log_level {
 	STG_LOG_DEBUG = 0,
 	STG_LOG_INFO = 1,
 	STG_LOG_WARN = 2,
+	STG_LOG_ERROR = 3, /* a failure that an operation goes on after (one
+	                      collect of many), or one it has told already
+	                      (stg_run, stg_collect_every): show it, also when
+	                      quiet */
 } stg_log_level;
 
 /* Log callback: msg is valid only during the call.  Called from the thread
@@ -186,6 +190,9 @@ STG_API int stg_pack_delta(const stg_pack *pack, size_t i, uint8_t base_digest[S
 
 /* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */
 STG_API void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out);
+/* The reverse: STG_DIGEST_HEXLEN hex digits (either case) into digest;
+ * 0, or -1 if hex is not that. */
+STG_API int stg_digest_parse(const char *hex, uint8_t digest[STG_DIGEST_LEN]);
 
 /*
  * Verify a pack: the SHA-256 of its frames against the trailer, every frame,
@@ -607,6 +614,45 @@ STG_API stg_err stg_collect(stg_ctx *ctx, stg_cache *cache, const char *src, con
                             const stg_collect_opts *opts, stg_collect_result *res);
 STG_API void stg_collect_result_free(stg_collect_result *res);
 
+/* What the collects of stg_collect_every (or of one stager collect) did:
+ * files, unchanged, failed and changing are the last round's, the others
+ * add up over the rounds. */
+typedef struct stg_collect_totals {
+	unsigned rounds;
+	uint64_t files, sent_files, sent_bytes, unchanged, retries, failed, changing;
+	double seconds;
+	stg_err err; /* the last round's */
+} stg_collect_totals;
+
+/*
+ * Collect src to dest (stg_collect) now and then every `every` seconds at
+ * idle I/O priority, until SIGTERM, SIGINT or SIGHUP, or until control_fd
+ * (-1: none) reaches its end; then once more at normal priority, waiting
+ * at most 10 s for a shared-FS slot (Slurm's SIGKILL follows its SIGTERM).
+ * A second terminating signal cancels that last collect (what it sent
+ * stays whole).  SIGUSR1 and SIGUSR2 (Slurm's early warning), or a line
+ * "now" on control_fd, start a collect at once.  A round that fails
+ * because src is missing or the call is wrong (STG_ENOENT, STG_EUSAGE)
+ * ends it, without a last collect.  With every 0: one collect, and the
+ * signals are left alone.
+ *
+ * Each round is told through the log: what it sent (STG_LOG_INFO), that
+ * nothing changed (STG_LOG_DEBUG), or its failure (STG_LOG_ERROR); the
+ * return value is the last round's (stg_errmsg(ctx) holds its detail).
+ * *t (zeroed by the caller) receives the totals.
+ *
+ * Signals: while it runs, stg_collect_every blocks the five signals and a
+ * thread of its own takes them (sigtimedwait); it installs handlers for
+ * the three terminating ones (so that one ignored since the process
+ * started is seen too), and restores the handlers and the mask before it
+ * returns.  In a program with other threads, those must block them too.
+ * A caller that blocks them before the call (before opening the cache,
+ * say) has one that came meanwhile taken as if it came at the start.
+ */
+STG_API stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                                  const stg_collect_opts *opts, uint64_t every, int control_fd,
+                                  stg_collect_totals *t);
+
 /*
  * Results a job has yet to collect outlive the job (results.c).  A job's
  * wrapper records each SRC it will collect, with its DEST, before its
@@ -674,6 +720,208 @@ typedef void (*stg_kept_fn)(void *arg, const stg_kept *k, stg_err err,
  * collected whole is removed.  The first error, or STG_OK. */
 STG_API stg_err stg_collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *opts,
                                  stg_kept_fn report, void *arg);
+
+/* ---- Slurm fan-out ------------------------------------------------------ */
+
+/* The nodes of the Slurm job this process is in (SLURM_JOB_NUM_NODES, or
+ * SLURM_NNODES, at most 4096); 0 outside a job, or if the number is not
+ * known. */
+STG_API unsigned stg_job_nodes(void);
+
+/* This node's name, $SLURMD_NODENAME or else the host's short name, into
+ * buf; buf. */
+STG_API const char *stg_node_name(char *buf, size_t len);
+
+/*
+ * How the stagers on the other nodes of a job are started: `srun ...
+ * PROGRAM COMMAND [its options] ARGS... -- SRC [DEST]`, one task per node.
+ * program must be the same path on every node (a tool passes its own,
+ * from /proc/self/exe); args, NULL-terminated, are options every node's
+ * stager needs too (--scratch, --config, --bwlimit, --quiet, --verbose).
+ * Both are used while the call that takes them runs, not copied.
+ */
+typedef struct stg_fanout_opts {
+	const char *program;     /* NULL: "stager", from PATH */
+	const char *const *args; /* NULL: none */
+} stg_fanout_opts;
+
+STG_API void stg_fanout_opts_init(stg_fanout_opts *opts);
+
+/* How one node came by the data: "cached" (its cache had the entry),
+ * "sbcast" (from the copy Slurm's sbcast sent it), "shared" (it read the
+ * shared filesystem itself), "read" (the lead: it read the pack for all),
+ * "failed", or "need" (it asked for the copy and said no more). */
+typedef struct stg_fanout_node {
+	char name[72];
+	char how[16];
+} stg_fanout_node;
+
+typedef struct stg_fanout_result {
+	char *path; /* the staged path, the same on every node (NULL if no
+	               node gave one) */
+	int pack;   /* src is a pack: digest and nodes are set; 0: each node
+	               staged src from the shared filesystem on its own */
+	uint8_t digest[STG_DIGEST_LEN];
+	stg_fanout_node *nodes; /* every node, the lead last */
+	size_t n_nodes;
+	double seconds;
+	/* STG_OK, or the status of the other nodes that failed; they said
+	 * why in their own messages (on stderr), and stg_stage_all_nodes in
+	 * the log (STG_LOG_ERROR) */
+	stg_err nodes_err;
+} stg_fanout_result;
+
+/* Frees what res holds (res itself is the caller's). */
+STG_API void stg_fanout_result_free(stg_fanout_result *res);
+
+/*
+ * Stage the pack src on every node of the Slurm job, reading the shared
+ * filesystem once.  Called on one node of the job (the batch script's):
+ * it reads the pack's trailer, asks the other nodes in one srun step
+ * whether their cache has the entry (those that do link it), copies the
+ * pack once to its scratch (stg_copy_pack) if anyone lacks it, starts a
+ * step on those nodes and, when their tasks are ready, has Slurm's sbcast
+ * send the copy to that step only; each node then stages from its copy
+ * (checked again, see stg_stage_opts.from_copy), or from src if the copy
+ * did not come or is bad.  This node stages last, from the same copy.
+ * src that is not a pack (a directory, another archive) is staged by
+ * every node on its own, in one step.  opts as for stg_stage (include,
+ * verify, copy and no_pin are passed on).  STG_EUSAGE outside a Slurm job,
+ * in a job of one node (stage with stg_stage there), or on a node that is
+ * not one of the job's.  Returns an error when nothing was staged here;
+ * other nodes' failures are res->nodes_err.  Progress and what goes wrong
+ * on the way are told through the log.  Free res with
+ * stg_fanout_result_free, also after an error.
+ */
+STG_API stg_err stg_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src,
+                                    const stg_stage_opts *opts, const stg_fanout_opts *fo,
+                                    stg_fanout_result *res);
+
+/* The other end of stg_stage_all_nodes, on each node (`stager stage
+ * --node-probe` and `--node-receive`): stg_node_probe stages src from
+ * this node's cache if it holds the pack with this digest (without asking
+ * the shared filesystem) and says "stager-node have NODE PATH" on out,
+ * else "stager-node need NODE".  stg_node_receive says "stager-node ready
+ * NODE STEP" on out, waits for a line on in ("go": the copy is at copy;
+ * anything else, or the end: read src), stages, removes the copy and says
+ * "stager-node done NODE copy" (or "shared"). */
+STG_API stg_err stg_node_probe(stg_ctx *ctx, stg_cache *cache, const char *src,
+                               const stg_stage_opts *opts, const uint8_t digest[STG_DIGEST_LEN],
+                               int out);
+STG_API stg_err stg_node_receive(stg_ctx *ctx, stg_cache *cache, const char *src,
+                                 const stg_stage_opts *opts, const char *copy,
+                                 const uint8_t digest[STG_DIGEST_LEN], int in, int out);
+
+/* A node's collector of stg_run with all_nodes (`stager collect
+ * --node-ready`): makes the directory src, says "stager-node ready NODE"
+ * on out, then collects as stg_collect_every does with control_fd in
+ * (every 0: only when told, and at the end), failures told in the log. */
+STG_API stg_err stg_node_collect(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
+                                 const stg_collect_opts *opts, uint64_t every, int in, int out,
+                                 stg_collect_totals *t);
+
+/* ---- running a job's command ------------------------------------------- */
+
+/* For stg_run_opts.stages: a dataset and where it goes (dest NULL: the
+ * job's scratch as stg_stage chooses; relative: in the job directory).
+ * For .collects: a directory of results (relative: in the job directory;
+ * made if missing) and where it is collected to. */
+typedef struct stg_run_pair {
+	const char *src, *dest;
+} stg_run_pair;
+
+/* stg_run_opts.every: collect periodically only in a Slurm job with a
+ * known time limit, every tenth of the time left (1 to 30 minutes). */
+#define STG_RUN_EVERY_DEFAULT UINT64_MAX
+
+/* A look at the job's time budget (at most every 15 s, in a Slurm job
+ * with a known time limit and something to collect): the bytes still to
+ * send (of files changed since the last collect began), the seconds they
+ * take at the rate of earlier collects (measured 1) or at an assumed
+ * 50 MiB/s (measured 0), and the seconds the job has after its time limit
+ * (KillWait, and the early warning's). */
+typedef void (*stg_budget_fn)(void *arg, uint64_t todo, double need, int measured, double room);
+
+typedef struct stg_run_opts {
+	const stg_run_pair *stages; /* staged in this order */
+	size_t n_stages;
+	const stg_run_pair *collects;
+	size_t n_collects;
+	stg_collect_opts collect; /* how each collect is made */
+	uint64_t every;           /* seconds between collects while the command
+	                             runs; 0: only at the end; default
+	                             STG_RUN_EVERY_DEFAULT */
+	double grace;             /* seconds the command has after a terminating
+	                             signal before its results are collected
+	                             while it goes on (default 5) */
+	int all_nodes;            /* stage on every node of the job
+	                             (stg_stage_all_nodes), and collect on each
+	                             (a collector per node, stg_node_collect;
+	                             dest may hold sbatch's patterns, each node
+	                             fills in its own); in a job of one node,
+	                             or none, the same as 0 */
+	stg_fanout_opts fanout;   /* all_nodes: how those nodes' stagers start */
+	char *const *argv;        /* the command and its arguments,
+	                             NULL-terminated, found in PATH */
+	stg_budget_fn budget;     /* told of each look at the time budget */
+	void *budget_arg;         /* (may be NULL) */
+} stg_run_opts;
+
+STG_API void stg_run_opts_init(stg_run_opts *opts);
+
+typedef struct stg_run_result {
+	int status;          /* the command's exit status as a shell reports
+	                        it (128+N: killed by signal N; 127: not found,
+	                        126: not runnable) */
+	int stopped;         /* a terminating signal reached stg_run */
+	stg_err collect_err; /* STG_OK, or the first collect that failed */
+} stg_run_result;
+
+/*
+ * A batch job's wrapper (`stager run`): stage, run a command, collect its
+ * results, clean up.  In order: the job directory ($SLURM_TMPDIR, see
+ * stg_job_tmpdir, else SCRATCH_ROOT/jobs/OWNER), exported as
+ * STAGER_JOB_DIR; each of stages staged and exported as STAGER_DATA,
+ * STAGER_DATA_2, ... (with a trailing '/'); each collect source made and
+ * exported as STAGER_OUT, STAGER_OUT_2, ..., and recorded as pending
+ * (stg_results_pending); kept results of earlier jobs on this node
+ * collected to their dest (stg_collect_kept) by a child at idle I/O
+ * priority; then the command, and stg_run waits for it.  The exports are
+ * setenv() in this process, for the command to inherit.
+ *
+ * While the command runs: SIGTERM, SIGINT and SIGHUP are passed on to it
+ * (not when a terminal sent them to the whole process group), and after
+ * grace seconds what it has made is collected while it goes on; SIGUSR1
+ * and SIGUSR2 (Slurm's early warning) collect at once and are passed on
+ * only to a command that catches them (its SigCgt in /proc), since by
+ * default they kill.  Collects also come every `every` seconds and, in a
+ * Slurm job, on their own once the time limit nears and the last collect
+ * would no longer fit after it (stg_job_clock); these run in a child at
+ * idle I/O priority, one at a time.  When the command has ended: a final
+ * collect at normal priority (after a terminating signal, each waits at
+ * most 10 s for a shared-FS slot), which a second terminating signal
+ * cancels (what it sent stays whole).  Results not all collected are
+ * moved to kept/ (stg_keep_results) and named in the log; then the links
+ * to the cache, the collected sources stg_run made, its empty job
+ * directory and its pins are removed.
+ *
+ * Signals: from the moment the command starts until stg_run returns, it
+ * takes SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD: blocked
+ * and waited for (sigtimedwait), during the final collect by a thread of
+ * its own; it restores their handlers and the mask before it returns.  In
+ * a program with other threads, those must block them too.  Before the
+ * command starts (staging), the caller's handlers are in force: to have a
+ * signal interrupt staging, call stg_cancel(ctx) from them.
+ *
+ * What it does is told through the log, and every failure as
+ * STG_LOG_ERROR when it happens, the one it returns too (those of the
+ * other nodes' stagers, with all_nodes, by them on stderr): a caller that
+ * shows the log need not show it again.  Returns STG_OK once the command
+ * ran (res says how it ended), else what kept it from running.  cfg is
+ * the configuration cache was opened with.
+ */
+STG_API stg_err stg_run(stg_ctx *ctx, stg_cache *cache, const stg_config *cfg,
+                        const stg_run_opts *opts, stg_run_result *res);
 
 /* ---- push, pull and serve ------------------------------------------------ */
 

@@ -10,6 +10,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -296,6 +297,7 @@ static void on_log(void *arg, stg_log_level level, const char *msg)
 	(void)arg;
 	if (level == STG_LOG_DEBUG && !g_opts.verbose)
 		return;
+	/* --quiet silences what went well; warnings and errors stay */
 	if (level == STG_LOG_INFO && g_opts.quiet)
 		return;
 	pthread_mutex_lock(&prog_mu);
@@ -382,12 +384,9 @@ void cli_progress_end(void)
 
 static stg_ctx *volatile sig_ctx;
 
-volatile sig_atomic_t cli_interrupted;
-
 static void on_signal(int sig)
 {
 	(void)sig;
-	cli_interrupted = 1;
 	if (sig_ctx)
 		stg_cancel(sig_ctx);
 }
@@ -489,20 +488,38 @@ void json_hex(FILE *f, const uint8_t *p, size_t n)
 	fputc('"', f);
 }
 
-int cli_mkdirs(const char *path)
+/* The global options in effect, as arguments for another stager, into v
+ * (room for 8); their number. */
+static size_t global_args(const char **v)
 {
-	char buf[4096];
-	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
-		errno = ENAMETOOLONG;
-		return -1;
-	}
-	for (char *p = buf + 1; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		if (mkdir(buf, 0700) && errno != EEXIST)
-			return -1;
-		*p = '/';
-	}
-	return mkdir(buf, 0700) && errno != EEXIST ? -1 : 0;
+	size_t n = 0;
+	const char *gv[][2] = {{"--scratch", g_opts.scratch},
+	                       {"--config", g_opts.config},
+	                       {"--bwlimit", g_opts.bwlimit}};
+	for (size_t i = 0; i < sizeof gv / sizeof gv[0]; i++)
+		if (gv[i][1]) {
+			v[n++] = gv[i][0];
+			v[n++] = gv[i][1];
+		}
+	if (g_opts.quiet)
+		v[n++] = "--quiet";
+	if (g_opts.verbose)
+		v[n++] = "--verbose";
+	return n;
+}
+
+void cli_fanout_opts(stg_fanout_opts *fo)
+{
+	/* the same path on every node of a cluster */
+	static char self[PATH_MAX];
+	static const char *args[9];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+	if (n > 0)
+		self[n] = '\0';
+	else
+		snprintf(self, sizeof self, "stager");
+	args[global_args(args)] = NULL;
+	stg_fanout_opts_init(fo);
+	fo->program = self;
+	fo->args = args;
 }

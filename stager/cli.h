@@ -89,9 +89,8 @@ int cli_fail(stg_ctx *ctx, stg_err err);
 /* A usage error: message, hint, exit status 1. */
 int cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/* A context with the log and progress callbacks set and SIGINT/SIGTERM
- * wired to stg_cancel() (and to cli_interrupted). */
-extern volatile sig_atomic_t cli_interrupted;
+/* A context with the log and progress callbacks set and SIGINT, SIGTERM
+ * and SIGHUP wired to stg_cancel(). */
 stg_ctx *cli_ctx(void);
 void cli_ctx_done(stg_ctx *ctx);
 void cli_progress_end(void);
@@ -104,8 +103,6 @@ stg_config *cli_config(stg_ctx *ctx);
 stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
 
 int cli_parse_threads(const char *s, int *out);
-/* mkdir -p (mode 0700); 0 or -1 with errno. */
-int cli_mkdirs(const char *path);
 /* A zstd level, 1 to 19; 0, or -1 if s is not one. */
 int cli_parse_level(const char *s, int *out);
 /* Seconds on the monotonic clock. */
@@ -117,45 +114,10 @@ const cli_cmd *cli_find(const char *name);
 void json_str(FILE *f, const char *s);
 void json_hex(FILE *f, const uint8_t *p, size_t n);
 
-/* One collect, reported; the totals accumulate over calls. */
-typedef struct collect_totals {
-	unsigned rounds;
-	uint64_t files, sent_files, sent_bytes, unchanged, retries, failed, changing;
-	double seconds;
-	int status; /* of the last round */
-} collect_totals;
-
-int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
-                     const stg_collect_opts *o, collect_totals *t);
-void cli_collect_json(const char *src, const char *dest, const collect_totals *t);
-
-/* stage --all-nodes (allnodes.c): -1 if the allocation has one node
- * (stage as usual), else an exit status.  fwd: the options and arguments
- * the other nodes' stagers are given.  The staged path (the same on every
- * node) is printed, or put in *path (malloc'ed) if path is not NULL. */
-int cli_stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
-                        const char *const *fwd, int json, char **path);
-int cli_node_probe(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
-                   const char *digest_hex);
-int cli_node_receive(stg_ctx *ctx, stg_cache *cache, const char *src, stg_stage_opts *so,
-                     const char *copy, const char *digest_hex);
-/* This node's name: $SLURMD_NODENAME, else the short host name. */
-const char *cli_node_name(void);
-/* The nodes of the Slurm job we are in (0: not in one). */
-unsigned cli_job_nodes(void);
-/* The global options in effect, as arguments for another stager, into v
- * (room for 8); their number. */
-size_t cli_global_args(const char **v);
-/* run --all-nodes: a step of one `stager collect --node-ready` per node
- * collecting src to dest (every seconds apart, when told, and when
- * stopped); returns once every node's collector has made src, or -1 after
- * a message.  *in and *out: the step's stdin and stdout.
- * cli_node_collectors_now has them collect now; cli_node_collectors_end
- * stops them (each collects one last time) and returns srun's status. */
-pid_t cli_node_collectors(const char *src, const char *dest, const stg_collect_opts *co,
-                          uint64_t every, int *in, int *out);
-void cli_node_collectors_now(int in);
-int cli_node_collectors_end(pid_t pid, int in, int out);
+/* How stage --all-nodes and run --all-nodes start stager on the other
+ * nodes: this program (/proc/self/exe), with the global options in
+ * effect. */
+void cli_fanout_opts(stg_fanout_opts *fo);
 
 /* The commands. */
 int cmd_pack(int argc, char **argv);
@@ -173,30 +135,5 @@ int cmd_push(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
-
-/* run's time budget inside a Slurm job (budget.c) */
-typedef struct run_budget {
-	stg_job_clock clock;
-	bool active;    /* a known time limit, and something to collect */
-	uint64_t bytes; /* sent by measured collects ... */
-	double secs;    /* ... in this many seconds */
-	double since;   /* the start of the last collect that ended (wall) */
-	double checked; /* the last look at what is pending (cli_now) */
-	bool warned;
-	bool due; /* collects are due: the end is near */
-} run_budget;
-/* The wall clock (the job's end and files' mtimes are in its time). */
-double budget_wall(void);
-/* Learn the job's clock; warn if run was started without exec. */
-void budget_start(run_budget *b, size_t n_collects);
-/* The interval of periodic collects when --every is not given (0: none). */
-uint64_t budget_default_every(const run_budget *b);
-/* A collect that began at started sent bytes in secs. */
-void budget_measured(run_budget *b, uint64_t bytes, double secs, double started);
-/* When to look again (cli_now() time; 0: never). */
-double budget_next_check(const run_budget *b);
-/* Look (at most every 15 s): must a collect start now to end in time?
- * Warns once, early, when the last collect would not fit. */
-bool budget_due(run_budget *b, char *const *srcs, size_t n);
 
 #endif

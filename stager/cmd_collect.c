@@ -2,74 +2,23 @@
  * cmd_collect.c - stager collect SRC DEST [--pack] [--every INTERVAL]
  *                                [--level N] [--json]
  *
- * With --every, collects at once and then every INTERVAL (with idle I/O
- * priority) until SIGTERM, SIGINT or SIGHUP, which end it after one last
- * collect at normal priority (exit 0 if that succeeds); a second signal
- * interrupts that collect (exit 5).
+ * With --every, stg_collect_every collects at once and then every
+ * INTERVAL (with idle I/O priority) until SIGTERM, SIGINT or SIGHUP, which
+ * end it after one last collect at normal priority (exit 0 if that
+ * succeeds); a second signal interrupts that collect (exit 5).  --kept
+ * sends the results kept on this node to their DEST; --node-ready is the
+ * collector that stager run --all-nodes starts on each node.
  */
 #include "cli.h"
 
-#include <errno.h>
-#include <poll.h>
-#include <stdbool.h>
-#include <unistd.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include <unistd.h>
 
 enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY, OPT_KEPT };
 
-static volatile sig_atomic_t stop_signals, now_signals;
-static stg_ctx *volatile every_ctx;
-
-static void on_stop(int sig)
-{
-	(void)sig;
-	if (++stop_signals > 1 && every_ctx)
-		stg_cancel(every_ctx);
-}
-
-/* SIGUSR1, SIGUSR2 (Slurm's early warning): collect now */
-static void on_now(int sig)
-{
-	(void)sig;
-	now_signals++;
-}
-
-int cli_collect_once(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
-                     const stg_collect_opts *o, collect_totals *t)
-{
-	stg_collect_result res;
-	stg_err err = stg_collect(ctx, cache, src, dest, o, &res);
-	t->rounds++;
-	t->files = res.files;
-	t->sent_files += res.sent_files;
-	t->sent_bytes += res.sent_bytes;
-	t->unchanged = res.unchanged;
-	t->retries += res.retries;
-	t->failed = res.failed;
-	t->changing = res.changing;
-	t->seconds += res.seconds;
-	int rc = EXIT_OK;
-	if (err) {
-		rc = cli_fail(ctx, err);
-	} else {
-		char a[16];
-		if (res.sent_files)
-			cli_info("collected '%s' to '%s': %llu sent (%s), %llu unchanged, %.2f s",
-			         src, res.dest, (unsigned long long)res.sent_files,
-			         stg_format_size(res.sent_bytes, a, sizeof a),
-			         (unsigned long long)res.unchanged, res.seconds);
-		else if (g_opts.verbose)
-			cli_info("'%s' unchanged since the last collect to '%s'", src, res.dest);
-	}
-	stg_collect_result_free(&res);
-	t->status = rc;
-	return rc;
-}
-
-void cli_collect_json(const char *src, const char *dest, const collect_totals *t)
+static void print_json(const char *src, const char *dest, const stg_collect_totals *t)
 {
 	printf("{\"src\":");
 	json_str(stdout, src);
@@ -82,7 +31,7 @@ void cli_collect_json(const char *src, const char *dest, const collect_totals *t
 	       t->rounds, (unsigned long long)t->files, (unsigned long long)t->sent_files,
 	       (unsigned long long)t->sent_bytes, (unsigned long long)t->unchanged,
 	       (unsigned long long)t->retries, (unsigned long long)t->failed,
-	       (unsigned long long)t->changing, t->seconds, t->status);
+	       (unsigned long long)t->changing, t->seconds, stg_exit_status(t->err));
 }
 
 /* --kept: each kept result, collected to its DEST (or not) */
@@ -130,61 +79,6 @@ static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *
 	if (!json && !o.done && !o.left)
 		cli_info("no kept results under '%s'", stg_cache_root(cache));
 	return err ? stg_exit_status(err) : EXIT_OK;
-}
-
-/* --node-ready: the lead's stager says "now" on stdin (collect now), and
- * closes it to stop us (collect once more and end). */
-static bool listen_stdin, stdin_closed;
-
-static void wait_stdin(double left)
-{
-	struct pollfd p = {.fd = 0, .events = POLLIN};
-	int ms = left > 3600 ? 3600 * 1000 : (int)(left * 1000) + 1;
-	if (poll(&p, 1, ms) <= 0)
-		return;
-	char buf[256];
-	ssize_t n = read(0, buf, sizeof buf);
-	if (n > 0 && memmem(buf, (size_t)n, "now", 3))
-		now_signals++;
-	else if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
-		stdin_closed = true; /* not a signal: a later one is the first */
-}
-
-/* Collect every interval seconds until a signal; then once more. */
-static int collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const char *dest,
-                         const stg_collect_opts *o, uint64_t interval, collect_totals *t)
-{
-	int rc = EXIT_OK;
-	while (!stop_signals && !stdin_closed) {
-		stg_io_idle(1);
-		double t0 = cli_now();
-		now_signals = 0;
-		rc = cli_collect_once(ctx, cache, src, dest, o, t);
-		if (rc == EXIT_USAGE || rc == EXIT_SOURCE)
-			return rc; /* will not get better */
-		/* sleep until the next round (signals cut it short) */
-		for (double left; (left = t0 + (double)interval - cli_now()) > 0 && !stop_signals &&
-		                  !stdin_closed && !now_signals;) {
-			if (listen_stdin) {
-				wait_stdin(left);
-				continue;
-			}
-			struct timespec ts = {(time_t)left,
-			                      (long)((left - (double)(time_t)left) * 1e9)};
-			nanosleep(&ts, NULL);
-		}
-	}
-	/* the last collect: at normal priority, it is what the job keeps, and
-	 * Slurm's SIGKILL follows its SIGTERM (KillWait, 30 s by default): a
-	 * shared-FS slot is waited for 10 s at most */
-	stg_io_idle(0);
-	if (g_opts.verbose)
-		cli_info("stopping: collecting one last time");
-	stg_collect_opts last = *o;
-	last.slot_wait_max = 10;
-	rc = cli_collect_once(ctx, cache, src, dest, &last, t);
-	every_ctx = NULL;
-	return rc;
 }
 
 int cmd_collect(int argc, char **argv)
@@ -266,47 +160,37 @@ int cmd_collect(int argc, char **argv)
 		stg_ctx_free(pctx);
 	}
 	if (node_ready) {
+		/* say which node a message comes from */
 		static char who[128];
-		snprintf(who, sizeof who, "collect on %s", cli_node_name());
+		char me[72];
+		snprintf(who, sizeof who, "collect on %s", stg_node_name(me, sizeof me));
 		g_cmd = who;
-		if (!every)
-			every = UINT32_MAX; /* only when asked or stopped */
-		listen_stdin = true;
+	}
+	if (every || node_ready) {
+		/* stg_collect_every takes these signals; one that comes while the
+		 * cache is opened is its own too: a stop that comes early must
+		 * still end in a collect */
+		sigset_t set;
+		sigemptyset(&set);
+		const int sigs[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+		for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+			sigaddset(&set, sigs[i]);
+		sigprocmask(SIG_BLOCK, &set, NULL);
 	}
 	stg_ctx *ctx = cli_ctx();
-	if (every) {
-		/* at once: a stop that comes early must still end in a collect */
-		struct sigaction sa;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_stop;
-		sigemptyset(&sa.sa_mask);
-		every_ctx = ctx;
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-		sa.sa_handler = on_now;
-		sigaction(SIGUSR1, &sa, NULL);
-		sigaction(SIGUSR2, &sa, NULL);
-	}
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
-	collect_totals t = {0};
-	if (cache && node_ready) {
-		if (cli_mkdirs(src)) {
-			cli_error("cannot create '%s': %s", src, strerror(errno));
-			rc = EXIT_IO;
-			goto out;
-		}
-		printf("stager-node ready %s\n", cli_node_name());
-		fflush(stdout);
-	}
 	if (cache) {
-		rc = every ? collect_every(ctx, cache, src, dest, &co, every, &t)
-		           : cli_collect_once(ctx, cache, src, dest, &co, &t);
-		if (json)
-			cli_collect_json(src, dest, &t);
+		/* (failures are in the log already) */
+		stg_collect_totals t = {0};
+		stg_err err =
+		        node_ready ? stg_node_collect(ctx, cache, src, dest, &co, every,
+		                                      STDIN_FILENO, STDOUT_FILENO, &t)
+		                   : stg_collect_every(ctx, cache, src, dest, &co, every, -1, &t);
+		rc = stg_exit_status(err);
+		if (json && t.rounds) /* (none if no collect began) */
+			print_json(src, dest, &t);
 	}
-out:
 	stg_cache_close(cache);
 	stg_config_free(cfg);
 	cli_ctx_done(ctx);

@@ -1,6 +1,9 @@
 /*
  * cmd_stage.c - stager stage SRC [DEST] [--include GLOB]... [--verify]
- *                             [--copy] [--no-pin] [--json]
+ *                             [--copy] [--no-pin] [--all-nodes] [--json]
+ *
+ * --node-probe and --node-receive (not in --help) are the tasks that
+ * stager stage --all-nodes starts on the other nodes.
  */
 #include "cli.h"
 
@@ -20,6 +23,96 @@ enum {
 	OPT_NODE_DIGEST,
 };
 
+static int stage_here(stg_ctx *ctx, stg_cache *cache, const char *src, const stg_stage_opts *so,
+                      int json)
+{
+	stg_stage_result res;
+	stg_err err = stg_stage(ctx, cache, src, so, &res);
+	if (err)
+		return cli_fail(ctx, err);
+	char hex[STG_DIGEST_HEXLEN + 1], base[STG_DIGEST_HEXLEN + 1], a[16], b[16];
+	stg_digest_hex(res.digest, hex);
+	stg_digest_hex(res.base_digest, base);
+	if (json) {
+		printf("{\"path\":");
+		json_str(stdout, res.path);
+		printf(",\"digest\":\"%s\",\"kind\":\"%s\",\"hit\":%s,"
+		       "\"waited\":%s,\"delta\":%s,",
+		       hex, res.kind, res.hit ? "true" : "false", res.waited ? "true" : "false",
+		       res.delta ? "true" : "false");
+		if (res.delta)
+			printf("\"base\":\"%s\",", base);
+		printf("\"source_bytes\":%llu,\"content_bytes\":%llu,"
+		       "\"files\":%llu,\"seconds\":%.3f}\n",
+		       (unsigned long long)res.source_bytes, (unsigned long long)res.content_bytes,
+		       (unsigned long long)res.files, res.seconds);
+	} else {
+		/* with a trailing '/' find, du and cp -r see the dataset,
+		 * not the link to it */
+		cli_progress_end();
+		size_t n = strlen(res.path);
+		printf("%s%s\n", res.path, n && res.path[n - 1] == '/' ? "" : "/");
+	}
+	char via[64] = "";
+	if (res.delta)
+		snprintf(via, sizeof via, " (a delta from the cached %.12s)", base);
+	cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source%s, %.2f "
+	         "s",
+	         res.hit ? (res.waited ? "reused (built by another stager)" : "cached") : "staged",
+	         src, res.path, (unsigned long long)res.files,
+	         stg_format_size(res.content_bytes, a, sizeof a),
+	         stg_format_size(res.source_bytes, b, sizeof b), via, res.seconds);
+	stg_stage_result_free(&res);
+	return EXIT_OK;
+}
+
+/* --all-nodes: the path (the same on every node), and how each node came
+ * by the pack. */
+static int stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src,
+                           const stg_stage_opts *so, int json)
+{
+	stg_fanout_opts fo;
+	cli_fanout_opts(&fo);
+	stg_fanout_result res;
+	stg_err err = stg_stage_all_nodes(ctx, cache, src, so, &fo, &res);
+	if (err) {
+		stg_fanout_result_free(&res);
+		return err == STG_EUSAGE ? cli_usage("%s", stg_errmsg(ctx)) : cli_fail(ctx, err);
+	}
+	char hex[STG_DIGEST_HEXLEN + 1];
+	stg_digest_hex(res.digest, hex);
+	if (res.path && json) {
+		printf("{\"path\":");
+		json_str(stdout, res.path);
+		if (res.pack) {
+			printf(",\"digest\":\"%s\",\"nodes\":[", hex);
+			for (size_t i = 0; i < res.n_nodes; i++) {
+				printf("%s{\"node\":", i ? "," : "");
+				json_str(stdout, res.nodes[i].name);
+				printf(",\"how\":\"%s\"}", res.nodes[i].how);
+			}
+			printf("]");
+		} else {
+			printf(",\"digest\":null,\"nodes\":[]");
+		}
+		printf(",\"seconds\":%.3f}\n", res.seconds);
+	} else if (res.path) {
+		printf("%s\n", res.path);
+	}
+	if (res.pack && !g_opts.quiet) {
+		char line[1024] = "";
+		size_t used = 0;
+		for (size_t i = 0; i < res.n_nodes && used < sizeof line - 100; i++)
+			used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s",
+			                         i ? ", " : "", res.nodes[i].name,
+			                         res.nodes[i].how);
+		cli_info("'%s' on %zu nodes in %.2f s: %s", src, res.n_nodes, res.seconds, line);
+	}
+	int rc = stg_exit_status(res.nodes_err);
+	stg_fanout_result_free(&res);
+	return rc;
+}
+
 int cmd_stage(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -36,18 +129,12 @@ int cmd_stage(int argc, char **argv)
 	        {NULL, 0, NULL, 0},
 	};
 	const char **inc = calloc((size_t)argc, sizeof *inc);
-	/* what the other nodes' stagers are given (--all-nodes) */
-	const char **fwd = calloc(2 * (size_t)argc + 16, sizeof *fwd);
-	size_t nf = 0;
-	if (!inc || !fwd) {
-		free(inc);
-		free(fwd);
+	if (!inc)
 		return EXIT_IO;
-	}
 	stg_stage_opts so;
 	stg_stage_opts_init(&so);
 	int json = 0, c, rc, all = 0, probe = 0;
-	const char *receive = NULL, *digest = NULL;
+	const char *receive = NULL, *digest_hex = NULL;
 	while ((c = getopt_long(argc, argv, "i:hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
 		if (rc >= 0)
@@ -55,33 +142,18 @@ int cmd_stage(int argc, char **argv)
 		if (rc == -2)
 			continue;
 		switch (c) {
-		case 'i':
-			inc[so.n_include++] = optarg;
-			fwd[nf++] = "--include";
-			fwd[nf++] = optarg;
-			break;
-		case OPT_VERIFY:
-			so.verify = 1;
-			fwd[nf++] = "--verify";
-			break;
-		case OPT_COPY:
-			so.copy = 1;
-			fwd[nf++] = "--copy";
-			break;
-		case OPT_NOPIN:
-			so.no_pin = 1;
-			fwd[nf++] = "--no-pin";
-			break;
+		case 'i': inc[so.n_include++] = optarg; break;
+		case OPT_VERIFY: so.verify = 1; break;
+		case OPT_COPY: so.copy = 1; break;
+		case OPT_NOPIN: so.no_pin = 1; break;
 		case OPT_JSON: json = 1; break;
 		case OPT_ALLNODES: all = 1; break;
 		case OPT_NODE_PROBE: probe = 1; break;
 		case OPT_NODE_RECEIVE: receive = optarg; break;
-		case OPT_NODE_DIGEST: digest = optarg; break;
+		case OPT_NODE_DIGEST: digest_hex = optarg; break;
 		default: rc = cli_usage("unexpected option"); goto done;
 		}
 	}
-	/* the global options the other nodes need too */
-	nf += cli_global_args(fwd + nf);
 	int nargs = argc - optind;
 	if (nargs < 1 || nargs > 2) {
 		rc = cli_usage(nargs < 1 ? "what to stage? stager stage SRC [DEST]"
@@ -100,76 +172,33 @@ int cmd_stage(int argc, char **argv)
 		strcat(abs_src, src);
 		src = abs_src;
 	}
-	fwd[nf++] = "--";
-	fwd[nf++] = src;
-	if (so.dest)
-		fwd[nf++] = so.dest;
 	if (probe || receive) {
 		/* say which node a message comes from */
 		static char who[128];
-		snprintf(who, sizeof who, "stage on %s", cli_node_name());
+		char me[72];
+		snprintf(who, sizeof who, "stage on %s", stg_node_name(me, sizeof me));
 		g_cmd = who;
 	}
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
-	if (cache && probe) {
-		rc = cli_node_probe(ctx, cache, src, &so, digest);
-	} else if (cache && receive) {
-		rc = cli_node_receive(ctx, cache, src, &so, receive, digest);
-	} else if (cache && all &&
-	           (rc = cli_stage_all_nodes(ctx, cache, src, &so, fwd, json, NULL)) >= 0) {
-		/* done on every node */
+	uint8_t digest[STG_DIGEST_LEN];
+	if (cache && (probe || receive) && stg_digest_parse(digest_hex, digest)) {
+		rc = cli_usage("--node-digest: not a digest");
+	} else if (cache && (probe || receive)) {
+		stg_err err = probe ? stg_node_probe(ctx, cache, src, &so, digest, STDOUT_FILENO)
+		                    : stg_node_receive(ctx, cache, src, &so, receive, digest,
+		                                       STDIN_FILENO, STDOUT_FILENO);
+		rc = err ? cli_fail(ctx, err) : EXIT_OK;
+	} else if (cache && all && stg_job_nodes() != 1) {
+		rc = stage_all_nodes(ctx, cache, src, &so, json);
 	} else if (cache) {
-		stg_stage_result res;
-		stg_err err = stg_stage(ctx, cache, src, &so, &res);
-		if (err) {
-			rc = cli_fail(ctx, err);
-		} else {
-			char hex[STG_DIGEST_HEXLEN + 1], base[STG_DIGEST_HEXLEN + 1], a[16], b[16];
-			stg_digest_hex(res.digest, hex);
-			stg_digest_hex(res.base_digest, base);
-			if (json) {
-				printf("{\"path\":");
-				json_str(stdout, res.path);
-				printf(",\"digest\":\"%s\",\"kind\":\"%s\",\"hit\":%s,"
-				       "\"waited\":%s,\"delta\":%s,",
-				       hex, res.kind, res.hit ? "true" : "false",
-				       res.waited ? "true" : "false", res.delta ? "true" : "false");
-				if (res.delta)
-					printf("\"base\":\"%s\",", base);
-				printf("\"source_bytes\":%llu,\"content_bytes\":%llu,"
-				       "\"files\":%llu,\"seconds\":%.3f}\n",
-				       (unsigned long long)res.source_bytes,
-				       (unsigned long long)res.content_bytes,
-				       (unsigned long long)res.files, res.seconds);
-			} else {
-				/* with a trailing '/' find, du and cp -r see the dataset,
-				 * not the link to it */
-				cli_progress_end();
-				size_t n = strlen(res.path);
-				printf("%s%s\n", res.path, n && res.path[n - 1] == '/' ? "" : "/");
-			}
-			char via[64] = "";
-			if (res.delta)
-				snprintf(via, sizeof via, " (a delta from the cached %.12s)", base);
-			cli_info("%s '%s' at '%s': %llu files, %s; %s read from the source%s, %.2f "
-			         "s",
-			         res.hit ? (res.waited ? "reused (built by another stager)"
-			                               : "cached")
-			                 : "staged",
-			         src, res.path, (unsigned long long)res.files,
-			         stg_format_size(res.content_bytes, a, sizeof a),
-			         stg_format_size(res.source_bytes, b, sizeof b), via, res.seconds);
-			stg_stage_result_free(&res);
-			rc = EXIT_OK;
-		}
+		rc = stage_here(ctx, cache, src, &so, json);
 	}
 	stg_cache_close(cache);
 	stg_config_free(cfg);
 	cli_ctx_done(ctx);
 done:
 	free(inc);
-	free(fwd);
 	return rc;
 }
