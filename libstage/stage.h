@@ -923,6 +923,42 @@ typedef struct stg_run_result {
 STG_API stg_err stg_run(stg_ctx *ctx, stg_cache *cache, const stg_config *cfg,
                         const stg_run_opts *opts, stg_run_result *res);
 
+/* ---- checking a node ---------------------------------------------------- */
+
+typedef enum stg_check_level {
+	STG_CHECK_OK = 0,
+	STG_CHECK_WARN = 1,
+	STG_CHECK_FAIL = 2,
+} stg_check_level;
+
+/* One check of stg_doctor; the strings are valid during the call. */
+typedef struct stg_check {
+	stg_check_level level;
+	const char *name;  /* what was checked: "scratch root", "reader slots",
+	                      "shared filesystem", ... */
+	const char *found; /* what was found, with its figures */
+	const char *fix;   /* what to do about a warning or failure (NULL for
+	                      ok) */
+} stg_check;
+
+typedef void (*stg_check_fn)(void *arg, const stg_check *check);
+
+/*
+ * Is this node set up right for stager (`stager doctor`)?  Each check is
+ * handed to fn as it is made: the configuration; the scratch root (its
+ * filesystem, privacy, write and read throughput, free space and inodes
+ * against min_free; if the cache cannot be opened, that is told in the
+ * log and fails the check); Slurm (the job, the job's scratch variable,
+ * squeue, srun and sbcast); the node's reader slots and the cluster's
+ * leases; and each of paths on the shared filesystem (none: $HOME) - its
+ * filesystem, the cost of a stat() and the read throughput of the file or
+ * of the largest file near the top of the directory, probed in a child
+ * process that fails the check if it has not answered within 30 s.  It
+ * writes only its own probe files (.doctor.PID) and removes them.
+ */
+STG_API stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *const *paths,
+                           size_t n_paths, stg_check_fn fn, void *arg);
+
 /* ---- push, pull and serve ------------------------------------------------ */
 
 typedef struct stg_xfer_opts {
