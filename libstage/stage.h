@@ -632,8 +632,8 @@ typedef struct stg_collect_totals {
  * A second terminating signal cancels that last collect (what it sent
  * stays whole).  SIGUSR1 and SIGUSR2 (Slurm's early warning), or a line
  * "now" on control_fd, start a collect at once.  A round that fails
- * because src is missing or the call is wrong (STG_ENOENT, STG_EUSAGE)
- * ends it, without a last collect.  With every 0: one collect, and the
+ * because src is missing or the call is wrong (STG_ENOENT; STG_EUSAGE,
+ * STG_EEXIST, STG_ENOTSUP) ends it, without a last collect.  With every 0: one collect, and the
  * signals are left alone.
  *
  * Each round is told through the log: what it sent (STG_LOG_INFO), that

@@ -285,7 +285,8 @@ static struct {
 
 static pthread_mutex_t prog_mu = PTHREAD_MUTEX_INITIALIZER;
 
-double cli_now(void)
+/* Seconds on the monotonic clock. */
+static double now(void)
 {
 	struct timespec ts;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -325,7 +326,7 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 	(void)arg;
 	if (!prog.bar && !prog.lines)
 		return;
-	double t = cli_now();
+	double t = now();
 	pthread_mutex_lock(&prog_mu);
 	/* a new step: its rate counts from here */
 	if (strncmp(prog.what, what, sizeof prog.what - 1) || done < prog.last_done) {
@@ -406,7 +407,7 @@ stg_ctx *cli_ctx(void)
 		m = isatty(STDERR_FILENO) ? PROGRESS_BAR : PROGRESS_LINES;
 	prog.bar = m == PROGRESS_BAR;
 	prog.lines = m == PROGRESS_LINES;
-	prog.start = prog.last = cli_now();
+	prog.start = prog.last = now();
 	if (prog.bar || prog.lines)
 		stg_set_progress(ctx, on_progress, NULL);
 	sig_ctx = ctx;

@@ -11,7 +11,6 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <signal.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -105,8 +104,6 @@ stg_cache *cli_cache(stg_ctx *ctx, stg_config *cfg, int *status);
 int cli_parse_threads(const char *s, int *out);
 /* A zstd level, 1 to 19; 0, or -1 if s is not one. */
 int cli_parse_level(const char *s, int *out);
-/* Seconds on the monotonic clock. */
-double cli_now(void);
 void cli_print_help(const cli_cmd *cmd);
 const cli_cmd *cli_find(const char *name);
 
