@@ -35,8 +35,8 @@ void stg__node_command(stg_argv *a, const stg_fanout_opts *fo, const char *cmd,
 /* Start argv with a socket to its stdin (*in: written with stg__say, so a
  * task that is gone is EPIPE, not SIGPIPE) and a pipe from its stdout
  * (*out), each if asked; stderr is ours.  It starts with the default
- * dispositions and nothing blocked.  The pid, or -1 after stg__fail. */
-pid_t stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out);
+ * dispositions and nothing blocked.  Its pid into *pid. */
+stg_err stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out, pid_t *pid);
 /* A line to a step's stdin; false if it is gone. */
 bool stg__say(int in, const char *line);
 /* Its exit status as a shell reports it.  If ctx is cancelled while we

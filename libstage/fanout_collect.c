@@ -49,12 +49,10 @@ stg_err stg__collectors_start(stg_ctx *ctx, const stg_fanout_opts *fo, const cha
 	stg__argv_add(&a, "--");
 	stg__argv_add(&a, src);
 	stg__argv_add(&a, dest);
-	c->pid = stg__spawn(ctx, &a, &c->in, &c->out);
+	stg_err err = stg__spawn(ctx, &a, &c->in, &c->out, &c->pid);
 	stg__argv_free(&a);
-	if (c->pid < 0) {
-		c->pid = 0;
-		return STG_EIO;
-	}
+	if (err)
+		return err;
 	char line[512];
 	unsigned ready = 0;
 	while (ready < nn &&

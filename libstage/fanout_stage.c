@@ -104,10 +104,11 @@ static void operands(stg_argv *a, const char *src, const stg_stage_opts *so)
 static int probe_step(stg_ctx *ctx, stg_argv *a, stg_fanout_result *f)
 {
 	int out;
-	pid_t pid = stg__spawn(ctx, a, NULL, &out);
-	if (pid < 0) {
+	pid_t pid;
+	stg_err err = stg__spawn(ctx, a, NULL, &out, &pid);
+	if (err) {
 		stg__log(ctx, STG_LOG_ERROR, "%s", ctx->errmsg);
-		return stg_exit_status(STG_EIO);
+		return stg_exit_status(err);
 	}
 	char line[512];
 	while (stg__read_line(ctx, out, line, sizeof line, DAY) == 1) {
@@ -129,11 +130,12 @@ static bool sbcast(stg_ctx *ctx, const char *nodes, const char *step, const char
 	for (size_t i = 0; i < sizeof args / sizeof args[0]; i++)
 		stg__argv_add(&sb, args[i]);
 	double t0 = stg__now();
-	pid_t sp = stg__spawn(ctx, &sb, NULL, NULL);
+	pid_t sp;
+	bool started = !stg__spawn(ctx, &sb, NULL, NULL, &sp);
 	stg__argv_free(&sb);
-	if (sp < 0)
+	if (!started)
 		stg__log(ctx, STG_LOG_ERROR, "%s", ctx->errmsg);
-	int st = sp < 0 ? 127 : stg__wait_status(ctx, sp);
+	int st = started ? stg__wait_status(ctx, sp) : 127;
 	if (st == 0) {
 		stg__log(ctx, STG_LOG_DEBUG, "sent the pack to %s with sbcast in %.2f s", nodes,
 		         stg__now() - t0);
@@ -162,11 +164,12 @@ static stg_err fan_out(stg_ctx *ctx, stg_fanout_result *f, const char *nodes, un
 	stage_command(&b, fo, so, mode);
 	operands(&b, src, so);
 	int in, out;
-	pid_t pid = stg__spawn(ctx, &b, &in, &out);
+	pid_t pid;
+	stg_err err = stg__spawn(ctx, &b, &in, &out, &pid);
 	stg__argv_free(&b);
-	if (pid < 0) {
+	if (err) {
 		stg__log(ctx, STG_LOG_ERROR, "%s", ctx->errmsg);
-		return STG_EIO;
+		return err;
 	}
 	char line[512], step[32] = "";
 	unsigned ready = 0;
@@ -215,10 +218,11 @@ static stg_err each_node(stg_ctx *ctx, const char *src, const stg_stage_opts *so
 	stage_command(&a, fo, so, NULL);
 	operands(&a, src, so);
 	int out;
-	pid_t pid = stg__spawn(ctx, &a, NULL, &out);
+	pid_t pid;
+	stg_err err = stg__spawn(ctx, &a, NULL, &out, &pid);
 	stg__argv_free(&a);
-	if (pid < 0)
-		return STG_EIO;
+	if (err)
+		return err;
 	/* every node prints the same path: once is enough */
 	char line[PATH_MAX + 64], first[PATH_MAX + 64] = "";
 	while (stg__read_line(ctx, out, line, sizeof line, DAY) == 1)

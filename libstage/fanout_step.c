@@ -121,12 +121,11 @@ void stg__node_command(stg_argv *a, const stg_fanout_opts *fo, const char *cmd,
 		stg__argv_add(a, *g);
 }
 
-pid_t stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out)
+stg_err stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out, pid_t *started)
 {
-	if (argv->oom) {
-		stg__fail(ctx, STG_ENOMEM, "out of memory");
-		return -1;
-	}
+	if (argv->oom)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = STG_OK;
 	int ip[2] = {-1, -1}, op[2] = {-1, -1};
 	posix_spawn_file_actions_t fa;
 	posix_spawnattr_t at;
@@ -144,7 +143,7 @@ pid_t stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out)
 	pid_t pid = -1;
 	if ((in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ip)) ||
 	    (out && pipe2(op, O_CLOEXEC))) {
-		stg__fail_errno(ctx, STG_EIO, errno, "pipe");
+		err = stg__fail_errno(ctx, STG_EIO, errno, "pipe");
 		goto out;
 	}
 	if (in)
@@ -155,7 +154,8 @@ pid_t stg__spawn(stg_ctx *ctx, stg_argv *argv, int *in, int *out)
 		posix_spawn_file_actions_adddup2(&fa, op[1], 1);
 	int e = posix_spawnp(&pid, argv->v[0], &fa, &at, argv->v, environ);
 	if (e) {
-		stg__fail_errno(ctx, STG_EIO, e, "cannot run '%s'", argv->v[0]);
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e, "cannot run '%s'",
+		                      argv->v[0]);
 		pid = -1;
 	}
 out:
@@ -170,13 +170,14 @@ out:
 			close(ip[1]);
 		if (op[0] >= 0)
 			close(op[0]);
-		return -1;
+		return err;
 	}
 	if (in)
 		*in = ip[1];
 	if (out)
 		*out = op[0];
-	return pid;
+	*started = pid;
+	return STG_OK;
 }
 
 bool stg__say(int in, const char *line)
