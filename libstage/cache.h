@@ -12,7 +12,6 @@
 #include <pthread.h>
 #include <sys/stat.h>
 
-
 struct stg_cache {
 	char *root;
 	int rootfd;
