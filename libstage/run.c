@@ -123,6 +123,7 @@ static stg_err stage_everywhere(run_state *r, run_pair *p, const stg_stage_opts 
 	} else {
 		free(p->dest);
 		p->dest = fr.path;
+		p->staged = true;
 		fr.path = NULL;
 	}
 	stg_fanout_result_free(&fr);
@@ -158,6 +159,7 @@ static stg_err stage_all(run_state *r)
 			stg_stage_result_free(&res);
 			return told(r->ctx, stg__fail(r->ctx, STG_ENOMEM, "out of memory"));
 		}
+		p->staged = true;
 		export_data(i, res.path);
 		char a[16];
 		stg__log(r->ctx, STG_LOG_INFO, "%s '%s' at '%s' (%s, %.2f s)",
@@ -314,10 +316,12 @@ static void clean_up(run_state *r)
 	for (size_t i = 0; i < r->n_collects; i++)
 		if (r->collects[i].step.pid > 0) /* stopped early: they collect once more */
 			stg__collectors_end(r->ctx, &r->collects[i].step);
+	/* only the links stg_run made: a stage that failed or never ran
+	 * leaves its DEST (the user's own, maybe) alone */
 	for (size_t i = 0; i < r->n_stages; i++) {
 		struct stat st;
 		const char *d = r->stages[i].dest;
-		if (d && lstat(d, &st) == 0 && S_ISLNK(st.st_mode))
+		if (r->stages[i].staged && d && lstat(d, &st) == 0 && S_ISLNK(st.st_mode))
 			unlink(d);
 	}
 	for (size_t i = 0; i < r->n_collects; i++) {

@@ -28,6 +28,7 @@ typedef struct run_budget {
 typedef struct run_pair {
 	char *src, *dest;    /* malloc'ed */
 	bool made;           /* stg_run created src (and removes it once collected) */
+	bool staged;         /* a stage: dest is what stg_run linked there */
 	stg_err status;      /* of its last collect */
 	stg_collectors step; /* all_nodes: its collectors */
 } run_pair;

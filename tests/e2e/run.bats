@@ -60,6 +60,14 @@ exists() { compgen -G "$1" >/dev/null; }
 	[ "$status" -eq 2 ]
 	[ ! -e ran ]
 	echo "$output" | grep -q "missing.tar.zst"
+	# a DEST that was never staged is not run's to remove: a link of the
+	# user's by that name, here, stays
+	ln -s ds mine
+	ln -s ds later
+	run stager run --stage missing.tar.zst:mine --stage ds.tar.zst:later -- touch ran
+	[ "$status" -eq 2 ]
+	[ "$(readlink mine)" = ds ]
+	[ "$(readlink later)" = ds ]
 }
 
 @test "SIGTERM: passed to the command, results collected, exit 5" {
