@@ -5,7 +5,7 @@
  * (--copy), the pin; and the leftovers of dead builders.  Used by stage.c
  * (packs) and source.c (archives and directories).
  */
-#include "cache.h"
+#include "attach.h"
 
 #include <dirent.h>
 #include <errno.h>

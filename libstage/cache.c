@@ -22,6 +22,7 @@
  * their holder dies, whatever killed it.
  */
 #include "cache.h"
+#include "holders.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -276,7 +277,7 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((err = stg__limits_init(ctx, c, cfg)))
+	if ((err = stg__limits_init(ctx, &c->lim, cfg)))
 		goto fail;
 	*out = c;
 	return STG_OK;
@@ -295,13 +296,18 @@ void stg_cache_close(stg_cache *c)
 	free(c->cache_max);
 	free(c->min_free);
 	free(c->job_tmpdir_var);
-	stg__limits_free(c);
+	stg__limits_free(&c->lim);
 	free(c);
 }
 
 const char *stg_cache_root(const stg_cache *c)
 {
 	return c->root;
+}
+
+stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *c, stg_holder **v, size_t *n)
+{
+	return stg__holders(ctx, &c->lim, v, n);
 }
 
 const char *stg_job_tmpdir(const stg_cache *c, const char **var)

@@ -16,7 +16,7 @@
  * sizes, mtimes, link targets): staging it again costs a walk of the tree,
  * which is the cost stager exists to avoid; it says so once.
  */
-#include "cache.h"
+#include "source.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -518,7 +518,7 @@ static stg_err extract_archive(stg_ctx *ctx, stg_cache *c, int fd, int tfd, uint
                                uint64_t *bytes, ar_state *s, volatile uint64_t *progress)
 {
 	stg_err err = STG_OK;
-	ar_src src = {.fd = fd, .progress = progress, .bw = &c->bw};
+	ar_src src = {.fd = fd, .progress = progress, .bw = &c->lim.bw};
 	s->progress = progress;
 	struct archive *a = archive_read_new();
 	src.buf = malloc(BLOCK);

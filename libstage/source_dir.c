@@ -5,7 +5,8 @@
  * made read-only.  `stager pack` makes a directory cheaper to stage; stage
  * says so once.
  */
-#include "cache.h"
+#include "source.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,7 +27,7 @@
 static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, const stg_witem *it,
                            uint8_t *buf, XXH128_canonical_t *h)
 {
-	stg__bucket_take(ctx, &c->ops, 1);
+	stg__bucket_take(ctx, &c->lim.ops, 1);
 	int s = openat(sroot, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (s < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", it->path);
@@ -45,7 +46,7 @@ static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, con
 	}
 	XXH3_128bits_reset(xs);
 	for (;;) {
-		stg__bucket_take(ctx, &c->bw, BLOCK);
+		stg__bucket_take(ctx, &c->lim.bw, BLOCK);
 		ssize_t n = read(s, buf, BLOCK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -157,7 +158,7 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 	int sroot = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (sroot < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
-	stg_walk w = {.ctx = ctx, .opl = &c->ops};
+	stg_walk w = {.ctx = ctx, .opl = &c->lim.ops};
 	stg_err err = stg__walk_tree(&w, sroot, "");
 	if (err)
 		goto out;

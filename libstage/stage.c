@@ -11,7 +11,8 @@
  * it built (single flight).  A builder that dies drops its lock with it; the
  * next one in line removes the leftovers and builds.
  */
-#include "cache.h"
+#include "source.h"
+#include "limit.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -87,7 +88,7 @@ static int check_entry(stg_ctx *ctx, stg_cache *c, const char *key, bool full)
 	return rc;
 }
 
-int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
+static int verify_entry(stg_ctx *ctx, stg_cache *c, const char *key)
 {
 	return check_entry(ctx, c, key, true);
 }
@@ -341,7 +342,7 @@ static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const c
 	stg_manifest man = {0};
 	entry_build eb = {.tfd = -1, .dfd = -1};
 	int basefd = -1;
-	stg_delta_src ds = {.bw = &c->bw, .bw_ctx = ctx};
+	stg_delta_src ds = {.bw = &c->lim.bw, .bw_ctx = ctx};
 	if (pinned < 0) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot pin the cache entry %s", base);
 		goto out;
@@ -419,7 +420,7 @@ static stg_err build_from_deltas(stg_ctx *ctx, stg_cache *c, stg_pack *p, const 
 		if (!stg__entry_exists(c, base))
 			continue;
 		cached++;
-		if (o->verify && stg__verify_entry(ctx, c, base) > 0) {
+		if (o->verify && verify_entry(ctx, c, base) > 0) {
 			stg__log(ctx, STG_LOG_WARN,
 			         "%s; the cached %.12s, the base of a delta, is damaged: not using "
 			         "it",
@@ -456,7 +457,7 @@ static stg_err open_pack(stg_ctx *ctx, stg_cache *c, int fd, stg_pack **p)
 {
 	stg_err err = stg_pack_open_fd(ctx, fd, p);
 	if (!err) {
-		(*p)->bw = &c->bw;
+		(*p)->bw = &c->lim.bw;
 		(*p)->bw_ctx = ctx;
 	}
 	return err;
@@ -522,7 +523,7 @@ static stg_err stage_pack(stg_ctx *ctx, stg_cache *c, int *fd, stg_slot *slot, c
 			if (stg__entry_exists(c, key))
 				continue; /* built meanwhile */
 			/* its builder failed or died: build it ourselves */
-			if (!o->from_copy && (err = stg__slot_acquire(ctx, c, slot)))
+			if (!o->from_copy && (err = stg__slot_acquire(ctx, &c->lim, slot)))
 				goto out;
 			if ((*fd = open(path, O_RDONLY | O_CLOEXEC)) < 0) {
 				err = stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'",
@@ -723,7 +724,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	}
 	if (S_ISDIR(st.st_mode)) {
 		res->kind = "directory";
-		if (!(err = stg__slot_acquire(ctx, c, &slot)))
+		if (!(err = stg__slot_acquire(ctx, &c->lim, &slot)))
 			err = stg__stage_dir(ctx, c, src, opts, owner, res);
 		goto out;
 	}
@@ -756,7 +757,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		}
 	}
 	/* a miss reads the shared filesystem: within a slot */
-	if ((err = stg__slot_acquire(ctx, c, &slot)))
+	if ((err = stg__slot_acquire(ctx, &c->lim, &slot)))
 		goto out;
 	fd = open(src, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* a FIFO put there meanwhile */
 	if (fd < 0) {
