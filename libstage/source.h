@@ -1,5 +1,5 @@
 /*
- * source.h - staging what is not a pack: archives (source.c) and plain
+ * source.h - staging what is not a pack: archives (source_archive.c) and plain
  * directories (source_dir.c), called by stage.c.
  */
 #ifndef STG_SOURCE_H

@@ -1,5 +1,5 @@
 /*
- * source.c - staging what is not a pack: any archive libarchive reads (and
+ * source_archive.c - staging what is not a pack: any archive libarchive reads (and
  * plain directories, in source_dir.c).  Both end as cache entries like a
  * pack's: data/ (the tree, read-only), manifest, meta.
  *
