@@ -1,6 +1,7 @@
 /*
  * cache.h - the node cache proper: the handle, its entries, locks, owners
- * and pins, space and eviction (cache.c, cache_pin.c, cache_evict.c).
+ * and pins, space and eviction, building and checking an entry (cache.c,
+ * cache_pin.c, cache_evict.c, cache_entry.c).
  * See cache.c for the layout and its invariants.
  */
 #ifndef STG_CACHE_H
@@ -77,6 +78,28 @@ stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp);
  * cache_max and above min_free; STG_ENOSPC with the figures if they cannot.
  * The caller holds locks/cache. */
 stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
+/* The same, taking locks/cache. */
+stg_err stg__room_for(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
+
+/* An entry being built (cache_entry.c): cache/<name>.tmp.<pid>, with its
+ * tree in data/. */
+typedef struct stg_entry_build {
+	char tmp[STG_PATH_MAX]; /* "": published, or removed */
+	int tfd, dfd;           /* the entry's directory, and its data/ */
+} stg_entry_build;
+
+stg_err stg__entry_begin(stg_ctx *ctx, stg_cache *c, const char *name, stg_entry_build *eb);
+/* Write m into the entry and publish it as key, unless key is published
+ * already (the same bytes under another name: that one serves). */
+stg_err stg__entry_publish(stg_ctx *ctx, stg_cache *c, stg_entry_build *eb, const char *key,
+                           const stg_meta *m);
+/* Close it, and remove it unless it was published. */
+void stg__entry_end(stg_cache *c, stg_entry_build *eb);
+/* Check key's files against its manifest: with full, hash every file it
+ * names, else their sizes and count (local stats only); 0 all match, 1 a
+ * mismatch (named in ctx), -1 no manifest. */
+int stg__entry_check(stg_ctx *ctx, stg_cache *c, const char *key, bool full);
+stg_err stg__entry_manifest(stg_ctx *ctx, stg_cache *c, const char *key, stg_manifest *m);
 
 /* Deltas between pack versions (delta.c). */
 typedef struct stg_delta_src {
