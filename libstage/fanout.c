@@ -2,7 +2,8 @@
  * fanout.c - one node reads a pack from the shared filesystem for the
  * whole allocation: stg_copy_pack puts a checked copy on local scratch,
  * which the tool hands to Slurm's sbcast; every node then stages from its
- * copy (stg_stage_opts.from_copy), which stage.c checks again before trusting.
+ * copy (stg_stage_opts.from_copy), which the pack source (source_pack.c)
+ * checks again before trusting.
  */
 #include "cache.h"
 
