@@ -3,9 +3,9 @@
  * source's identity to its digest, the destination's name (DEST, DEST/,
  * the job's directory), the link into the cache or a private copy
  * (--copy), the pin; and the leftovers of dead builders.  Used by stage.c
- * (packs) and source.c (archives and directories).
+ * for every kind of source.
  */
-#include "cache.h"
+#include "attach.h"
 
 #include <dirent.h>
 #include <errno.h>

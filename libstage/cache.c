@@ -20,8 +20,13 @@
  * while building, so a leftover cache/<key>.tmp.* whose lock is free
  * belongs to a dead builder.  Locks are flocks: the kernel drops them when
  * their holder dies, whatever killed it.
+ *
+ * This file opens the cache (its root, made or checked private) and holds
+ * its locks and the entries' descriptions; owners and pins are in
+ * cache_pin.c, eviction in cache_evict.c.
  */
 #include "cache.h"
+#include "holders.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +36,6 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
-#include <sys/statvfs.h>
-#include <time.h>
 #include <unistd.h>
 
 /* ---- opening ---------------------------------------------------------------- */
@@ -276,7 +279,7 @@ stg_err stg_cache_open(stg_ctx *ctx, const stg_config *cfg, stg_cache **out)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((err = stg__limits_init(ctx, c, cfg)))
+	if ((err = stg__limits_init(ctx, &c->lim, cfg)))
 		goto fail;
 	*out = c;
 	return STG_OK;
@@ -295,13 +298,18 @@ void stg_cache_close(stg_cache *c)
 	free(c->cache_max);
 	free(c->min_free);
 	free(c->job_tmpdir_var);
-	stg__limits_free(c);
+	stg__limits_free(&c->lim);
 	free(c);
 }
 
 const char *stg_cache_root(const stg_cache *c)
 {
 	return c->root;
+}
+
+stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *c, stg_holder **v, size_t *n)
+{
+	return stg__holders(ctx, &c->lim, v, n);
 }
 
 const char *stg_job_tmpdir(const stg_cache *c, const char **var)
@@ -351,151 +359,6 @@ void stg__cache_unlock(int fd)
 {
 	if (fd >= 0)
 		close(fd); /* closing drops the flock */
-}
-
-/* ---- owners ------------------------------------------------------------------ */
-
-static bool owner_name_ok(const char *s)
-{
-	if (!*s || strlen(s) > 128 || s[0] == '.')
-		return false;
-	for (; *s; s++)
-		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
-		      (*s >= '0' && *s <= '9') || *s == '-' || *s == '_' || *s == '.'))
-			return false;
-	return true;
-}
-
-/* Field 22 of /proc/PID/stat: when the process started (clock ticks). */
-static unsigned long long proc_start(pid_t pid)
-{
-	char path[64], buf[1024];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	ssize_t n = read(fd, buf, sizeof buf - 1);
-	close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	/* the command name may hold spaces and parentheses: skip past the last ')' */
-	char *p = strrchr(buf, ')');
-	if (!p)
-		return 0;
-	/* after ')' come fields 3.. ; starttime is field 22 */
-	int field = 2;
-	char state = 0;
-	unsigned long long v = 0;
-	for (char *tok = strtok(p + 1, " "); tok; tok = strtok(NULL, " ")) {
-		field++;
-		if (field == 3)
-			state = tok[0];
-		if (field == 22) {
-			v = strtoull(tok, NULL, 10);
-			break;
-		}
-	}
-	if (state == 'Z' || state == 'X')
-		return 0; /* a zombie is dead */
-	return v;
-}
-
-/* The parent of pid, from /proc/PID/stat; 0 if unknown. */
-static pid_t parent_of(pid_t pid)
-{
-	char path[64], buf[512];
-	snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return 0;
-	buf[n] = '\0';
-	const char *p = strrchr(buf, ')');
-	int ppid = 0;
-	return p && sscanf(p + 1, " %*c %d", &ppid) == 1 ? (pid_t)ppid : 0;
-}
-
-/* Is pid a fork of its parent (same program, same arguments): a subshell
- * such as the one of DATA=$(stager stage ...), which ends at once? */
-static bool is_fork_of(pid_t pid, pid_t parent)
-{
-	char a[4096], b[4096], pa[64], pb[64];
-	snprintf(pa, sizeof pa, "/proc/%d/exe", (int)pid);
-	snprintf(pb, sizeof pb, "/proc/%d/exe", (int)parent);
-	ssize_t la = readlink(pa, a, sizeof a - 1), lb = readlink(pb, b, sizeof b - 1);
-	if (la <= 0 || la != lb || memcmp(a, b, (size_t)la))
-		return false;
-	char ca[4096], cb[4096];
-	snprintf(pa, sizeof pa, "/proc/%d/cmdline", (int)pid);
-	snprintf(pb, sizeof pb, "/proc/%d/cmdline", (int)parent);
-	int fa = open(pa, O_RDONLY | O_CLOEXEC), fb = open(pb, O_RDONLY | O_CLOEXEC);
-	la = fa >= 0 ? read(fa, ca, sizeof ca) : -1;
-	lb = fb >= 0 ? read(fb, cb, sizeof cb) : -1;
-	if (fa >= 0)
-		close(fa);
-	if (fb >= 0)
-		close(fb);
-	return la > 0 && la == lb && !memcmp(ca, cb, (size_t)la);
-}
-
-/* The process a pin outside Slurm belongs to: the parent (the shell or
- * script that ran stager), past the subshells that are forks of it: the
- * one of DATA=$(stager stage ...) ends as soon as stager does, and a pin
- * of it would be dead at once. */
-static int lasting_parent(void)
-{
-	pid_t p = getppid();
-	for (int depth = 0; depth < 16 && p > 1; depth++) {
-		pid_t up = parent_of(p);
-		if (up <= 1 || !is_fork_of(p, up))
-			break;
-		p = up;
-	}
-	return (int)p;
-}
-
-char *stg__default_owner(void)
-{
-	char buf[160];
-	const char *job = getenv("SLURM_JOB_ID");
-	if (job && *job) {
-		snprintf(buf, sizeof buf, "job-%s", job);
-		if (owner_name_ok(buf))
-			return strdup(buf);
-	}
-	return stg_owner_process(lasting_parent());
-}
-
-char *stg_owner_process(int pid)
-{
-	char buf[160];
-	snprintf(buf, sizeof buf, "pid-%d-%llu", pid, proc_start((pid_t)pid));
-	return strdup(buf);
-}
-
-bool stg__owner_alive(stg_owner_cache *oc, const char *owner)
-{
-	for (size_t i = 0; i < oc->n; i++)
-		if (!strcmp(oc->name[i], owner))
-			return oc->alive[i];
-	bool alive = true; /* when in doubt, keep */
-	if (!strncmp(owner, "job-", 4)) {
-		int a = stg__slurm_job_alive(owner + 4);
-		alive = a != 0;
-	} else if (!strncmp(owner, "pid-", 4)) {
-		int pid = 0;
-		unsigned long long start = 0;
-		if (sscanf(owner + 4, "%d-%llu", &pid, &start) == 2 && pid > 0)
-			alive = proc_start(pid) == start && start != 0;
-	}
-	if (oc->n < sizeof oc->name / sizeof oc->name[0]) {
-		snprintf(oc->name[oc->n], sizeof oc->name[0], "%s", owner);
-		oc->alive[oc->n++] = alive;
-	}
-	return alive;
 }
 
 /* ---- entries ------------------------------------------------------------------ */
@@ -582,201 +445,4 @@ int stg__meta_read(stg_cache *c, const char *key, stg_meta *m)
 	}
 	fclose(f);
 	return 0;
-}
-
-/* ---- pins ----------------------------------------------------------------------- */
-
-int stg__pin(stg_cache *c, const char *key, const char *owner)
-{
-	if (!owner_name_ok(owner)) {
-		errno = EINVAL;
-		return -1;
-	}
-	char path[STG_PATH_MAX];
-	snprintf(path, sizeof path, "pins/%s", key);
-	if (mkdirat(c->rootfd, path, 0700) && errno != EEXIST)
-		return -1;
-	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
-	int fd =
-	        openat(c->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd < 0)
-		return errno == EEXIST ? 1 : -1;
-	close(fd);
-	return 0;
-}
-
-void stg__unpin_key(stg_cache *c, const char *key, const char *owner)
-{
-	char path[STG_PATH_MAX];
-	snprintf(path, sizeof path, "pins/%s/%s", key, owner);
-	if (unlinkat(c->rootfd, path, 0) == 0) {
-		snprintf(path, sizeof path, "pins/%s", key);
-		unlinkat(c->rootfd, path, AT_REMOVEDIR); /* if it was the last */
-	}
-}
-
-size_t stg__pins_list(stg_cache *c, const char *key, char (*owners)[160], size_t max)
-{
-	char path[STG_PATH_MAX];
-	snprintf(path, sizeof path, "pins/%s", key);
-	char **names;
-	size_t n, k = 0;
-	if (stg__dir_names(c->rootfd, path, false, &names, &n))
-		return 0;
-	for (size_t i = 0; i < n && k < max; i++) {
-		size_t len = strlen(names[i]);
-		if (names[i][0] != '.' && len < 160)
-			memcpy(owners[k++], names[i], len + 1);
-	}
-	stg__names_free(names, n);
-	return k;
-}
-
-bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc)
-{
-	char owners[64][160];
-	size_t n = stg__pins_list(c, key, owners, 64);
-	for (size_t i = 0; i < n; i++)
-		if (stg__owner_alive(oc, owners[i]))
-			return true;
-	return false;
-}
-
-/* ---- listing and eviction ------------------------------------------------------- */
-
-static int cmp_lru(const void *a, const void *b)
-{
-	const stg_lru *x = a, *y = b;
-	return x->last_use < y->last_use ? -1 : x->last_use > y->last_use;
-}
-
-size_t stg__entries(stg_cache *c, stg_lru **out)
-{
-	*out = NULL;
-	char **names;
-	size_t n, k = 0;
-	if (stg__dir_names(c->rootfd, "cache", false, &names, &n))
-		return 0;
-	stg_lru *v = calloc(n ? n : 1, sizeof *v);
-	for (size_t i = 0; v && i < n; i++) {
-		stg_meta m;
-		if (!stg__key_ok(names[i]) || stg__meta_read(c, names[i], &m))
-			continue;
-		memcpy(v[k].key, names[i], strlen(names[i]) + 1); /* key_ok bounds it */
-		v[k].size = m.size;
-		v[k].last_use = m.last_use;
-		k++;
-	}
-	stg__names_free(names, n);
-	if (k > 1)
-		qsort(v, k, sizeof *v, cmp_lru);
-	*out = v;
-	return v ? k : 0;
-}
-
-stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp)
-{
-	struct statvfs vfs;
-	if (fstatvfs(c->rootfd, &vfs))
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read free space of '%s'",
-		                       c->root);
-	memset(sp, 0, sizeof *sp);
-	sp->fs_size = (uint64_t)vfs.f_blocks * vfs.f_frsize;
-	sp->fs_free = (uint64_t)vfs.f_bavail * vfs.f_frsize;
-	sp->fs_files_free = vfs.f_favail;
-	sp->cache_max = stg__bytes_setting(c->cache_max, sp->fs_size);
-	sp->min_free = stg__bytes_setting(c->min_free, sp->fs_size);
-	return STG_OK;
-}
-
-/* Remove an entry: rename it out of sight under the cache lock (the caller
- * holds it), then delete the tree. */
-int stg__entry_remove(stg_cache *c, const char *key)
-{
-	char from[STG_PATH_MAX], to[STG_PATH_MAX];
-	snprintf(from, sizeof from, "cache/%s", key);
-	snprintf(to, sizeof to, "cache/%s.old.%d", key, (int)getpid());
-	if (renameat(c->rootfd, from, c->rootfd, to))
-		return -1;
-	stg__rmtree_at(c->rootfd, to);
-	snprintf(from, sizeof from, "pins/%s", key);
-	stg__rmtree_at(c->rootfd, from);
-	return 0;
-}
-
-stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep)
-{
-	stg_space sp;
-	stg_err err = stg__space(ctx, c, &sp);
-	if (err)
-		return err;
-	stg_lru *v;
-	size_t n = stg__entries(c, &v);
-	uint64_t used = 0, evictable = 0;
-	for (size_t i = 0; i < n; i++)
-		used += v[i].size;
-	stg_owner_cache oc = {0};
-	bool *pinned = calloc(n ? n : 1, sizeof *pinned);
-	if (!pinned) {
-		free(v);
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	}
-	for (size_t i = 0; i < n; i++) {
-		pinned[i] =
-		        (keep && !strcmp(v[i].key, keep)) || stg__entry_pinned(c, v[i].key, &oc);
-		if (!pinned[i])
-			evictable += v[i].size;
-	}
-	uint64_t free_now = sp.fs_free;
-	/* oldest first, until both the cap and the free-space floor hold */
-	for (size_t i = 0; i < n; i++) {
-		bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
-		bool free_ok = free_now >= need && free_now - need >= sp.min_free;
-		if (cap_ok && free_ok)
-			break;
-		if (pinned[i])
-			continue;
-		/* name what goes by what the user staged, not by its digest */
-		stg_meta m = {0};
-		bool named = stg__meta_read(c, v[i].key, &m) == 0 && m.source[0];
-		if (stg__entry_remove(c, v[i].key) == 0) {
-			char sz[32];
-			stg_format_size(v[i].size, sz, sizeof sz);
-			stg__log(ctx, STG_LOG_INFO,
-			         "evicted the cached copy of '%s' (%s, the least recently used) "
-			         "to make room",
-			         named ? m.source : v[i].key, sz);
-			used -= v[i].size;
-			evictable -= v[i].size;
-			free_now += v[i].size;
-		}
-	}
-	/* what the filesystem says now */
-	stg__space(ctx, c, &sp);
-	free_now = sp.fs_free;
-	bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
-	bool free_ok = free_now >= need && free_now - need >= sp.min_free;
-	free(v);
-	free(pinned);
-	if (cap_ok && free_ok)
-		return STG_OK;
-	char a[16], b[16], d[16], e[16], f[16];
-	stg_format_size(need, a, sizeof a);
-	stg_format_size(free_now, b, sizeof b);
-	stg_format_size(used, d, sizeof d);
-	stg_format_size(evictable, e, sizeof e);
-	stg_format_size(sp.min_free, f, sizeof f);
-	if (!cap_ok) {
-		char g[16];
-		stg_format_size(sp.cache_max, g, sizeof g);
-		return stg__fail(
-		        ctx, STG_ENOSPC,
-		        "not enough room in the cache on %s: need %s, cache_max %s (cache %s, "
-		        "of which %s evictable; the rest is pinned by live jobs)",
-		        c->root, a, g, d, e);
-	}
-	return stg__fail(ctx, STG_ENOSPC,
-	                 "not enough space on %s: need %s, %s free, min_free %s (cache %s, of "
-	                 "which %s evictable; the rest is pinned by live jobs)",
-	                 c->root, a, b, f, d, e);
 }

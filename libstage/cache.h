@@ -1,16 +1,14 @@
 /*
- * cache.h - what the cache modules (cache.c, stage.c, source.c, clean.c)
- * share.  See cache.c for the layout and its invariants.
+ * cache.h - the node cache proper: the handle, its entries, locks, owners
+ * and pins, space and eviction, building and checking an entry (cache.c,
+ * cache_pin.c, cache_evict.c, cache_entry.c).
+ * See cache.c for the layout and its invariants.
  */
 #ifndef STG_CACHE_H
 #define STG_CACHE_H
 
 #include "internal.h"
-#include "pace.h"
-#include "walk.h"
-
-#include <pthread.h>
-#include <sys/stat.h>
+#include "limit.h"
 
 struct stg_cache {
 	char *root;
@@ -18,46 +16,9 @@ struct stg_cache {
 	char *cache_max, *min_free; /* settings, resolved against the disk's size */
 	unsigned stall_timeout;     /* seconds an archive reader may make no progress */
 	unsigned keep_days;         /* days kept results stay (results.c) */
-	char *job_tmpdir_var;       /* names the job's own scratch (stage.c) */
-	/* sparing the shared FS (limit.c) */
-	unsigned node_slots, cluster_slots, lease_ttl;
-	unsigned slot_wait_max; /* seconds a wait for a slot or lease may last (0: no bound) */
-	char *slot_dir, *lease_dir;
-	stg_bucket bw, ops; /* bytes/s, metadata operations/s */
-	bool limits_ready;
+	char *job_tmpdir_var;       /* names the job's own scratch (attach.c) */
+	stg_limits lim;             /* sparing the shared FS (limit.c) */
 };
-
-/* A held shared-FS slot: a node slot (flock) and a cluster lease. */
-typedef struct stg_slot {
-	int fd, lease_fd; /* -1: not held (no such limit) */
-	char lease[STG_PATH_MAX];
-	unsigned ttl;
-	bool renewing, stop;
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-} stg_slot;
-
-stg_err stg__limits_init(stg_ctx *ctx, stg_cache *c, const stg_config *cfg);
-void stg__limits_free(stg_cache *c);
-/* Wait for a node slot and a cluster lease (as configured); STG_EINTR if
- * cancelled.  Without a usable slot directory it warns and goes on. */
-stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s);
-/* The same, but waiting only until deadline (stg__now() time; 0: no
- * limit): then without a slot, with a warning. */
-stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline);
-void stg__slot_release(stg_slot *s);
-/* The holders of kind ("node" or "cluster") as one line of text, for a
- * message (holders.c). */
-void stg__holders_text(stg_ctx *ctx, stg_cache *c, const char *kind, char *out, size_t len);
-
-/* results.c: call fn for each SRC and DEST of owner's record (-1/errno if
- * there is none, or it is malformed; else fn's first non-zero return);
- * the epoch of a kept name (0: not one); remove a kept entry. */
-int stg__results_each(stg_cache *c, const char *owner,
-                      int (*fn)(void *arg, const char *src, const char *dest), void *arg);
-int64_t stg__kept_epoch(const char *name);
-int stg__kept_remove(stg_cache *c, const char *name);
 
 /* Entry description (cache/<key>/meta). */
 typedef struct stg_meta {
@@ -117,30 +78,28 @@ stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp);
  * cache_max and above min_free; STG_ENOSPC with the figures if they cannot.
  * The caller holds locks/cache. */
 stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
+/* The same, taking locks/cache. */
+stg_err stg__room_for(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
 
-/* The source index. */
-typedef struct stg_ident {
-	uint64_t dev, ino, size;
-	int64_t mtime_ns, ctime_ns;
-} stg_ident;
+/* An entry being built (cache_entry.c): cache/<name>.tmp.<pid>, with its
+ * tree in data/. */
+typedef struct stg_entry_build {
+	char tmp[STG_PATH_MAX]; /* "": published, or removed */
+	int tfd, dfd;           /* the entry's directory, and its data/ */
+} stg_entry_build;
 
-void stg__ident_of(const struct stat *st, stg_ident *id);
-/* The digest (hex) indexed for an identity; 0 found, -1 not. */
-int stg__index_get(stg_cache *c, const stg_ident *id, char hex[STG_DIGEST_HEXLEN + 1]);
-int stg__index_put(stg_ctx *ctx, stg_cache *c, const stg_ident *id, const char *hex,
-                   const char *path);
-
-/* An entry put at its destination, pinned (attach.c); STG_ENOENT if it
- * was evicted meanwhile.  The leftovers of dead builders of key. */
-stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src,
-                    const stg_stage_opts *o, const char *owner, stg_stage_result *res);
-void stg__remove_leftovers(stg_cache *c, const char *key);
-/* Staging (stage.c, source.c). */
-int stg__verify_entry(stg_ctx *ctx, stg_cache *c, const char *key);
-stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, const stg_ident *id,
-                           const stg_stage_opts *o, const char *owner, stg_stage_result *res);
-stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
-                       const char *owner, stg_stage_result *res);
+stg_err stg__entry_begin(stg_ctx *ctx, stg_cache *c, const char *name, stg_entry_build *eb);
+/* Write m into the entry and publish it as key, unless key is published
+ * already (the same bytes under another name: that one serves). */
+stg_err stg__entry_publish(stg_ctx *ctx, stg_cache *c, stg_entry_build *eb, const char *key,
+                           const stg_meta *m);
+/* Close it, and remove it unless it was published. */
+void stg__entry_end(stg_cache *c, stg_entry_build *eb);
+/* Check key's files against its manifest: with full, hash every file it
+ * names, else their sizes and count (local stats only); 0 all match, 1 a
+ * mismatch (named in ctx), -1 no manifest. */
+int stg__entry_check(stg_ctx *ctx, stg_cache *c, const char *key, bool full);
+stg_err stg__entry_manifest(stg_ctx *ctx, stg_cache *c, const char *key, stg_manifest *m);
 
 /* Deltas between pack versions (delta.c). */
 typedef struct stg_delta_src {

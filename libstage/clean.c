@@ -10,7 +10,7 @@
  * entry pinned by a live owner is never removed.  Everything happens
  * relative to the scratch root's descriptor, never through a symlink.
  */
-#include "cache.h"
+#include "results.h"
 
 #include <ctype.h>
 #include <dirent.h>

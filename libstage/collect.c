@@ -240,7 +240,7 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, need + 64 * 1024, inodes + 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire_by(k->ctx, k->c, &slot, stg__col_slot_deadline(k->o))))
+	if ((err = stg__slot_acquire_by(k->ctx, &k->c->lim, &slot, stg__col_slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
 	/* DEST, when this collect makes it, keeps SRC's permission bits as the
@@ -369,7 +369,7 @@ static stg_err collect_pack(collector *k, stg_walk *w)
 	if ((err = check_space(k, at, (uint64_t)lst.st_size + 4096, 1)))
 		goto out;
 	stg_slot slot;
-	if ((err = stg__slot_acquire_by(ctx, k->c, &slot, stg__col_slot_deadline(k->o))))
+	if ((err = stg__slot_acquire_by(ctx, &k->c->lim, &slot, stg__col_slot_deadline(k->o))))
 		goto out;
 	char mark[128] = "";
 	if (!(err = open_dest(k, dir, 0777, false))) {

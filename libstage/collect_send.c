@@ -25,7 +25,7 @@ static bool transient(int e)
 
 void stg__col_op(collector *k)
 {
-	stg__bucket_take(k->ctx, &k->c->ops, 1);
+	stg__bucket_take(k->ctx, &k->c->lim.ops, 1);
 }
 
 /* Where the temporary for path goes: beside it, named by host and
@@ -113,7 +113,7 @@ static int copy_out(collector *k, int s, const char *tmp, const struct stat *st,
 		}
 		if (n == 0)
 			break;
-		stg__bucket_take(k->ctx, &k->c->bw, (double)n);
+		stg__bucket_take(k->ctx, &k->c->lim.bw, (double)n);
 		if (stg__write_full(d, buf, (size_t)n)) {
 			e = errno;
 			goto out;

@@ -2,7 +2,8 @@
  * fanout.c - one node reads a pack from the shared filesystem for the
  * whole allocation: stg_copy_pack puts a checked copy on local scratch,
  * which the tool hands to Slurm's sbcast; every node then stages from its
- * copy (stg_stage_opts.from_copy), which stage.c checks again before trusting.
+ * copy (stg_stage_opts.from_copy), which the pack source (source_pack.c)
+ * checks again before trusting.
  */
 #include "cache.h"
 
@@ -29,7 +30,7 @@ static stg_err copy_hashing(stg_ctx *ctx, stg_cache *c, int s, int d, uint64_t s
 	uint64_t off = 0;
 	while (off < size && !err) {
 		size_t want = size - off < COPY_CHUNK ? (size_t)(size - off) : COPY_CHUNK;
-		stg__bucket_take(ctx, &c->bw, (double)want);
+		stg__bucket_take(ctx, &c->lim.bw, (double)want);
 		if (stg__cancelled(ctx)) {
 			err = stg__fail(ctx, STG_EINTR, "interrupted");
 			break;
@@ -72,7 +73,7 @@ stg_err stg_copy_pack(stg_ctx *ctx, stg_cache *c, const char *src, const char *d
 	EVP_MD_CTX *sha = NULL;
 	char *tmp = NULL;
 	int s = -1, d = -1;
-	stg_err err = stg__slot_acquire(ctx, c, &slot);
+	stg_err err = stg__slot_acquire(ctx, &c->lim, &slot);
 	if (err)
 		return err;
 	if ((s = open(src, O_RDONLY | O_CLOEXEC)) < 0) {

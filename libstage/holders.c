@@ -7,7 +7,7 @@
  * inode, so nothing needs writing to say who holds one (and a holder that
  * dies lets go at once).  A cluster lease file holds "HOST PID START".
  */
-#include "cache.h"
+#include "holders.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,9 +92,9 @@ static stg_err add(stg_ctx *ctx, stg_holder **v, size_t *n, const stg_holder *h)
 	return STG_OK;
 }
 
-static stg_err node_holders(stg_ctx *ctx, const stg_cache *c, stg_holder **v, size_t *n)
+static stg_err node_holders(stg_ctx *ctx, const stg_limits *lim, stg_holder **v, size_t *n)
 {
-	const char *dir = c->slot_dir;
+	const char *dir = lim->slot_dir;
 	struct stat st;
 	if (!strcmp(dir, SLOT_DIR_DEFAULT) && stat(dir, &st) && stat(SLOT_DIR_FALLBACK, &st) == 0)
 		dir = SLOT_DIR_FALLBACK;
@@ -104,7 +104,7 @@ static stg_err node_holders(stg_ctx *ctx, const stg_cache *c, stg_holder **v, si
 	stg_err err = STG_OK;
 	FILE *locks = fopen("/proc/locks", "re");
 	char line[256];
-	for (unsigned i = 0; locks && !err && i < c->node_slots; i++) {
+	for (unsigned i = 0; locks && !err && i < lim->node_slots; i++) {
 		char name[32];
 		snprintf(name, sizeof name, "slot.%u", i);
 		if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISREG(st.st_mode))
@@ -134,12 +134,12 @@ static stg_err node_holders(stg_ctx *ctx, const stg_cache *c, stg_holder **v, si
 	return err;
 }
 
-static stg_err cluster_holders(stg_ctx *ctx, const stg_cache *c, stg_holder **v, size_t *n)
+static stg_err cluster_holders(stg_ctx *ctx, const stg_limits *lim, stg_holder **v, size_t *n)
 {
 	stg_err err = STG_OK;
-	for (unsigned i = 0; !err && c->lease_dir[0] && i < c->cluster_slots; i++) {
+	for (unsigned i = 0; !err && lim->lease_dir[0] && i < lim->cluster_slots; i++) {
 		char path[STG_PATH_MAX], line[320];
-		snprintf(path, sizeof path, "%s/lease.%u", c->lease_dir, i);
+		snprintf(path, sizeof path, "%s/lease.%u", lim->lease_dir, i);
 		int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 		struct stat st;
 		if (fd < 0)
@@ -169,13 +169,13 @@ static stg_err cluster_holders(stg_ctx *ctx, const stg_cache *c, stg_holder **v,
 	return err;
 }
 
-stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *c, stg_holder **v, size_t *n)
+stg_err stg__holders(stg_ctx *ctx, const stg_limits *lim, stg_holder **v, size_t *n)
 {
 	*v = NULL;
 	*n = 0;
-	stg_err err = node_holders(ctx, c, v, n);
+	stg_err err = node_holders(ctx, lim, v, n);
 	if (!err)
-		err = cluster_holders(ctx, c, v, n);
+		err = cluster_holders(ctx, lim, v, n);
 	if (err) {
 		free(*v);
 		*v = NULL;
@@ -184,12 +184,12 @@ stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *c, stg_holder **v, size_t *n)
 	return err;
 }
 
-void stg__holders_text(stg_ctx *ctx, stg_cache *c, const char *kind, char *out, size_t len)
+void stg__holders_text(stg_ctx *ctx, const stg_limits *lim, const char *kind, char *out, size_t len)
 {
 	stg_holder *v;
 	size_t n, used = 0;
 	out[0] = '\0';
-	if (stg_slot_holders(ctx, c, &v, &n))
+	if (stg__holders(ctx, lim, &v, &n))
 		return;
 	for (size_t i = 0; i < n && used < len; i++) {
 		if (strcmp(v[i].kind, kind))

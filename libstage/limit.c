@@ -21,7 +21,8 @@
  *
  * The rates (bwlimit, ops_limit) are token buckets: pace.c.
  */
-#include "cache.h"
+#include "limit.h"
+#include "holders.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -92,10 +93,10 @@ static int slot_open(int dirfd, unsigned i)
 	return fd;
 }
 
-static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
+static stg_err node_slot(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double deadline)
 {
-	unsigned n = c->node_slots;
-	int dirfd = slot_dir_open(ctx, c->slot_dir);
+	unsigned n = lim->node_slots;
+	int dirfd = slot_dir_open(ctx, lim->slot_dir);
 	if (dirfd < 0)
 		return STG_OK;
 	int *fds = malloc(n * sizeof *fds);
@@ -111,12 +112,12 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadlin
 	if (!usable) {
 		stg__log(ctx, STG_LOG_WARN,
 		         "no node-wide limit on shared-FS readers: no usable slot file in '%s'",
-		         c->slot_dir);
+		         lim->slot_dir);
 		goto out;
 	}
 	unsigned start = (unsigned)getpid() % n;
 	double delay = 0.02, t0 = stg__now();
-	double bound = c->slot_wait_max ? t0 + c->slot_wait_max : 0;
+	double bound = lim->slot_wait_max ? t0 + lim->slot_wait_max : 0;
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n && s->fd < 0; k++) {
@@ -136,16 +137,17 @@ static stg_err node_slot(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadlin
 		}
 		if (bound && stg__now() >= bound) {
 			char who[512];
-			stg__holders_text(ctx, c, "node", who, sizeof who);
+			stg__holders_text(ctx, lim, "node", who, sizeof who);
 			stg__log(ctx, STG_LOG_WARN,
 			         "waited %u s for a shared-FS slot (slot_wait_max): going ahead "
 			         "without one; held by %s",
-			         c->slot_wait_max, who[0] ? who : "processes this user cannot see");
+			         lim->slot_wait_max,
+			         who[0] ? who : "processes this user cannot see");
 			break;
 		}
 		if (!told && stg__now() - t0 > 0.5) {
 			char who[512];
-			stg__holders_text(ctx, c, "node", who, sizeof who);
+			stg__holders_text(ctx, lim, "node", who, sizeof who);
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a shared-FS slot: all %u on this node are in use "
 			         "(max_readers_per_node)%s%s",
@@ -186,10 +188,10 @@ static void *renewer(void *arg)
 }
 
 /* Take lease.i if free or expired: 1 taken, 0 held by someone, -1 error. */
-static int lease_try(stg_ctx *ctx, stg_cache *c, stg_slot *s, unsigned i)
+static int lease_try(stg_ctx *ctx, stg_limits *lim, stg_slot *s, unsigned i)
 {
 	char path[STG_PATH_MAX];
-	snprintf(path, sizeof path, "%s/lease.%u", c->lease_dir, i);
+	snprintf(path, sizeof path, "%s/lease.%u", lim->lease_dir, i);
 	for (int tries = 0; tries < 2; tries++) {
 		int fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
 		if (fd >= 0) {
@@ -207,12 +209,12 @@ static int lease_try(stg_ctx *ctx, stg_cache *c, stg_slot *s, unsigned i)
 		struct stat st;
 		if (lstat(path, &st))
 			continue; /* released meanwhile */
-		if (st.st_mtime + (time_t)c->lease_ttl > time(NULL))
+		if (st.st_mtime + (time_t)lim->lease_ttl > time(NULL))
 			return 0;
 		/* expired: break it; only one breaker wins the rename */
 		char host[64] = "?", broken[STG_PATH_MAX];
 		gethostname(host, sizeof host - 1);
-		snprintf(broken, sizeof broken, "%s/lease.%u.broken.%s.%d", c->lease_dir, i, host,
+		snprintf(broken, sizeof broken, "%s/lease.%u.broken.%s.%d", lim->lease_dir, i, host,
 		         (int)getpid());
 		if (rename(path, broken) == 0) {
 			unlink(broken);
@@ -225,24 +227,24 @@ static int lease_try(stg_ctx *ctx, stg_cache *c, stg_slot *s, unsigned i)
 	return 0;
 }
 
-static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
+static stg_err cluster_lease(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double deadline)
 {
-	unsigned n = c->cluster_slots;
+	unsigned n = lim->cluster_slots;
 	unsigned start = (unsigned)getpid() % n;
-	double bound = c->slot_wait_max ? stg__now() + c->slot_wait_max : 0;
+	double bound = lim->slot_wait_max ? stg__now() + lim->slot_wait_max : 0;
 	bool told = false;
 	for (;;) {
 		for (unsigned k = 0; k < n; k++) {
-			int r = lease_try(ctx, c, s, (start + k) % n);
+			int r = lease_try(ctx, lim, s, (start + k) % n);
 			if (r < 0) {
 				stg__log(ctx, STG_LOG_WARN,
 				         "no cluster-wide limit: cannot create leases in "
 				         "shared_lock_dir '%s': %s",
-				         c->lease_dir, strerror(errno));
+				         lim->lease_dir, strerror(errno));
 				return STG_OK;
 			}
 			if (r > 0) {
-				s->ttl = c->lease_ttl;
+				s->ttl = lim->lease_ttl;
 				s->stop = false;
 				pthread_mutex_init(&s->mu, NULL);
 				pthread_cond_init(&s->cv, NULL);
@@ -252,21 +254,21 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double dea
 		}
 		if (!told) {
 			char who[512];
-			stg__holders_text(ctx, c, "cluster", who, sizeof who);
+			stg__holders_text(ctx, lim, "cluster", who, sizeof who);
 			stg__log(ctx, STG_LOG_INFO,
 			         "waiting for a cluster-wide shared-FS lease: all %u in '%s' are "
 			         "held (max_readers_cluster)%s%s",
-			         n, c->lease_dir, who[0] ? ", by " : "", who);
+			         n, lim->lease_dir, who[0] ? ", by " : "", who);
 			told = true;
 		}
 		if (bound && stg__now() >= bound) {
 			char who[512];
-			stg__holders_text(ctx, c, "cluster", who, sizeof who);
+			stg__holders_text(ctx, lim, "cluster", who, sizeof who);
 			stg__log(
 			        ctx, STG_LOG_WARN,
 			        "waited %u s for a cluster-wide lease (slot_wait_max): going ahead "
 			        "without one; held by %s",
-			        c->slot_wait_max, who[0] ? who : "?");
+			        lim->slot_wait_max, who[0] ? who : "?");
 			return STG_OK;
 		}
 		if (deadline && stg__now() >= deadline) {
@@ -284,20 +286,21 @@ static stg_err cluster_lease(stg_ctx *ctx, stg_cache *c, stg_slot *s, double dea
 
 /* ---- slots: both levels ------------------------------------------------------- */
 
-stg_err stg__slot_acquire(stg_ctx *ctx, stg_cache *c, stg_slot *s)
+stg_err stg__slot_acquire(stg_ctx *ctx, stg_limits *lim, stg_slot *s)
 {
-	return stg__slot_acquire_by(ctx, c, s, 0);
+	return stg__slot_acquire_by(ctx, lim, s, 0);
 }
 
-stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_cache *c, stg_slot *s, double deadline)
+stg_err stg__slot_acquire_by(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double deadline)
 {
 	memset(s, 0, sizeof *s);
 	s->fd = -1;
 	s->lease_fd = -1;
 	stg_err err = STG_OK;
-	if (c->node_slots && (err = node_slot(ctx, c, s, deadline)))
+	if (lim->node_slots && (err = node_slot(ctx, lim, s, deadline)))
 		return err;
-	if (c->cluster_slots && c->lease_dir[0] && (err = cluster_lease(ctx, c, s, deadline))) {
+	if (lim->cluster_slots && lim->lease_dir[0] &&
+	    (err = cluster_lease(ctx, lim, s, deadline))) {
 		stg__slot_release(s);
 		return err;
 	}
@@ -333,33 +336,33 @@ void stg__slot_release(stg_slot *s)
 
 /* ---- settings ----------------------------------------------------------------- */
 
-stg_err stg__limits_init(stg_ctx *ctx, stg_cache *c, const stg_config *cfg)
+stg_err stg__limits_init(stg_ctx *ctx, stg_limits *lim, const stg_config *cfg)
 {
-	c->node_slots = (unsigned)stg__config_count(cfg, "max_readers_per_node");
-	c->cluster_slots = (unsigned)stg__config_count(cfg, "max_readers_cluster");
-	c->lease_ttl = (unsigned)stg__config_count(cfg, "lease_ttl");
-	c->slot_wait_max = (unsigned)stg__config_count(cfg, "slot_wait_max");
-	if (c->lease_ttl < 3)
-		c->lease_ttl = 3;
-	c->slot_dir = strdup(stg_config_get(cfg, "slot_dir", NULL));
-	c->lease_dir = strdup(stg_config_get(cfg, "shared_lock_dir", NULL));
-	if (!c->slot_dir || !c->lease_dir)
+	lim->node_slots = (unsigned)stg__config_count(cfg, "max_readers_per_node");
+	lim->cluster_slots = (unsigned)stg__config_count(cfg, "max_readers_cluster");
+	lim->lease_ttl = (unsigned)stg__config_count(cfg, "lease_ttl");
+	lim->slot_wait_max = (unsigned)stg__config_count(cfg, "slot_wait_max");
+	if (lim->lease_ttl < 3)
+		lim->lease_ttl = 3;
+	lim->slot_dir = strdup(stg_config_get(cfg, "slot_dir", NULL));
+	lim->lease_dir = strdup(stg_config_get(cfg, "shared_lock_dir", NULL));
+	if (!lim->slot_dir || !lim->lease_dir)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	uint64_t bw = stg__config_bytes(cfg, "bwlimit", 0);
-	stg__bucket_init(&c->bw, (double)bw);
-	stg__bucket_init(&c->ops, (double)stg__config_count(cfg, "ops_limit"));
-	c->limits_ready = true;
+	stg__bucket_init(&lim->bw, (double)bw);
+	stg__bucket_init(&lim->ops, (double)stg__config_count(cfg, "ops_limit"));
+	lim->ready = true;
 	return STG_OK;
 }
 
-void stg__limits_free(stg_cache *c)
+void stg__limits_free(stg_limits *lim)
 {
-	if (c->limits_ready) {
-		stg__bucket_destroy(&c->bw);
-		stg__bucket_destroy(&c->ops);
+	if (lim->ready) {
+		stg__bucket_destroy(&lim->bw);
+		stg__bucket_destroy(&lim->ops);
 	}
-	free(c->slot_dir);
-	free(c->lease_dir);
+	free(lim->slot_dir);
+	free(lim->lease_dir);
 }
 
 /* ---- I/O priority ------------------------------------------------------------- */

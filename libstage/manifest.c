@@ -5,7 +5,8 @@
  *
  * One line per regular file: "<32 hex> <size> <path>", the path with '\\'
  * and newline escaped as "\\\\" and "\\n".  Entries from foreign archives
- * and directories are written with the same format (see source.c).
+ * and directories are written with the same format (see archive_unpack.c
+ * and source_dir.c).
  */
 #include "internal.h"
 

@@ -24,7 +24,7 @@
  * Records and .to files live in the user's private scratch root; they are
  * read with a size limit all the same.
  */
-#include "cache.h"
+#include "results.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,11 +1,16 @@
 /*
  * source_dir.c - a plain directory as a source: walked on the shared
- * filesystem (its listing is its identity), copied into a cache entry
- * while each file is hashed, checked for a change under the copy, and
- * made read-only.  `stager pack` makes a directory cheaper to stage; stage
- * says so once.
+ * filesystem, copied into a cache entry while each file is hashed, checked
+ * for a change under the copy, and made read-only.
+ *
+ * Its key is a SHA-256 over its listing (paths, types, modes, sizes,
+ * mtimes, link targets): staging it again costs a walk of the tree, which
+ * is the cost stager exists to avoid; it says so once (`stager pack` makes
+ * a warm stage cost one call).  The walk is the costly part, so a
+ * directory waits for another builder holding its slot and its listing.
  */
-#include "cache.h"
+#include "source.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,13 +25,13 @@
 
 #define BLOCK (1u << 20) /* copy buffer */
 
-/* ---- directories ---------------------------------------------------------------- */
+/* ---- the copy ------------------------------------------------------------------- */
 
 /* Copy a file while hashing it; fails if it changes size meanwhile. */
 static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, const stg_witem *it,
                            uint8_t *buf, XXH128_canonical_t *h)
 {
-	stg__bucket_take(ctx, &c->ops, 1);
+	stg__bucket_take(ctx, &c->lim.ops, 1);
 	int s = openat(sroot, it->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (s < 0)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", it->path);
@@ -45,7 +50,7 @@ static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, con
 	}
 	XXH3_128bits_reset(xs);
 	for (;;) {
-		stg__bucket_take(ctx, &c->bw, BLOCK);
+		stg__bucket_take(ctx, &c->lim.bw, BLOCK);
 		ssize_t n = read(s, buf, BLOCK);
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -84,17 +89,15 @@ out:
 	return err;
 }
 
-/* Build the entry from the walked tree into tfd/data. */
-static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_walk *w,
-                           uint64_t *content, uint64_t *files)
+/* Build the entry from the walked tree into tfd/data (droot). */
+static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, int droot,
+                           const stg_walk *w, uint64_t *content, uint64_t *files)
 {
 	stg_err err = STG_OK;
-	int droot = -1;
 	FILE *man = NULL;
 	uint8_t *buf = malloc(BLOCK);
 	int mfd = -1;
-	if (!buf || mkdirat(tfd, "data", 0700) ||
-	    (droot = openat(tfd, "data", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
+	if (!buf ||
 	    (mfd = openat(tfd, "manifest", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 	                  0400)) < 0 ||
 	    !(man = fdopen(mfd, "w"))) {
@@ -142,35 +145,44 @@ static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, stg_w
 out:
 	if (man && fclose(man) && !err)
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot write the manifest");
-	if (droot >= 0)
-		close(droot);
 	free(buf);
 	return err;
 }
 
-stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
-                       const char *owner, stg_stage_result *res)
+/* ---- the kind ------------------------------------------------------------------- */
+
+static bool dir_claims(const stg_source *s)
+{
+	return S_ISDIR(s->st.st_mode);
+}
+
+/* Walk the tree (its listing, in s->state) and name the entry by it. */
+static stg_err dir_open(stg_ctx *ctx, stg_cache *c, stg_source *s, const stg_stage_opts *o,
+                        stg_stage_result *res)
 {
 	if (o->n_include)
 		return stg__fail(ctx, STG_EUSAGE,
-		                 "--include needs a pack: pack '%s' with 'stager pack' first", src);
-	int sroot = open(src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	if (sroot < 0)
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", src);
-	stg_walk w = {.ctx = ctx, .opl = &c->ops};
-	stg_err err = stg__walk_tree(&w, sroot, "");
+		                 "--include needs a pack: pack '%s' with 'stager pack' first",
+		                 s->name);
+	if ((s->fd = open(s->name, O_RDONLY | O_DIRECTORY | O_CLOEXEC)) < 0)
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot read '%s'", s->name);
+	stg_walk *w = calloc(1, sizeof *w);
+	if (!w)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	s->state = w;
+	w->ctx = ctx;
+	w->opl = &c->lim.ops;
+	stg_err err = stg__walk_tree(w, s->fd, "");
 	if (err)
-		goto out;
+		return err;
 	/* the key: a digest of the listing */
 	EVP_MD_CTX *md = EVP_MD_CTX_new();
-	if (!md) {
-		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-		goto out;
-	}
+	if (!md)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	EVP_DigestInit_ex(md, EVP_sha256(), NULL);
 	EVP_DigestUpdate(md, "stager-dir-1", 12);
-	for (size_t i = 0; i < w.n; i++) {
-		const stg_witem *it = &w.v[i];
+	for (size_t i = 0; i < w->n; i++) {
+		const stg_witem *it = &w->v[i];
 		char line[256];
 		int n = snprintf(line, sizeof line, "|%o|%lld|%lld.%09ld|",
 		                 (unsigned)it->st.st_mode, (long long)it->st.st_size,
@@ -181,83 +193,59 @@ stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_st
 			EVP_DigestUpdate(md, it->link, strlen(it->link) + 1);
 	}
 	unsigned int hl = 0;
-	EVP_DigestFinal_ex(md, res->digest, &hl);
+	EVP_DigestFinal_ex(md, s->digest, &hl);
 	EVP_MD_CTX_free(md);
-	char key[STG_DIGEST_HEXLEN + 1];
-	stg_digest_hex(res->digest, key);
+	s->named = true;
 	stg__log(ctx, STG_LOG_INFO,
 	         "'%s' is a directory: staging it costs %llu metadata operations on the shared "
 	         "filesystem in every job; 'stager pack %s' once makes a warm stage cost 1",
-	         src, (unsigned long long)w.ops, src);
+	         s->name, (unsigned long long)w->ops, s->name);
 	res->source_bytes = 0;
-	bool built = false;
-	for (int attempt = 0; attempt < 2 && !res->path; attempt++) {
-		if (stg__entry_exists(c, key)) {
-			err = stg__attach(ctx, c, key, src, o, owner, res);
-			if (err != STG_ENOENT) {
-				res->hit = 1;
-				goto out;
-			}
-		}
-		bool waited;
-		int lk = stg__cache_lock(ctx, c, key, true, &waited);
-		if (lk < 0) {
-			err = stg__cancelled(ctx)
-			              ? stg__fail(ctx, STG_EINTR, "interrupted")
-			              : stg__fail_errno(ctx, STG_EIO, errno, "cannot lock");
-			goto out;
-		}
-		res->waited = waited;
-		if (!stg__entry_exists(c, key)) {
-			stg__remove_leftovers(c, key);
-			uint64_t need = 64 * 1024;
-			for (size_t i = 0; i < w.n; i++)
-				need += ((uint64_t)w.v[i].st.st_size + 4095) / 4096 * 4096;
-			int cl = stg__cache_lock(ctx, c, "cache", true, NULL);
-			err = stg__make_room(ctx, c, need, NULL);
-			stg__cache_unlock(cl);
-			char tmp[STG_PATH_MAX], fin[STG_PATH_MAX];
-			snprintf(tmp, sizeof tmp, "cache/%s.tmp.%d", key, (int)getpid());
-			snprintf(fin, sizeof fin, "cache/%s", key);
-			int tfd = -1;
-			uint64_t content = 0, files = 0;
-			if (!err &&
-			    (mkdirat(c->rootfd, tmp, 0700) ||
-			     (tfd = openat(c->rootfd, tmp,
-			                   O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0))
-				err = stg__fail_errno(ctx, STG_EIO, errno,
-				                      "cannot create a cache entry");
-			if (!err)
-				err = copy_source(ctx, c, sroot, tfd, &w, &content, &files);
-			if (!err) {
-				built = true;
-				stg_meta m = {0};
-				snprintf(m.kind, sizeof m.kind, "directory");
-				snprintf(m.source, sizeof m.source, "%s", src);
-				m.size = need;
-				m.files = files;
-				m.content = content;
-				res->source_bytes = content;
-				if (stg__meta_write(tfd, &m) ||
-				    renameat(c->rootfd, tmp, c->rootfd, fin))
-					err = stg__fail_errno(ctx, STG_EIO, errno,
-					                      "cannot publish the cache entry");
-			}
-			if (tfd >= 0)
-				close(tfd);
-			stg__rmtree_at(c->rootfd, tmp);
-		}
-		stg__cache_unlock(lk);
-		if (err)
-			goto out;
-		err = stg__attach(ctx, c, key, src, o, owner, res);
-		if (err == STG_ENOENT)
-			err = stg__fail(ctx, STG_EIO, "the new cache entry disappeared; try again");
-		if (!err)
-			res->hit = !built;
+	return STG_OK;
+}
+
+static stg_err dir_build(stg_ctx *ctx, stg_cache *c, stg_source *s, const char *key,
+                         const stg_stage_opts *o, stg_stage_result *res)
+{
+	(void)o;
+	const stg_walk *w = s->state;
+	uint64_t need = 64 * 1024;
+	for (size_t i = 0; i < w->n; i++)
+		need += ((uint64_t)w->v[i].st.st_size + 4095) / 4096 * 4096;
+	stg_err err = stg__room_for(ctx, c, need, NULL);
+	if (err)
+		return err;
+	stg_entry_build eb;
+	uint64_t content = 0, files = 0;
+	if (!(err = stg__entry_begin(ctx, c, key, &eb)) &&
+	    !(err = copy_source(ctx, c, s->fd, eb.tfd, eb.dfd, w, &content, &files))) {
+		stg_meta m = {0};
+		snprintf(m.kind, sizeof m.kind, "directory");
+		snprintf(m.source, sizeof m.source, "%s", s->name);
+		m.size = need;
+		m.files = files;
+		m.content = content;
+		res->source_bytes = content;
+		err = stg__entry_publish(ctx, c, &eb, key, &m);
 	}
-out:
-	stg__walk_free(&w);
-	close(sroot);
+	stg__entry_end(c, &eb);
 	return err;
 }
+
+static void dir_close(stg_source *s)
+{
+	if (s->state)
+		stg__walk_free(s->state);
+	free(s->state);
+	s->state = NULL;
+}
+
+const stg_source_ops stg__source_dir = {
+        .kind = "directory",
+        .claims = dir_claims,
+        .open = dir_open,
+        .build = dir_build,
+        .close = dir_close,
+        .bare = ~0u,
+        .open_names_it = true,
+};

@@ -63,7 +63,7 @@
  * directory are serialised by a flock on it, where the filesystem has one.
  */
 #include "xfer.h"
-#include "cache.h"
+#include "pace.h"
 
 #include <errno.h>
 #include <fcntl.h>

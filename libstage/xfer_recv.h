@@ -9,7 +9,7 @@
 #define STG_XFER_RECV_H
 
 #include "xfer.h"
-#include "cache.h"
+#include "walk.h"
 
 enum { BASIS_NONE, BASIS_PARTIAL, BASIS_DEST };
 

@@ -12,7 +12,7 @@
  * manifest is still caught, prefix included.
  */
 #include "xfer.h"
-#include "cache.h"
+#include "walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
