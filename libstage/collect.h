@@ -8,6 +8,7 @@
 #define STG_COLLECT_H
 
 #include "cache.h"
+#include "hash.h"
 
 #define TRIES        5 /* attempts at a file on transient errors */
 #define CHANGE_TRIES 3 /* attempts at a file that changes while it is copied */

@@ -216,8 +216,6 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 /* A path with '\\' and newline escaped, and back (false if malformed). */
 void stg__put_escaped(FILE *f, const char *path);
 bool stg__unescape(char *s);
-/* XXH3-128 and size of a file (not following a link); -1/errno. */
-int stg__hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);
