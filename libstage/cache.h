@@ -5,13 +5,13 @@
 #ifndef STG_CACHE_H
 #define STG_CACHE_H
 
+#include "delta.h" /* for stage.c, which applies deltas */
 #include "internal.h"
 #include "pace.h"
 #include "walk.h"
 
 #include <pthread.h>
 #include <sys/stat.h>
-
 
 struct stg_cache {
 	char *root;
@@ -142,29 +142,5 @@ stg_err stg__stage_archive(stg_ctx *ctx, stg_cache *c, int fd, const char *src, 
                            const stg_stage_opts *o, const char *owner, stg_stage_result *res);
 stg_err stg__stage_dir(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_opts *o,
                        const char *owner, stg_stage_result *res);
-
-/* Deltas between pack versions (delta.c). */
-typedef struct stg_delta_src {
-	int fd; /* -1: the bytes are in mem */
-	const uint8_t *mem;
-	size_t len;
-	stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
-	stg_ctx *bw_ctx;
-} stg_delta_src;
-
-typedef struct stg_delta_stats {
-	uint64_t bytes_read;     /* of the delta */
-	uint64_t linked, copied; /* files taken from the base */
-	uint64_t patched, whole; /* files made from the delta */
-} stg_delta_stats;
-
-/* Build target's tree in outfd (an empty directory) from the delta in src
- * and the base entry's files under basefd, whose manifest is base.  Every
- * file is checked against target's manifest; STG_ECORRUPT if the delta is
- * damaged, for another pair, or does not rebuild the tree.  What was built
- * is left for the caller to remove on failure. */
-stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
-                         const uint8_t base_digest[STG_DIGEST_LEN], const stg_manifest *base,
-                         int basefd, int outfd, stg_delta_stats *st);
 
 #endif

@@ -187,7 +187,7 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack);
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats);
-/* For a builder that writes a pack's files itself (delta.c), over the
+/* For a builder that writes a pack's files itself (delta_apply.c), over the
  * entries flagged in sel: directories and empty files first (prepare),
  * hardlinks, symlinks and directory metadata once every file is in place
  * (finish).  The tree must have passed stg__select. */
