@@ -6,9 +6,9 @@
  * The loop is where the rules of reading a file live once: reads retried
  * on EINTR, each one charged to a bandwidth limit when there is one,
  * cancellation checked between pieces, progress reported, and a file that
- * is not the size it was said to be caught without a separate read: the
- * last read asks for one byte more than is left (so a file read exactly
- * once at the size the walk saw costs one read per MiB, not one more).
+ * is not the size it was said to be caught without a read of its own: a
+ * read with room to spare asks for one byte more than is left (so a file
+ * read at the size the walk saw costs one read per MiB, not one more).
  * Bytes that were not hashed are never passed on, so what a sink received
  * is always what the hash covers.
  */
@@ -63,8 +63,9 @@ stg_err stg__hash_read(stg_ctx *ctx, const stg_hash_in *in, XXH3_state_t *xs, ui
 				ctx->progress_fn(ctx->progress_arg, in->what, *in->done, in->total);
 		}
 		if (ctx && stg__cancelled(ctx)) {
+			stg_err err = stg__fail(ctx, STG_EINTR, "interrupted");
 			errno = EINTR;
-			return stg__fail(ctx, STG_EINTR, "interrupted");
+			return err;
 		}
 	}
 	return in->sink ? in->sink(in->arg, in->buf, 0) : STG_OK;

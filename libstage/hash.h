@@ -37,8 +37,8 @@ typedef struct stg_hash_in {
  * Read what in says, hash it into xs (reset by the caller, or carrying on
  * from bytes hashed before) and pass it to the sink.  *got is the bytes
  * hashed: fewer than len if the file ended first, len + 1 (the last piece
- * neither hashed nor passed on) if in->whole and the file has more: its
- * last read asks for one byte more than is left.
+ * neither hashed nor passed on) if in->whole and a read found more (one
+ * with room to spare asks for a byte more than is left).
  * Returns STG_EIO if a read fails, STG_EINTR if ctx is cancelled (checked
  * after every piece), or the sink's error; errno says why as well.  With
  * ctx NULL the hash is plain: no cancellation, no detail but errno.
