@@ -101,28 +101,4 @@ void stg__entry_end(stg_cache *c, stg_entry_build *eb);
 int stg__entry_check(stg_ctx *ctx, stg_cache *c, const char *key, bool full);
 stg_err stg__entry_manifest(stg_ctx *ctx, stg_cache *c, const char *key, stg_manifest *m);
 
-/* Deltas between pack versions (delta.c). */
-typedef struct stg_delta_src {
-	int fd; /* -1: the bytes are in mem */
-	const uint8_t *mem;
-	size_t len;
-	stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
-	stg_ctx *bw_ctx;
-} stg_delta_src;
-
-typedef struct stg_delta_stats {
-	uint64_t bytes_read;     /* of the delta */
-	uint64_t linked, copied; /* files taken from the base */
-	uint64_t patched, whole; /* files made from the delta */
-} stg_delta_stats;
-
-/* Build target's tree in outfd (an empty directory) from the delta in src
- * and the base entry's files under basefd, whose manifest is base.  Every
- * file is checked against target's manifest; STG_ECORRUPT if the delta is
- * damaged, for another pair, or does not rebuild the tree.  What was built
- * is left for the caller to remove on failure. */
-stg_err stg__delta_apply(stg_ctx *ctx, const stg_delta_src *src, const stg_pack *target,
-                         const uint8_t base_digest[STG_DIGEST_LEN], const stg_manifest *base,
-                         int basefd, int outfd, stg_delta_stats *st);
-
 #endif

@@ -64,13 +64,11 @@ static bool needs_send(collector *k, const stg_witem *it)
 		return false;
 	if (r->size != (uint64_t)it->st.st_size || r->mode != (it->st.st_mode & 07777))
 		return true;
-	XXH128_hash_t h;
+	uint8_t h[16];
 	uint64_t size;
-	if (stg__hash_file(k->srcfd, it->path, &h, &size))
+	if (stg__hash_file(k->srcfd, it->path, h, &size))
 		return true;
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, h);
-	if (size != r->size || memcmp(c.digest, r->xxh3, 16))
+	if (size != r->size || memcmp(h, r->xxh3, 16))
 		return true;
 	/* touched, not changed: remember the new identity */
 	r->mtime_ns = ns_of(&it->st.st_mtim);

@@ -9,6 +9,7 @@
 
 #include "cache.h"
 #include "walk.h"
+#include "hash.h"
 
 #define TRIES        5 /* attempts at a file on transient errors */
 #define CHANGE_TRIES 3 /* attempts at a file that changes while it is copied */

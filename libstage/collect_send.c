@@ -84,10 +84,18 @@ int stg__col_current_umask(void)
 	return out;
 }
 
-/* Copy the open source s to a new file at tmp; its XXH3 into h.  The file
- * is created with its final mode, so most need no chmod (one round trip
- * less per file on NFS). */
-static int copy_out(collector *k, int s, const char *tmp, const struct stat *st, uint8_t h[16])
+/* The copy's sink: each piece read and hashed goes to the temporary
+ * (errno says why it failed: copy_out answers in errno). */
+static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
+{
+	return stg__write_full(*(const int *)arg, p, n) ? STG_EIO : STG_OK;
+}
+
+/* Copy the open source s (path in SRC) to a new file at tmp; its XXH3
+ * into h.  The file is created with its final mode, so most need no chmod
+ * (one round trip less per file on NFS). */
+static int copy_out(collector *k, int s, const char *path, const char *tmp, const struct stat *st,
+                    uint8_t h[16])
 {
 	stg__col_op(k);
 	mode_t mode = st->st_mode & 01777;
@@ -102,36 +110,23 @@ static int copy_out(collector *k, int s, const char *tmp, const struct stat *st,
 	if (!xs || !buf)
 		goto out;
 	XXH3_128bits_reset(xs);
-	uint64_t off = 0;
-	for (;;) {
-		ssize_t n = pread(s, buf, bs, (off_t)off);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			e = errno;
-			goto out;
-		}
-		if (n == 0)
-			break;
-		stg__bucket_take(k->ctx, &k->c->lim.bw, (double)n);
-		if (stg__write_full(d, buf, (size_t)n)) {
-			e = errno;
-			goto out;
-		}
-		XXH3_128bits_update(xs, buf, (size_t)n);
-		off += (uint64_t)n;
-		k->res->sent_bytes += (uint64_t)n;
-		if (k->ctx->progress_fn)
-			k->ctx->progress_fn(k->ctx->progress_arg, "collect", k->res->sent_bytes,
-			                    k->total_bytes);
-		if (stg__cancelled(k->ctx)) {
-			e = EINTR;
-			goto out;
-		}
+	stg_hash_in in = {.fd = s,
+	                  .len = STG_HASH_ALL,
+	                  .buf = buf,
+	                  .buf_len = bs,
+	                  .bw = &k->c->lim.bw,
+	                  .sink = write_sink,
+	                  .arg = &d,
+	                  .path = path,
+	                  .done = &k->res->sent_bytes,
+	                  .what = "collect",
+	                  .total = k->total_bytes};
+	uint64_t got;
+	if (stg__hash_read(k->ctx, &in, xs, &got)) {
+		e = errno;
+		goto out;
 	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
-	memcpy(h, c.digest, 16);
+	stg__hash_digest(xs, h);
 	struct timespec ts[2] = {{0, UTIME_OMIT}, st->st_mtim};
 	if (k->umask < 0 || (mode & ~0777u) || (mode & (mode_t)k->umask)) {
 		stg__col_op(k);
@@ -193,7 +188,7 @@ static int put_item(collector *k, const stg_witem *it, const char *final, crec *
 			e = errno;
 			goto out;
 		}
-		if ((rc = copy_out(k, s, tmp, &before, r->xxh3)))
+		if ((rc = copy_out(k, s, it->path, tmp, &before, r->xxh3)))
 			goto fail;
 		/* a file written while it was copied (a checkpoint being saved)
 		 * may be torn: it must not replace the good copy in DEST */

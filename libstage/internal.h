@@ -187,7 +187,7 @@ const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack);
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats);
-/* For a builder that writes a pack's files itself (delta.c), over the
+/* For a builder that writes a pack's files itself (delta_apply.c), over the
  * entries flagged in sel: directories and empty files first (prepare),
  * hardlinks, symlinks and directory metadata once every file is in place
  * (finish).  The tree must have passed stg__select. */
@@ -216,8 +216,6 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 /* A path with '\\' and newline escaped, and back (false if malformed). */
 void stg__put_escaped(FILE *f, const char *path);
 bool stg__unescape(char *s);
-/* XXH3-128 and size of a file (not following a link); -1/errno. */
-int stg__hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);

@@ -8,7 +8,7 @@
  * and directories are written with the same format (see archive_unpack.c
  * and source_dir.c).
  */
-#include "internal.h"
+#include "hash.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,7 +17,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path)
 {
@@ -79,38 +78,6 @@ bool stg__unescape(char *s)
 	return true;
 }
 
-int stg__hash_file(int dirfd, const char *path, XXH128_hash_t *h, uint64_t *size)
-{
-	int fd = openat(dirfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	XXH3_state_t *xs = XXH3_createState();
-	uint8_t *buf = malloc(1 << 20);
-	int rc = -1;
-	if (!xs || !buf)
-		goto out;
-	XXH3_128bits_reset(xs);
-	*size = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf, 1 << 20);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0)
-			goto out;
-		if (n == 0)
-			break;
-		XXH3_128bits_update(xs, buf, (size_t)n);
-		*size += (uint64_t)n;
-	}
-	*h = XXH3_128bits_digest(xs);
-	rc = 0;
-out:
-	XXH3_freeState(xs);
-	free(buf);
-	close(fd);
-	return rc;
-}
-
 static int hexval(char c)
 {
 	return c >= '0' && c <= '9'   ? c - '0'
@@ -161,17 +128,15 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 			rc = -1;
 			break;
 		}
-		XXH128_hash_t h;
+		uint8_t got[16];
 		uint64_t size = 0;
-		if (stg__hash_file(datafd, path, &h, &size)) {
+		if (stg__hash_file(datafd, path, got, &size)) {
 			stg__fail_errno(ctx, STG_ECORRUPT, errno, "'%s' is missing or unreadable",
 			                path);
 			rc = 1;
 			break;
 		}
-		XXH128_canonical_t c;
-		XXH128_canonicalFromHash(&c, h);
-		if (size != want_size || memcmp(c.digest, want, 16)) {
+		if (size != want_size || memcmp(got, want, 16)) {
 			stg__fail(ctx, STG_ECORRUPT,
 			          "'%s' does not match its manifest (%llu bytes, expected %llu)",
 			          path, (unsigned long long)size, (unsigned long long)want_size);

@@ -1,40 +1,11 @@
 /*
  * rsjob.c - the one driver of librsync jobs (signatures, deltas, patches:
- * delta.c and both ends of push and pull), the one loop that hashes the
- * rest of a file (XXH3-128, and SHA-256 when asked), and progress reports.
+ * the delta files and both ends of push and pull), and progress reports.
  */
 #include "rsjob.h"
 
 #include <errno.h>
 #include <unistd.h>
-
-int stg__hash_fd(int fd, XXH128_hash_t *h, uint64_t *size, EVP_MD_CTX *sha, uint8_t *buf)
-{
-	XXH3_state_t *xs = XXH3_createState();
-	if (!xs)
-		return -1;
-	XXH3_128bits_reset(xs);
-	*size = 0;
-	int rc = 0;
-	for (;;) {
-		ssize_t n = read(fd, buf, XFER_BLOCK);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			rc = -1;
-			break;
-		}
-		if (n == 0)
-			break;
-		XXH3_128bits_update(xs, buf, (size_t)n);
-		if (sha)
-			EVP_DigestUpdate(sha, buf, (size_t)n);
-		*size += (uint64_t)n;
-	}
-	*h = XXH3_128bits_digest(xs);
-	XXH3_freeState(xs);
-	return rc;
-}
 
 /* Give a job n bytes of input (eof: the last), passing its output to sink.
  * Returns with *done set when the job has finished. */
@@ -66,6 +37,12 @@ stg_err stg__job_feed(stg_ctx *ctx, rs_job_t *job, const uint8_t *in, size_t n, 
 			return STG_OK; /* wants more input */
 		return stg__fail(ctx, STG_ECORRUPT, "librsync: a truncated stream");
 	}
+}
+
+stg_err stg__job_sink(void *arg, const uint8_t *p, size_t n)
+{
+	stg_jobsink *j = arg;
+	return stg__job_feed(j->ctx, j->job, p, n, n == 0, j->out, j->sink, j->arg, &j->done);
 }
 
 rs_result stg__basis_copy(void *fdp, rs_long_t pos, size_t *len, void **buf)

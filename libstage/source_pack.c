@@ -13,6 +13,7 @@
  * again after: its trailer is cheap to read again, and must name the same
  * digest, or it changed while it was being staged.
  */
+#include "delta.h"
 #include "source.h"
 
 #include <errno.h>

@@ -1,8 +1,14 @@
 /*
- * walk.c - the tree walker: a directory's entries, sorted, depth first,
- * parents before children, never through a link, each stat'ed once, at
- * the rate of an operations limit (stg_bucket) when one is set.  Used by
- * directory sources, collect and both ends of push and pull.
+ * walk.c - the tree walker: a directory's entries, sorted bytewise, depth
+ * first, parents before children, never through a link, each stat'ed
+ * once, at the rate of an operations limit (stg_bucket) when one is set.
+ * Used by the pack writer, directory sources, collect and both ends of
+ * push and pull.
+ *
+ * The order is part of the pack format's promise that the same tree gives
+ * the same pack (and digest): it must not depend on readdir's order, the
+ * locale or the filesystem.  A directory is listed whole and closed before
+ * what is under it is walked, so depth holds no descriptors.
  */
 #include "walk.h"
 
@@ -13,7 +19,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* Sorted, depth first, not following links. */
+/* The default rule: files, directories and symlinks; the rest skipped. */
+static bool plain(stg_walk *w, const char *path, const struct stat *st)
+{
+	if (S_ISREG(st->st_mode) || S_ISDIR(st->st_mode) || S_ISLNK(st->st_mode))
+		return true;
+	stg__log(w->ctx, STG_LOG_WARN, "skipping '%s': not a file, directory or link", path);
+	return false;
+}
+
+/* A symlink's target into it->link. */
+static stg_err read_link(stg_walk *w, int dfd, const char *name, const char *path, stg_witem *it)
+{
+	char t[STG_PATH_MAX + 2];
+	w->ops++;
+	stg__bucket_take(w->ctx, w->opl, 1);
+	ssize_t k = readlinkat(dfd, name, t, sizeof t);
+	if (k < 0)
+		return stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read link '%s'", path);
+	if (k == 0 || (size_t)k > STG_PATH_MAX)
+		return stg__fail(w->ctx, STG_ENOTSUP, "symlink target too long: '%s'", path);
+	if (!(it->link = strndup(t, (size_t)k)))
+		return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+	return STG_OK;
+}
+
 stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 {
 	char **names;
@@ -27,12 +57,20 @@ stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 	               : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
 	stg_err err = STG_OK;
 	if (dfd < 0)
-		err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'", rel);
+		err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'",
+		                      *rel ? rel : ".");
 	for (size_t i = 0; i < n && !err; i++) {
+		if (stg__cancelled(w->ctx)) {
+			err = stg__fail(w->ctx, STG_EINTR, "interrupted");
+			break;
+		}
 		char path[STG_PATH_MAX + 1];
-		if ((size_t)snprintf(path, sizeof path, "%s%s%s", rel, *rel ? "/" : "", names[i]) >=
+		const char *sep = *rel ? "/" : "";
+		if ((size_t)snprintf(path, sizeof path, "%s%s%s", rel, sep, names[i]) >=
 		    sizeof path) {
-			err = stg__fail(w->ctx, STG_ENOTSUP, "path too long under '%s'", rel);
+			err = stg__fail(w->ctx, STG_ENOTSUP,
+			                "path too long (over %d bytes): '%s%s%s'", STG_PATH_MAX,
+			                rel, sep, names[i]);
 			break;
 		}
 		if (w->n == w->cap) {
@@ -53,27 +91,16 @@ stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}
-		if (!S_ISREG(it->st.st_mode) && !S_ISDIR(it->st.st_mode) &&
-		    !S_ISLNK(it->st.st_mode)) {
-			stg__log(w->ctx, STG_LOG_WARN,
-			         "skipping '%s': not a file, directory or link", path);
+		if (w->keep ? !w->keep(w->keep_arg, path, &it->st) : !plain(w, path, &it->st))
 			continue;
-		}
 		if (!(it->path = strdup(path))) {
 			err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
 			break;
 		}
-		if (S_ISLNK(it->st.st_mode)) {
-			char t[STG_PATH_MAX + 1];
-			w->ops++;
-			stg__bucket_take(w->ctx, w->opl, 1);
-			ssize_t k = readlinkat(dfd, names[i], t, sizeof t - 1);
-			if (k <= 0 || !(it->link = strndup(t, (size_t)k))) {
-				free(it->path);
-				err = stg__fail_errno(w->ctx, STG_ENOENT, errno,
-				                      "cannot read link '%s'", path);
-				break;
-			}
+		if (S_ISLNK(it->st.st_mode) && (err = read_link(w, dfd, names[i], path, it))) {
+			free(it->path);
+			free(it->link);
+			break;
 		}
 		w->n++;
 		if (S_ISDIR(it->st.st_mode))

@@ -21,11 +21,16 @@ typedef struct stg_walk {
 	size_t n, cap;
 	uint64_t ops;    /* metadata operations made */
 	stg_bucket *opl; /* their rate limit (NULL: none) */
+	/* Whether an entry (and what is under it) is walked: NULL keeps
+	 * files, directories and symlinks and skips the rest with a warning;
+	 * keep_arg is keep's first argument. */
+	bool (*keep)(void *arg, const char *path, const struct stat *st);
+	void *keep_arg;
 } stg_walk;
 
-/* Append what is under rel (relative to rootfd; "" for all), sorted, depth
- * first, parents before children; sockets, FIFOs and devices are skipped
- * with a warning. */
+/* Append what is under rel (relative to rootfd; "" for all), sorted
+ * bytewise by name, depth first, parents before children (a pack's order:
+ * the same tree gives the same list).  STG_EINTR if ctx is cancelled. */
 stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel);
 void stg__walk_free(stg_walk *w);
 

@@ -199,14 +199,11 @@ static bool same_content(receiver *rc, int root, const stg_wentry *e, bool *meta
 	bool same = false;
 	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
 		*exists = true;
-		XXH128_hash_t h;
+		uint8_t h[16];
 		uint64_t size;
 		if ((uint64_t)st.st_size == e->size &&
-		    !stg__hash_fd(fd, &h, &size, NULL, rc->buf)) {
-			XXH128_canonical_t c;
-			XXH128_canonicalFromHash(&c, h);
-			same = size == e->size && !memcmp(c.digest, e->xxh3, 16);
-		}
+		    !stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size))
+			same = size == e->size && !memcmp(h, e->xxh3, 16);
 		*meta = (st.st_mode & 07777) == (e->mode & 01777) &&
 		        st.st_mtim.tv_sec == e->mtime && st.st_mtim.tv_nsec == e->mtime_nsec;
 	}
@@ -669,18 +666,15 @@ stg_err stg__recv_links_and_verify(receiver *rc)
 			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
 		} else if (fd >= 0 && (!rc->r[i].checked || (uint64_t)st.st_size != e->size)) {
 			/* not read in this run (a local copy): read it now */
-			XXH128_hash_t h;
+			uint8_t h[16];
 			uint64_t size;
-			XXH128_canonical_t c;
-			if (stg__hash_fd(fd, &h, &size, NULL, rc->buf)) {
+			if (stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size)) {
 				err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
 				                      e->path);
-			} else {
-				XXH128_canonicalFromHash(&c, h);
-				if (size != e->size || memcmp(c.digest, e->xxh3, 16))
-					err = stg__fail(rc->ctx, STG_ECORRUPT,
-					                "'%s' does not match the sender's checksum",
-					                e->path);
+			} else if (size != e->size || memcmp(h, e->xxh3, 16)) {
+				err = stg__fail(rc->ctx, STG_ECORRUPT,
+				                "'%s' does not match the sender's checksum",
+				                e->path);
 			}
 		}
 		if (fd >= 0)

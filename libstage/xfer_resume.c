@@ -124,22 +124,19 @@ stg_err stg__resume_offer(stg_ctx *ctx, int dir, const char *path, uint64_t size
 		goto drop;
 	}
 	XXH3_128bits_reset(*st);
-	for (uint64_t got = 0; got < len;) {
-		size_t want = len - got < XFER_BLOCK ? (size_t)(len - got) : XFER_BLOCK;
-		ssize_t n = pread(fd, buf, want, (off_t)got);
-		if (n < 0 && errno == EINTR && !stg__cancelled(ctx))
-			continue;
-		if (stg__cancelled(ctx)) {
-			/* kept as it is, for the next transfer */
-			XXH3_freeState(*st);
-			*st = NULL;
-			close(fd);
-			return stg__fail(ctx, STG_EINTR, "interrupted");
-		}
-		if (n <= 0)
-			goto drop;
-		XXH3_128bits_update(*st, buf, (size_t)n);
-		got += (uint64_t)n;
+	stg_hash_in in = {.fd = fd, .len = len, .buf = buf, .buf_len = XFER_BLOCK, .path = path};
+	uint64_t got;
+	err = stg__hash_read(ctx, &in, *st, &got);
+	if (err == STG_EINTR) {
+		/* kept as it is, for the next transfer */
+		XXH3_freeState(*st);
+		*st = NULL;
+		close(fd);
+		return err;
+	}
+	if (err || got != len) {
+		err = STG_OK;
+		goto drop;
 	}
 	close(fd);
 	*off = len;

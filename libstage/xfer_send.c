@@ -45,10 +45,12 @@ typedef struct sender {
 	const char *what;
 } sender;
 
+/* Bytes of a file or of its delta, as DATA frames (none for an empty
+ * piece: that ends the file, and FILE_END says so). */
 static stg_err send_chunk(void *arg, const uint8_t *p, size_t n)
 {
 	sender *s = arg;
-	return stg__wire_send_data(s->w, p, n);
+	return n ? stg__wire_send_data(s->w, p, n) : STG_OK;
 }
 
 /* Walk and hash the tree at root into s->e; digest receives the tree's. */
@@ -110,8 +112,7 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 		}
 		if (e->type == STG_FILE) {
 			int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
-			XXH128_hash_t h;
-			if (fd < 0 || stg__hash_fd(fd, &h, &e->size, NULL, s->buf)) {
+			if (fd < 0 || stg__hash_fd(fd, s->buf, XFER_BLOCK, e->xxh3, &e->size)) {
 				err = stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'",
 				                      e->path);
 				if (fd >= 0)
@@ -120,9 +121,6 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 				goto out;
 			}
 			close(fd);
-			XXH128_canonical_t c;
-			XXH128_canonicalFromHash(&c, h);
-			memcpy(e->xxh3, c.digest, 16);
 			res->files++;
 			res->content_bytes += e->size;
 		}
@@ -158,25 +156,22 @@ static stg_err changed(sender *s, const stg_wentry *e)
 static stg_err check_offer(sender *s, const want *wt, int fd, XXH3_state_t *xs, uint64_t *from)
 {
 	const stg_wentry *e = &s->e[wt->idx];
-	uint64_t got = 0;
+	stg_hash_in in = {.fd = fd,
+	                  .off = -1,
+	                  .len = wt->off,
+	                  .buf = s->buf,
+	                  .buf_len = XFER_BLOCK,
+	                  .path = e->path};
+	uint64_t got;
 	*from = 0;
-	while (got < wt->off) {
-		size_t want_n = wt->off - got < XFER_BLOCK ? (size_t)(wt->off - got) : XFER_BLOCK;
-		ssize_t n = read(fd, s->buf, want_n);
-		if (n < 0 && errno == EINTR && !stg__cancelled(s->ctx))
-			continue;
-		if (stg__cancelled(s->ctx))
-			return stg__fail(s->ctx, STG_EINTR, "interrupted");
-		if (n < 0)
-			return stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'", e->path);
-		if (n == 0) /* shorter than the manifest says */
-			return changed(s, e);
-		XXH3_128bits_update(xs, s->buf, (size_t)n);
-		got += (uint64_t)n;
-	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
-	if (!memcmp(c.digest, wt->prefix, 16)) {
+	stg_err err = stg__hash_read(s->ctx, &in, xs, &got);
+	if (err)
+		return err;
+	if (got < wt->off) /* shorter than the manifest says */
+		return changed(s, e);
+	uint8_t prefix[16];
+	stg__hash_digest(xs, prefix);
+	if (!memcmp(prefix, wt->prefix, 16)) {
 		*from = wt->off;
 		return STG_OK;
 	}
@@ -201,7 +196,6 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 	/* what is read is hashed: a file rewritten in place (same size) since
 	 * the manifest would otherwise reach the receiver as "damaged" */
 	XXH3_state_t *xs = XXH3_createState();
-	uint64_t total = 0;
 	if (!xs) {
 		err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 		goto out;
@@ -213,29 +207,23 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 	    (err = stg__wire_send(s->w, STG_W_FILE, hdr, stg__file_encode(s->w, &f, hdr), NULL, 0)))
 		goto out;
 	/* the delta (or the rest of the file) is of what follows the offer */
-	total = f.off;
 	s->done += f.off;
+	stg_hash_in in = {.fd = fd,
+	                  .off = -1,
+	                  .len = e->size - f.off,
+	                  .whole = true,
+	                  .buf = s->buf,
+	                  .buf_len = XFER_BLOCK,
+	                  .sink = send_chunk,
+	                  .arg = s,
+	                  .path = e->path};
+	uint64_t got;
 	if (wt->kind == STG_WANT_WHOLE) {
-		for (;;) {
-			ssize_t n = read(fd, s->buf, XFER_BLOCK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				err = stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'",
-				                      e->path);
-				goto out;
-			}
-			if (n == 0)
-				break;
-			total += (uint64_t)n;
-			if (total > e->size)
-				break;
-			XXH3_128bits_update(xs, s->buf, (size_t)n);
-			if ((err = stg__wire_send_data(s->w, s->buf, (size_t)n)))
-				goto out;
-			s->done += (uint64_t)n;
-			stg__progress(s->ctx, s->what, s->done, s->total);
-		}
+		in.done = &s->done;
+		in.what = s->what;
+		in.total = s->total;
+		if ((err = stg__hash_read(s->ctx, &in, xs, &got)))
+			goto out;
 		res->whole_files++;
 	} else {
 		/* load the receiver's signature, index it, and send the delta */
@@ -262,34 +250,18 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 			err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 			goto out;
 		}
-		for (bool done = false; !done;) {
-			ssize_t n = read(fd, s->buf, XFER_BLOCK);
-			if (n < 0 && errno == EINTR)
-				continue;
-			if (n < 0) {
-				err = stg__fail_errno(s->ctx, STG_EIO, errno, "reading '%s'",
-				                      e->path);
-				goto out;
-			}
-			total += (uint64_t)n;
-			if (total > e->size)
-				break;
-			XXH3_128bits_update(xs, s->buf, (size_t)n);
-			if ((err = stg__job_feed(s->ctx, job, s->buf, (size_t)n, n == 0, s->out,
-			                         send_chunk, s, &done)))
-				goto out;
-			if (stg__cancelled(s->ctx)) {
-				err = stg__fail(s->ctx, STG_EINTR, "interrupted");
-				goto out;
-			}
-		}
+		stg_jobsink js = {s->ctx, job, s->out, send_chunk, s, false};
+		in.sink = stg__job_sink;
+		in.arg = &js;
+		if ((err = stg__hash_read(s->ctx, &in, xs, &got)))
+			goto out;
 		s->done += e->size - f.off;
 		stg__progress(s->ctx, s->what, s->done, s->total);
 		res->delta_files++;
 	}
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(xs));
-	if (total != e->size || memcmp(c.digest, e->xxh3, 16)) {
+	uint8_t h[16];
+	stg__hash_digest(xs, h);
+	if (got != e->size - f.off || memcmp(h, e->xxh3, 16)) {
 		err = changed(s, e);
 		goto out;
 	}

@@ -4,7 +4,7 @@
  * FORMAT.md, not by the writer) refused with nothing beyond the output
  * directory touched. */
 #include "unit.h"
-#include "cache.h"
+#include "delta.h"
 
 #include <xxhash.h>
 #include <zstd.h>
