@@ -84,13 +84,6 @@ int stg__col_current_umask(void)
 	return out;
 }
 
-/* The copy's sink: each piece read and hashed goes to the temporary
- * (errno says why it failed: copy_out answers in errno). */
-static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
-{
-	return stg__write_full(*(const int *)arg, p, n) ? STG_EIO : STG_OK;
-}
-
 /* Copy the open source s (path in SRC) to a new file at tmp; its XXH3
  * into h.  The file is created with its final mode, so most need no chmod
  * (one round trip less per file on NFS). */
@@ -110,13 +103,14 @@ static int copy_out(collector *k, int s, const char *path, const char *tmp, cons
 	if (!xs || !buf)
 		goto out;
 	XXH3_128bits_reset(xs);
+	stg_fd_sink out = {d, 0};
 	stg_hash_in in = {.fd = s,
 	                  .len = STG_HASH_ALL,
 	                  .buf = buf,
 	                  .buf_len = bs,
 	                  .bw = &k->c->lim.bw,
-	                  .sink = write_sink,
-	                  .arg = &d,
+	                  .sink = stg__sink_fd,
+	                  .arg = &out,
 	                  .path = path,
 	                  .done = &k->res->sent_bytes,
 	                  .what = "collect",

@@ -71,6 +71,16 @@ stg_err stg__hash_read(stg_ctx *ctx, const stg_hash_in *in, XXH3_state_t *xs, ui
 	return in->sink ? in->sink(in->arg, in->buf, 0) : STG_OK;
 }
 
+stg_err stg__sink_fd(void *arg, const uint8_t *p, size_t n)
+{
+	stg_fd_sink *o = arg;
+	if (stg__write_full(o->fd, p, n)) {
+		o->err = errno;
+		return STG_EIO;
+	}
+	return STG_OK;
+}
+
 void stg__hash_digest(XXH3_state_t *xs, uint8_t out[16])
 {
 	XXH128_canonical_t c;

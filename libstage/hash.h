@@ -33,6 +33,14 @@ typedef struct stg_hash_in {
 	uint64_t total;
 } stg_hash_in;
 
+/* A sink (arg: a stg_fd_sink) that writes every piece to fd; a write that
+ * fails is STG_EIO, its errno in err (and errno). */
+typedef struct stg_fd_sink {
+	int fd;
+	int err;
+} stg_fd_sink;
+stg_err stg__sink_fd(void *arg, const uint8_t *p, size_t n);
+
 /*
  * Read what in says, hash it into xs (reset by the caller, or carrying on
  * from bytes hashed before) and pass it to the sink.  *got is the bytes

@@ -9,6 +9,7 @@
  * a warm stage cost one call).  The walk is the costly part, so a
  * directory waits for another builder holding its slot and its listing.
  */
+#include "hash.h"
 #include "source.h"
 #include "walk.h"
 
@@ -42,35 +43,29 @@ static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, con
 		                       "cannot create '%s'", it->path);
 	}
 	XXH3_state_t *xs = XXH3_createState();
+	stg_fd_sink out = {d, 0};
 	stg_err err = STG_OK;
-	uint64_t total = 0;
 	if (!xs) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
 	XXH3_128bits_reset(xs);
-	for (;;) {
-		stg__bucket_take(ctx, &c->lim.bw, BLOCK);
-		ssize_t n = read(s, buf, BLOCK);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n < 0) {
-			err = stg__fail_errno(ctx, STG_EIO, errno, "reading '%s'", it->path);
-			goto out;
-		}
-		if (n == 0)
-			break;
-		XXH3_128bits_update(xs, buf, (size_t)n);
-		if (stg__write_full(d, buf, (size_t)n)) {
-			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+	stg_hash_in in = {.fd = s,
+	                  .off = -1,
+	                  .len = (uint64_t)it->st.st_size,
+	                  .whole = true,
+	                  .buf = buf,
+	                  .buf_len = BLOCK,
+	                  .bw = &c->lim.bw,
+	                  .sink = stg__sink_fd,
+	                  .arg = &out,
+	                  .path = it->path};
+	uint64_t total;
+	if ((err = stg__hash_read(ctx, &in, xs, &total))) {
+		if (out.err)
+			err = stg__fail_errno(ctx, stg__err_from_errno(out.err, STG_EIO), out.err,
 			                      "writing '%s'", it->path);
-			goto out;
-		}
-		total += (uint64_t)n;
-		if (stg__cancelled(ctx)) {
-			err = stg__fail(ctx, STG_EINTR, "interrupted");
-			goto out;
-		}
+		goto out;
 	}
 	if (total != (uint64_t)it->st.st_size) {
 		err = stg__fail(ctx, STG_EIO, "'%s' changed while it was staged; stage again",
