@@ -7,7 +7,8 @@
  * zstd skippable frame (manifest with an XXH3-128 per file, frame table, and
  * the SHA-256 of the pack, its digest).  Plain `tar --zstd -xf` reads a pack;
  * libstage reads it in parallel, extracts subsets, and verifies every byte.
- * The format is specified in libstage/FORMAT.md.
+ * The format is specified in libstage/FORMAT.md; docs/ARCHITECTURE.md is
+ * the map of the library's modules and where a change belongs.
  *
  * Conventions
  *  - Every call that can fail returns an stg_err.  The detail (what failed,
@@ -66,7 +67,8 @@ typedef enum stg_err {
 /* A short, static description of a result code. */
 STG_API const char *stg_strerror(stg_err err);
 
-/* The stager exit status for a result code (0..7, see DESIGN.md). */
+/* The stager exit status for a result code (0..7; `stager --help` and the
+ * README list them). */
 STG_API int stg_exit_status(stg_err err);
 
 /* ---- context ---------------------------------------------------------- */
@@ -367,7 +369,7 @@ STG_API const char *stg_config_key(size_t i, const char **help);
 
 /*
  * A per-node, per-user cache of extracted, verified packs under the scratch
- * root (see DESIGN.md): entries keyed by the pack's digest, an index from a
+ * root (cache.c describes the layout): entries keyed by the pack's digest, an index from a
  * source's identity (device, inode, size, mtime, ctime) to its digest so a
  * warm stage costs one stat() of the source, single flight between
  * processes, atomic publish, pins by live jobs, LRU eviction under quotas.
