@@ -384,4 +384,4 @@ static const struct CMUnitTest tests[] = {
         T(test_link_out), T(test_destinations),
 };
 
-UT_MAIN(tests)
+UT_MAIN_SKIPS(tests)

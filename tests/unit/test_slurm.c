@@ -359,6 +359,7 @@ int main(int argc, char **argv)
 {
 	if (argc == 3 && !strcmp(argv[1], "--clock-child"))
 		return clock_child(argv[2]);
+	ut_skips_as_tap();
 	cmocka_set_message_output(CM_OUTPUT_TAP);
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

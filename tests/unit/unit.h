@@ -173,4 +173,59 @@ static inline void ut_log_fn(void *arg, stg_log_level level, const char *msg)
 		return cmocka_run_group_tests(tests, NULL, NULL);                                  \
 	}
 
+/* cmocka 1.1 writes a skipped test as "not ok N # SKIP name", which
+ * tests/run.sh counts as a failure; TAP's form is "ok N # skip name".  A
+ * program with skipped tests (a known bug, kept in the suite) ends with
+ * UT_MAIN_SKIPS instead of UT_MAIN: its standard output goes through this
+ * filter, which drops the "not " of such lines and passes the rest as it
+ * is, a line at a time. */
+static inline ssize_t ut_tap_write(void *cookie, const char *buf, size_t n)
+{
+	static char line[8192];
+	static size_t len;
+	(void)cookie;
+	for (size_t i = 0; i < n; i++) {
+		if (len < sizeof line)
+			line[len++] = buf[i];
+		if (buf[i] != '\n' && len < sizeof line)
+			continue;
+		const char *p = line;
+		size_t k = len;
+		if (len > 8 && !memcmp(line, "not ok ", 7) && memmem(line, len, " # SKIP", 7)) {
+			p += 4;
+			k -= 4;
+		}
+		while (k) {
+			ssize_t w = write(STDOUT_FILENO, p, k);
+			if (w <= 0)
+				break;
+			p += w;
+			k -= (size_t)w;
+		}
+		len = 0;
+	}
+	return (ssize_t)n;
+}
+
+/* Standard output through ut_tap_write (for a program with its own main). */
+static inline void ut_skips_as_tap(void)
+{
+	cookie_io_functions_t io = {.write = ut_tap_write};
+	FILE *out = fopencookie(NULL, "w", io);
+	if (out) {
+		setvbuf(out, NULL, _IONBF, 0);
+		stdout = out;
+	}
+}
+
+#define UT_MAIN_SKIPS(tests)                                                                       \
+	int main(void)                                                                             \
+	{                                                                                          \
+		ut_skips_as_tap();                                                                 \
+		cmocka_set_message_output(CM_OUTPUT_TAP);                                          \
+		int rc = cmocka_run_group_tests(tests, NULL, NULL);                                \
+		fflush(stdout);                                                                    \
+		return rc;                                                                         \
+	}
+
 #endif
