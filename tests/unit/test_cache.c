@@ -99,6 +99,7 @@ static void test_open(void **state)
 static void test_open_user(void **state)
 {
 	fx *f = *state;
+	char *user = getenv("USER") ? strdup(getenv("USER")) : NULL;
 	setenv("USER", "unit-user", 1);
 	char *pattern = ut_join(f->dir, "shared/$USER/stager");
 	stg_cache *c;
@@ -138,7 +139,11 @@ static void test_open_user(void **state)
 	free(mine);
 	free(want);
 	free(pattern);
-	unsetenv("USER");
+	if (user)
+		setenv("USER", user, 1);
+	else
+		unsetenv("USER");
+	free(user);
 }
 
 static void test_open_refused(void **state)

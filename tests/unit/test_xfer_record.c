@@ -55,6 +55,8 @@ static int teardown(void **state)
 	}
 	if (f->home)
 		setenv("HOME", f->home, 1);
+	else
+		unsetenv("HOME");
 	unsetenv(STG_TEST_FAULTS_ENV);
 	receiver *rc = &f->rc;
 	if (rc->rec >= 0)

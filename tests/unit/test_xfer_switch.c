@@ -315,6 +315,8 @@ static void test_check(void **state)
 	assert_non_null(strstr(stg_errmsg(ctx), "is your home directory"));
 	if (home)
 		setenv("HOME", home, 1);
+	else
+		unsetenv("HOME");
 	/* and a receive into the user's files changes nothing */
 	stg_xfer_result r;
 	char msg[1024];
