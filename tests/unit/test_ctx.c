@@ -167,13 +167,12 @@ static void test_nap_cancel(void **state)
 	assert_false(stg__nap(ctx, 30));
 	t = stg__now() - t0;
 	pthread_join(th, NULL);
-	assert_true(t >= 0.1);
 	assert_true(t < 5);
 	assert_true(stg__cancelled(ctx));
 	/* once cancelled, a nap returns at once */
 	t0 = stg__now();
 	assert_false(stg__nap(ctx, 10));
-	assert_true(stg__now() - t0 < 0.05);
+	assert_true(stg__now() - t0 < 0.5);
 	/* zero and negative naps */
 	stg_ctx *c2 = stg_ctx_new();
 	assert_true(stg__nap(c2, 0));

@@ -154,7 +154,7 @@ static void test_rate(void **state)
 	double t = stg__now() - t0;
 	assert_int_equal(w.n, 60);
 	assert_int_equal(w.ops, 62);
-	assert_true(t >= 0.25); /* 62 ops at 200/s */
+	assert_true(t >= 0.2); /* 62 ops at 200/s, less a burst of 20 */
 	assert_true(t < 3);
 	/* the list is sorted */
 	for (size_t i = 1; i < w.n; i++)
