@@ -97,11 +97,135 @@ static inline void ut_fill(uint8_t *buf, size_t len, uint64_t seed)
 	}
 }
 
+/* Unset the variables through which a Slurm job (the one these tests may
+ * run in) reaches the library. */
+static inline void ut_no_slurm(void)
+{
+	static const char *const vars[] = {
+	        "SLURM_JOB_ID",   "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_NODEID",
+	        "SLURM_JOB_NAME", "SLURMD_NODENAME",    "SLURM_TMPDIR",
+	};
+	for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++)
+		unsetenv(vars[i]);
+}
+
+/* A configuration that keeps a cache inside root: the scratch root
+ * root/scratch, the node slots in root/slots, no free-space floor and no
+ * waiting for slots; settings[] are more "key", "value" pairs (NULL
+ * ends them). */
+static inline stg_config *ut_config(stg_ctx *ctx, const char *root, const char *const *settings)
+{
+	stg_config *cfg = stg_config_new();
+	assert_non_null(cfg);
+	char *scratch = ut_join(root, "scratch"), *slots = ut_join(root, "slots");
+	assert_int_equal(stg_config_set(ctx, cfg, "scratch_root", scratch, "test"), STG_OK);
+	assert_int_equal(stg_config_set(ctx, cfg, "slot_dir", slots, "test"), STG_OK);
+	assert_int_equal(stg_config_set(ctx, cfg, "min_free", "0", "test"), STG_OK);
+	for (size_t i = 0; settings && settings[i]; i += 2)
+		if (stg_config_set(ctx, cfg, settings[i], settings[i + 1], "test"))
+			fail_msg("%s", stg_errmsg(ctx));
+	free(scratch);
+	free(slots);
+	return cfg;
+}
+
+/* A cache opened with ut_config. */
+static inline stg_cache *ut_cache(stg_ctx *ctx, const char *root, const char *const *settings)
+{
+	stg_config *cfg = ut_config(ctx, root, settings);
+	stg_cache *c = NULL;
+	if (stg_cache_open(ctx, cfg, &c))
+		fail_msg("cache: %s", stg_errmsg(ctx));
+	stg_config_free(cfg);
+	return c;
+}
+
+/* Pack the tree src into out (64 KiB frames); fails the test on error. */
+static inline void ut_pack(stg_ctx *ctx, const char *src, const char *out, stg_pack_info *info)
+{
+	stg_pack_opts o;
+	stg_pack_opts_init(&o);
+	o.frame_size = 64 * 1024;
+	if (stg_pack_dir(ctx, src, out, &o, info))
+		fail_msg("pack: %s", stg_errmsg(ctx));
+}
+
+/* The warnings (and other messages) of a context, in one buffer. */
+typedef struct ut_log {
+	int n, warnings;
+	char text[16384];
+} ut_log;
+
+static inline void ut_log_fn(void *arg, stg_log_level level, const char *msg)
+{
+	ut_log *l = arg;
+	size_t used = strlen(l->text);
+	l->n++;
+	if (level == STG_LOG_WARN)
+		l->warnings++;
+	snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
+}
+
 #define UT_MAIN(tests)                                                                             \
 	int main(void)                                                                             \
 	{                                                                                          \
 		cmocka_set_message_output(CM_OUTPUT_TAP);                                          \
 		return cmocka_run_group_tests(tests, NULL, NULL);                                  \
+	}
+
+/* cmocka 1.1 writes a skipped test as "not ok N # SKIP name", which
+ * tests/run.sh counts as a failure; TAP's form is "ok N # skip name".  A
+ * program with skipped tests (a known bug, kept in the suite) ends with
+ * UT_MAIN_SKIPS instead of UT_MAIN: its standard output goes through this
+ * filter, which drops the "not " of such lines and passes the rest as it
+ * is, a line at a time. */
+static inline ssize_t ut_tap_write(void *cookie, const char *buf, size_t n)
+{
+	static char line[8192];
+	static size_t len;
+	(void)cookie;
+	for (size_t i = 0; i < n; i++) {
+		if (len < sizeof line)
+			line[len++] = buf[i];
+		if (buf[i] != '\n' && len < sizeof line)
+			continue;
+		const char *p = line;
+		size_t k = len;
+		if (len > 8 && !memcmp(line, "not ok ", 7) && memmem(line, len, " # SKIP", 7)) {
+			p += 4;
+			k -= 4;
+		}
+		while (k) {
+			ssize_t w = write(STDOUT_FILENO, p, k);
+			if (w <= 0)
+				break;
+			p += w;
+			k -= (size_t)w;
+		}
+		len = 0;
+	}
+	return (ssize_t)n;
+}
+
+/* Standard output through ut_tap_write (for a program with its own main). */
+static inline void ut_skips_as_tap(void)
+{
+	cookie_io_functions_t io = {.write = ut_tap_write};
+	FILE *out = fopencookie(NULL, "w", io);
+	if (out) {
+		setvbuf(out, NULL, _IONBF, 0);
+		stdout = out;
+	}
+}
+
+#define UT_MAIN_SKIPS(tests)                                                                       \
+	int main(void)                                                                             \
+	{                                                                                          \
+		ut_skips_as_tap();                                                                 \
+		cmocka_set_message_output(CM_OUTPUT_TAP);                                          \
+		int rc = cmocka_run_group_tests(tests, NULL, NULL);                                \
+		fflush(stdout);                                                                    \
+		return rc;                                                                         \
 	}
 
 #endif

@@ -1,0 +1,484 @@
+/* test_collect.c - stg_collect (collect.c) from a scratch tree to a
+ * "shared" directory, both temporary: the first run sends everything with
+ * modes, mtimes and links; an unchanged run sends nothing and leaves DEST
+ * alone; a changed file is sent, a touched one is not, a removed one stays
+ * in DEST; a DEST removed since is filled again; --pack makes one verified
+ * pack, and a new one only on a change; a file that keeps changing while
+ * it is copied never replaces the good copy; leftovers of a killed collect
+ * are removed; errors are named. */
+#include "unit.h"
+#include "cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <pthread.h>
+#include <time.h>
+
+typedef struct fx {
+	stg_ctx *ctx;
+	char *dir, *src, *dest;
+	stg_cache *c;
+	ut_log log;
+} fx;
+
+static void fill(const char *dir, const char *name, size_t len, uint64_t seed)
+{
+	uint8_t *b = ut_malloc(len + 1);
+	ut_fill(b, len, seed);
+	ut_write(dir, name, b, len);
+	free(b);
+}
+
+static void set_mtime(const char *dir, const char *name, time_t t)
+{
+	char *p = ut_join(dir, name);
+	struct timespec ts[2] = {{t, 0}, {t, 123}};
+	assert_int_equal(utimensat(AT_FDCWD, p, ts, AT_SYMLINK_NOFOLLOW), 0);
+	free(p);
+}
+
+static int setup(void **state)
+{
+	ut_no_slurm();
+	fx *f = ut_malloc(sizeof *f);
+	memset(f, 0, sizeof *f);
+	f->ctx = stg_ctx_new();
+	stg_set_log(f->ctx, ut_log_fn, &f->log);
+	f->dir = ut_tmpdir();
+	f->src = ut_join(f->dir, "scratch-out");
+	f->dest = ut_join(f->dir, "shared/results");
+	mkdir(f->src, 0755);
+	ut_mkdir(f->src, "ckpt");
+	ut_mkdir(f->src, "ckpt/deep");
+	fill(f->src, "ckpt/model.bin", 200000, 1);
+	fill(f->src, "ckpt/deep/opt.bin", 5000, 2);
+	ut_write(f->src, "log.txt", "epoch 1\n", 8);
+	ut_write(f->src, "empty", "", 0);
+	char *x = ut_join(f->src, "run.sh");
+	ut_write(f->src, "run.sh", "#!/bin/sh\n", 10);
+	chmod(x, 0750);
+	free(x);
+	char *l = ut_join(f->src, "latest");
+	assert_int_equal(symlink("ckpt/model.bin", l), 0);
+	free(l);
+	set_mtime(f->src, "ckpt/model.bin", 1700000000);
+	set_mtime(f->src, "latest", 1700000001);
+	set_mtime(f->src, "ckpt/deep", 1700000002);
+	set_mtime(f->src, "ckpt", 1700000003);
+	f->c = ut_cache(f->ctx, f->dir, NULL);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	stg_cache_close(f->c);
+	ut_rmtree(f->dir);
+	free(f->dir);
+	free(f->src);
+	free(f->dest);
+	stg_ctx_free(f->ctx);
+	free(f);
+	return 0;
+}
+
+static stg_err collect(fx *f, int pack, stg_collect_result *r)
+{
+	stg_collect_opts o;
+	stg_collect_opts_init(&o);
+	o.pack = pack;
+	stg_err err = stg_collect(f->ctx, f->c, f->src, f->dest, &o, r);
+	return err;
+}
+
+/* b (DEST) holds what a holds, with modes, sizes, contents, file mtimes
+ * and link targets; extra names in b are allowed (collect never deletes). */
+static void holds(const char *a, const char *b)
+{
+	DIR *d = opendir(a);
+	assert_non_null(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		char *pa = ut_join(a, de->d_name), *pb = ut_join(b, de->d_name);
+		struct stat sa, sb;
+		assert_int_equal(lstat(pa, &sa), 0);
+		if (lstat(pb, &sb))
+			fail_msg("'%s' missing in DEST", pb);
+		assert_int_equal(sa.st_mode, sb.st_mode);
+		if (S_ISDIR(sa.st_mode)) {
+			holds(pa, pb);
+		} else if (S_ISREG(sa.st_mode)) {
+			assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
+			assert_int_equal(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec);
+			size_t la, lb;
+			uint8_t *ca = ut_read(pa, &la), *cb = ut_read(pb, &lb);
+			assert_int_equal(la, lb);
+			assert_memory_equal(ca, cb, la);
+			free(ca);
+			free(cb);
+		} else {
+			char ta[256] = {0}, tb[256] = {0};
+			assert_true(readlink(pa, ta, sizeof ta - 1) > 0);
+			assert_true(readlink(pb, tb, sizeof tb - 1) > 0);
+			assert_string_equal(ta, tb);
+		}
+		free(pa);
+		free(pb);
+	}
+	closedir(d);
+}
+
+/* No temporaries or markers of ours left in DEST. */
+static void no_temporaries(const char *dir)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!strncmp(de->d_name, ".stager-", 8))
+			fail_msg("'%s/%s' left", dir, de->d_name);
+		if (de->d_type == DT_DIR) {
+			char *p = ut_join(dir, de->d_name);
+			no_temporaries(p);
+			free(p);
+		}
+	}
+	closedir(d);
+}
+
+typedef struct prog {
+	int calls;
+	uint64_t done, total;
+} prog;
+
+static void progress(void *arg, const char *what, uint64_t done, uint64_t total)
+{
+	prog *p = arg;
+	assert_string_equal(what, "collect");
+	p->calls++;
+	p->done = done;
+	p->total = total;
+}
+
+static void test_incremental(void **state)
+{
+	fx *f = *state;
+	prog p = {0};
+	stg_set_progress(f->ctx, progress, &p);
+	stg_collect_result r;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_string_equal(r.dest, f->dest);
+	assert_int_equal(r.files, 5);
+	assert_int_equal(r.sent_files, 6); /* and the link */
+	assert_int_equal(r.sent_bytes, 200000 + 5000 + 8 + 10);
+	assert_int_equal(r.unchanged, 0);
+	assert_int_equal(r.failed, 0);
+	assert_int_equal(p.done, r.sent_bytes);
+	assert_int_equal(p.total, r.sent_bytes);
+	stg_collect_result_free(&r);
+	holds(f->src, f->dest);
+	no_temporaries(f->dest);
+	/* directory mtimes as SRC's, once filled */
+	char *ck = ut_join(f->dest, "ckpt");
+	struct stat st;
+	assert_int_equal(stat(ck, &st), 0);
+	assert_int_equal(st.st_mtim.tv_sec, 1700000003);
+	/* unchanged: nothing sent, DEST not touched */
+	struct stat before;
+	assert_int_equal(stat(f->dest, &before), 0);
+	p.calls = 0;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 0);
+	assert_int_equal(r.sent_bytes, 0);
+	assert_int_equal(r.unchanged, 5);
+	assert_int_equal(p.calls, 0);
+	stg_collect_result_free(&r);
+	struct stat after;
+	assert_int_equal(stat(f->dest, &after), 0);
+	assert_int_equal(before.st_mtim.tv_nsec, after.st_mtim.tv_nsec);
+	assert_int_equal(before.st_ctim.tv_nsec, after.st_ctim.tv_nsec);
+	/* a changed file: only it */
+	ut_write(f->src, "log.txt", "epoch 1\nepoch 2\n", 16);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 1);
+	assert_int_equal(r.sent_bytes, 16);
+	assert_int_equal(r.unchanged, 4);
+	stg_collect_result_free(&r);
+	holds(f->src, f->dest);
+	/* touched, same bytes: hashed here, not sent */
+	set_mtime(f->src, "ckpt/deep/opt.bin", 1800000000);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 0);
+	stg_collect_result_free(&r);
+	/* the same size, other bytes: sent */
+	fill(f->src, "ckpt/deep/opt.bin", 5000, 3);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 1);
+	stg_collect_result_free(&r);
+	/* a new mode alone: sent */
+	char *x = ut_join(f->src, "run.sh");
+	chmod(x, 0700);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 1);
+	stg_collect_result_free(&r);
+	holds(f->src, f->dest);
+	/* removed in SRC: DEST keeps it */
+	assert_int_equal(unlink(x), 0);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 0);
+	stg_collect_result_free(&r);
+	char *dx = ut_join(f->dest, "run.sh");
+	assert_int_equal(access(dx, F_OK), 0);
+	/* DEST removed since: everything again */
+	ut_rmtree(f->dest);
+	f->log.text[0] = '\0';
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 5);
+	stg_collect_result_free(&r);
+	holds(f->src, f->dest);
+	assert_non_null(strstr(f->log.text, "is not the directory collected to before: sending "
+	                                    "everything"));
+	no_temporaries(f->dest);
+	free(dx);
+	free(x);
+	free(ck);
+}
+
+static void test_pack(void **state)
+{
+	fx *f = *state;
+	stg_collect_result r;
+	assert_int_equal(collect(f, 1, &r), STG_OK);
+	char want[4200];
+	snprintf(want, sizeof want, "%s.tar.zst", f->dest);
+	assert_string_equal(r.dest, want);
+	assert_int_equal(r.files, 5);
+	assert_int_equal(r.sent_files, 5);
+	stg_collect_result_free(&r);
+	/* a pack that verifies and holds the tree (the link kept as it is) */
+	stg_pack *p;
+	assert_int_equal(stg_pack_open(f->ctx, want, &p), STG_OK);
+	assert_int_equal(stg_verify(f->ctx, p), STG_OK);
+	char *out = ut_join(f->dir, "unpacked");
+	assert_int_equal(stg_unpack(f->ctx, p, out, NULL, NULL), STG_OK);
+	stg_pack_close(p);
+	holds(f->src, out);
+	struct stat st1, st2;
+	assert_int_equal(stat(want, &st1), 0);
+	/* unchanged: the same pack */
+	assert_int_equal(collect(f, 1, &r), STG_OK);
+	assert_int_equal(r.sent_files, 0);
+	assert_int_equal(r.unchanged, 5);
+	stg_collect_result_free(&r);
+	assert_int_equal(stat(want, &st2), 0);
+	assert_int_equal(st1.st_ino, st2.st_ino);
+	/* a file added: a new pack, swapped in whole */
+	ut_write(f->src, "new", "n", 1);
+	assert_int_equal(collect(f, 1, &r), STG_OK);
+	assert_int_equal(r.sent_files, 6);
+	stg_collect_result_free(&r);
+	assert_int_equal(stat(want, &st2), 0);
+	assert_int_not_equal(st1.st_ino, st2.st_ino);
+	/* no temporary beside it, none on scratch */
+	char *sh = ut_join(f->dir, "shared");
+	no_temporaries(sh);
+	char *col = ut_join(stg_cache_root(f->c), "collect");
+	DIR *d = opendir(col);
+	struct dirent *de;
+	while ((de = readdir(d)))
+		assert_null(strstr(de->d_name, ".tar.zst"));
+	closedir(d);
+	/* the name given with .tar.zst is not doubled */
+	stg_collect_opts o;
+	stg_collect_opts_init(&o);
+	o.pack = 1;
+	assert_int_equal(stg_collect(f->ctx, f->c, f->src, want, &o, &r), STG_OK);
+	assert_string_equal(r.dest, want);
+	stg_collect_result_free(&r);
+	free(col);
+	free(sh);
+	free(out);
+}
+
+static void test_errors(void **state)
+{
+	fx *f = *state;
+	stg_collect_result r;
+	char *missing = ut_join(f->dir, "missing");
+	assert_int_equal(stg_collect(f->ctx, f->c, missing, f->dest, NULL, &r), STG_ENOENT);
+	char want[4400];
+	snprintf(want, sizeof want, "cannot read '%s': No such file or directory", missing);
+	assert_string_equal(stg_errmsg(f->ctx), want);
+	stg_collect_result_free(&r);
+	char *file = ut_join(f->src, "log.txt");
+	assert_int_equal(stg_collect(f->ctx, f->c, file, f->dest, NULL, &r), STG_EUSAGE);
+	assert_non_null(strstr(stg_errmsg(f->ctx), "is not a directory (collect copies a "
+	                                           "directory's contents)"));
+	stg_collect_result_free(&r);
+	char *inside = ut_join(f->src, "ckpt/out");
+	assert_int_equal(stg_collect(f->ctx, f->c, f->src, inside, NULL, &r), STG_EUSAGE);
+	snprintf(want, sizeof want, "'%s' is inside '%s': collect it elsewhere", inside, f->src);
+	assert_string_equal(stg_errmsg(f->ctx), want);
+	stg_collect_result_free(&r);
+	assert_int_equal(stg_collect(f->ctx, f->c, f->src, f->src, NULL, &r), STG_EUSAGE);
+	stg_collect_result_free(&r);
+	/* a sibling whose name starts alike is not inside */
+	char *sibling = ut_join(f->dir, "scratch-out2");
+	assert_int_equal(stg_collect(f->ctx, f->c, f->src, sibling, NULL, &r), STG_OK);
+	stg_collect_result_free(&r);
+	/* DEST has a file where SRC has a directory: the rest goes on, the
+	 * run fails naming it, the user's file stays */
+	char *sh = ut_join(f->dir, "shared");
+	assert_int_equal(mkdir(sh, 0755), 0);
+	assert_int_equal(mkdir(f->dest, 0755), 0);
+	free(sh);
+	ut_write(f->dest, "ckpt", "mine", 4);
+	f->log.text[0] = '\0';
+	assert_int_equal(collect(f, 0, &r), STG_EIO);
+	assert_true(r.failed >= 1);
+	char *log = ut_join(f->dest, "log.txt");
+	assert_int_equal(access(log, F_OK), 0);
+	assert_non_null(strstr(stg_errmsg(f->ctx), "of the files could not be collected; first: "));
+	assert_non_null(strstr(f->log.text, "cannot collect the directory 'ckpt': DEST has a file "
+	                                    "of that name"));
+	char *ck = ut_join(f->dest, "ckpt");
+	size_t len;
+	uint8_t *b = ut_read(ck, &len);
+	assert_int_equal(len, 4);
+	assert_memory_equal(b, "mine", 4);
+	free(b);
+	stg_collect_result_free(&r);
+	free(ck);
+	free(log);
+	free(sibling);
+	free(inside);
+	free(file);
+	free(missing);
+}
+
+/* A private SRC gives a private DEST. */
+static void test_private(void **state)
+{
+	fx *f = *state;
+	assert_int_equal(chmod(f->src, 0700), 0);
+	stg_collect_result r;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	stg_collect_result_free(&r);
+	struct stat st;
+	assert_int_equal(stat(f->dest, &st), 0);
+	assert_int_equal(st.st_mode & 0777, 0700);
+}
+
+typedef struct writer {
+	char *path;
+	volatile int stop;
+} writer;
+
+static void *keep_writing(void *arg)
+{
+	writer *w = arg;
+	int fd = open(w->path, O_WRONLY);
+	uint8_t b = 0;
+	while (!w->stop) {
+		b++;
+		pwrite(fd, &b, 1, 0);
+		struct timespec ts = {0, 200 * 1000};
+		nanosleep(&ts, NULL);
+	}
+	close(fd);
+	return NULL;
+}
+
+/* A file written while it is copied (a checkpoint being saved) never
+ * replaces the good copy; the next collect sends it. */
+static void test_changing(void **state)
+{
+	fx *f = *state;
+	stg_collect_result r;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	stg_collect_result_free(&r);
+	char *model = ut_join(f->dest, "ckpt/model.bin");
+	size_t len0;
+	uint8_t *good = ut_read(model, &len0);
+	/* large enough that a copy takes a while */
+	fill(f->src, "ckpt/model.bin", 24 << 20, 9);
+	writer w = {ut_join(f->src, "ckpt/model.bin"), 0};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, keep_writing, &w), 0);
+	f->log.text[0] = '\0';
+	stg_err err = collect(f, 0, &r);
+	w.stop = 1;
+	pthread_join(th, NULL);
+	assert_int_equal(err, STG_OK);
+	assert_int_equal(r.changing, 1);
+	assert_int_equal(r.failed, 0);
+	stg_collect_result_free(&r);
+	assert_non_null(strstr(f->log.text, "'ckpt/model.bin' kept changing while it was "
+	                                    "collected: DEST keeps its previous copy"));
+	size_t len;
+	uint8_t *now = ut_read(model, &len);
+	assert_int_equal(len, len0);
+	assert_memory_equal(now, good, len);
+	free(now);
+	no_temporaries(f->dest);
+	/* settled: the next collect sends it */
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 1);
+	assert_int_equal(r.changing, 0);
+	stg_collect_result_free(&r);
+	holds(f->src, f->dest);
+	free(good);
+	free(w.path);
+	free(model);
+}
+
+/* What a killed collect left: the temporary it logged, and its marker. */
+static void test_leftovers(void **state)
+{
+	fx *f = *state;
+	stg_collect_result r;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	stg_collect_result_free(&r);
+	/* the record: the only file in collect/ */
+	char *col = ut_join(stg_cache_root(f->c), "collect");
+	DIR *d = opendir(col);
+	struct dirent *de;
+	char rec[256] = "";
+	while ((de = readdir(d)))
+		if (de->d_name[0] != '.')
+			snprintf(rec, sizeof rec, "%s", de->d_name);
+	closedir(d);
+	assert_int_equal(strlen(rec), 16);
+	char *rp = ut_join(col, rec);
+	FILE *fp = fopen(rp, "a");
+	fputs("t ckpt/.stager-tmp.deadhost.1.0\n", fp);
+	fclose(fp);
+	ut_write(f->dest, "ckpt/.stager-tmp.deadhost.1.0", "partial", 7);
+	/* a change, so that DEST is written to */
+	ut_write(f->src, "log.txt", "epoch 3\n", 8);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 1);
+	stg_collect_result_free(&r);
+	no_temporaries(f->dest);
+	/* nothing pending: the record says so */
+	size_t len;
+	char *text = (char *)ut_read(rp, &len);
+	text[len] = '\0';
+	assert_non_null(strstr(text, "x ckpt/.stager-tmp.deadhost.1.0\n"));
+	free(text);
+	free(rp);
+	free(col);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+static const struct CMUnitTest tests[] = {
+        T(test_incremental), T(test_pack),     T(test_errors),
+        T(test_private),     T(test_changing), T(test_leftovers),
+};
+
+UT_MAIN(tests)

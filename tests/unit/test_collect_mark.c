@@ -1,0 +1,253 @@
+/* test_collect_mark.c - markers of who writes temporaries in a DEST
+ * (collect_mark.c): the host name in temporaries' names, the marker's
+ * name with and without a job, and the sweep that removes the temporaries
+ * of writers that are gone (a dead process on this host, an ended job, a
+ * day-old marker of another host), only names collect makes, never
+ * through a link, the top level only when flat. */
+#include "unit.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <sys/wait.h>
+#include <time.h>
+
+typedef struct fx {
+	stg_ctx *ctx;
+	char *dir, *dest, *bin, *old_path;
+	int destfd;
+	ut_log log;
+} fx;
+
+static int setup(void **state)
+{
+	ut_no_slurm();
+	fx *f = ut_malloc(sizeof *f);
+	memset(f, 0, sizeof *f);
+	f->ctx = stg_ctx_new();
+	stg_set_log(f->ctx, ut_log_fn, &f->log);
+	f->dir = ut_tmpdir();
+	f->dest = ut_join(f->dir, "dest");
+	mkdir(f->dest, 0755);
+	f->destfd = open(f->dest, O_RDONLY | O_DIRECTORY);
+	/* squeue: job 55 has ended ("Invalid job id"), job 66 runs */
+	f->bin = ut_join(f->dir, "bin");
+	mkdir(f->bin, 0755);
+	static const char sq[] = "#!/bin/sh\ncase \"$*\" in *66*) echo RUNNING ;; *) exit 1 ;; "
+	                         "esac\n";
+	ut_write(f->bin, "squeue", sq, sizeof sq - 1);
+	char *p = ut_join(f->bin, "squeue");
+	chmod(p, 0755);
+	free(p);
+	f->old_path = strdup(getenv("PATH"));
+	char *path = ut_malloc(strlen(f->bin) + strlen(f->old_path) + 2);
+	sprintf(path, "%s:%s", f->bin, f->old_path);
+	setenv("PATH", path, 1);
+	free(path);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	setenv("PATH", f->old_path, 1);
+	close(f->destfd);
+	ut_rmtree(f->dir);
+	free(f->dir);
+	free(f->dest);
+	free(f->bin);
+	free(f->old_path);
+	stg_ctx_free(f->ctx);
+	free(f);
+	return 0;
+}
+
+/* Every test runs after this one has fixed the host name. */
+static void test_host(void **state)
+{
+	(void)state;
+	setenv("SLURMD_NODENAME", "node7.cluster.example", 1);
+	assert_string_equal(stg__collect_host(), "node7");
+	/* asked once */
+	setenv("SLURMD_NODENAME", "other", 1);
+	assert_string_equal(stg__collect_host(), "node7");
+	unsetenv("SLURMD_NODENAME");
+}
+
+static bool exists(fx *f, const char *name)
+{
+	struct stat st;
+	return fstatat(f->destfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void test_marker(void **state)
+{
+	fx *f = *state;
+	char name[128];
+	assert_int_equal(stg__mark_begin(f->destfd, name, sizeof name), 0);
+	char want[128];
+	snprintf(want, sizeof want, ".stager-collecting.node7.%d", (int)getpid());
+	assert_string_equal(name, want);
+	assert_true(exists(f, name));
+	stg__mark_end(f->destfd, name);
+	assert_false(exists(f, name));
+	setenv("SLURM_JOB_ID", "123_4", 1);
+	assert_int_equal(stg__mark_begin(f->destfd, name, sizeof name), 0);
+	snprintf(want, sizeof want, ".stager-collecting.node7.%d.123_4", (int)getpid());
+	assert_string_equal(name, want);
+	stg__mark_end(f->destfd, name);
+	/* a job id that is not one: left out of the name */
+	setenv("SLURM_JOB_ID", "1/../x", 1);
+	assert_int_equal(stg__mark_begin(f->destfd, name, sizeof name), 0);
+	snprintf(want, sizeof want, ".stager-collecting.node7.%d", (int)getpid());
+	assert_string_equal(name, want);
+	stg__mark_end(f->destfd, name);
+	unsetenv("SLURM_JOB_ID");
+	/* where it cannot be made: no name, and ending it does nothing */
+	int bad = open("/proc", O_RDONLY | O_DIRECTORY);
+	assert_int_equal(stg__mark_begin(bad, name, sizeof name), -1);
+	assert_string_equal(name, "");
+	stg__mark_end(bad, name);
+	close(bad);
+}
+
+static int dead_pid(void)
+{
+	pid_t pid = fork();
+	if (pid == 0)
+		_exit(0);
+	waitpid(pid, NULL, 0);
+	return (int)pid;
+}
+
+static void put(fx *f, const char *name)
+{
+	ut_write(f->dest, name, "t", 1);
+}
+
+static void test_sweep(void **state)
+{
+	fx *f = *state;
+	int dead = dead_pid(), me = (int)getpid();
+	char n[256];
+	ut_mkdir(f->dest, "sub");
+	ut_mkdir(f->dest, "sub/deeper");
+	/* a dead writer on this host: its temporaries go, everywhere */
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
+	put(f, n);
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
+	put(f, n);
+	snprintf(n, sizeof n, "sub/deeper/.stager-tmp.node7.%d.7", dead);
+	put(f, n);
+	/* ... not those of a live one, nor other names */
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", me);
+	put(f, n);
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.1", me);
+	put(f, n);
+	snprintf(n, sizeof n, "sub/result.stager-tmp.node7.%d.2", dead);
+	put(f, n);
+	snprintf(n, sizeof n, "sub/.stager-tmp.node7.%d0.3", dead); /* another pid */
+	put(f, n);
+	/* a link named like a temporary: not a file, left */
+	char target[64];
+	snprintf(target, sizeof target, ".stager-tmp.node7.%d.9", dead);
+	char *outside = ut_join(f->dir, "outside");
+	ut_write(f->dir, "outside", "keep", 4);
+	assert_int_equal(symlinkat(outside, f->destfd, target), 0);
+	/* another host: an ended job's writer goes, a running job's stays */
+	put(f, ".stager-collecting.node9.100.55");
+	put(f, ".stager-tmp.node9.100.0");
+	put(f, ".stager-collecting.node9.200.66");
+	put(f, ".stager-tmp.node9.200.0");
+	/* another host without a job: a day-old marker's writer is gone */
+	put(f, ".stager-collecting.node3.300");
+	put(f, ".stager-tmp.node3.300.0");
+	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 2 * 86400, 0}};
+	assert_int_equal(utimensat(f->destfd, ".stager-collecting.node3.300", old, 0), 0);
+	put(f, ".stager-collecting.node4.400");
+	put(f, ".stager-tmp.node4.400.0");
+	/* malformed markers: ignored */
+	put(f, ".stager-collecting.");
+	put(f, ".stager-collecting.node5.x");
+	put(f, ".stager-collecting.node5.0");
+	stg__mark_sweep(f->ctx, f->destfd, f->dest, false);
+
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
+	assert_false(exists(f, n));
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
+	assert_false(exists(f, n));
+	snprintf(n, sizeof n, "sub/deeper/.stager-tmp.node7.%d.7", dead);
+	assert_false(exists(f, n));
+	char want[512];
+	snprintf(want, sizeof want,
+	         "removed 2 temporaries that a collect killed on node7.%d left in '%s'", dead,
+	         f->dest);
+	assert_non_null(strstr(f->log.text, want));
+
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", me);
+	assert_true(exists(f, n));
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.1", me);
+	assert_true(exists(f, n));
+	snprintf(n, sizeof n, "sub/result.stager-tmp.node7.%d.2", dead);
+	assert_true(exists(f, n));
+	snprintf(n, sizeof n, "sub/.stager-tmp.node7.%d0.3", dead);
+	assert_true(exists(f, n));
+	assert_true(exists(f, target));
+	assert_true(exists(f, "../outside"));
+
+	assert_false(exists(f, ".stager-collecting.node9.100.55"));
+	assert_false(exists(f, ".stager-tmp.node9.100.0"));
+	assert_true(exists(f, ".stager-collecting.node9.200.66"));
+	assert_true(exists(f, ".stager-tmp.node9.200.0"));
+	assert_false(exists(f, ".stager-collecting.node3.300"));
+	assert_false(exists(f, ".stager-tmp.node3.300.0"));
+	assert_true(exists(f, ".stager-collecting.node4.400"));
+	assert_true(exists(f, ".stager-tmp.node4.400.0"));
+	assert_true(exists(f, ".stager-collecting."));
+	assert_true(exists(f, ".stager-collecting.node5.x"));
+	assert_true(exists(f, ".stager-collecting.node5.0"));
+	free(outside);
+}
+
+/* No Slurm to ask: a job's writer is not known to be gone. */
+static void test_sweep_unknown_job(void **state)
+{
+	fx *f = *state;
+	setenv("PATH", "/nonexistent", 1);
+	put(f, ".stager-collecting.node9.100.55");
+	put(f, ".stager-tmp.node9.100.0");
+	stg__mark_sweep(f->ctx, f->destfd, f->dest, false);
+	assert_true(exists(f, ".stager-collecting.node9.100.55"));
+	assert_true(exists(f, ".stager-tmp.node9.100.0"));
+}
+
+/* Flat (a DEST.tar.zst's directory, which is not ours): the top only. */
+static void test_sweep_flat(void **state)
+{
+	fx *f = *state;
+	int dead = dead_pid();
+	char n[128];
+	ut_mkdir(f->dest, "theirs");
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
+	put(f, n);
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
+	put(f, n);
+	snprintf(n, sizeof n, "theirs/.stager-tmp.node7.%d.1", dead);
+	put(f, n);
+	stg__mark_sweep(f->ctx, f->destfd, f->dest, true);
+	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
+	assert_false(exists(f, n));
+	snprintf(n, sizeof n, "theirs/.stager-tmp.node7.%d.1", dead);
+	assert_true(exists(f, n));
+	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
+	assert_false(exists(f, n));
+	assert_non_null(strstr(f->log.text, "removed 1 temporary that a collect killed on"));
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+static const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host), T(test_marker),     T(test_sweep),
+        T(test_sweep_unknown_job),   T(test_sweep_flat),
+};
+
+UT_MAIN(tests)

@@ -1,0 +1,248 @@
+/* test_fanout.c - one node reads a pack for the allocation (fanout.c):
+ * stg_copy_pack makes a checked local copy (its SHA-256 against the
+ * trailer, appearing whole or not at all, room made in the cache first),
+ * and stg_stage from that copy reads nothing of the source, refuses a
+ * copy or a source of another version, and uses a cached entry by digest
+ * alone. */
+#include "unit.h"
+#include "cache.h"
+
+#include <dirent.h>
+
+typedef struct fx {
+	stg_ctx *ctx;
+	char *dir, *src, *pack, *local;
+	stg_pack_info info;
+	stg_cache *c;
+	ut_log log;
+} fx;
+
+static int setup(void **state)
+{
+	ut_no_slurm();
+	fx *f = ut_malloc(sizeof *f);
+	memset(f, 0, sizeof *f);
+	f->ctx = stg_ctx_new();
+	stg_set_threads(f->ctx, 2);
+	stg_set_log(f->ctx, ut_log_fn, &f->log);
+	f->dir = ut_tmpdir();
+	f->src = ut_join(f->dir, "src");
+	mkdir(f->src, 0755);
+	uint8_t *b = ut_malloc(400000);
+	ut_fill(b, 400000, 7);
+	ut_write(f->src, "data.bin", b, 400000);
+	ut_write(f->src, "labels", "cat\ndog\n", 8);
+	free(b);
+	f->pack = ut_join(f->dir, "set.tar.zst");
+	ut_pack(f->ctx, f->src, f->pack, &f->info);
+	f->local = ut_join(f->dir, "local.tar.zst");
+	f->c = ut_cache(f->ctx, f->dir, NULL);
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	stg_cache_close(f->c);
+	ut_rmtree(f->dir);
+	free(f->dir);
+	free(f->src);
+	free(f->pack);
+	free(f->local);
+	stg_ctx_free(f->ctx);
+	free(f);
+	return 0;
+}
+
+/* Nothing named .stager-* left in the test's directory. */
+static void no_temporaries(fx *f)
+{
+	DIR *d = opendir(f->dir);
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, ".stager-", 8))
+			fail_msg("'%s' left", de->d_name);
+	closedir(d);
+}
+
+static void test_copy(void **state)
+{
+	fx *f = *state;
+	uint8_t digest[STG_DIGEST_LEN] = {0};
+	uint64_t bytes = 0;
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
+	assert_memory_equal(digest, f->info.digest, STG_DIGEST_LEN);
+	assert_int_equal(bytes, f->info.pack_size);
+	size_t la, lb;
+	uint8_t *a = ut_read(f->pack, &la), *b = ut_read(f->local, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(a, b, la);
+	free(a);
+	free(b);
+	no_temporaries(f);
+	/* over an older copy: replaced */
+	ut_write(f->dir, "local.tar.zst", "old", 3);
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
+	b = ut_read(f->local, &lb);
+	assert_int_equal(lb, f->info.pack_size);
+	free(b);
+}
+
+static void test_refused(void **state)
+{
+	fx *f = *state;
+	uint8_t digest[STG_DIGEST_LEN];
+	uint64_t bytes = 99;
+	/* a byte flipped in the frames: the trailer is intact, the SHA-256
+	 * is not; nothing at dst */
+	int fd = open(f->pack, O_RDWR);
+	uint8_t c;
+	pread(fd, &c, 1, 1000);
+	c ^= 1;
+	pwrite(fd, &c, 1, 1000);
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes),
+	                 STG_ECORRUPT);
+	char want[4200];
+	snprintf(want, sizeof want, "'%s' is damaged: its SHA-256 does not match", f->pack);
+	assert_string_equal(stg_errmsg(f->ctx), want);
+	assert_int_equal(access(f->local, F_OK), -1);
+	no_temporaries(f);
+	c ^= 1;
+	pwrite(fd, &c, 1, 1000);
+	close(fd);
+	/* not a pack */
+	ut_write(f->dir, "junk", "not a pack, no trailer here at all, none", 40);
+	char *junk = ut_join(f->dir, "junk");
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, junk, f->local, digest, &bytes), STG_ECORRUPT);
+	snprintf(want, sizeof want, "'%s': ", junk);
+	assert_memory_equal(stg_errmsg(f->ctx), want, strlen(want));
+	/* missing */
+	char *missing = ut_join(f->dir, "missing");
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, missing, f->local, digest, &bytes),
+	                 STG_ENOENT);
+	/* nowhere to put it */
+	char *nowhere = ut_join(f->dir, "no/such/dir/x.tar.zst");
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, nowhere, digest, &bytes), STG_EIO);
+	assert_non_null(strstr(stg_errmsg(f->ctx), "cannot create a file beside '"));
+	assert_int_equal(access(f->local, F_OK), -1);
+	free(nowhere);
+	free(missing);
+	free(junk);
+}
+
+/* Room for the copy comes first: over cache_max, nothing is copied. */
+static void test_no_room(void **state)
+{
+	fx *f = *state;
+	stg_cache_close(f->c);
+	const char *set[] = {"cache_max", "100K", NULL};
+	f->c = ut_cache(f->ctx, f->dir, set);
+	uint8_t digest[STG_DIGEST_LEN];
+	uint64_t bytes;
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes),
+	                 STG_ENOSPC);
+	assert_int_equal(access(f->local, F_OK), -1);
+	no_temporaries(f);
+}
+
+static void test_stage_from_copy(void **state)
+{
+	fx *f = *state;
+	uint8_t digest[STG_DIGEST_LEN];
+	uint64_t bytes;
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
+	stg_stage_opts o;
+	stg_stage_opts_init(&o);
+	char *dest = ut_join(f->dir, "ds");
+	o.dest = dest;
+	o.owner = "job-1";
+	o.from_copy = f->local;
+	o.from_copy_digest = digest;
+	stg_stage_result r;
+	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_int_equal(r.hit, 0);
+	assert_int_equal(r.source_bytes, 0); /* nothing of the shared FS read */
+	assert_memory_equal(r.digest, f->info.digest, STG_DIGEST_LEN);
+	char *a = ut_join(f->src, "labels"), *b = ut_join(dest, "labels");
+	size_t la, lb;
+	uint8_t *ca = ut_read(a, &la), *cb = ut_read(b, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ca, cb, la);
+	free(ca);
+	free(cb);
+	stg_stage_result_free(&r);
+	/* by digest alone: the entry is used without the source */
+	char *moved = ut_join(f->dir, "moved.tar.zst");
+	assert_int_equal(rename(f->pack, moved), 0);
+	stg_stage_opts_init(&o);
+	o.dest = dest;
+	o.owner = "job-1";
+	o.from_copy_digest = digest;
+	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_int_equal(r.hit, 1);
+	stg_stage_result_free(&r);
+	assert_int_equal(rename(moved, f->pack), 0);
+	free(moved);
+	free(a);
+	free(b);
+	free(dest);
+}
+
+static void test_stage_wrong_copy(void **state)
+{
+	fx *f = *state;
+	uint8_t digest[STG_DIGEST_LEN];
+	uint64_t bytes;
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
+	/* a damaged copy: a warning, and the source read instead */
+	int fd = open(f->local, O_RDWR);
+	uint8_t c;
+	pread(fd, &c, 1, 500);
+	c ^= 1;
+	pwrite(fd, &c, 1, 500);
+	close(fd);
+	stg_stage_opts o;
+	stg_stage_opts_init(&o);
+	char *dest = ut_join(f->dir, "ds");
+	o.dest = dest;
+	o.owner = "job-1";
+	o.from_copy = f->local;
+	o.from_copy_digest = digest;
+	stg_stage_result r;
+	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_true(r.source_bytes > 0);
+	stg_stage_result_free(&r);
+	char want[4400];
+	snprintf(want, sizeof want, "the copy '%s' of '%s' cannot be used (", f->local, f->pack);
+	assert_non_null(strstr(f->log.text, want));
+	/* the source replaced by another version meanwhile: refused, so that
+	 * the nodes of one job never hold different versions */
+	ut_write(f->src, "labels", "cat\ndog\nemu\n", 12);
+	ut_pack(f->ctx, f->src, f->pack, NULL);
+	char *dest2 = ut_join(f->dir, "ds2");
+	uint8_t other[STG_DIGEST_LEN];
+	memcpy(other, digest, sizeof other);
+	other[0] ^= 1;
+	stg_stage_opts_init(&o);
+	o.dest = dest2;
+	o.owner = "job-1";
+	o.from_copy_digest = other;
+	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_ECORRUPT);
+	assert_non_null(strstr(stg_errmsg(f->ctx), "the version the other nodes staged (was it "
+	                                           "replaced during the job?)"));
+	assert_int_equal(access(dest2, F_OK), -1);
+	free(dest2);
+	free(dest);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+static const struct CMUnitTest tests[] = {
+        T(test_copy),
+        T(test_refused),
+        T(test_no_room),
+        T(test_stage_from_copy),
+        T(test_stage_wrong_copy),
+};
+
+UT_MAIN(tests)

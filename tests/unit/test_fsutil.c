@@ -1,0 +1,372 @@
+/* test_fsutil.c - filesystem helpers that never follow a symlink
+ * (fsutil.c): rmtree removes links, never what they point to, and
+ * read-only trees; directory listings; atomic replace; copies; mkdir -p;
+ * absolute paths; opens confined beneath a directory that refuse "..",
+ * absolute paths and every symlink. */
+#include "unit.h"
+
+#include <errno.h>
+#include <limits.h>
+
+typedef struct fx {
+	char *dir;
+	int dfd;
+} fx;
+
+static int setup(void **state)
+{
+	fx *f = ut_malloc(sizeof *f);
+	f->dir = ut_tmpdir();
+	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
+	if (f->dfd < 0)
+		return -1;
+	*state = f;
+	return 0;
+}
+
+static int teardown(void **state)
+{
+	fx *f = *state;
+	close(f->dfd);
+	ut_rmtree(f->dir);
+	free(f->dir);
+	free(f);
+	return 0;
+}
+
+static bool exists_at(int dfd, const char *p)
+{
+	struct stat st;
+	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
+static void symlink_at(int dfd, const char *target, const char *p)
+{
+	assert_int_equal(symlinkat(target, dfd, p), 0);
+}
+
+static void test_rmtree_links(void **state)
+{
+	fx *f = *state;
+	/* outside: what links in the tree point to */
+	ut_mkdir(f->dir, "outside");
+	ut_write(f->dir, "outside/precious", "keep\n", 5);
+	ut_write(f->dir, "outfile", "keep\n", 5);
+	ut_mkdir(f->dir, "t");
+	ut_mkdir(f->dir, "t/a");
+	ut_mkdir(f->dir, "t/a/b");
+	ut_write(f->dir, "t/a/b/f", "x", 1);
+	ut_write(f->dir, "t/g", "y", 1);
+	char *outside = ut_join(f->dir, "outside"), *outfile = ut_join(f->dir, "outfile");
+	symlink_at(f->dfd, outside, "t/abs-dir-link");
+	symlink_at(f->dfd, "../../outside", "t/a/rel-dir-link");
+	symlink_at(f->dfd, outfile, "t/a/b/file-link");
+	symlink_at(f->dfd, "nowhere", "t/dangling");
+	/* a read-only directory and a read-only file in it */
+	assert_int_equal(fchmodat(f->dfd, "t/a/b/f", 0444, 0), 0);
+	assert_int_equal(fchmodat(f->dfd, "t/a/b", 0555, 0), 0);
+	assert_int_equal(fchmodat(f->dfd, "t/a", 0500, 0), 0);
+	char *t = ut_join(f->dir, "t");
+	assert_int_equal(stg__rmtree(t), 0);
+	assert_false(exists_at(f->dfd, "t"));
+	assert_true(exists_at(f->dfd, "outside/precious"));
+	assert_true(exists_at(f->dfd, "outfile"));
+	/* missing is fine */
+	assert_int_equal(stg__rmtree(t), 0);
+	/* a symlink to a directory, given as the tree: the link goes, not the
+	 * directory */
+	symlink_at(f->dfd, "outside", "l");
+	char *l = ut_join(f->dir, "l");
+	assert_int_equal(stg__rmtree(l), 0);
+	assert_false(exists_at(f->dfd, "l"));
+	assert_true(exists_at(f->dfd, "outside/precious"));
+	/* a file */
+	assert_int_equal(stg__rmtree(outfile), 0);
+	assert_false(exists_at(f->dfd, "outfile"));
+	/* at a directory descriptor */
+	assert_int_equal(stg__rmtree_at(f->dfd, "outside"), 0);
+	assert_false(exists_at(f->dfd, "outside"));
+	free(l);
+	free(t);
+	free(outside);
+	free(outfile);
+}
+
+/* Deep trees: no stack overflow, no descriptor leak. */
+static void test_rmtree_deep(void **state)
+{
+	fx *f = *state;
+	char *p = ut_malloc(PATH_MAX);
+	strcpy(p, "deep");
+	assert_int_equal(mkdirat(f->dfd, p, 0755), 0);
+	int fd = openat(f->dfd, "deep", O_RDONLY | O_DIRECTORY);
+	for (int i = 0; i < 300; i++) {
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+		close(fd);
+		fd = nfd;
+	}
+	close(fd);
+	int probe = dup(0);
+	close(probe);
+	assert_int_equal(stg__rmtree_at(f->dfd, "deep"), 0);
+	assert_false(exists_at(f->dfd, "deep"));
+	int probe2 = dup(0);
+	assert_int_equal(probe2, probe);
+	close(probe2);
+	free(p);
+}
+
+static void test_dir_names(void **state)
+{
+	fx *f = *state;
+	ut_mkdir(f->dir, "d");
+	static const char *const names[] = {"b", "a", "C", "a.b", "a0", ".hidden", "z"};
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char p[32];
+		snprintf(p, sizeof p, "d/%s", names[i]);
+		ut_write(f->dir, p, "", 0);
+	}
+	char **v;
+	size_t n;
+	assert_int_equal(stg__dir_names(f->dfd, "d", true, &v, &n), 0);
+	assert_int_equal(n, 7);
+	static const char *const sorted[] = {".hidden", "C", "a", "a.b", "a0", "b", "z"};
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(v[i], sorted[i]);
+	stg__names_free(v, n);
+	assert_int_equal(stg__dir_names(f->dfd, "d", false, &v, &n), 0);
+	assert_int_equal(n, 7);
+	stg__names_free(v, n);
+	/* "" and NULL: the directory itself */
+	assert_int_equal(stg__dir_names(f->dfd, "", true, &v, &n), 0);
+	assert_int_equal(n, 1);
+	assert_string_equal(v[0], "d");
+	stg__names_free(v, n);
+	assert_int_equal(stg__dir_names(f->dfd, NULL, true, &v, &n), 0);
+	assert_int_equal(n, 1);
+	stg__names_free(v, n);
+	/* empty */
+	ut_mkdir(f->dir, "e");
+	assert_int_equal(stg__dir_names(f->dfd, "e", true, &v, &n), 0);
+	assert_int_equal(n, 0);
+	stg__names_free(v, n);
+	int efd = openat(f->dfd, "e", O_RDONLY | O_DIRECTORY);
+	assert_true(stg__dir_is_empty(efd));
+	int dfd = openat(f->dfd, "d", O_RDONLY | O_DIRECTORY);
+	assert_false(stg__dir_is_empty(dfd));
+	close(efd);
+	close(dfd);
+	/* a symlink to a directory is not listed through */
+	symlink_at(f->dfd, "d", "ld");
+	v = (char **)0x1;
+	assert_int_equal(stg__dir_names(f->dfd, "ld", true, &v, &n), -1);
+	assert_true(errno == ELOOP || errno == ENOTDIR);
+	assert_null(v);
+	assert_int_equal(n, 0);
+	assert_int_equal(stg__dir_names(f->dfd, "missing", true, &v, &n), -1);
+	assert_int_equal(errno, ENOENT);
+	assert_int_equal(stg__dir_names(f->dfd, "d/a", true, &v, &n), -1);
+	assert_int_equal(errno, ENOTDIR);
+}
+
+static void read_is(const char *dir, const char *name, const char *want)
+{
+	char *p = ut_join(dir, name);
+	size_t len;
+	uint8_t *b = ut_read(p, &len);
+	assert_int_equal(len, strlen(want));
+	assert_memory_equal(b, want, len);
+	free(b);
+	free(p);
+}
+
+static void test_replace(void **state)
+{
+	fx *f = *state;
+	for (int durable = 0; durable < 2; durable++) {
+		ut_write(f->dir, "target", "old\n", 4);
+		/* a hard link to the old file keeps the old bytes: the new
+		 * file is renamed in, never written over the old */
+		assert_int_equal(linkat(f->dfd, "target", f->dfd, "oldlink", 0), 0);
+		ut_write(f->dir, "tmp", "new!\n", 5);
+		char *tmp = ut_join(f->dir, "tmp"), *target = ut_join(f->dir, "target");
+		assert_int_equal(stg__replace(tmp, target, durable), 0);
+		read_is(f->dir, "target", "new!\n");
+		read_is(f->dir, "oldlink", "old\n");
+		assert_false(exists_at(f->dfd, "tmp"));
+		/* nothing there yet */
+		ut_write(f->dir, "tmp", "first\n", 6);
+		char *fresh = ut_join(f->dir, "fresh");
+		assert_int_equal(stg__replace(tmp, fresh, durable), 0);
+		read_is(f->dir, "fresh", "first\n");
+		assert_false(exists_at(f->dfd, "tmp"));
+		/* tmp missing: an error, target untouched */
+		assert_int_equal(stg__replace(tmp, target, durable), -1);
+		assert_int_equal(errno, ENOENT);
+		read_is(f->dir, "target", "new!\n");
+		/* the old file is gone, not left under another name */
+		char **v;
+		size_t n;
+		assert_int_equal(stg__dir_names(f->dfd, "", true, &v, &n), 0);
+		assert_int_equal(n, 3);
+		assert_string_equal(v[0], "fresh");
+		assert_string_equal(v[1], "oldlink");
+		assert_string_equal(v[2], "target");
+		stg__names_free(v, n);
+		unlinkat(f->dfd, "target", 0);
+		unlinkat(f->dfd, "oldlink", 0);
+		unlinkat(f->dfd, "fresh", 0);
+		free(fresh);
+		free(tmp);
+		free(target);
+	}
+}
+
+static void test_copy_file(void **state)
+{
+	fx *f = *state;
+	static const size_t sizes[] = {0, 1, 65536, 65537, 1000003};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		size_t len = sizes[i];
+		uint8_t *b = ut_malloc(len + 1);
+		ut_fill(b, len, i + 1);
+		ut_write(f->dir, "src", b, len);
+		int s = openat(f->dfd, "src", O_RDONLY);
+		int d = openat(f->dfd, "dst", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_int_equal(stg__copy_file(s, d, len), 0);
+		close(s);
+		close(d);
+		char *p = ut_join(f->dir, "dst");
+		size_t got;
+		uint8_t *c = ut_read(p, &got);
+		assert_int_equal(got, len);
+		assert_memory_equal(c, b, len);
+		free(c);
+		free(p);
+		free(b);
+	}
+	/* into a descriptor it cannot write */
+	int s = openat(f->dfd, "src", O_RDONLY);
+	int d = openat(f->dfd, "dst", O_RDONLY);
+	assert_int_equal(stg__copy_file(s, d, 10), -1);
+	close(s);
+	close(d);
+}
+
+static void test_mkdirs_and_absolute(void **state)
+{
+	fx *f = *state;
+	char *p = ut_join(f->dir, "x/y//z/file");
+	assert_int_equal(stg__mkdirs_parent(p), 0);
+	struct stat st;
+	assert_int_equal(fstatat(f->dfd, "x/y/z", &st, 0), 0);
+	assert_true(S_ISDIR(st.st_mode));
+	assert_false(exists_at(f->dfd, "x/y/z/file"));
+	/* again: nothing to do */
+	assert_int_equal(stg__mkdirs_parent(p), 0);
+	/* no directory part */
+	assert_int_equal(stg__mkdirs_parent("file"), 0);
+	assert_int_equal(stg__mkdirs_parent("/file"), 0);
+	/* a component that is a file */
+	ut_write(f->dir, "x/plain", "", 0);
+	char *q = ut_join(f->dir, "x/plain/sub/file");
+	assert_int_equal(stg__mkdirs_parent(q), -1);
+	assert_int_equal(errno, ENOTDIR);
+	free(q);
+	free(p);
+
+	char out[64], cwd[PATH_MAX], want[PATH_MAX + 16];
+	assert_int_equal(stg__absolute("/a/b", out, sizeof out), 0);
+	assert_string_equal(out, "/a/b");
+	assert_non_null(getcwd(cwd, sizeof cwd));
+	char big[PATH_MAX + 32];
+	snprintf(want, sizeof want, "%s/rel/x", cwd);
+	assert_int_equal(stg__absolute("rel/x", big, sizeof big), 0);
+	assert_string_equal(big, want);
+	/* what does not fit is refused, not cut */
+	assert_int_equal(stg__absolute("/0123456789", out, 11), -1);
+	assert_int_equal(stg__absolute("/0123456789", out, 12), 0);
+	assert_int_equal(stg__absolute("rel", out, strlen(cwd) + 4), -1);
+	assert_int_equal(stg__absolute("rel", out, strlen(cwd) + 5), 0);
+}
+
+static void test_beneath(void **state)
+{
+	fx *f = *state;
+	ut_mkdir(f->dir, "root");
+	ut_mkdir(f->dir, "root/sub");
+	ut_write(f->dir, "root/sub/f", "in\n", 3);
+	ut_write(f->dir, "secret", "out\n", 4);
+	int root = openat(f->dfd, "root", O_RDONLY | O_DIRECTORY);
+	symlink_at(root, "sub", "lsub");
+	symlink_at(root, "sub/f", "lf");
+	symlink_at(root, "../secret", "escape");
+	char *secret = ut_join(f->dir, "secret");
+	symlink_at(root, secret, "abs");
+
+	int fd = stg__open_beneath(root, "sub/f", O_RDONLY, 0);
+	assert_true(fd >= 0);
+	char buf[8] = {0};
+	assert_int_equal(read(fd, buf, sizeof buf), 3);
+	assert_string_equal(buf, "in\n");
+	assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+	close(fd);
+	static const char *const refused[] = {"../secret", "sub/../../secret", "lsub/f",
+	                                      "lf",        "escape",           "abs"};
+	for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
+		errno = 0;
+		fd = stg__open_beneath(root, refused[i], O_RDONLY, 0);
+		if (fd >= 0)
+			fail_msg("'%s' opened", refused[i]);
+		assert_true(errno == EXDEV || errno == ELOOP);
+	}
+	errno = 0;
+	assert_int_equal(stg__open_beneath(root, secret, O_RDONLY, 0), -1);
+	assert_true(errno == EXDEV || errno == ELOOP);
+	/* creating: the mode, and no creation through a link */
+	mode_t old = umask(0);
+	fd = stg__open_beneath(root, "sub/new", O_WRONLY | O_CREAT | O_EXCL, 0640);
+	umask(old);
+	assert_true(fd >= 0);
+	struct stat st;
+	assert_int_equal(fstat(fd, &st), 0);
+	assert_int_equal(st.st_mode & 07777, 0640);
+	close(fd);
+	assert_int_equal(stg__open_beneath(root, "lsub/new2", O_WRONLY | O_CREAT, 0600), -1);
+	assert_false(exists_at(root, "sub/new2"));
+	/* a dangling link as the last component is not created through */
+	symlink_at(root, "../planted", "dangling");
+	assert_int_equal(stg__open_beneath(root, "dangling", O_WRONLY | O_CREAT, 0600), -1);
+	assert_false(exists_at(f->dfd, "planted"));
+	/* ".." that stays inside is still inside */
+	fd = stg__open_beneath(root, "sub/../sub/f", O_RDONLY, 0);
+	assert_true(fd >= 0);
+	close(fd);
+
+	const char *base = NULL;
+	int pfd = stg__parent_of(root, "sub/f", &base);
+	assert_true(pfd >= 0);
+	assert_string_equal(base, "f");
+	assert_true(exists_at(pfd, "f"));
+	close(pfd);
+	pfd = stg__parent_of(root, "top", &base);
+	assert_true(pfd >= 0);
+	assert_string_equal(base, "top");
+	assert_true(exists_at(pfd, "sub"));
+	close(pfd);
+	assert_int_equal(stg__parent_of(root, "lsub/f", &base), -1);
+	assert_int_equal(stg__parent_of(root, "../x", &base), -1);
+	assert_int_equal(stg__parent_of(root, "missing/x", &base), -1);
+	assert_int_equal(errno, ENOENT);
+	close(root);
+	free(secret);
+}
+
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+static const struct CMUnitTest tests[] = {
+        T(test_rmtree_links), T(test_rmtree_deep),         T(test_dir_names), T(test_replace),
+        T(test_copy_file),    T(test_mkdirs_and_absolute), T(test_beneath),
+};
+
+UT_MAIN(tests)
