@@ -30,7 +30,8 @@ DEP_LIBS   = $(eval DEP_LIBS := $(shell $(PKG_CONFIG) --libs $(DEPS) 2>/dev/null
 RSYNC_LIBS = $(eval RSYNC_LIBS := $(shell $(PKG_CONFIG) --libs librsync 2>/dev/null || echo -lrsync))$(RSYNC_LIBS)
 
 OPT     ?= -O2 -g
-WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wno-missing-field-initializers \
+           -Werror=incompatible-pointer-types -Werror=implicit-function-declaration -Werror=int-conversion
 CFLAGS  ?=
 SAN     ?=
 ALL_CFLAGS = -std=c11 -D_GNU_SOURCE $(OPT) $(WARN) $(SAN) -pthread $(DEP_CFLAGS) $(CFLAGS)

@@ -6,6 +6,7 @@
  * replaced, pins, entries evicted meanwhile, and leftovers of dead
  * builders. */
 #include "unit.h"
+#include "attach.h"
 #include "cache.h"
 
 #include <errno.h>

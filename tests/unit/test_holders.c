@@ -5,6 +5,7 @@
  * messages. */
 #include "unit.h"
 #include "cache.h"
+#include "holders.h"
 
 #include <pwd.h>
 #include <signal.h>
@@ -73,12 +74,12 @@ static void test_none(void **state)
 	assert_int_equal(stg_slot_holders(f->ctx, f->c, &v, &n), STG_OK);
 	assert_int_equal(n, 0);
 	char text[256] = "x";
-	stg__holders_text(f->ctx, f->c, "node", text, sizeof text);
+	stg__holders_text(f->ctx, &f->c->lim, "node", text, sizeof text);
 	assert_string_equal(text, "");
 	free(v);
 	/* slot files nobody holds */
 	stg_slot s;
-	assert_int_equal(stg__slot_acquire(f->ctx, f->c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &f->c->lim, &s), STG_OK);
 	stg__slot_release(&s);
 	assert_int_equal(stg_slot_holders(f->ctx, f->c, &v, &n), STG_OK);
 	assert_int_equal(n, 0);
@@ -89,7 +90,7 @@ static void test_node(void **state)
 {
 	fx *f = *state;
 	stg_slot a;
-	assert_int_equal(stg__slot_acquire(f->ctx, f->c, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &f->c->lim, &a), STG_OK);
 	assert_true(a.fd >= 0);
 	/* which index it took */
 	struct stat st;
@@ -111,7 +112,7 @@ static void test_node(void **state)
 	if (pid == 0) {
 		stg_slot s;
 		stg_ctx *ctx = stg_ctx_new();
-		if (stg__slot_acquire(ctx, f->c, &s) || s.fd < 0)
+		if (stg__slot_acquire(ctx, &f->c->lim, &s) || s.fd < 0)
 			_exit(1);
 		if (write(p[1], "x", 1) != 1)
 			_exit(1);
@@ -161,7 +162,7 @@ static void test_node(void **state)
 	free(v);
 	/* the text for a message: both, "; "-separated */
 	char text[512];
-	stg__holders_text(f->ctx, f->c, "node", text, sizeof text);
+	stg__holders_text(f->ctx, &f->c->lim, "node", text, sizeof text);
 	char want[128];
 	snprintf(want, sizeof want, "%s pid %d (test_holders) since ", me(), (int)getpid());
 	assert_non_null(strstr(text, want));
@@ -174,11 +175,11 @@ static void test_node(void **state)
 	/* a short buffer: cut, terminated */
 	char small[20];
 	memset(small, 'x', sizeof small);
-	stg__holders_text(f->ctx, f->c, "node", small, 12);
+	stg__holders_text(f->ctx, &f->c->lim, "node", small, 12);
 	assert_int_equal(strlen(small), 11);
 	assert_int_equal(small[12], 'x');
 	/* the other kind: the leases, as USER@HOST */
-	stg__holders_text(f->ctx, f->c, "cluster", text, sizeof text);
+	stg__holders_text(f->ctx, &f->c->lim, "cluster", text, sizeof text);
 	snprintf(want, sizeof want, "%s@%s pid %d (stager) since ", me(), host, (int)getpid());
 	assert_non_null(strstr(text, want));
 	assert_null(strstr(text, "(test_holders)"));
@@ -225,7 +226,7 @@ static void test_cluster(void **state)
 	assert_string_equal(v[0].what, "stager");
 	free(v);
 	char text[256];
-	stg__holders_text(f->ctx, f->c, "cluster", text, sizeof text);
+	stg__holders_text(f->ctx, &f->c->lim, "cluster", text, sizeof text);
 	char want[128];
 	snprintf(want, sizeof want, "%s@hostA pid 1234 (stager) since ", me());
 	assert_memory_equal(text, want, strlen(want));

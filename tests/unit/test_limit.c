@@ -64,8 +64,8 @@ static void test_slots(void **state)
 	fx *f = *state;
 	stg_cache *c = cache_with(f, "2", "0");
 	stg_slot a, b, d;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &a), STG_OK);
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &b), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &b), STG_OK);
 	assert_true(a.fd >= 0);
 	assert_true(b.fd >= 0);
 	assert_int_equal(a.lease_fd, -1);
@@ -84,7 +84,7 @@ static void test_slots(void **state)
 	/* the third waits until its deadline, then goes ahead without one */
 	assert_int_equal(f->log.warnings, 0);
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire_by(f->ctx, c, &d, stg__now() + 0.4), STG_OK);
+	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &d, stg__now() + 0.4), STG_OK);
 	double t = stg__now() - t0;
 	assert_true(t >= 0.4);
 	assert_true(t < 3);
@@ -97,7 +97,7 @@ static void test_slots(void **state)
 	stg__slot_release(&a);
 	assert_int_equal(a.fd, -1);
 	t0 = stg__now();
-	assert_int_equal(stg__slot_acquire_by(f->ctx, c, &d, stg__now() + 5), STG_OK);
+	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &d, stg__now() + 5), STG_OK);
 	assert_true(d.fd >= 0);
 	assert_true(stg__now() - t0 < 1);
 	stg__slot_release(&b);
@@ -115,9 +115,9 @@ static void test_wait_max(void **state)
 	fx *f = *state;
 	stg_cache *c = cache_with(f, "1", "1");
 	stg_slot a, b;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &a), STG_OK);
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &b), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &b), STG_OK);
 	double t = stg__now() - t0;
 	assert_true(t >= 1);
 	assert_true(t < 4);
@@ -147,7 +147,7 @@ static void test_holder_dies(void **state)
 	if (pid == 0) {
 		stg_slot s;
 		stg_ctx *ctx = stg_ctx_new();
-		if (stg__slot_acquire(ctx, c, &s) || s.fd < 0)
+		if (stg__slot_acquire(ctx, &c->lim, &s) || s.fd < 0)
 			_exit(1);
 		if (write(p[1], "x", 1) != 1)
 			_exit(1);
@@ -159,12 +159,12 @@ static void test_holder_dies(void **state)
 	char x;
 	assert_int_equal(read(p[0], &x, 1), 1);
 	stg_slot s;
-	assert_int_equal(stg__slot_acquire_by(f->ctx, c, &s, stg__now() + 0.2), STG_OK);
+	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &s, stg__now() + 0.2), STG_OK);
 	assert_int_equal(s.fd, -1);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	f->child = 0;
-	assert_int_equal(stg__slot_acquire_by(f->ctx, c, &s, stg__now() + 2), STG_OK);
+	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &s, stg__now() + 2), STG_OK);
 	assert_true(s.fd >= 0);
 	stg__slot_release(&s);
 	close(p[0]);
@@ -184,12 +184,12 @@ static void test_cancel(void **state)
 	fx *f = *state;
 	stg_cache *c = cache_with(f, "1", "0");
 	stg_slot a, b;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &a), STG_OK);
 	stg_ctx *ctx = stg_ctx_new();
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, cancel_later, ctx), 0);
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire(ctx, c, &b), STG_EINTR);
+	assert_int_equal(stg__slot_acquire(ctx, &c->lim, &b), STG_EINTR);
 	assert_true(stg__now() - t0 < 3);
 	pthread_join(th, NULL);
 	assert_string_equal(stg_errmsg(ctx), "interrupted while waiting for a shared-FS slot");
@@ -206,7 +206,7 @@ static void test_unusable(void **state)
 	fx *f = *state;
 	stg_cache *c = cache_with(f, "0", "0");
 	stg_slot s;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_int_equal(s.fd, -1);
 	assert_int_equal(access(f->slots, F_OK), -1); /* nothing made */
 	stg_cache_close(c);
@@ -217,7 +217,7 @@ static void test_unusable(void **state)
 	char *bad = ut_join(f->dir, "file/slots");
 	const char *set[] = {"slot_dir", bad, NULL};
 	c = ut_cache(f->ctx, f->dir, set);
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_int_equal(s.fd, -1);
 	assert_non_null(strstr(f->log.text, "no node-wide limit on shared-FS readers: cannot use "
 	                                    "slot_dir '"));
@@ -235,7 +235,7 @@ static void test_unusable(void **state)
 	assert_int_equal(symlink(target, s0), 0);
 	assert_int_equal(mkfifo(s1, 0666), 0);
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_true(stg__now() - t0 < 1);
 	assert_int_equal(s.fd, -1);
 	assert_non_null(strstr(f->log.text, "no usable slot file in '"));
@@ -260,7 +260,7 @@ static void test_foreign_slot_dir(void **state)
 	assert_int_equal(chown(f->slots, 65534, 65534), 0);
 	stg_cache *c = cache_with(f, "2", "0");
 	stg_slot s;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_int_equal(s.fd, -1);
 	assert_non_null(strstr(f->log.text, "is not a sticky, world-writable directory (mode 0755, "
 	                                    "owner 65534)"));
@@ -281,7 +281,7 @@ static void test_leases(void **state)
 	fx *f = *state;
 	stg_cache *c = lease_cache(f, "1", "3");
 	stg_slot a, b;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &a), STG_OK);
 	assert_true(a.lease_fd >= 0);
 	char *l0 = ut_join(f->leases, "lease.0");
 	size_t len;
@@ -304,7 +304,7 @@ static void test_leases(void **state)
 	assert_true(st2.st_mtim.tv_sec >= st1.st_mtim.tv_sec);
 	/* held: a second one waits, then goes ahead at its deadline */
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire_by(f->ctx, c, &b, stg__now() + 0.5), STG_OK);
+	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &b, stg__now() + 0.5), STG_OK);
 	assert_true(stg__now() - t0 >= 0.5);
 	assert_int_equal(b.lease_fd, -1);
 	assert_non_null(strstr(f->log.text, "waiting for a cluster-wide shared-FS lease: all 1 in "
@@ -327,7 +327,7 @@ static void test_lease_expired(void **state)
 	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 100, 0}};
 	assert_int_equal(utimensat(AT_FDCWD, l0, old, 0), 0);
 	stg_slot a;
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &a), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &a), STG_OK);
 	assert_true(a.lease_fd >= 0);
 	assert_non_null(strstr(f->log.text, "broke the cluster-wide lease '"));
 	assert_non_null(strstr(f->log.text, "not renewed for 10"));
@@ -363,7 +363,7 @@ static void test_lease_dir_unusable(void **state)
 	stg_cache *c = ut_cache(f->ctx, f->dir, set);
 	stg_slot s;
 	double t0 = stg__now();
-	assert_int_equal(stg__slot_acquire(f->ctx, c, &s), STG_OK);
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_true(stg__now() - t0 < 1);
 	assert_int_equal(s.lease_fd, -1);
 	assert_non_null(strstr(f->log.text, "no cluster-wide limit: cannot create leases in "
@@ -387,13 +387,13 @@ static void test_settings(void **state)
 	                     "5",
 	                     NULL};
 	stg_cache *c = ut_cache(f->ctx, f->dir, set);
-	assert_int_equal(c->lease_ttl, 3); /* at least 3 s */
-	assert_int_equal(c->node_slots, 5);
-	assert_int_equal(c->slot_wait_max, 7);
-	assert_true(c->bw.rate == 2 * 1024 * 1024);
-	assert_true(c->ops.rate == 50);
-	assert_string_equal(c->slot_dir, f->slots);
-	assert_string_equal(c->lease_dir, "");
+	assert_int_equal(c->lim.lease_ttl, 3); /* at least 3 s */
+	assert_int_equal(c->lim.node_slots, 5);
+	assert_int_equal(c->lim.slot_wait_max, 7);
+	assert_true(c->lim.bw.rate == 2 * 1024 * 1024);
+	assert_true(c->lim.ops.rate == 50);
+	assert_string_equal(c->lim.slot_dir, f->slots);
+	assert_string_equal(c->lim.lease_dir, "");
 	stg_cache_close(c);
 }
 

@@ -313,36 +313,12 @@ static void test_check(void **state)
 	free(text);
 }
 
-static void test_hash_file(void **state)
-{
-	fx *f = *state;
-	size_t big = (1 << 20) * 2 + 3;
-	uint8_t *b = ut_malloc(big);
-	ut_fill(b, big, 11);
-	ut_write(f->src, "big", b, big);
-	XXH128_hash_t h;
-	uint64_t size = 0;
-	assert_int_equal(stg__hash_file(f->datafd, "big", &h, &size), 0);
-	assert_int_equal(size, big);
-	assert_true(XXH128_isEqual(h, XXH3_128bits(b, big)));
-	assert_int_equal(stg__hash_file(f->datafd, "b", &h, &size), 0);
-	assert_int_equal(size, 0);
-	assert_true(XXH128_isEqual(h, XXH3_128bits("", 0)));
-	/* a link is not followed; a missing file is an error */
-	assert_int_equal(stg__hash_file(f->datafd, "link", &h, &size), -1);
-	assert_int_equal(errno, ELOOP);
-	assert_int_equal(stg__hash_file(f->datafd, "nope", &h, &size), -1);
-	assert_int_equal(errno, ENOENT);
-	free(b);
-}
-
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escape),
         T(test_write_load),
         cmocka_unit_test(test_load_malformed),
         T(test_check),
-        T(test_hash_file),
 };
 
 UT_MAIN(tests)

@@ -5,6 +5,7 @@
  * sent whole). */
 #include "unit.h"
 #include "cache.h"
+#include "results.h"
 
 #include <errno.h>
 #include <time.h>

@@ -240,36 +240,6 @@ static void test_cancel(void **state)
 	stg_ctx_free(ctx);
 }
 
-static void test_hash_fd(void **state)
-{
-	fx *f = *state;
-	/* from an offset: the rest of the file */
-	assert_int_equal(lseek(f->newfd, 1000, SEEK_SET), 1000);
-	XXH128_hash_t h;
-	uint64_t size = 0;
-	EVP_MD_CTX *sha = EVP_MD_CTX_new();
-	EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
-	assert_int_equal(stg__hash_fd(f->newfd, &h, &size, sha, f->in), 0);
-	assert_int_equal(size, f->len + 100 - 1000);
-	XXH128_hash_t want = XXH3_128bits(f->new_ + 1000, f->len + 100 - 1000);
-	assert_true(XXH128_isEqual(h, want));
-	uint8_t d[32], w[32];
-	unsigned dl = 0;
-	EVP_DigestFinal_ex(sha, d, &dl);
-	assert_int_equal(dl, 32);
-	EVP_Digest(f->new_ + 1000, f->len + 100 - 1000, w, NULL, EVP_sha256(), NULL);
-	assert_memory_equal(d, w, 32);
-	EVP_MD_CTX_free(sha);
-	/* at the end: the hash of nothing */
-	assert_int_equal(stg__hash_fd(f->newfd, &h, &size, NULL, f->in), 0);
-	assert_int_equal(size, 0);
-	assert_true(XXH128_isEqual(h, XXH3_128bits("", 0)));
-	/* unreadable */
-	int wfd = open("/dev/null", O_WRONLY);
-	assert_int_equal(stg__hash_fd(wfd, &h, &size, NULL, f->in), -1);
-	close(wfd);
-}
-
 typedef struct prog {
 	int n;
 	char what[16];
@@ -303,8 +273,7 @@ static void test_progress(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_round_trip), T(test_damaged), T(test_feed),
-        T(test_cancel),     T(test_hash_fd), T(test_progress),
+        T(test_round_trip), T(test_damaged), T(test_feed), T(test_cancel), T(test_progress),
 };
 
 UT_MAIN(tests)

@@ -5,6 +5,7 @@
  * file changing under the copy refused with nothing published. */
 #include "unit.h"
 #include "cache.h"
+#include "source.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -108,7 +109,7 @@ static void test_stage_dir(void **state)
 	/* its manifest verifies */
 	char key[STG_DIGEST_HEXLEN + 1];
 	stg_digest_hex(r.digest, key);
-	assert_int_equal(stg__verify_entry(f->ctx, f->c, key), 0);
+	assert_int_equal(stg__entry_check(f->ctx, f->c, key, true), 0);
 	stg_meta m;
 	assert_int_equal(stg__meta_read(f->c, key, &m), 0);
 	assert_string_equal(m.kind, "directory");
@@ -136,7 +137,18 @@ static void test_stage_dir(void **state)
 static void test_direct(void **state)
 {
 	fx *f = *state;
-	/* the entry point stage.c calls, with a subset: refused */
+	/* the seam: a directory is the directory kind's, and no other's */
+	struct stat st;
+	assert_int_equal(stat(f->src, &st), 0);
+	stg_source s;
+	assert_int_equal(stg__source_open(f->ctx, f->c, f->src, &st, &s), STG_OK);
+	assert_true(stg__source_dir.claims(&s));
+	assert_false(stg__source_pack.claims(&s));
+	assert_false(stg__source_archive.claims(&s));
+	assert_string_equal(stg__source_dir.kind, "directory");
+	assert_null(stg__source_dir.read); /* a tree has no bytes of its own */
+	s.ops = &stg__source_dir;
+	/* with a subset: refused when opened */
 	const char *inc[] = {"train"};
 	stg_stage_opts o;
 	stg_stage_opts_init(&o);
@@ -144,20 +156,23 @@ static void test_direct(void **state)
 	o.n_include = 1;
 	stg_stage_result r;
 	memset(&r, 0, sizeof r);
-	assert_int_equal(stg__stage_dir(f->ctx, f->c, f->src, &o, "job-1", &r), STG_EUSAGE);
+	assert_int_equal(stg__source_dir.open(f->ctx, f->c, &s, &o, &r), STG_EUSAGE);
 	char want[4300];
 	snprintf(want, sizeof want, "--include needs a pack: pack '%s' with 'stager pack' first",
 	         f->src);
 	assert_string_equal(stg_errmsg(f->ctx), want);
+	stg__source_close(&s);
 	/* a missing source */
 	stg_stage_opts_init(&o);
 	char *missing = ut_join(f->dir, "missing");
-	assert_int_equal(stg__stage_dir(f->ctx, f->c, missing, &o, "job-1", &r), STG_ENOENT);
-	/* straight in: the entry is made and pinned by the owner */
+	assert_int_equal(stg_stage(f->ctx, f->c, missing, &o, &r), STG_ENOENT);
+	/* the entry is made and pinned by the owner given */
 	char *dest = ut_join(f->dir, "ds");
 	o.dest = dest;
-	assert_int_equal(stg__stage_dir(f->ctx, f->c, f->src, &o, "job-1", &r), STG_OK);
+	o.owner = "job-1";
+	assert_int_equal(stg_stage(f->ctx, f->c, f->src, &o, &r), STG_OK);
 	assert_int_equal(r.hit, 0);
+	assert_string_equal(r.kind, "directory");
 	char key[STG_DIGEST_HEXLEN + 1], owners[4][160];
 	stg_digest_hex(r.digest, key);
 	assert_int_equal(stg__pins_list(f->c, key, owners, 4), 1);
