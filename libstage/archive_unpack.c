@@ -103,6 +103,9 @@ typedef struct ar_item {
 	uint32_t mode;
 	int64_t mtime;
 	long nsec;
+	bool written;     /* a regular file whose content was written: ... */
+	uint64_t size;    /* ... its size ... */
+	uint8_t xxh3[16]; /* ... and hash, for the manifest */
 } ar_item;
 
 typedef struct ar_state {
@@ -381,7 +384,20 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		if (mkparents(s->rootfd, path))
 			return stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 			                       "cannot create the parents of '%s'", path);
+		/* a later entry of a name replaces the earlier one (tar -r):
+		 * its file no longer counts */
+		uint32_t prev = lookup(s, path, strlen(path));
+		if (prev != UINT32_MAX && s->items[prev].type == STG_FILE) {
+			s->files--;
+			if (s->items[prev].written) {
+				s->content -= s->items[prev].size;
+				s->disk -= (s->items[prev].size + 4095) / 4096 * 4096;
+			}
+		}
 		uint8_t t;
+		XXH128_canonical_t h;
+		uint64_t size = 0;
+		bool written = false;
 		if (hl) {
 			if (hl[0] == '/' || !clean_path(hl, target, sizeof target))
 				return hostile(s, "hardlink to an unsafe path", hl);
@@ -398,18 +414,15 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			t = STG_FILE;
 			s->files++;
 		} else if (type == AE_IFREG) {
-			XXH128_canonical_t h;
-			uint64_t size = 0;
 			int64_t hint = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : -1;
 			if ((err = write_file(s, a, path, mode, hint, &h, &size)))
 				return err;
-			stg__manifest_line(s->manifest, h.digest, size, path);
+			written = true;
 			s->files++;
 			s->content += size;
 			s->disk += (size + 4095) / 4096 * 4096;
 			t = STG_FILE;
 		} else if (type == AE_IFDIR) {
-			uint32_t prev = lookup(s, path, strlen(path));
 			if (prev != UINT32_MAX && s->items[prev].type != STG_DIR)
 				return hostile(s, "a directory over a file or link", path);
 			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
@@ -436,6 +449,11 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		                    nsec)))
 			return err;
 		uint32_t idx = (uint32_t)(s->n - 1);
+		if (written) {
+			s->items[idx].written = true;
+			s->items[idx].size = size;
+			memcpy(s->items[idx].xxh3, h.digest, 16);
+		}
 		/* the map points at the latest entry of a name */
 		const char *key = s->items[idx].path;
 		if (stg__strmap_set(&s->map, key, strlen(key), idx) < 0)
@@ -456,6 +474,12 @@ static stg_err finish(ar_state *s, bool read_only)
 		if (it->type == STG_SYMLINK &&
 		    !stg__symlink_ok(it->path, it->link, is_symlink_cb, s))
 			return hostile(s, "symlink leading outside the destination", it->path);
+	}
+	/* the manifest: one line per name, the file its latest entry wrote */
+	for (size_t i = 0; i < s->n; i++) {
+		const ar_item *it = &s->items[i];
+		if (it->written && lookup(s, it->path, strlen(it->path)) == i)
+			stg__manifest_line(s->manifest, it->xxh3, it->size, it->path);
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		ar_item *it = &s->items[i];

@@ -134,14 +134,18 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 				                 opts->include[k]);
 			}
 		}
-		/* a hardlink needs its target; an entry its parent directories */
+		/* a hardlink needs its target (an earlier entry), then every
+		 * entry, targets too, its parent directories */
+		for (size_t i = 0; i < ne; i++) {
+			const stg_rec *r = &t->recs[i];
+			if (pl->sel[i] && r->type == STG_HARDLINK)
+				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r),
+				                        r->link_len)] = true;
+		}
 		for (size_t i = 0; i < ne; i++) {
 			const stg_rec *r = &t->recs[i];
 			if (!pl->sel[i])
 				continue;
-			if (r->type == STG_HARDLINK)
-				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r),
-				                        r->link_len)] = true;
 			const char *path = stg__rec_path(p, r);
 			for (size_t k = 0; k < r->path_len; k++) {
 				if (path[k] != '/')

@@ -274,7 +274,14 @@ stg_err stg_expand_pattern(stg_ctx *ctx, const char *pattern, char **out)
 		}
 		if (var)
 			val = getenv(var);
-		if (!val || !*val || strchr(val, '/')) {
+		if (val && *val && strchr(val, '/')) {
+			/* a '/' would make it a path of its own: refused, said so */
+			err = stg__fail(ctx, STG_EUSAGE,
+			                "'%s': %%%c (%s) would put a '/' in the path: %s is '%s'",
+			                pattern, *p, what, var ? var : "its value", val);
+			continue;
+		}
+		if (!val || !*val) {
 			err = stg__fail(ctx, STG_EUSAGE, "'%s': %%%c (%s) is not known here%s%s%s",
 			                pattern, *p, what, var ? ": " : "", var ? var : "",
 			                var ? " is not set" : "");

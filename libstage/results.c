@@ -177,43 +177,79 @@ stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char
 		                 name ? name : "");
 	if (mkdirat(c->rootfd, "kept", 0700) && errno != EEXIST)
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s/kept'", c->root);
-	char base[232];
 	long long now = (long long)time(NULL);
-	/* the time in the name: clean's clock (a rename keeps the mtime) */
-	snprintf(base, sizeof base, "%.200s.%lld", name, now);
-	if (dest) {
-		char *text = NULL;
-		size_t len = 0;
-		FILE *f = open_memstream(&text, &len);
-		if (!f)
-			return stg__fail(ctx, STG_ENOMEM, "out of memory");
-		char abs[STG_PATH_MAX + 1];
-		stg__put_escaped(f, stg__absolute(dest, abs, sizeof abs) ? dest : abs);
-		fputc('\n', f);
-		char to[STG_PATH_MAX];
-		snprintf(to, sizeof to, "%s.to", base);
-		int rc = fclose(f) || !text ? (errno = ENOMEM, -1)
-		                            : write_atomic(c, "kept", to, text, len);
-		free(text);
-		if (rc)
-			return stg__fail_errno(ctx, STG_EIO, errno, "cannot write '%s/kept/%s'",
-			                       c->root, to);
-	}
-	size_t len = strlen(c->root) + strlen(base) + 8;
-	char *dst = malloc(len);
+	size_t len = strlen(c->root) + 256;
+	char *dst = malloc(len), *text = NULL;
+	size_t text_len = 0;
 	if (!dst)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	snprintf(dst, len, "%s/kept/%s", c->root, base);
-	if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) &&
-	    (errno != EINVAL || rename(src, dst))) {
-		int e = errno;
-		free(dst);
-		char to[STG_PATH_MAX];
+	if (dest) {
+		FILE *f = open_memstream(&text, &text_len);
+		char abs[STG_PATH_MAX + 1];
+		if (f) {
+			stg__put_escaped(f, stg__absolute(dest, abs, sizeof abs) ? dest : abs);
+			fputc('\n', f);
+		}
+		if (!f || fclose(f) || !text) {
+			free(dst);
+			free(text);
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		}
+	}
+	/* NAME.EPOCH, or NAME-2.EPOCH ... when two results of one name are kept
+	 * in one second: each claims its name (the .to with O_EXCL, the
+	 * directory by a rename that replaces nothing) before it is used, so
+	 * one never takes the other's DEST */
+	stg_err err = STG_OK;
+	bool moved = false;
+	for (unsigned k = 1; k <= 100 && !moved && !err; k++) {
+		char base[232], to[STG_PATH_MAX];
+		if (k == 1)
+			snprintf(base, sizeof base, "%.200s.%lld", name, now);
+		else
+			snprintf(base, sizeof base, "%.200s-%u.%lld", name, k, now);
 		snprintf(to, sizeof to, "kept/%s.to", base);
-		unlinkat(c->rootfd, to, 0);
-		return stg__fail_errno(ctx, e == EXDEV ? STG_EIO : stg__err_from_errno(e, STG_EIO),
-		                       e, "cannot move '%s' to '%s/kept'%s", src, c->root,
-		                       e == EXDEV ? " (another filesystem)" : "");
+		snprintf(dst, len, "%s/kept/%s", c->root, base);
+		if (faccessat(c->rootfd, to, F_OK, AT_SYMLINK_NOFOLLOW) == 0)
+			continue;
+		if (dest) {
+			int fd = openat(c->rootfd, to,
+			                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+			if (fd < 0 && errno == EEXIST)
+				continue;
+			if (fd >= 0)
+				close(fd);
+			if (fd < 0 || write_atomic(c, "kept", to + 5, text, text_len)) {
+				int e = errno;
+				unlinkat(c->rootfd, to, 0);
+				err = stg__fail_errno(ctx, STG_EIO, e, "cannot write '%s/%s'",
+				                      c->root, to);
+				break;
+			}
+		}
+		if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) == 0 ||
+		    (errno == EINVAL && rename(src, dst) == 0)) {
+			moved = true;
+			break;
+		}
+		int e = errno;
+		if (dest)
+			unlinkat(c->rootfd, to, 0);
+		if (e == EEXIST || e == ENOTEMPTY)
+			continue;
+		err = stg__fail_errno(ctx, e == EXDEV ? STG_EIO : stg__err_from_errno(e, STG_EIO),
+		                      e, "cannot move '%s' to '%s/kept'%s", src, c->root,
+		                      e == EXDEV ? " (another filesystem)" : "");
+		break;
+	}
+	free(text);
+	if (!err && !moved)
+		err = stg__fail(ctx, STG_EIO,
+		                "cannot move '%s' to '%s/kept': too many kept of that name", src,
+		                c->root);
+	if (err) {
+		free(dst);
+		return err;
 	}
 	*out = dst;
 	return STG_OK;

@@ -67,7 +67,14 @@ static stg_err copy_hashed(stg_ctx *ctx, stg_cache *c, int sroot, int droot, con
 			                      "writing '%s'", it->path);
 		goto out;
 	}
-	if (total != (uint64_t)it->st.st_size) {
+	/* the size, and also the times: a file rewritten in place at the same
+	 * size (a checkpoint saved again) must not be published torn */
+	struct stat now;
+	if (total != (uint64_t)it->st.st_size || fstat(s, &now) ||
+	    now.st_mtim.tv_sec != it->st.st_mtim.tv_sec ||
+	    now.st_mtim.tv_nsec != it->st.st_mtim.tv_nsec ||
+	    now.st_ctim.tv_sec != it->st.st_ctim.tv_sec ||
+	    now.st_ctim.tv_nsec != it->st.st_ctim.tv_nsec) {
 		err = stg__fail(ctx, STG_EIO, "'%s' changed while it was staged; stage again",
 		                it->path);
 		goto out;

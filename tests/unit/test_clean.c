@@ -453,8 +453,6 @@ static void test_records(void **state)
 static void test_keeps_two_of_one_name(void **state)
 {
 	fx *f = *state;
-	skip(); /* bug: the second keep of one name in one second fails and drops the first's DEST
-	         */
 	mkdir_root(f, "jobs/pid-1-0");
 	char *a = ut_join(stg_cache_root(f->c), "jobs/pid-1-0/run1");
 	char *b = ut_join(stg_cache_root(f->c), "jobs/pid-1-0/run2");
@@ -472,8 +470,12 @@ static void test_keeps_two_of_one_name(void **state)
 	size_t with_dest = 0;
 	for (size_t i = 0; i < n; i++)
 		with_dest += v[i].dest != NULL;
-	/* every source is either kept with its DEST or left where it was */
-	assert_int_equal(with_dest + (access(oa, F_OK) == 0) + (access(ob, F_OK) == 0), 2);
+	/* both kept, each with its own DEST */
+	assert_int_equal(n, 2);
+	assert_int_equal(with_dest, 2);
+	assert_string_not_equal(v[0].dest, v[1].dest);
+	assert_int_equal(access(oa, F_OK), -1);
+	assert_int_equal(access(ob, F_OK), -1);
 	stg_kept_free(v, n);
 	free(oa);
 	free(ob);
@@ -504,4 +506,4 @@ static const struct CMUnitTest tests[] = {
         T(test_records), T(test_keeps_two_of_one_name), T(test_unpin),
 };
 
-UT_MAIN_SKIPS(tests)
+UT_MAIN(tests)

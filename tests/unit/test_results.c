@@ -215,7 +215,6 @@ static void test_keep(void **state)
 static void test_keep_same_name(void **state)
 {
 	fx *f = *state;
-	skip(); /* bug: the failed second keep removes the first's .to: its DEST is lost */
 	char *a = ut_join(f->dir, "a"), *b = ut_join(f->dir, "b");
 	mkdir(a, 0755);
 	mkdir(b, 0755);
@@ -227,14 +226,14 @@ static void test_keep_same_name(void **state)
 	stg_kept *v;
 	size_t n;
 	assert_int_equal(stg_kept_list(f->ctx, f->c, &v, &n), STG_OK);
-	/* whatever happened to the second, the first keeps its DEST */
-	for (size_t i = 0; i < n; i++)
-		if (!strcmp(v[i].path, ka))
-			assert_non_null(v[i].dest);
-	if (err == STG_OK)
-		assert_int_equal(n, 2);
-	else
-		assert_int_equal(access(b, F_OK), 0); /* left where it was */
+	/* both kept, under two names, each with its own DEST */
+	assert_int_equal(err, STG_OK);
+	assert_int_equal(n, 2);
+	assert_string_not_equal(ka, kb);
+	for (size_t i = 0; i < n; i++) {
+		assert_non_null(v[i].dest);
+		assert_string_equal(v[i].dest, !strcmp(v[i].path, ka) ? "/shared/a" : "/shared/b");
+	}
 	stg_kept_free(v, n);
 	free(ka);
 	free(kb);
@@ -355,4 +354,4 @@ static const struct CMUnitTest tests[] = {
         T(test_keep_same_name), T(test_epoch_and_list),  T(test_collect_kept),
 };
 
-UT_MAIN_SKIPS(tests)
+UT_MAIN(tests)

@@ -229,8 +229,6 @@ static void *keep_writing(void *arg)
 static void test_changing_same_size(void **state)
 {
 	fx *f = *state;
-	skip(); /* bug: only the size is checked after the copy; same-size rewrites publish a torn
-	           entry */
 	uint8_t *big = ut_malloc(32 << 20);
 	ut_fill(big, 32 << 20, 5);
 	ut_write(f->src, "big", big, 32 << 20);
@@ -258,4 +256,4 @@ static const struct CMUnitTest tests[] = {
         T(test_changing_same_size),
 };
 
-UT_MAIN_SKIPS(tests)
+UT_MAIN(tests)
