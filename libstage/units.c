@@ -39,39 +39,43 @@ static int parse_scaled(const char *s, const char **end, double *out)
 	return 0;
 }
 
+/* A suffix and what it multiplies by. */
+typedef struct suffix {
+	const char *letters; /* either case where both are listed */
+	double mult;
+} suffix;
+
+static const suffix size_suffixes[] = {
+        {"kK", 1024.0},
+        {"mM", 1024.0 * 1024},
+        {"gG", 1024.0 * 1024 * 1024},
+        {"tT", 1024.0 * 1024 * 1024 * 1024},
+};
+static const suffix time_suffixes[] = {
+        {"s", 1},
+        {"m", 60},
+        {"h", 3600},
+        {"d", 86400},
+};
+
+/* The multiplier of the suffix at *e (1 and nothing taken if none). */
+static double take_suffix(const char **e, const suffix *v, size_t n)
+{
+	for (size_t i = 0; **e && i < n; i++)
+		if (strchr(v[i].letters, **e)) {
+			(*e)++;
+			return v[i].mult;
+		}
+	return 1;
+}
+
 int stg_parse_size(const char *s, uint64_t *out)
 {
 	const char *e;
 	double v;
 	if (parse_scaled(s, &e, &v))
 		return -1;
-	double mult = 1;
-	switch (*e) {
-	case 'k':
-	case 'K':
-		mult = 1024.0;
-		e++;
-		break;
-	case 'm':
-	case 'M':
-		mult = 1024.0 * 1024;
-		e++;
-		break;
-	case 'g':
-	case 'G':
-		mult = 1024.0 * 1024 * 1024;
-		e++;
-		break;
-	case 't':
-	case 'T':
-		mult = 1024.0 * 1024 * 1024 * 1024;
-		e++;
-		break;
-	case 'b':
-	case 'B': break;
-	case '\0': break;
-	default: return -1;
-	}
+	double mult = take_suffix(&e, size_suffixes, sizeof size_suffixes / sizeof *size_suffixes);
 	if (mult > 1 && (*e == 'i' || *e == 'I'))
 		e++;
 	if (*e == 'b' || *e == 'B')
@@ -91,30 +95,9 @@ int stg_parse_duration(const char *s, uint64_t *seconds)
 	double v;
 	if (parse_scaled(s, &e, &v))
 		return -1;
-	double mult = 1;
-	switch (*e) {
-	case 's':
-		mult = 1;
-		e++;
-		break;
-	case 'm':
-		mult = 60;
-		e++;
-		break;
-	case 'h':
-		mult = 3600;
-		e++;
-		break;
-	case 'd':
-		mult = 86400;
-		e++;
-		break;
-	case '\0': break;
-	default: return -1;
-	}
+	v *= take_suffix(&e, time_suffixes, sizeof time_suffixes / sizeof *time_suffixes);
 	if (*e)
 		return -1;
-	v *= mult;
 	if (v >= 1e15)
 		return -1;
 	*seconds = (uint64_t)(v + 0.5);
