@@ -167,6 +167,8 @@ static stg_err remember(ar_state *s, const char *path, const char *link, uint8_t
 	it->mode = mode;
 	it->mtime = mtime;
 	it->nsec = nsec;
+	it->written = false; /* set by the caller once a file's content is in */
+	it->size = 0;
 	s->n++;
 	return STG_OK;
 }
