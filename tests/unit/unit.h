@@ -13,16 +13,18 @@
 #include <cmocka.h>
 
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "internal.h"
 #include "stage.h"
 
-/* A fresh temporary directory (malloc'ed path). */
+/* malloc that aborts when out of memory. */
 static inline void *ut_malloc(size_t n)
 {
 	void *p = malloc(n);
@@ -31,6 +33,7 @@ static inline void *ut_malloc(size_t n)
 	return p;
 }
 
+/* A fresh temporary directory (malloc'ed path). */
 static inline char *ut_tmpdir(void)
 {
 	const char *base = getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
@@ -40,6 +43,7 @@ static inline char *ut_tmpdir(void)
 	return p;
 }
 
+/* "a/b" (malloc'ed). */
 static inline char *ut_join(const char *a, const char *b)
 {
 	if (!a || !b)
@@ -49,6 +53,7 @@ static inline char *ut_join(const char *a, const char *b)
 	return p;
 }
 
+/* Write dir/name with len bytes of data (created or truncated, 0644). */
 static inline void ut_write(const char *dir, const char *name, const void *data, size_t len)
 {
 	char *p = ut_join(dir, name);
@@ -59,6 +64,7 @@ static inline void ut_write(const char *dir, const char *name, const void *data,
 	free(p);
 }
 
+/* Make the directory dir/name (0755). */
 static inline void ut_mkdir(const char *dir, const char *name)
 {
 	char *p = ut_join(dir, name);
@@ -80,6 +86,7 @@ static inline uint8_t *ut_read(const char *path, size_t *len)
 	return buf;
 }
 
+/* Remove the tree p (stg__rmtree). */
 static inline void ut_rmtree(const char *p)
 {
 	stg__rmtree(p);
@@ -150,6 +157,131 @@ static inline void ut_pack(stg_ctx *ctx, const char *src, const char *out, stg_p
 		fail_msg("pack: %s", stg_errmsg(ctx));
 }
 
+/* Write dir/name with len pseudo-random bytes (ut_fill with seed). */
+static inline void ut_fill_file(const char *dir, const char *name, size_t len, uint64_t seed)
+{
+	uint8_t *b = ut_malloc(len + 1);
+	ut_fill(b, len, seed);
+	ut_write(dir, name, b, len);
+	free(b);
+}
+
+/* Make dir/name a symlink to target. */
+static inline void ut_symlink(const char *dir, const char *name, const char *target)
+{
+	char *p = ut_join(dir, name);
+	assert_int_equal(symlink(target, p), 0);
+	free(p);
+}
+
+/* Make dir/name a hard link to dir/existing. */
+static inline void ut_hardlink(const char *dir, const char *name, const char *existing)
+{
+	char *p = ut_join(dir, name), *e = ut_join(dir, existing);
+	assert_int_equal(link(e, p), 0);
+	free(p);
+	free(e);
+}
+
+/* A whole file as a string (malloc'ed, NUL-terminated). */
+static inline char *ut_read_text(const char *path)
+{
+	size_t len;
+	char *t = (char *)ut_read(path, &len);
+	t[len] = '\0';
+	return t;
+}
+
+/* Files a and b hold the same bytes. */
+static inline void ut_same_file(const char *a, const char *b)
+{
+	size_t la, lb;
+	uint8_t *ca = ut_read(a, &la), *cb = ut_read(b, &lb);
+	assert_int_equal(la, lb);
+	assert_memory_equal(ca, cb, la);
+	free(ca);
+	free(cb);
+}
+
+/* a/name and b/name hold the same bytes. */
+static inline void ut_same_in(const char *a, const char *b, const char *name)
+{
+	char *pa = ut_join(a, name), *pb = ut_join(b, name);
+	ut_same_file(pa, pb);
+	free(pa);
+	free(pb);
+}
+
+/* dir/name holds exactly the string want. */
+static inline void ut_content_is(const char *dir, const char *name, const char *want)
+{
+	char *p = ut_join(dir, name);
+	size_t len;
+	uint8_t *b = ut_read(p, &len);
+	if (len != strlen(want) || memcmp(b, want, len))
+		fail_msg("'%s' holds '%.*s', want '%s'", name, (int)len, (char *)b, want);
+	free(b);
+	free(p);
+}
+
+/* path is a symlink to want. */
+static inline void ut_link_is(const char *path, const char *want)
+{
+	char buf[4096];
+	ssize_t n = readlink(path, buf, sizeof buf - 1);
+	if (n <= 0)
+		fail_msg("'%s' is not a link", path);
+	buf[n] = '\0';
+	assert_string_equal(buf, want);
+}
+
+/* Flip the bits of mask in the byte at off of the file path (again: undone). */
+static inline void ut_flip(const char *path, off_t off, uint8_t mask)
+{
+	int fd = open(path, O_RDWR);
+	assert_true(fd >= 0);
+	uint8_t b;
+	assert_int_equal(pread(fd, &b, 1, off), 1);
+	b ^= mask;
+	assert_int_equal(pwrite(fd, &b, 1, off), 1);
+	close(fd);
+}
+
+/* A made-up cache key: STG_DIGEST_HEXLEN times the hex digit i (0 to 15). */
+static inline const char *ut_key(int i)
+{
+	static char k[16][STG_DIGEST_HEXLEN + 1];
+	memset(k[i], "0123456789abcdef"[i], STG_DIGEST_HEXLEN);
+	k[i][STG_DIGEST_HEXLEN] = '\0';
+	return k[i];
+}
+
+/* Stage src to dest in c with o (NULL: the defaults); owner "job-1" unless
+ * o names one. */
+static inline stg_err ut_stage(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest,
+                               stg_stage_opts *o, stg_stage_result *r)
+{
+	stg_stage_opts def;
+	if (!o) {
+		stg_stage_opts_init(&def);
+		o = &def;
+	}
+	o->dest = dest;
+	if (!o->owner)
+		o->owner = "job-1";
+	return stg_stage(ctx, c, src, o, r);
+}
+
+/* Kill *child (if any) and wait for it; *child becomes 0. */
+static inline void ut_kill(pid_t *child)
+{
+	if (*child > 0) {
+		kill(*child, SIGKILL);
+		waitpid(*child, NULL, 0);
+	}
+	*child = 0;
+}
+
 /* The warnings (and other messages) of a context, in one buffer. */
 typedef struct ut_log {
 	int n, warnings;
@@ -164,6 +296,93 @@ static inline void ut_log_fn(void *arg, stg_log_level level, const char *msg)
 	if (level == STG_LOG_WARN)
 		l->warnings++;
 	snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
+}
+
+/* A context (assert non-NULL) with threads worker threads (0: the default). */
+static inline stg_ctx *ut_ctx(int threads)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	assert_non_null(ctx);
+	if (threads)
+		stg_set_threads(ctx, threads);
+	return ctx;
+}
+
+/* The fields of ut_fx (see UT_FX). */
+#define UT_FX_FIELDS                                                                               \
+	stg_ctx *ctx; /* logs into log */                                                          \
+	char *dir;    /* a fresh temporary directory */                                            \
+	stg_cache *c; /* a cache in dir (ut_setup_cache), or NULL */                               \
+	ut_log log
+
+/* The fixture most tests share: Slurm's variables unset, a context whose
+ * messages land in log, a temporary directory and, maybe, a cache in it. */
+typedef struct ut_fx {
+	UT_FX_FIELDS;
+} ut_fx;
+
+/* First member of a test's own fixture with more fields: ut_fx's fields
+ * by their names (f->ctx, f->dir, f->c, f->log), all of them as f->ut. */
+#define UT_FX                                                                                      \
+	union {                                                                                    \
+		ut_fx ut;                                                                          \
+		struct {                                                                           \
+			UT_FX_FIELDS;                                                              \
+		};                                                                                 \
+	}
+
+/* Fill a zeroed f: Slurm's variables unset, ctx logging into log, dir. */
+static inline void ut_fx_init(ut_fx *f)
+{
+	ut_no_slurm();
+	f->ctx = ut_ctx(0);
+	stg_set_log(f->ctx, ut_log_fn, &f->log);
+	f->dir = ut_tmpdir();
+}
+
+/* Undo ut_fx_init (and close c): dir removed, Slurm's variables unset. */
+static inline void ut_fx_fini(ut_fx *f)
+{
+	stg_cache_close(f->c);
+	ut_rmtree(f->dir);
+	free(f->dir);
+	stg_ctx_free(f->ctx);
+	ut_no_slurm();
+}
+
+/* A zeroed fixture of size bytes (a ut_fx or one that starts with UT_FX),
+ * its ut_fx filled. */
+static inline void *ut_fx_new(size_t size)
+{
+	ut_fx *f = ut_malloc(size);
+	memset(f, 0, size);
+	ut_fx_init(f);
+	return f;
+}
+
+/* cmocka setup: a ut_fx without a cache. */
+static inline int ut_setup(void **state)
+{
+	*state = ut_fx_new(sizeof(ut_fx));
+	return 0;
+}
+
+/* cmocka setup: a ut_fx with a cache in dir (ut_cache, no settings). */
+static inline int ut_setup_cache(void **state)
+{
+	ut_fx *f = ut_fx_new(sizeof *f);
+	f->c = ut_cache(f->ctx, f->dir, NULL);
+	*state = f;
+	return 0;
+}
+
+/* cmocka teardown of ut_setup, ut_setup_cache or ut_fx_new (whose own
+ * fields the test freed first). */
+static inline int ut_teardown(void **state)
+{
+	ut_fx_fini(*state);
+	free(*state);
+	return 0;
 }
 
 #define UT_MAIN(tests)                                                                             \
