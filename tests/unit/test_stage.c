@@ -15,41 +15,24 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
+	char *src, *pack;
 	stg_pack_info info;
-	stg_cache *c;
-	ut_log log;
 } fx;
-
-static void fill(const char *dir, const char *name, size_t len, uint64_t seed)
-{
-	uint8_t *b = ut_malloc(len + 1);
-	ut_fill(b, len, seed);
-	ut_write(dir, name, b, len);
-	free(b);
-}
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 2);
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0755);
 	ut_mkdir(f->src, "a");
 	ut_mkdir(f->src, "b");
-	fill(f->src, "a/one", 100000, 1);
-	fill(f->src, "a/two", 3000, 2);
-	fill(f->src, "b/big", 300000, 3);
+	ut_fill_file(f->src, "a/one", 100000, 1);
+	ut_fill_file(f->src, "a/two", 3000, 2);
+	ut_fill_file(f->src, "b/big", 300000, 3);
 	ut_write(f->src, "top", "top\n", 4);
-	char *l = ut_join(f->src, "link");
-	assert_int_equal(symlink("a/one", l), 0);
-	free(l);
+	ut_symlink(f->src, "link", "a/one");
 	f->pack = ut_join(f->dir, "set.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
@@ -60,48 +43,21 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->src);
 	free(f->pack);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static stg_err stage(fx *f, const char *src, const char *dest, stg_stage_opts *o,
                      stg_stage_result *r)
 {
-	stg_stage_opts def;
-	if (!o) {
-		stg_stage_opts_init(&def);
-		o = &def;
-	}
-	o->dest = dest;
-	if (!o->owner)
-		o->owner = "job-1";
-	return stg_stage(f->ctx, f->c, src, o, r);
-}
-
-static void same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	uint8_t *pa = ut_read(a, &la), *pb = ut_read(b, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(pa, pb, la);
-	free(pa);
-	free(pb);
+	return ut_stage(f->ctx, f->c, src, dest, o, r);
 }
 
 static void same_files(fx *f, const char *staged, const char *const *names, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		char *a = ut_join(f->src, names[i]), *b = ut_join(staged, names[i]);
-		same_file(a, b);
-		free(a);
-		free(b);
-	}
+	for (size_t i = 0; i < n; i++)
+		ut_same_in(f->src, staged, names[i]);
 }
 
 static const char *const all_files[] = {"a/one", "a/two", "b/big", "top"};
@@ -304,13 +260,7 @@ static void test_damaged_pack(void **state)
 {
 	fx *f = *state;
 	/* a byte flipped in the middle of the frames */
-	int fd = open(f->pack, O_RDWR);
-	uint8_t b;
-	off_t off = (off_t)(f->info.data_size / 2);
-	assert_int_equal(pread(fd, &b, 1, off), 1);
-	b ^= 0x40;
-	assert_int_equal(pwrite(fd, &b, 1, off), 1);
-	close(fd);
+	ut_flip(f->pack, (off_t)(f->info.data_size / 2), 0x40);
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_ECORRUPT);
@@ -357,11 +307,7 @@ static void test_bad_sources(void **state)
 	ut_write(f->dir, "taken", "mine", 4);
 	char *taken = ut_join(f->dir, "taken");
 	assert_int_equal(stage(f, f->pack, taken, NULL, &r), STG_EEXIST);
-	size_t len;
-	uint8_t *b = ut_read(taken, &len);
-	assert_int_equal(len, 4);
-	assert_memory_equal(b, "mine", 4);
-	free(b);
+	ut_content_is(f->dir, "taken", "mine");
 	free(taken);
 	free(fifo);
 	free(missing);
@@ -419,8 +365,8 @@ static void test_delta(void **state)
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_OK);
 	stg_stage_result_free(&r);
-	fill(f->src, "a/three", 5000, 4);
-	fill(f->src, "b/big", 300000, 5);
+	ut_fill_file(f->src, "a/three", 5000, 4);
+	ut_fill_file(f->src, "b/big", 300000, 5);
 	char *v2 = ut_join(f->dir, "set-v2.tar.zst");
 	stg_pack_opts po;
 	stg_pack_opts_init(&po);
@@ -488,9 +434,8 @@ static void *stage_bg(void *arg)
 	stg_ctx *ctx = stg_ctx_new();
 	stg_stage_opts o;
 	stg_stage_opts_init(&o);
-	o.dest = b->dest;
 	o.owner = "job-2";
-	b->err = stg_stage(ctx, b->f->c, b->f->pack, &o, &b->r);
+	b->err = ut_stage(ctx, b->f->c, b->f->pack, b->dest, &o, &b->r);
 	stg_ctx_free(ctx);
 	return NULL;
 }
@@ -505,12 +450,8 @@ static void test_wait_for_builder(void **state)
 	mkdir(other, 0700);
 	stg_cache *oc = ut_cache(f->ctx, other, NULL);
 	char *d0 = ut_join(f->dir, "d0");
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
-	o.dest = d0;
-	o.owner = "job-1";
 	stg_stage_result r;
-	assert_int_equal(stg_stage(f->ctx, oc, f->pack, &o, &r), STG_OK);
+	assert_int_equal(ut_stage(f->ctx, oc, f->pack, d0, NULL, &r), STG_OK);
 	stg_stage_result_free(&r);
 	char hex[STG_DIGEST_HEXLEN + 1];
 	stg_digest_hex(f->info.digest, hex);

@@ -12,13 +12,16 @@
 
 #include <cmocka.h>
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -235,6 +238,76 @@ static inline void ut_link_is(const char *path, const char *want)
 	assert_string_equal(buf, want);
 }
 
+/* Tree b holds what tree a holds: names, types and modes, the contents and
+ * mtimes of files, link targets; exact: also every size and the mtimes of
+ * directories, and nothing more in b. */
+static inline void ut_tree_holds(const char *a, const char *b, bool exact)
+{
+	DIR *d = opendir(a);
+	assert_non_null(d);
+	struct dirent *de;
+	size_t n = 0;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		n++;
+		char *pa = ut_join(a, de->d_name), *pb = ut_join(b, de->d_name);
+		struct stat sa, sb;
+		assert_int_equal(lstat(pa, &sa), 0);
+		if (lstat(pb, &sb))
+			fail_msg("'%s' missing", pb);
+		assert_int_equal(sa.st_mode, sb.st_mode);
+		if (exact)
+			assert_int_equal(sa.st_size, sb.st_size);
+		if (S_ISREG(sa.st_mode) || (exact && S_ISDIR(sa.st_mode))) {
+			assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
+			assert_int_equal(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec);
+		}
+		if (S_ISDIR(sa.st_mode)) {
+			ut_tree_holds(pa, pb, exact);
+		} else if (S_ISREG(sa.st_mode)) {
+			ut_same_file(pa, pb);
+		} else {
+			char ta[256] = {0}, tb[256] = {0};
+			assert_true(readlink(pa, ta, sizeof ta - 1) > 0);
+			assert_true(readlink(pb, tb, sizeof tb - 1) > 0);
+			assert_string_equal(ta, tb);
+		}
+		free(pa);
+		free(pb);
+	}
+	closedir(d);
+	if (!exact)
+		return;
+	d = opendir(b);
+	assert_non_null(d);
+	size_t m = 0;
+	while ((de = readdir(d)))
+		m += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+	closedir(d);
+	assert_int_equal(n, m);
+}
+
+/* No name of ours (.stager-*) in dir; deep: nor below it. */
+static inline void ut_no_temporaries(const char *dir, bool deep)
+{
+	DIR *d = opendir(dir);
+	assert_non_null(d);
+	struct dirent *de;
+	while ((de = readdir(d))) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (!strncmp(de->d_name, ".stager-", 8))
+			fail_msg("'%s/%s' left", dir, de->d_name);
+		if (deep && de->d_type == DT_DIR) {
+			char *p = ut_join(dir, de->d_name);
+			ut_no_temporaries(p, true);
+			free(p);
+		}
+	}
+	closedir(d);
+}
+
 /* Flip the bits of mask in the byte at off of the file path (again: undone). */
 static inline void ut_flip(const char *path, off_t off, uint8_t mask)
 {
@@ -280,6 +353,43 @@ static inline void ut_kill(pid_t *child)
 		waitpid(*child, NULL, 0);
 	}
 	*child = 0;
+}
+
+/* A thread that rewrites the byte at off of path every us microseconds
+ * (a file changing while it is read) from ut_writer_start to ut_writer_stop. */
+typedef struct ut_writer {
+	char *path;
+	off_t off;
+	long us;
+	volatile int stop;
+	pthread_t th;
+} ut_writer;
+
+static inline void *ut_writer_run(void *arg)
+{
+	ut_writer *w = arg;
+	int fd = open(w->path, O_WRONLY);
+	uint8_t b = 0;
+	while (!w->stop) {
+		b++;
+		pwrite(fd, &b, 1, w->off);
+		struct timespec ts = {0, w->us * 1000};
+		nanosleep(&ts, NULL);
+	}
+	close(fd);
+	return NULL;
+}
+
+static inline void ut_writer_start(ut_writer *w)
+{
+	w->stop = 0;
+	assert_int_equal(pthread_create(&w->th, NULL, ut_writer_run, w), 0);
+}
+
+static inline void ut_writer_stop(ut_writer *w)
+{
+	w->stop = 1;
+	pthread_join(w->th, NULL);
 }
 
 /* The warnings (and other messages) of a context, in one buffer. */
