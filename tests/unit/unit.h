@@ -345,6 +345,38 @@ static inline stg_err ut_stage(stg_ctx *ctx, stg_cache *c, const char *src, cons
 	return stg_stage(ctx, c, src, o, r);
 }
 
+/* Write the executable script dir/name (a fake command). */
+static inline void ut_script(const char *dir, const char *name, const char *text)
+{
+	ut_write(dir, name, text, strlen(text));
+	char *p = ut_join(dir, name);
+	assert_int_equal(chmod(p, 0755), 0);
+	free(p);
+}
+
+/* Set PATH to path, or put dir first in it (path NULL); the old PATH
+ * (malloc'ed) for ut_path_restore. */
+static inline char *ut_path_set(const char *path, const char *dir)
+{
+	char *old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	if (path) {
+		setenv("PATH", path, 1);
+		return old;
+	}
+	char *p = ut_malloc(strlen(dir) + strlen(old) + 2);
+	sprintf(p, "%s:%s", dir, old);
+	setenv("PATH", p, 1);
+	free(p);
+	return old;
+}
+
+/* Set PATH back to old (from ut_path_set), and free it. */
+static inline void ut_path_restore(char *old)
+{
+	setenv("PATH", old, 1);
+	free(old);
+}
+
 /* Kill *child (if any) and wait for it; *child becomes 0. */
 static inline void ut_kill(pid_t *child)
 {
