@@ -377,6 +377,34 @@ static inline void ut_path_restore(char *old)
 	free(old);
 }
 
+/* Fork a child that runs fn(arg) (takes a lock, say) and then lives on for
+ * hold seconds (0: until killed); *child is set at once (ut_kill, should
+ * the test fail); returns once fn has returned 0 in the child. */
+static inline void ut_child(pid_t *child, int (*fn)(void *), void *arg, double hold)
+{
+	int p[2];
+	assert_int_equal(pipe(p), 0);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		if (fn(arg) || write(p[1], "x", 1) != 1)
+			_exit(1);
+		if (hold > 0) {
+			struct timespec ts = {(time_t)hold,
+			                      (long)((hold - (double)(time_t)hold) * 1e9)};
+			nanosleep(&ts, NULL);
+		} else {
+			pause();
+		}
+		_exit(0);
+	}
+	*child = pid;
+	close(p[1]);
+	char x;
+	assert_int_equal(read(p[0], &x, 1), 1);
+	close(p[0]);
+}
+
 /* Kill *child (if any) and wait for it; *child becomes 0. */
 static inline void ut_kill(pid_t *child)
 {
