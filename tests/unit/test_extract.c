@@ -13,18 +13,16 @@
 #include <errno.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
+	char *src, *pack;
 	stg_pack_info info;
 	stg_pack *p;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 2);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0750);
 	ut_mkdir(f->src, "a");
@@ -33,20 +31,13 @@ static int setup(void **state)
 	ut_write(f->src, "a/one", "one\n", 4);
 	ut_write(f->src, "a/sub/two", "two\n", 4);
 	ut_write(f->src, "b/empty", "", 0);
-	uint8_t *big = ut_malloc(400000);
-	ut_fill(big, 400000, 5);
-	ut_write(f->src, "b/big", big, 400000);
-	free(big);
+	ut_fill_file(f->src, "b/big", 400000, 5);
 	ut_write(f->src, "suid", "#!/bin/sh\n", 10);
-	char *s = ut_join(f->src, "suid"), *h = ut_join(f->src, "hard"),
-	     *o = ut_join(f->src, "a/one"), *l = ut_join(f->src, "link");
+	char *s = ut_join(f->src, "suid");
 	chmod(s, 04755);
-	assert_int_equal(link(o, h), 0);
-	assert_int_equal(symlink("a/one", l), 0);
 	free(s);
-	free(h);
-	free(o);
-	free(l);
+	ut_hardlink(f->src, "hard", "a/one");
+	ut_symlink(f->src, "link", "a/one");
 	f->pack = ut_join(f->dir, "p.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	assert_int_equal(stg_pack_open(f->ctx, f->pack, &f->p), STG_OK);
@@ -58,13 +49,9 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	stg_pack_close(f->p);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->src);
 	free(f->pack);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* The selected paths, sorted, as one string. */
