@@ -71,7 +71,7 @@ static void test_open(void **state)
 static void test_open_user(void **state)
 {
 	fx *f = *state;
-	char *user = getenv("USER") ? strdup(getenv("USER")) : NULL;
+	char *user = ut_env_save("USER");
 	setenv("USER", "unit-user", 1);
 	char *pattern = ut_join(f->dir, "shared/$USER/stager");
 	stg_cache *c;
@@ -111,11 +111,7 @@ static void test_open_user(void **state)
 	free(mine);
 	free(want);
 	free(pattern);
-	if (user)
-		setenv("USER", user, 1);
-	else
-		unsetenv("USER");
-	free(user);
+	ut_env_restore("USER", user);
 }
 
 static void test_open_refused(void **state)
@@ -265,11 +261,9 @@ static void test_owners(void **state)
 	assert_true(stg__owner_alive(&oc, "pid-x"));
 	assert_false(stg__owner_alive(&oc, "pid-1-0"));
 	/* a job, with no squeue to ask: kept */
-	char *path = strdup(getenv("PATH"));
-	setenv("PATH", "/nonexistent", 1);
+	char *path = ut_path_set("/nonexistent", NULL);
 	assert_true(stg__owner_alive(&oc, "job-12345"));
-	setenv("PATH", path, 1);
-	free(path);
+	ut_path_restore(path);
 	/* answers are remembered for the operation */
 	size_t n = oc.n;
 	assert_true(stg__owner_alive(&oc, me));

@@ -25,7 +25,7 @@ typedef struct fx {
 static int setup(void **state)
 {
 	fx *f = ut_fx_new(sizeof *f);
-	f->home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	f->home = ut_env_save("HOME");
 	unsetenv(STG_TEST_FAULTS_ENV);
 	ut_mkdir(f->dir, "dest");
 	receiver *rc = &f->rc;
@@ -45,10 +45,7 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	ut_kill(&f->child);
-	if (f->home)
-		setenv("HOME", f->home, 1);
-	else
-		unsetenv("HOME");
+	ut_env_restore("HOME", f->home);
 	unsetenv(STG_TEST_FAULTS_ENV);
 	receiver *rc = &f->rc;
 	if (rc->rec >= 0)
@@ -58,7 +55,6 @@ static int teardown(void **state)
 	free(rc->rec_name);
 	free(rc->dir);
 	free(rc->shown);
-	free(f->home);
 	return ut_teardown(state);
 }
 

@@ -354,27 +354,44 @@ static inline void ut_script(const char *dir, const char *name, const char *text
 	free(p);
 }
 
-/* Set PATH to path, or put dir first in it (path NULL); the old PATH
- * (malloc'ed) for ut_path_restore. */
+/* The value of the environment variable name (malloc'ed; NULL: unset),
+ * for ut_env_restore. */
+static inline char *ut_env_save(const char *name)
+{
+	return getenv(name) ? strdup(getenv(name)) : NULL;
+}
+
+/* Set name back to old (from ut_env_save; NULL: unset it), and free old. */
+static inline void ut_env_restore(const char *name, char *old)
+{
+	if (old)
+		setenv(name, old, 1);
+	else
+		unsetenv(name);
+	free(old);
+}
+
+/* Set PATH to path, or put dir first in it (path NULL); the old PATH for
+ * ut_path_restore. */
 static inline char *ut_path_set(const char *path, const char *dir)
 {
-	char *old = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
+	char *old = ut_env_save("PATH");
 	if (path) {
 		setenv("PATH", path, 1);
 		return old;
 	}
-	char *p = ut_malloc(strlen(dir) + strlen(old) + 2);
-	sprintf(p, "%s:%s", dir, old);
+	const char *rest = old ? old : "/usr/bin:/bin";
+	char *p = ut_malloc(strlen(dir) + strlen(rest) + 2);
+	sprintf(p, "%s:%s", dir, rest);
 	setenv("PATH", p, 1);
 	free(p);
 	return old;
 }
 
-/* Set PATH back to old (from ut_path_set), and free it. */
+/* Set PATH back to old (from ut_path_set), and free old. */
 static inline void ut_path_restore(char *old)
 {
-	setenv("PATH", old, 1);
-	free(old);
+	ut_env_restore("PATH", old);
 }
 
 /* Fork a child that runs fn(arg) (takes a lock, say) and then lives on for
