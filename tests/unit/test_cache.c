@@ -162,10 +162,8 @@ static void test_job_tmpdir(void **state)
 	setenv("SLURM_TMPDIR", "relative", 1);
 	assert_null(stg_job_tmpdir(f->c, NULL));
 	unsetenv("SLURM_TMPDIR");
-	stg_cache_close(f->c);
 	/* another variable counts only inside a job */
-	const char *set[] = {"job_tmpdir_var", "JOB_SCRATCH", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(f, (const char *const[]){"job_tmpdir_var", "JOB_SCRATCH", NULL});
 	setenv("JOB_SCRATCH", "/local/js", 1);
 	assert_null(stg_job_tmpdir(f->c, &var));
 	assert_string_equal(var, "JOB_SCRATCH");

@@ -269,9 +269,7 @@ static void test_all_and_older(void **state)
 static void test_quota(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "30000", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "30000", NULL});
 	scene(f);
 	/* 50000 in entries: least recently used unpinned ones go until it
 	 * fits: 3 (oldest) and 2 (its pin is dead); 5 is pinned */
@@ -357,9 +355,7 @@ static void test_keep_days(void **state)
 	assert_true(exists(f, "kept/new-out.99999999999"));
 	assert_true(reported(f, "kept", "kept/old-out.1000"));
 	/* keep_days 0: never */
-	stg_cache_close(f->c);
-	const char *set[] = {"keep_days", "0", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"keep_days", "0", NULL});
 	mkdir_root(f, "kept/older.1000");
 	assert_int_equal(stg_clean(f->ctx, f->c, NULL, report, f, NULL), STG_OK);
 	assert_true(exists(f, "kept/older.1000"));

@@ -14,10 +14,7 @@
 #include <pthread.h>
 #include <time.h>
 
-typedef struct fx {
-	UT_FX;
-	char *src, *dest;
-} fx;
+typedef ut_fx fx;
 
 static void set_mtime(const char *dir, const char *name, time_t t)
 {
@@ -51,14 +48,6 @@ static int setup(void **state)
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	*state = f;
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	free(f->src);
-	free(f->dest);
-	return ut_teardown(state);
 }
 
 static stg_err collect(fx *f, int pack, stg_collect_result *r)
@@ -364,7 +353,7 @@ static void test_leftovers(void **state)
 	free(col);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_incremental), T(test_pack),     T(test_errors),
         T(test_private),     T(test_changing), T(test_leftovers),

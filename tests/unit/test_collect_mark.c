@@ -13,7 +13,7 @@
 
 typedef struct fx {
 	UT_FX;
-	char *dest, *bin, *old_path;
+	char *bin, *old_path;
 	int destfd;
 } fx;
 
@@ -39,7 +39,6 @@ static int teardown(void **state)
 	fx *f = *state;
 	ut_path_restore(f->old_path);
 	close(f->destfd);
-	free(f->dest);
 	free(f->bin);
 	return ut_teardown(state);
 }

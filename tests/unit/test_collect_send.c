@@ -11,7 +11,6 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *dest;
 	collector *k;
 	stg_collect_result res;
 	stg_collect_opts o;
@@ -49,8 +48,6 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	ut_collector_free(f->k);
-	free(f->src);
-	free(f->dest);
 	return ut_teardown(state);
 }
 

@@ -14,7 +14,6 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *pack;
 	stg_pack_info info;
 	stg_pack *p;
 } fx;
@@ -49,8 +48,6 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	stg_pack_close(f->p);
-	free(f->src);
-	free(f->pack);
 	return ut_teardown(state);
 }
 

@@ -11,7 +11,7 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *pack, *local;
+	char *local;
 	stg_pack_info info;
 } fx;
 
@@ -34,8 +34,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	free(f->src);
-	free(f->pack);
 	free(f->local);
 	return ut_teardown(state);
 }
@@ -106,9 +104,7 @@ static void test_refused(void **state)
 static void test_no_room(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "100K", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "100K", NULL});
 	uint8_t digest[STG_DIGEST_LEN];
 	uint64_t bytes;
 	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes),

@@ -9,7 +9,6 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *pack;
 	stg_pack *p;
 	int datafd;
 } fx;
@@ -44,8 +43,6 @@ static int teardown(void **state)
 	fx *f = *state;
 	close(f->datafd);
 	stg_pack_close(f->p);
-	free(f->src);
-	free(f->pack);
 	return ut_teardown(state);
 }
 

@@ -4,10 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 
-typedef struct fx {
-	UT_FX;
-	char *src;
-} fx;
+typedef ut_fx fx;
 
 /* src: a tree with nested dirs, an empty dir, an empty file, a file
  * spanning several 64 KiB frames, a symlink, a hardlink and a read-only
@@ -40,13 +37,6 @@ static int setup(void **state)
 	free(h2);
 	*state = f;
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	free(f->src);
-	return ut_teardown(state);
 }
 
 /* The tree packed (64 KiB frames) into name beside it. */
@@ -342,7 +332,7 @@ static void test_cancel(void **state)
 	free(out);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_round_trip),       T(test_deterministic), T(test_include), T(test_damage),
         T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),

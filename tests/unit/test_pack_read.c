@@ -11,7 +11,6 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *pack;
 	stg_pack_info info;
 	uint8_t *img;
 	size_t len;
@@ -37,8 +36,6 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	free(f->src);
-	free(f->pack);
 	free(f->img);
 	return ut_teardown(state);
 }

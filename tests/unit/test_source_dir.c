@@ -10,10 +10,7 @@
 #include <pthread.h>
 #include <time.h>
 
-typedef struct fx {
-	UT_FX;
-	char *src;
-} fx;
+typedef ut_fx fx;
 
 static int setup(void **state)
 {
@@ -33,13 +30,6 @@ static int setup(void **state)
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	*state = f;
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	free(f->src);
-	return ut_teardown(state);
 }
 
 static stg_err stage(fx *f, const char *dest, stg_stage_result *r)
@@ -187,7 +177,7 @@ static void test_changing_same_size(void **state)
 	free(dest);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_stage_dir),
         T(test_direct),

@@ -16,7 +16,6 @@
 
 typedef struct fx {
 	UT_FX;
-	char *src, *pack;
 	stg_pack_info info;
 } fx;
 
@@ -38,14 +37,6 @@ static int setup(void **state)
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	*state = f;
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	free(f->src);
-	free(f->pack);
-	return ut_teardown(state);
 }
 
 static stg_err stage(fx *f, const char *src, const char *dest, stg_stage_opts *o,
@@ -317,9 +308,7 @@ static void test_bad_sources(void **state)
 static void test_no_room(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "100K", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "100K", NULL});
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_ENOSPC);
@@ -499,7 +488,7 @@ static void test_wait_for_builder(void **state)
 	free(other);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_miss_then_hit), T(test_subset),      T(test_damaged_entry),
         T(test_damaged_pack),  T(test_bad_sources), T(test_no_room),

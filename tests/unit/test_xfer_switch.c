@@ -106,10 +106,7 @@ static stg_err transfer(const char *dir, const char *dest, bool pack, bool repla
 	return err;
 }
 
-typedef struct fx {
-	UT_FX;
-	char *src, *dest;
-} fx;
+typedef ut_fx fx;
 
 static int setup(void **state)
 {
@@ -128,14 +125,6 @@ static int setup(void **state)
 	ut_hardlink(f->src, "hard", "small");
 	*state = f;
 	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	free(f->src);
-	free(f->dest);
-	return ut_teardown(state);
 }
 
 /* a/name and b/name: the same bytes, mode and mtime (to the second). */
@@ -324,7 +313,7 @@ static void test_sender_missing(void **state)
 	free(missing);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_whole_then_nothing), T(test_pack), T(test_cut), T(test_check),
         T(test_sender_missing),

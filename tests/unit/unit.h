@@ -497,9 +497,10 @@ static inline stg_ctx *ut_ctx(int threads)
 
 /* The fields of ut_fx (see UT_FX). */
 #define UT_FX_FIELDS                                                                               \
-	stg_ctx *ctx; /* logs into log */                                                          \
-	char *dir;    /* a fresh temporary directory */                                            \
-	stg_cache *c; /* a cache in dir (ut_setup_cache), or NULL */                               \
+	stg_ctx *ctx;            /* logs into log */                                               \
+	char *dir;               /* a fresh temporary directory */                                 \
+	stg_cache *c;            /* a cache in dir (ut_setup_cache), or NULL */                    \
+	char *src, *dest, *pack; /* paths a test may set (malloc'ed), freed with the rest */       \
 	ut_log log
 
 /* The fixture most tests share: Slurm's variables unset, a context whose
@@ -527,10 +528,14 @@ static inline void ut_fx_init(ut_fx *f)
 	f->dir = ut_tmpdir();
 }
 
-/* Undo ut_fx_init (and close c): dir removed, Slurm's variables unset. */
+/* Undo ut_fx_init (close c, free src, dest and pack): dir removed, Slurm's
+ * variables unset. */
 static inline void ut_fx_fini(ut_fx *f)
 {
 	stg_cache_close(f->c);
+	free(f->src);
+	free(f->dest);
+	free(f->pack);
 	ut_rmtree(f->dir);
 	free(f->dir);
 	stg_ctx_free(f->ctx);
@@ -554,11 +559,18 @@ static inline int ut_setup(void **state)
 	return 0;
 }
 
+/* f's cache (closed if open) opened again with settings (ut_cache). */
+static inline void ut_fx_cache(ut_fx *f, const char *const *settings)
+{
+	stg_cache_close(f->c);
+	f->c = ut_cache(f->ctx, f->dir, settings);
+}
+
 /* cmocka setup: a ut_fx with a cache in dir (ut_cache, no settings). */
 static inline int ut_setup_cache(void **state)
 {
 	ut_fx *f = ut_fx_new(sizeof *f);
-	f->c = ut_cache(f->ctx, f->dir, NULL);
+	ut_fx_cache(f, NULL);
 	*state = f;
 	return 0;
 }
