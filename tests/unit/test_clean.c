@@ -93,8 +93,7 @@ static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(rel, sizeof rel, fmt, ap);
 	va_end(ap);
-	struct stat st;
-	return fstatat(f->c->rootfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return ut_exists_at(f->c->rootfd, rel);
 }
 
 /* Was the path (under the root) of the form fmt reported as what? */

@@ -63,8 +63,7 @@ static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt,
 	va_start(ap, fmt);
 	vsnprintf(name, sizeof name, fmt, ap);
 	va_end(ap);
-	struct stat st;
-	return fstatat(f->destfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return ut_exists_at(f->destfd, name);
 }
 
 static void test_marker(void **state)

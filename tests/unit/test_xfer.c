@@ -251,20 +251,9 @@ static stg_err transfer(bool push, const char *local, const char *path, stg_xfer
 static bool exists(const char *dir, const char *name)
 {
 	char *p = ut_join(dir, name);
-	struct stat st;
-	bool e = lstat(p, &st) == 0;
+	bool e = ut_exists_at(AT_FDCWD, p);
 	free(p);
 	return e;
-}
-
-static void assert_same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	uint8_t *pa = ut_read(a, &la), *pb = ut_read(b, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(pa, pb, la);
-	free(pa);
-	free(pb);
 }
 
 static void test_push_pull(void **state)
@@ -285,7 +274,7 @@ static void test_push_pull(void **state)
 	assert_int_equal(r.files, 2);
 	assert_int_equal(r.whole_files, 2);
 	char *a = ut_join(src, "d/big"), *b = ut_join(dst, "d/big");
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	/* a change in the middle: a delta, much smaller than the file */
 	memcpy(buf + 300000, "changed!", 8);
 	ut_write(src, "d/big", buf, big);
@@ -293,15 +282,15 @@ static void test_push_pull(void **state)
 	assert_int_equal(r.delta_files, 1);
 	assert_int_equal(r.reused_files, 1);
 	assert_true(r.wire_out < big / 10);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	/* and back */
 	assert_int_equal(transfer(false, back, dst, &r), STG_OK);
 	char *c = ut_join(back, "d/big");
-	assert_same_file(a, c);
+	ut_same_file(a, c);
 	/* a push of what is not there */
 	char *missing = ut_join(root, "missing");
 	assert_int_equal(transfer(true, missing, dst, &r), STG_ENOENT);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	ut_rmtree(root);
 	free(buf);
 	free(a);
@@ -375,10 +364,10 @@ static void test_no_exchange(void **state)
 	stg_xfer_result r;
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	char *a = ut_join(src, "a"), *b = ut_join(dst, "a");
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	ut_write(src, "a", "two!\n", 5);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	assert_false(exists(root, ".stager-partial.dst"));
 	/* a switch cut between its renames: the old version is put back */
@@ -391,13 +380,13 @@ static void test_no_exchange(void **state)
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	assert_int_equal(r.delta_files + r.whole_files, 0); /* resumed */
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	/* a directory of that name that stager did not move there stays */
 	assert_int_equal(rename(dst, old), 0);
 	ut_write(src, "a", "four\n", 5);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	/* and is in the way of the next switch, which replaces nothing */
 	ut_write(src, "a", "five!\n", 6);
@@ -432,24 +421,24 @@ static void test_interrupted_removal(void **state)
 	ut_write(src, "a", "two!\n", 5);
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-remove", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	ut_write(src, "a", "three\n", 6);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK); /* no --replace needed */
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	/* killed between the second rename and the record's write: DEST is
 	 * the new version, not yet named, so --replace; never "in the way" */
 	ut_write(src, "a", "four\n", 5);
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-published", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	ut_write(src, "a", "five!\n", 6);
 	assert_int_equal(transfer_r(true, true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	/* an old version whose new one is not at DEST stays */
@@ -620,7 +609,7 @@ static void test_signatures(void **state)
 	print_message("# signatures and wants: %llu bytes\n", (unsigned long long)r.wire_in);
 	assert_true(r.wire_in < 40000);
 	char *a = ut_join(src, "big"), *b = ut_join(dst, "big");
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	ut_rmtree(root);
 	free(a);
 	free(b);

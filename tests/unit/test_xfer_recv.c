@@ -261,12 +261,6 @@ static void test_resume_name_taken(void **state)
 	assert_false(f->rc.r[0].resumable);
 }
 
-static bool exists_at(int dfd, const char *p)
-{
-	struct stat st;
-	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 static void test_clean_partial(void **state)
 {
 	fx *f = *state;
@@ -308,18 +302,18 @@ static void test_clean_partial(void **state)
 	f->rc.part = open(part, O_RDONLY | O_DIRECTORY);
 	assert_int_equal(stg__recv_clean_partial(&f->rc), STG_OK);
 	int p = f->rc.part;
-	assert_true(exists_at(p, "d"));
-	assert_true(exists_at(p, "d/big"));
-	assert_true(exists_at(p, data));
-	assert_true(exists_at(p, rec));
-	assert_false(exists_at(p, odata));
-	assert_false(exists_at(p, orec));
-	assert_false(exists_at(p, "d/was-dir"));
-	assert_false(exists_at(p, "d/was-file"));
-	assert_false(exists_at(p, "stale"));
-	assert_false(exists_at(p, "stale-dir"));
-	assert_false(exists_at(p, "link"));
-	assert_false(exists_at(p, "d/escape"));
+	assert_true(ut_exists_at(p, "d"));
+	assert_true(ut_exists_at(p, "d/big"));
+	assert_true(ut_exists_at(p, data));
+	assert_true(ut_exists_at(p, rec));
+	assert_false(ut_exists_at(p, odata));
+	assert_false(ut_exists_at(p, orec));
+	assert_false(ut_exists_at(p, "d/was-dir"));
+	assert_false(ut_exists_at(p, "d/was-file"));
+	assert_false(ut_exists_at(p, "stale"));
+	assert_false(ut_exists_at(p, "stale-dir"));
+	assert_false(ut_exists_at(p, "link"));
+	assert_false(ut_exists_at(p, "d/escape"));
 	char *keep = ut_join(outside, "keep");
 	assert_int_equal(access(keep, F_OK), 0);
 	struct stat st;

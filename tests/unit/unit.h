@@ -186,6 +186,13 @@ static inline void ut_hardlink(const char *dir, const char *name, const char *ex
 	free(e);
 }
 
+/* Is there a path (a link not followed) under the directory dfd? */
+static inline bool ut_exists_at(int dfd, const char *path)
+{
+	struct stat st;
+	return fstatat(dfd, path, &st, AT_SYMLINK_NOFOLLOW) == 0;
+}
+
 /* A whole file as a string (malloc'ed, NUL-terminated). */
 static inline char *ut_read_text(const char *path)
 {
