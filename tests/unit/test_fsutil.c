@@ -9,14 +9,13 @@
 #include <limits.h>
 
 typedef struct fx {
-	char *dir;
+	UT_FX;
 	int dfd;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
 	if (f->dfd < 0)
 		return -1;
@@ -28,10 +27,7 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	close(f->dfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void symlink_at(int dfd, const char *target, const char *p)

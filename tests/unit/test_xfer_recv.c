@@ -70,8 +70,7 @@ static void mf_end(mf *m, uint64_t count)
 }
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
+	UT_FX;
 	mf m;
 	uint8_t *img;
 	size_t img_len;
@@ -81,10 +80,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->rc.part = -1;
 	mf_begin(&f->m, f->ctx, f->dir);
 	*state = f;
@@ -122,11 +118,7 @@ static int teardown(void **state)
 	stg__wire_free(&f->m.w);
 	close(f->m.fd);
 	free(f->m.path);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* Read the stream written so far with a fresh receiver. */

@@ -11,8 +11,7 @@
 #include <sys/wait.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
+	UT_FX;
 	int dfd;
 	char boot[XFER_BOOT];
 	uint8_t *buf;
@@ -20,9 +19,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
 	stg__boot_id(f->boot);
 	f->buf = ut_malloc(XFER_BLOCK);
@@ -34,12 +31,8 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	close(f->dfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->buf);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void test_names(void **state)
@@ -209,25 +202,31 @@ static void test_cut_and_reboot(void **state)
 	free(d);
 }
 
+/* A partial copy of path, len bytes of data, closed as cut (kept); the
+ * names of the copy and its record. */
+static void cut_copy(fx *f, const char *path, const uint8_t *data, size_t len,
+                     char name[XFER_RNAME], char rec[XFER_RNAME])
+{
+	stg_rfile rf;
+	assert_int_equal(stg__rfile_open(&rf, f->dfd, path, 0, f->boot), 0);
+	assert_int_equal(stg__rfile_write(&rf, data, len), 0);
+	snprintf(name, XFER_RNAME, "%s", rf.name);
+	snprintf(rec, XFER_RNAME, "%s", rf.rec);
+	stg__rfile_close(&rf, true);
+}
+
 static void test_untrusted(void **state)
 {
 	fx *f = *state;
 	stg_rfile rf;
 	uint8_t data[5000];
 	ut_fill(data, sizeof data, 1);
-	assert_int_equal(stg__rfile_open(&rf, f->dfd, "p", 0, f->boot), 0);
-	assert_int_equal(stg__rfile_write(&rf, data, sizeof data), 0);
 	char name[XFER_RNAME], rec[XFER_RNAME];
-	snprintf(name, sizeof name, "%s", rf.name);
-	snprintf(rec, sizeof rec, "%s", rf.rec);
-	stg__rfile_close(&rf, true);
+	cut_copy(f, "p", data, sizeof data, name, rec);
 	/* a record with a byte changed: nothing offered, both removed */
-	int fd = openat(f->dfd, rec, O_RDWR);
-	uint8_t b;
-	pread(fd, &b, 1, 50);
-	b ^= 1;
-	pwrite(fd, &b, 1, 50);
-	close(fd);
+	char *rp = ut_join(f->dir, rec);
+	ut_flip(rp, 50, 1);
+	free(rp);
 	uint64_t off;
 	XXH128_hash_t h;
 	assert_int_equal(offer(f, "p", sizeof data, f->boot, &off, &h), STG_OK);
@@ -262,14 +261,10 @@ static void test_untrusted(void **state)
 static void test_cancel(void **state)
 {
 	fx *f = *state;
-	stg_rfile rf;
 	uint8_t data[5000];
 	ut_fill(data, sizeof data, 2);
-	assert_int_equal(stg__rfile_open(&rf, f->dfd, "c", 0, f->boot), 0);
-	assert_int_equal(stg__rfile_write(&rf, data, sizeof data), 0);
-	char name[XFER_RNAME];
-	snprintf(name, sizeof name, "%s", rf.name);
-	stg__rfile_close(&rf, true);
+	char name[XFER_RNAME], rec[XFER_RNAME];
+	cut_copy(f, "c", data, sizeof data, name, rec);
 	stg_cancel(f->ctx);
 	uint64_t off;
 	XXH128_hash_t h;
