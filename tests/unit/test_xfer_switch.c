@@ -24,8 +24,7 @@ typedef struct sender {
 static void *send_thread(void *arg)
 {
 	sender *s = arg;
-	stg_ctx *ctx = stg_ctx_new();
-	stg_set_threads(ctx, 2);
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wire w;
 	memset(&s->res, 0, sizeof s->res);
 	s->err = stg__wire_init(&w, ctx, s->in, s->out);
@@ -84,8 +83,7 @@ static stg_err transfer(const char *dir, const char *dest, bool pack, bool repla
 	}
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, send_thread, &s), 0);
-	stg_ctx *ctx = stg_ctx_new();
-	stg_set_threads(ctx, 2);
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wire w;
 	assert_int_equal(stg__wire_init(&w, ctx, to_recv[0], to_send[1]), STG_OK);
 	memset(res, 0, sizeof *res);
