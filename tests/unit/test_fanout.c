@@ -113,18 +113,25 @@ static void test_no_room(void **state)
 	ut_no_temporaries(f->dir, false);
 }
 
+/* Stage the pack to dest from the copy (NULL: none) of the pack with digest. */
+static stg_err stage_copy(fx *f, const char *copy, const uint8_t *digest, const char *dest,
+                          stg_stage_result *r)
+{
+	stg_stage_opts o;
+	stg_stage_opts_init(&o);
+	o.from_copy = copy;
+	o.from_copy_digest = digest;
+	return ut_stage(f->ctx, f->c, f->pack, dest, &o, r);
+}
+
 static void test_stage_from_copy(void **state)
 {
 	fx *f = *state;
 	uint8_t digest[STG_DIGEST_LEN];
 	copy_local(f, digest);
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
-	o.from_copy = f->local;
-	o.from_copy_digest = digest;
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
-	assert_int_equal(ut_stage(f->ctx, f->c, f->pack, dest, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, f->local, digest, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 0);
 	assert_int_equal(r.source_bytes, 0); /* nothing of the shared FS read */
 	assert_memory_equal(r.digest, f->info.digest, STG_DIGEST_LEN);
@@ -133,9 +140,7 @@ static void test_stage_from_copy(void **state)
 	/* by digest alone: the entry is used without the source */
 	char *moved = ut_join(f->dir, "moved.tar.zst");
 	assert_int_equal(rename(f->pack, moved), 0);
-	stg_stage_opts_init(&o);
-	o.from_copy_digest = digest;
-	assert_int_equal(ut_stage(f->ctx, f->c, f->pack, dest, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, NULL, digest, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 1);
 	stg_stage_result_free(&r);
 	assert_int_equal(rename(moved, f->pack), 0);
@@ -150,13 +155,9 @@ static void test_stage_wrong_copy(void **state)
 	copy_local(f, digest);
 	/* a damaged copy: a warning, and the source read instead */
 	ut_flip(f->local, 500, 1);
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
-	o.from_copy = f->local;
-	o.from_copy_digest = digest;
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
-	assert_int_equal(ut_stage(f->ctx, f->c, f->pack, dest, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, f->local, digest, dest, &r), STG_OK);
 	assert_true(r.source_bytes > 0);
 	stg_stage_result_free(&r);
 	char want[4400];
@@ -170,9 +171,7 @@ static void test_stage_wrong_copy(void **state)
 	uint8_t other[STG_DIGEST_LEN];
 	memcpy(other, digest, sizeof other);
 	other[0] ^= 1;
-	stg_stage_opts_init(&o);
-	o.from_copy_digest = other;
-	assert_int_equal(ut_stage(f->ctx, f->c, f->pack, dest2, &o, &r), STG_ECORRUPT);
+	assert_int_equal(stage_copy(f, NULL, other, dest2, &r), STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(f->ctx), "the version the other nodes staged (was it "
 	                                           "replaced during the job?)"));
 	assert_int_equal(access(dest2, F_OK), -1);

@@ -190,13 +190,21 @@ static char *entry_file(fx *f, const char *name)
 	return strdup(p);
 }
 
-static void test_damaged_entry(void **state)
+/* The pack staged to dir/ds (returned), whole. */
+static char *staged(fx *f)
 {
-	fx *f = *state;
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_OK);
 	stg_stage_result_free(&r);
+	return dest;
+}
+
+static void test_damaged_entry(void **state)
+{
+	fx *f = *state;
+	char *dest = staged(f);
+	stg_stage_result r;
 	/* a byte changed, same size: the quick check of a warm stage does
 	 * not see it, verify does, and stages it again */
 	char *two = entry_file(f, "a/two");
@@ -350,10 +358,8 @@ static void test_copy(void **state)
 static void test_delta(void **state)
 {
 	fx *f = *state;
-	char *dest = ut_join(f->dir, "ds");
+	char *dest = staged(f);
 	stg_stage_result r;
-	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_OK);
-	stg_stage_result_free(&r);
 	ut_fill_file(f->src, "a/three", 5000, 4);
 	ut_fill_file(f->src, "b/big", 300000, 5);
 	char *v2 = ut_join(f->dir, "set-v2.tar.zst");
