@@ -240,17 +240,6 @@ static void test_building_blocks(void **state)
 	free(t);
 }
 
-static bool temporaries_in(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool found = false;
-	while ((de = readdir(d)))
-		found |= !strncmp(de->d_name, ".stager-", 8);
-	closedir(d);
-	return found;
-}
-
 static void test_damaged_frame(void **state)
 {
 	fx *f = *state;
@@ -283,7 +272,7 @@ static void test_damaged_frame(void **state)
 	if (!strstr(stg_errmsg(f->ctx), frame))
 		fail_msg("'%s' does not name %s", stg_errmsg(f->ctx), frame);
 	assert_int_equal(access(out, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	assert_int_equal(stg_verify(f->ctx, p), STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(f->ctx), frame));
 	/* a subset away from it: fine, every file it takes checked */
@@ -315,7 +304,7 @@ static void test_link_out(void **state)
 	char *out = ut_join(f->dir, "out");
 	assert_int_equal(stg_unpack(f->ctx, p, out, NULL, NULL), STG_ECORRUPT);
 	assert_int_equal(access(out, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	stg_pack_close(p);
 	free(out);
 	free(pk);
@@ -353,7 +342,7 @@ static void test_destinations(void **state)
 	stg_cancel(f->ctx);
 	assert_int_equal(stg_unpack(f->ctx, f->p, c, NULL, NULL), STG_EINTR);
 	assert_int_equal(access(c, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	free(c);
 	free(deep);
 	free(file);
