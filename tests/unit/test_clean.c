@@ -76,10 +76,7 @@ static void make_entry(fx *f, int i, uint64_t size, int64_t last_use)
 static __attribute__((format(printf, 2, 3))) void mkdir_root(fx *f, const char *fmt, ...)
 {
 	char rel[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	va_end(ap);
+	UT_VFMT(rel, fmt);
 	int rc = mkdirat(f->c->rootfd, rel, 0700);
 	if (rc && errno != EEXIST)
 		fail_msg("mkdir %s", rel);
@@ -89,10 +86,7 @@ static __attribute__((format(printf, 2, 3))) void mkdir_root(fx *f, const char *
 static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt, ...)
 {
 	char rel[512];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	va_end(ap);
+	UT_VFMT(rel, fmt);
 	return ut_exists_at(f->c->rootfd, rel);
 }
 
@@ -101,10 +95,7 @@ static __attribute__((format(printf, 3, 4))) bool reported(fx *f, const char *wh
                                                            ...)
 {
 	char rel[512], path[1024];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(rel, sizeof rel, fmt, ap);
-	va_end(ap);
+	UT_VFMT(rel, fmt);
 	snprintf(path, sizeof path, "%s/%s", stg_cache_root(f->c), rel);
 	for (int i = 0; i < f->n; i++)
 		if (!strcmp(f->items[i].what, what) && !strcmp(f->items[i].path, path))

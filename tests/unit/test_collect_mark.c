@@ -59,10 +59,7 @@ static void test_host(void **state)
 static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt, ...)
 {
 	char name[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
+	UT_VFMT(name, fmt);
 	return ut_exists_at(f->destfd, name);
 }
 
@@ -110,10 +107,7 @@ static int dead_pid(void)
 static __attribute__((format(printf, 2, 3))) void put(fx *f, const char *fmt, ...)
 {
 	char name[256];
-	va_list ap;
-	va_start(ap, fmt);
-	vsnprintf(name, sizeof name, fmt, ap);
-	va_end(ap);
+	UT_VFMT(name, fmt);
 	ut_write(f->dest, name, "t", 1);
 }
 

@@ -492,6 +492,16 @@ static inline void ut_log_fn(void *arg, stg_log_level level, const char *msg)
 	snprintf(l->text + used, sizeof l->text - used, "%s\n", msg);
 }
 
+/* In a function whose last parameters are fmt, ...: the array buf filled
+ * from them (vsnprintf). */
+#define UT_VFMT(buf, fmt)                                                                          \
+	do {                                                                                       \
+		va_list ap_;                                                                       \
+		va_start(ap_, fmt);                                                                \
+		vsnprintf(buf, sizeof buf, fmt, ap_);                                              \
+		va_end(ap_);                                                                       \
+	} while (0)
+
 /* A context (assert non-NULL) with threads worker threads (0: the default). */
 static inline stg_ctx *ut_ctx(int threads)
 {
