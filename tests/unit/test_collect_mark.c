@@ -132,22 +132,30 @@ static void test_sweep(void **state)
 	char *outside = ut_join(f->dir, "outside");
 	ut_write(f->dir, "outside", "keep", 4);
 	assert_int_equal(symlinkat(outside, f->destfd, target), 0);
-	/* another host: an ended job's writer goes, a running job's stays */
-	put(f, ".stager-collecting.node9.100.55");
-	put(f, ".stager-tmp.node9.100.0");
-	put(f, ".stager-collecting.node9.200.66");
-	put(f, ".stager-tmp.node9.200.0");
-	/* another host without a job: a day-old marker's writer is gone */
-	put(f, ".stager-collecting.node3.300");
-	put(f, ".stager-tmp.node3.300.0");
+	/* other hosts' writers, and whether the sweep keeps their names */
+	static const struct {
+		const char *name;
+		bool kept;
+	} other[] = {
+	        /* another host: an ended job's writer goes, a running job's stays */
+	        {".stager-collecting.node9.100.55", false},
+	        {".stager-tmp.node9.100.0", false},
+	        {".stager-collecting.node9.200.66", true},
+	        {".stager-tmp.node9.200.0", true},
+	        /* another host without a job: a day-old marker's writer is gone */
+	        {".stager-collecting.node3.300", false},
+	        {".stager-tmp.node3.300.0", false},
+	        {".stager-collecting.node4.400", true},
+	        {".stager-tmp.node4.400.0", true},
+	        /* malformed markers: ignored */
+	        {".stager-collecting.", true},
+	        {".stager-collecting.node5.x", true},
+	        {".stager-collecting.node5.0", true},
+	};
+	for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+		put(f, "%s", other[i].name);
 	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 2 * 86400, 0}};
 	assert_int_equal(utimensat(f->destfd, ".stager-collecting.node3.300", old, 0), 0);
-	put(f, ".stager-collecting.node4.400");
-	put(f, ".stager-tmp.node4.400.0");
-	/* malformed markers: ignored */
-	put(f, ".stager-collecting.");
-	put(f, ".stager-collecting.node5.x");
-	put(f, ".stager-collecting.node5.0");
 	stg__mark_sweep(f->ctx, f->destfd, f->dest, false);
 
 	assert_false(exists(f, ".stager-collecting.node7.%d", dead));
@@ -166,17 +174,9 @@ static void test_sweep(void **state)
 	assert_true(exists(f, "%s", target));
 	assert_true(exists(f, "../outside"));
 
-	assert_false(exists(f, ".stager-collecting.node9.100.55"));
-	assert_false(exists(f, ".stager-tmp.node9.100.0"));
-	assert_true(exists(f, ".stager-collecting.node9.200.66"));
-	assert_true(exists(f, ".stager-tmp.node9.200.0"));
-	assert_false(exists(f, ".stager-collecting.node3.300"));
-	assert_false(exists(f, ".stager-tmp.node3.300.0"));
-	assert_true(exists(f, ".stager-collecting.node4.400"));
-	assert_true(exists(f, ".stager-tmp.node4.400.0"));
-	assert_true(exists(f, ".stager-collecting."));
-	assert_true(exists(f, ".stager-collecting.node5.x"));
-	assert_true(exists(f, ".stager-collecting.node5.0"));
+	for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+		if (exists(f, "%s", other[i].name) != other[i].kept)
+			fail_msg("'%s' %s", other[i].name, other[i].kept ? "removed" : "kept");
 	free(outside);
 }
 
