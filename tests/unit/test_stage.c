@@ -61,6 +61,15 @@ static size_t cache_names(fx *f, char ***names)
 	return n;
 }
 
+/* How many entries and builds the cache holds. */
+static size_t cache_count(fx *f)
+{
+	char **names;
+	size_t n = cache_names(f, &names);
+	stg__names_free(names, n);
+	return n;
+}
+
 static void test_miss_then_hit(void **state)
 {
 	fx *f = *state;
@@ -124,10 +133,7 @@ static void test_miss_then_hit(void **state)
 	same_files(f, dest2, all_files, 4);
 	stg_stage_result_free(&r);
 	/* still one entry */
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 1);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 1);
 	free(dest2);
 	free(copy);
 	free(one);
@@ -269,10 +275,7 @@ static void test_damaged_pack(void **state)
 	assert_memory_equal(stg_errmsg(f->ctx), want, strlen(want));
 	assert_true(strstr(stg_errmsg(f->ctx), "frame") || strstr(stg_errmsg(f->ctx), "damaged"));
 	/* nothing published, nothing left */
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 0);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 0);
 	assert_int_equal(access(dest, F_OK), -1);
 	assert_int_equal(stg_stage_cached(f->c, f->info.digest, NULL), 0);
 	/* not a pack, not an archive */
@@ -322,10 +325,7 @@ static void test_no_room(void **state)
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_ENOSPC);
 	assert_non_null(strstr(stg_errmsg(f->ctx), "not enough room in the cache on "));
 	assert_non_null(strstr(stg_errmsg(f->ctx), "cache_max 100.0 KiB"));
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 0);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 0);
 	assert_int_equal(access(dest, F_OK), -1);
 	free(dest);
 }
