@@ -1,6 +1,9 @@
 /*
  * unit.h - helpers shared by the C unit tests: temporary trees, file
- * writing, and a cmocka main that reports in TAP (tests/run.sh counts it).
+ * writing and comparing, caches and stages, fake commands on PATH, child
+ * processes and writer threads, the fixture most tests share (ut_fx, with
+ * ut_setup, ut_setup_cache and ut_teardown for cmocka), and a cmocka main
+ * that reports in TAP (tests/run.sh counts it).
  */
 #ifndef STG_UNIT_H
 #define STG_UNIT_H
@@ -449,6 +452,7 @@ typedef struct ut_writer {
 	pthread_t th;
 } ut_writer;
 
+/* The thread of a ut_writer. */
 static inline void *ut_writer_run(void *arg)
 {
 	ut_writer *w = arg;
@@ -464,12 +468,14 @@ static inline void *ut_writer_run(void *arg)
 	return NULL;
 }
 
+/* Start w's thread (w->path, off and us set). */
 static inline void ut_writer_start(ut_writer *w)
 {
 	w->stop = 0;
 	assert_int_equal(pthread_create(&w->th, NULL, ut_writer_run, w), 0);
 }
 
+/* Stop w's thread and wait for it. */
 static inline void ut_writer_stop(ut_writer *w)
 {
 	w->stop = 1;
@@ -482,6 +488,7 @@ typedef struct ut_log {
 	char text[16384];
 } ut_log;
 
+/* A stg_log_fn that adds msg to the ut_log arg. */
 static inline void ut_log_fn(void *arg, stg_log_level level, const char *msg)
 {
 	ut_log *l = arg;
@@ -527,7 +534,7 @@ typedef struct ut_fx {
 } ut_fx;
 
 /* First member of a test's own fixture with more fields: ut_fx's fields
- * by their names (f->ctx, f->dir, f->c, f->log), all of them as f->ut. */
+ * by their names (f->ctx, f->dir, f->c, f->src ...), all of them as f->ut. */
 #define UT_FX                                                                                      \
 	union {                                                                                    \
 		ut_fx ut;                                                                          \
@@ -601,6 +608,7 @@ static inline int ut_teardown(void **state)
 	return 0;
 }
 
+/* main: run tests, reporting in TAP. */
 #define UT_MAIN(tests)                                                                             \
 	int main(void)                                                                             \
 	{                                                                                          \
