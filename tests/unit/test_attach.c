@@ -11,19 +11,7 @@
 
 #include <errno.h>
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
-	stg_cache *c;
-} fx;
-
-static char *key_of(int i)
-{
-	static char k[8][STG_DIGEST_HEXLEN + 1];
-	memset(k[i], "0123456789abcdef"[i], STG_DIGEST_HEXLEN);
-	k[i][STG_DIGEST_HEXLEN] = '\0';
-	return k[i];
-}
+typedef ut_fx fx;
 
 /* A published entry by hand: data/ with a file, a subdirectory and a
  * link, read-only as stage leaves them. */
@@ -50,29 +38,6 @@ static void make_entry(stg_cache *c, const char *key)
 	close(e);
 }
 
-static int setup(void **state)
-{
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
-	f->c = ut_cache(f->ctx, f->dir, NULL);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	ut_no_slurm();
-	return 0;
-}
-
 static void test_index(void **state)
 {
 	fx *f = *state;
@@ -87,26 +52,26 @@ static void test_index(void **state)
 	assert_int_equal(id.mtime_ns, st.st_mtim.tv_sec * 1000000000ll + st.st_mtim.tv_nsec);
 	char hex[STG_DIGEST_HEXLEN + 1];
 	assert_int_equal(stg__index_get(f->c, &id, hex), -1); /* no index yet */
-	assert_int_equal(stg__index_put(f->ctx, f->c, &id, key_of(1), src), 0);
+	assert_int_equal(stg__index_put(f->ctx, f->c, &id, ut_key(1), src), 0);
 	assert_int_equal(stg__index_get(f->c, &id, hex), 0);
-	assert_string_equal(hex, key_of(1));
+	assert_string_equal(hex, ut_key(1));
 	/* another identity: another line */
 	stg_ident id2 = id;
 	id2.ino++;
 	assert_int_equal(stg__index_get(f->c, &id2, hex), -1);
-	assert_int_equal(stg__index_put(f->ctx, f->c, &id2, key_of(2), "/p\nq"), 0);
+	assert_int_equal(stg__index_put(f->ctx, f->c, &id2, ut_key(2), "/p\nq"), 0);
 	assert_int_equal(stg__index_get(f->c, &id2, hex), 0);
-	assert_string_equal(hex, key_of(2));
+	assert_string_equal(hex, ut_key(2));
 	assert_int_equal(stg__index_get(f->c, &id, hex), 0);
-	assert_string_equal(hex, key_of(1));
+	assert_string_equal(hex, ut_key(1));
 	/* the file changed (same inode, new mtime): its old line is replaced,
 	 * the old identity no longer answers */
 	stg_ident id3 = id;
 	id3.mtime_ns += 1;
-	assert_int_equal(stg__index_put(f->ctx, f->c, &id3, key_of(3), src), 0);
+	assert_int_equal(stg__index_put(f->ctx, f->c, &id3, ut_key(3), src), 0);
 	assert_int_equal(stg__index_get(f->c, &id, hex), -1);
 	assert_int_equal(stg__index_get(f->c, &id3, hex), 0);
-	assert_string_equal(hex, key_of(3));
+	assert_string_equal(hex, ut_key(3));
 	/* every field counts */
 	stg_ident id4 = id3;
 	id4.ctime_ns++;
@@ -119,11 +84,9 @@ static void test_index(void **state)
 	assert_int_equal(stg__index_get(f->c, &id4, hex), -1);
 	/* two lines, one per file; the path with a newline left out */
 	char *ip = ut_join(stg_cache_root(f->c), "index");
-	size_t len;
-	char *text = (char *)ut_read(ip, &len);
-	text[len] = '\0';
+	char *text = ut_read_text(ip);
 	size_t lines = 0;
-	for (size_t i = 0; i < len; i++)
+	for (size_t i = 0; text[i]; i++)
 		lines += text[i] == '\n';
 	assert_int_equal(lines, 2);
 	assert_non_null(strstr(text, " ?\n"));
@@ -132,24 +95,13 @@ static void test_index(void **state)
 	fputs("garbage line\nabc 1 2 3 4 5 /x\n", fp);
 	fclose(fp);
 	assert_int_equal(stg__index_get(f->c, &id3, hex), 0);
-	assert_int_equal(stg__index_put(f->ctx, f->c, &id, key_of(1), src), 0);
+	assert_int_equal(stg__index_put(f->ctx, f->c, &id, ut_key(1), src), 0);
 	free(text);
-	text = (char *)ut_read(ip, &len);
-	text[len] = '\0';
+	text = ut_read_text(ip);
 	assert_null(strstr(text, "garbage"));
 	free(text);
 	free(ip);
 	free(src);
-}
-
-static void readlink_is(const char *link, const char *want)
-{
-	char buf[4096];
-	ssize_t n = readlink(link, buf, sizeof buf - 1);
-	if (n <= 0)
-		fail_msg("'%s' is not a link", link);
-	buf[n] = '\0';
-	assert_string_equal(buf, want);
 }
 
 static stg_err attach(fx *f, const char *key, const char *src, const char *dest, int copy,
@@ -166,30 +118,30 @@ static stg_err attach(fx *f, const char *key, const char *src, const char *dest,
 static void test_link(void **state)
 {
 	fx *f = *state;
-	make_entry(f->c, key_of(1));
-	make_entry(f->c, key_of(2));
+	make_entry(f->c, ut_key(1));
+	make_entry(f->c, ut_key(2));
 	char target1[4200], target2[4200];
-	snprintf(target1, sizeof target1, "%s/cache/%s/data", stg_cache_root(f->c), key_of(1));
-	snprintf(target2, sizeof target2, "%s/cache/%s/data", stg_cache_root(f->c), key_of(2));
+	snprintf(target1, sizeof target1, "%s/cache/%s/data", stg_cache_root(f->c), ut_key(1));
+	snprintf(target2, sizeof target2, "%s/cache/%s/data", stg_cache_root(f->c), ut_key(2));
 	char *dest = ut_join(f->dir, "out/deeper/ds");
 	stg_stage_result r;
-	assert_int_equal(attach(f, key_of(1), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
+	assert_int_equal(attach(f, ut_key(1), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
 	assert_string_equal(r.path, dest);
-	readlink_is(dest, target1);
+	ut_link_is(dest, target1);
 	/* filled from meta */
 	assert_int_equal(r.files, 1);
 	assert_int_equal(r.content_bytes, 8);
 	/* pinned by its owner */
 	char owners[4][160];
-	assert_int_equal(stg__pins_list(f->c, key_of(1), owners, 4), 1);
+	assert_int_equal(stg__pins_list(f->c, ut_key(1), owners, 4), 1);
 	assert_string_equal(owners[0], "job-7");
 	stg_stage_result_free(&r);
 	/* again: already there */
-	assert_int_equal(attach(f, key_of(1), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
+	assert_int_equal(attach(f, ut_key(1), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
 	stg_stage_result_free(&r);
 	/* a new version: the link is switched to the other entry */
-	assert_int_equal(attach(f, key_of(2), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
-	readlink_is(dest, target2);
+	assert_int_equal(attach(f, ut_key(2), "/shared/ds.tar.zst", dest, 0, &r), STG_OK);
+	ut_link_is(dest, target2);
 	stg_stage_result_free(&r);
 	/* nothing left beside it */
 	char *out = ut_join(f->dir, "out/deeper");
@@ -203,26 +155,26 @@ static void test_link(void **state)
 	/* a link of the user's own is not replaced */
 	char *mine = ut_join(f->dir, "mine");
 	assert_int_equal(symlink("/somewhere/else", mine), 0);
-	assert_int_equal(attach(f, key_of(1), "/s/x", mine, 0, &r), STG_EEXIST);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", mine, 0, &r), STG_EEXIST);
 	assert_non_null(strstr(stg_errmsg(f->ctx), "exists (a link to '/somewhere/else'); remove "
 	                                           "it or choose another destination"));
-	readlink_is(mine, "/somewhere/else");
+	ut_link_is(mine, "/somewhere/else");
 	/* nor a file, nor a directory with something in it */
 	ut_write(f->dir, "file", "x", 1);
 	char *file = ut_join(f->dir, "file");
-	assert_int_equal(attach(f, key_of(1), "/s/x", file, 0, &r), STG_EEXIST);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", file, 0, &r), STG_EEXIST);
 	ut_mkdir(f->dir, "full");
 	ut_write(f->dir, "full/x", "x", 1);
 	char *full = ut_join(f->dir, "full");
-	assert_int_equal(attach(f, key_of(1), "/s/x", full, 0, &r), STG_EEXIST);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", full, 0, &r), STG_EEXIST);
 	char want[4300];
 	snprintf(want, sizeof want, "'%s' exists; remove it or choose another destination", full);
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	/* an empty directory is replaced */
 	ut_mkdir(f->dir, "empty");
 	char *empty = ut_join(f->dir, "empty");
-	assert_int_equal(attach(f, key_of(1), "/s/x", empty, 0, &r), STG_OK);
-	readlink_is(empty, target1);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", empty, 0, &r), STG_OK);
+	ut_link_is(empty, target1);
 	stg_stage_result_free(&r);
 	free(empty);
 	free(full);
@@ -235,7 +187,7 @@ static void test_link(void **state)
 static void test_names(void **state)
 {
 	fx *f = *state;
-	make_entry(f->c, key_of(1));
+	make_entry(f->c, ut_key(1));
 	ut_mkdir(f->dir, "into");
 	char *into = ut_join(f->dir, "into/");
 	static const struct {
@@ -253,7 +205,7 @@ static void test_names(void **state)
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		stg_stage_result r;
-		assert_int_equal(attach(f, key_of(1), t[i].src, into, 0, &r), STG_OK);
+		assert_int_equal(attach(f, ut_key(1), t[i].src, into, 0, &r), STG_OK);
 		char want[4200];
 		snprintf(want, sizeof want, "%s%s", into, t[i].name);
 		assert_string_equal(r.path, want);
@@ -261,7 +213,7 @@ static void test_names(void **state)
 	}
 	/* no DEST, no job scratch: a job directory of the owner's */
 	stg_stage_result r;
-	assert_int_equal(attach(f, key_of(1), "/shared/set.tar.zst", NULL, 0, &r), STG_OK);
+	assert_int_equal(attach(f, ut_key(1), "/shared/set.tar.zst", NULL, 0, &r), STG_OK);
 	char want[4200];
 	snprintf(want, sizeof want, "%s/jobs/job-7/set", stg_cache_root(f->c));
 	assert_string_equal(r.path, want);
@@ -270,7 +222,7 @@ static void test_names(void **state)
 	char *tmp = ut_join(f->dir, "slurm_tmp");
 	mkdir(tmp, 0700);
 	setenv("SLURM_TMPDIR", tmp, 1);
-	assert_int_equal(attach(f, key_of(1), "/shared/set.tar.zst", NULL, 0, &r), STG_OK);
+	assert_int_equal(attach(f, ut_key(1), "/shared/set.tar.zst", NULL, 0, &r), STG_OK);
 	snprintf(want, sizeof want, "%s/set", tmp);
 	assert_string_equal(r.path, want);
 	stg_stage_result_free(&r);
@@ -282,10 +234,10 @@ static void test_names(void **state)
 static void test_copy(void **state)
 {
 	fx *f = *state;
-	make_entry(f->c, key_of(1));
+	make_entry(f->c, ut_key(1));
 	char *dest = ut_join(f->dir, "a/copy");
 	stg_stage_result r;
-	assert_int_equal(attach(f, key_of(1), "/s/x", dest, 1, &r), STG_OK);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", dest, 1, &r), STG_OK);
 	struct stat st;
 	assert_int_equal(lstat(dest, &st), 0);
 	assert_true(S_ISDIR(st.st_mode));
@@ -303,19 +255,19 @@ static void test_copy(void **state)
 	size_t len;
 	uint8_t *b = ut_read(file, &len);
 	assert_int_equal(len, 8);
-	assert_memory_equal(b, key_of(1), 8);
+	assert_memory_equal(b, ut_key(1), 8);
 	free(b);
-	readlink_is(link, "sub/f");
+	ut_link_is(link, "sub/f");
 	/* writing the copy leaves the entry alone */
 	ut_write(dest, "sub/f", "changed!", 8);
 	char entry[4300];
-	snprintf(entry, sizeof entry, "%s/cache/%s/data/sub/f", stg_cache_root(f->c), key_of(1));
+	snprintf(entry, sizeof entry, "%s/cache/%s/data/sub/f", stg_cache_root(f->c), ut_key(1));
 	b = ut_read(entry, &len);
-	assert_memory_equal(b, key_of(1), 8);
+	assert_memory_equal(b, ut_key(1), 8);
 	free(b);
 	stg_stage_result_free(&r);
 	/* onto something: refused, untouched */
-	assert_int_equal(attach(f, key_of(1), "/s/x", dest, 1, &r), STG_EEXIST);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", dest, 1, &r), STG_EEXIST);
 	b = ut_read(file, &len);
 	assert_memory_equal(b, "changed!", 8);
 	free(b);
@@ -331,20 +283,20 @@ static void test_gone_and_unpinned(void **state)
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	/* evicted meanwhile: STG_ENOENT, quietly, nothing made */
-	assert_int_equal(attach(f, key_of(1), "/s/x", dest, 0, &r), STG_ENOENT);
+	assert_int_equal(attach(f, ut_key(1), "/s/x", dest, 0, &r), STG_ENOENT);
 	assert_null(r.path);
 	assert_int_equal(access(dest, F_OK), -1);
 	char owners[4][160];
-	assert_int_equal(stg__pins_list(f->c, key_of(1), owners, 4), 0);
+	assert_int_equal(stg__pins_list(f->c, ut_key(1), owners, 4), 0);
 	/* no_pin */
-	make_entry(f->c, key_of(1));
+	make_entry(f->c, ut_key(1));
 	stg_stage_opts o;
 	stg_stage_opts_init(&o);
 	o.dest = dest;
 	o.no_pin = 1;
 	memset(&r, 0, sizeof r);
-	assert_int_equal(stg__attach(f->ctx, f->c, key_of(1), "/s/x", &o, "job-7", &r), STG_OK);
-	assert_int_equal(stg__pins_list(f->c, key_of(1), owners, 4), 0);
+	assert_int_equal(stg__attach(f->ctx, f->c, ut_key(1), "/s/x", &o, "job-7", &r), STG_OK);
+	assert_int_equal(stg__pins_list(f->c, ut_key(1), owners, 4), 0);
 	stg_stage_result_free(&r);
 	free(dest);
 }
@@ -353,7 +305,7 @@ static void test_leftovers(void **state)
 {
 	fx *f = *state;
 	char p[256];
-	const char *k = key_of(1);
+	const char *k = ut_key(1);
 	static const char *const sfx[] = {".tmp.123", ".tmp.456", ".old.789", ""};
 	for (size_t i = 0; i < 4; i++) {
 		snprintf(p, sizeof p, "cache/%s%s", k, sfx[i]);
@@ -362,7 +314,7 @@ static void test_leftovers(void **state)
 		int fd = openat(f->c->rootfd, p, O_WRONLY | O_CREAT, 0400);
 		close(fd);
 	}
-	snprintf(p, sizeof p, "cache/%s.tmp.1", key_of(2));
+	snprintf(p, sizeof p, "cache/%s.tmp.1", ut_key(2));
 	assert_int_equal(mkdirat(f->c->rootfd, p, 0700), 0);
 	stg__remove_leftovers(f->c, k);
 	char **names;
@@ -372,13 +324,13 @@ static void test_leftovers(void **state)
 	char want[3][128];
 	snprintf(want[0], sizeof want[0], "%s", k);
 	snprintf(want[1], sizeof want[1], "%s.old.789", k);
-	snprintf(want[2], sizeof want[2], "%s.tmp.1", key_of(2));
+	snprintf(want[2], sizeof want[2], "%s.tmp.1", ut_key(2));
 	for (size_t i = 0; i < n; i++)
 		assert_string_equal(names[i], want[i]);
 	stg__names_free(names, n);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, ut_setup_cache, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_index),     T(test_link), T(test_names), T(test_copy), T(test_gone_and_unpinned),
         T(test_leftovers),

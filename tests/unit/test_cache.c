@@ -14,35 +14,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
-	stg_cache *c;
-	ut_log log;
-} fx;
-
-static int setup(void **state)
-{
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
+typedef ut_fx fx;
 
 static void assert_mode(const char *path, mode_t mode)
 {
@@ -99,7 +71,7 @@ static void test_open(void **state)
 static void test_open_user(void **state)
 {
 	fx *f = *state;
-	char *user = getenv("USER") ? strdup(getenv("USER")) : NULL;
+	char *user = ut_env_save("USER");
 	setenv("USER", "unit-user", 1);
 	char *pattern = ut_join(f->dir, "shared/$USER/stager");
 	stg_cache *c;
@@ -139,11 +111,7 @@ static void test_open_user(void **state)
 	free(mine);
 	free(want);
 	free(pattern);
-	if (user)
-		setenv("USER", user, 1);
-	else
-		unsetenv("USER");
-	free(user);
+	ut_env_restore("USER", user);
 }
 
 static void test_open_refused(void **state)
@@ -194,10 +162,8 @@ static void test_job_tmpdir(void **state)
 	setenv("SLURM_TMPDIR", "relative", 1);
 	assert_null(stg_job_tmpdir(f->c, NULL));
 	unsetenv("SLURM_TMPDIR");
-	stg_cache_close(f->c);
 	/* another variable counts only inside a job */
-	const char *set[] = {"job_tmpdir_var", "JOB_SCRATCH", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(f, (const char *const[]){"job_tmpdir_var", "JOB_SCRATCH", NULL});
 	setenv("JOB_SCRATCH", "/local/js", 1);
 	assert_null(stg_job_tmpdir(f->c, &var));
 	assert_string_equal(var, "JOB_SCRATCH");
@@ -293,11 +259,9 @@ static void test_owners(void **state)
 	assert_true(stg__owner_alive(&oc, "pid-x"));
 	assert_false(stg__owner_alive(&oc, "pid-1-0"));
 	/* a job, with no squeue to ask: kept */
-	char *path = strdup(getenv("PATH"));
-	setenv("PATH", "/nonexistent", 1);
+	char *path = ut_path_set("/nonexistent", NULL);
 	assert_true(stg__owner_alive(&oc, "job-12345"));
-	setenv("PATH", path, 1);
-	free(path);
+	ut_path_restore(path);
 	/* answers are remembered for the operation */
 	size_t n = oc.n;
 	assert_true(stg__owner_alive(&oc, me));
@@ -369,19 +333,11 @@ static void make_entry(stg_cache *c, const char *key, uint64_t size, int64_t las
 	close(dfd);
 }
 
-static char *key_of(int i)
-{
-	static char k[8][STG_DIGEST_HEXLEN + 1];
-	memset(k[i], '0' + i, STG_DIGEST_HEXLEN);
-	k[i][STG_DIGEST_HEXLEN] = '\0';
-	return k[i];
-}
-
 static void test_meta(void **state)
 {
 	fx *f = *state;
 	f->c = ut_cache(f->ctx, f->dir, NULL);
-	const char *k = key_of(1);
+	const char *k = ut_key(1);
 	assert_false(stg__entry_exists(f->c, k));
 	make_entry(f->c, k, 12345, 1000000, "/shared/data set.tar.zst");
 	assert_true(stg__entry_exists(f->c, k));
@@ -404,7 +360,7 @@ static void test_meta(void **state)
 	assert_int_equal(fstatat(f->c->rootfd, p, &st, 0), 0);
 	assert_int_equal(st.st_mode & 0777, 0400);
 	/* no meta: no entry */
-	assert_int_equal(stg__meta_read(f->c, key_of(2), &m), -1);
+	assert_int_equal(stg__meta_read(f->c, ut_key(2), &m), -1);
 	assert_int_equal(unlinkat(f->c->rootfd, p, 0), 0);
 	assert_false(stg__entry_exists(f->c, k));
 	/* a meta that is a directory is not an entry */
@@ -416,7 +372,7 @@ static void test_pins(void **state)
 {
 	fx *f = *state;
 	f->c = ut_cache(f->ctx, f->dir, NULL);
-	const char *k = key_of(3);
+	const char *k = ut_key(3);
 	char *me = stg_owner_process(getpid());
 	assert_int_equal(stg__pin(f->c, k, me), 0);
 	assert_int_equal(stg__pin(f->c, k, me), 1);
@@ -435,7 +391,7 @@ static void test_pins(void **state)
 	char owners[8][160];
 	assert_int_equal(stg__pins_list(f->c, k, owners, 8), 2);
 	assert_int_equal(stg__pins_list(f->c, k, owners, 1), 1);
-	assert_int_equal(stg__pins_list(f->c, key_of(4), owners, 8), 0);
+	assert_int_equal(stg__pins_list(f->c, ut_key(4), owners, 8), 0);
 	/* pinned while one owner lives */
 	stg_owner_cache oc = {0};
 	assert_true(stg__entry_pinned(f->c, k, &oc));
@@ -449,12 +405,12 @@ static void test_pins(void **state)
 	struct stat st;
 	assert_int_equal(fstatat(f->c->rootfd, p, &st, 0), -1);
 	/* stg_unpin: every pin of an owner */
-	assert_int_equal(stg__pin(f->c, key_of(5), "job-1"), 0);
-	assert_int_equal(stg__pin(f->c, key_of(6), "job-1"), 0);
-	assert_int_equal(stg__pin(f->c, key_of(6), "job-2"), 0);
+	assert_int_equal(stg__pin(f->c, ut_key(5), "job-1"), 0);
+	assert_int_equal(stg__pin(f->c, ut_key(6), "job-1"), 0);
+	assert_int_equal(stg__pin(f->c, ut_key(6), "job-2"), 0);
 	assert_int_equal(stg_unpin(f->ctx, f->c, "job-1"), STG_OK);
-	assert_int_equal(stg__pins_list(f->c, key_of(5), owners, 8), 0);
-	assert_int_equal(stg__pins_list(f->c, key_of(6), owners, 8), 1);
+	assert_int_equal(stg__pins_list(f->c, ut_key(5), owners, 8), 0);
+	assert_int_equal(stg__pins_list(f->c, ut_key(6), owners, 8), 1);
 	assert_string_equal(owners[0], "job-2");
 	free(me);
 }
@@ -463,30 +419,30 @@ static void test_entries_lru(void **state)
 {
 	fx *f = *state;
 	f->c = ut_cache(f->ctx, f->dir, NULL);
-	make_entry(f->c, key_of(1), 100, 3000, "/s/one");
-	make_entry(f->c, key_of(2), 200, 1000, "/s/two");
-	make_entry(f->c, key_of(3), 300, 2000, "/s/three");
+	make_entry(f->c, ut_key(1), 100, 3000, "/s/one");
+	make_entry(f->c, ut_key(2), 200, 1000, "/s/two");
+	make_entry(f->c, ut_key(3), 300, 2000, "/s/three");
 	/* not entries: a build, an old one, a stray name, no meta */
 	char p[256];
-	snprintf(p, sizeof p, "cache/%s.tmp.123", key_of(4));
+	snprintf(p, sizeof p, "cache/%s.tmp.123", ut_key(4));
 	mkdirat(f->c->rootfd, p, 0700);
 	mkdirat(f->c->rootfd, "cache/junk", 0700);
-	snprintf(p, sizeof p, "cache/%s", key_of(5));
+	snprintf(p, sizeof p, "cache/%s", ut_key(5));
 	mkdirat(f->c->rootfd, p, 0700);
 	stg_lru *v;
 	size_t n = stg__entries(f->c, &v);
 	assert_int_equal(n, 3);
-	assert_string_equal(v[0].key, key_of(2));
-	assert_string_equal(v[1].key, key_of(3));
-	assert_string_equal(v[2].key, key_of(1));
+	assert_string_equal(v[0].key, ut_key(2));
+	assert_string_equal(v[1].key, ut_key(3));
+	assert_string_equal(v[2].key, ut_key(1));
 	assert_int_equal(v[0].size, 200);
 	assert_int_equal(v[0].last_use, 1000);
 	free(v);
 	/* removed: gone whole, its pins too */
-	assert_int_equal(stg__pin(f->c, key_of(2), "job-9"), 0);
-	assert_int_equal(stg__entry_remove(f->c, key_of(2)), 0);
-	assert_false(stg__entry_exists(f->c, key_of(2)));
-	snprintf(p, sizeof p, "pins/%s", key_of(2));
+	assert_int_equal(stg__pin(f->c, ut_key(2), "job-9"), 0);
+	assert_int_equal(stg__entry_remove(f->c, ut_key(2)), 0);
+	assert_false(stg__entry_exists(f->c, ut_key(2)));
+	snprintf(p, sizeof p, "pins/%s", ut_key(2));
 	struct stat st;
 	assert_int_equal(fstatat(f->c->rootfd, p, &st, 0), -1);
 	char **names;
@@ -495,7 +451,7 @@ static void test_entries_lru(void **state)
 	for (size_t i = 0; i < k; i++)
 		assert_null(strstr(names[i], ".old."));
 	stg__names_free(names, k);
-	assert_int_equal(stg__entry_remove(f->c, key_of(2)), -1);
+	assert_int_equal(stg__entry_remove(f->c, ut_key(2)), -1);
 	n = stg__entries(f->c, &v);
 	assert_int_equal(n, 2);
 	free(v);
@@ -519,11 +475,11 @@ static void test_make_room(void **state)
 	fx *f = *state;
 	const char *set[] = {"cache_max", "1000", NULL};
 	f->c = ut_cache(f->ctx, f->dir, set);
-	make_entry(f->c, key_of(1), 300, 1000, "/s/oldest");
-	make_entry(f->c, key_of(2), 300, 2000, "/s/pinned");
-	make_entry(f->c, key_of(3), 300, 3000, "/s/newer");
+	make_entry(f->c, ut_key(1), 300, 1000, "/s/oldest");
+	make_entry(f->c, ut_key(2), 300, 2000, "/s/pinned");
+	make_entry(f->c, ut_key(3), 300, 3000, "/s/newer");
 	char *me = stg_owner_process(getpid());
-	assert_int_equal(stg__pin(f->c, key_of(2), me), 0);
+	assert_int_equal(stg__pin(f->c, ut_key(2), me), 0);
 	/* fits: nothing goes */
 	assert_int_equal(stg__make_room(f->ctx, f->c, 100, NULL), STG_OK);
 	stg_lru *v;
@@ -532,15 +488,15 @@ static void test_make_room(void **state)
 	assert_int_equal(f->log.n, 0);
 	/* 400 more: the oldest unpinned goes, and only it */
 	assert_int_equal(stg__make_room(f->ctx, f->c, 400, NULL), STG_OK);
-	assert_false(stg__entry_exists(f->c, key_of(1)));
-	assert_true(stg__entry_exists(f->c, key_of(2)));
-	assert_true(stg__entry_exists(f->c, key_of(3)));
+	assert_false(stg__entry_exists(f->c, ut_key(1)));
+	assert_true(stg__entry_exists(f->c, ut_key(2)));
+	assert_true(stg__entry_exists(f->c, ut_key(3)));
 	assert_non_null(strstr(f->log.text, "evicted the cached copy of '/s/oldest' (300 B, the "
 	                                    "least recently used) to make room"));
 	/* the one being staged (keep) and the pinned one stay: not enough */
-	assert_int_equal(stg__make_room(f->ctx, f->c, 800, key_of(3)), STG_ENOSPC);
-	assert_true(stg__entry_exists(f->c, key_of(2)));
-	assert_true(stg__entry_exists(f->c, key_of(3)));
+	assert_int_equal(stg__make_room(f->ctx, f->c, 800, ut_key(3)), STG_ENOSPC);
+	assert_true(stg__entry_exists(f->c, ut_key(2)));
+	assert_true(stg__entry_exists(f->c, ut_key(3)));
 	char want[512];
 	snprintf(want, sizeof want,
 	         "not enough room in the cache on %s: need 800 B, cache_max 1000 B (cache 600 B, "
@@ -549,15 +505,15 @@ static void test_make_room(void **state)
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	/* without keep, the newer one goes; the pinned one never */
 	assert_int_equal(stg__make_room(f->ctx, f->c, 700, NULL), STG_OK);
-	assert_false(stg__entry_exists(f->c, key_of(3)));
-	assert_true(stg__entry_exists(f->c, key_of(2)));
+	assert_false(stg__entry_exists(f->c, ut_key(3)));
+	assert_true(stg__entry_exists(f->c, ut_key(2)));
 	assert_int_equal(stg__make_room(f->ctx, f->c, 701, NULL), STG_ENOSPC);
-	assert_true(stg__entry_exists(f->c, key_of(2)));
+	assert_true(stg__entry_exists(f->c, ut_key(2)));
 	/* a pin of a dead owner does not hold it */
-	stg__unpin_key(f->c, key_of(2), me);
-	assert_int_equal(stg__pin(f->c, key_of(2), "pid-1-0"), 0);
+	stg__unpin_key(f->c, ut_key(2), me);
+	assert_int_equal(stg__pin(f->c, ut_key(2), "pid-1-0"), 0);
 	assert_int_equal(stg__make_room(f->ctx, f->c, 701, NULL), STG_OK);
-	assert_false(stg__entry_exists(f->c, key_of(2)));
+	assert_false(stg__entry_exists(f->c, ut_key(2)));
 	free(me);
 }
 
@@ -567,17 +523,17 @@ static void test_min_free(void **state)
 	fx *f = *state;
 	const char *set[] = {"min_free", "100%", NULL};
 	f->c = ut_cache(f->ctx, f->dir, set);
-	make_entry(f->c, key_of(1), 10, 1000, "/s/x");
+	make_entry(f->c, ut_key(1), 10, 1000, "/s/x");
 	assert_int_equal(stg__make_room(f->ctx, f->c, 1, NULL), STG_ENOSPC);
 	/* it tried: the unpinned entry went first */
-	assert_false(stg__entry_exists(f->c, key_of(1)));
+	assert_false(stg__entry_exists(f->c, ut_key(1)));
 	char want[256];
 	snprintf(want, sizeof want, "not enough space on %s: need 1 B, ", stg_cache_root(f->c));
 	assert_memory_equal(stg_errmsg(f->ctx), want, strlen(want));
 	assert_non_null(strstr(stg_errmsg(f->ctx), " free, min_free "));
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, ut_setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_open),     T(test_open_user),   T(test_open_refused), T(test_job_tmpdir),
         T(test_locks),    T(test_owners),      T(test_keys),         T(test_meta),

@@ -17,10 +17,8 @@ typedef struct item {
 } item;
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *me, *old_path;
-	stg_cache *c;
-	ut_log log;
+	UT_FX;
+	char *me, *old_path;
 	item items[64];
 	int n;
 } fx;
@@ -37,17 +35,11 @@ static void report(void *arg, const char *what, const char *path, uint64_t bytes
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	f->me = stg_owner_process(getpid());
 	/* no Slurm to ask: a job owner is "alive" (unknown) unless --job */
-	f->old_path = strdup(getenv("PATH"));
-	setenv("PATH", "/nonexistent", 1);
+	f->old_path = ut_path_set("/nonexistent", NULL);
 	*state = f;
 	return 0;
 }
@@ -55,29 +47,15 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	setenv("PATH", f->old_path, 1);
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
+	ut_path_restore(f->old_path);
 	free(f->me);
-	free(f->old_path);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
-
-static const char *key_of(int i)
-{
-	static char k[10][STG_DIGEST_HEXLEN + 1];
-	memset(k[i], "0123456789"[i], STG_DIGEST_HEXLEN);
-	k[i][STG_DIGEST_HEXLEN] = '\0';
-	return k[i];
+	return ut_teardown(state);
 }
 
 static void make_entry(fx *f, int i, uint64_t size, int64_t last_use)
 {
 	char p[256];
-	snprintf(p, sizeof p, "cache/%s", key_of(i));
+	snprintf(p, sizeof p, "cache/%s", ut_key(i));
 	assert_int_equal(mkdirat(f->c->rootfd, p, 0700), 0);
 	int e = openat(f->c->rootfd, p, O_RDONLY | O_DIRECTORY);
 	assert_int_equal(mkdirat(e, "data", 0755), 0);
@@ -94,23 +72,30 @@ static void make_entry(fx *f, int i, uint64_t size, int64_t last_use)
 	close(e);
 }
 
-static void mkdir_root(fx *f, const char *rel)
+/* Make the directory (under the root) of the form fmt, if not there. */
+static __attribute__((format(printf, 2, 3))) void mkdir_root(fx *f, const char *fmt, ...)
 {
+	char rel[512];
+	UT_VFMT(rel, fmt);
 	int rc = mkdirat(f->c->rootfd, rel, 0700);
 	if (rc && errno != EEXIST)
 		fail_msg("mkdir %s", rel);
 }
 
-static bool exists(fx *f, const char *rel)
+/* Is there a path (under the root) of the form fmt? */
+static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt, ...)
 {
-	struct stat st;
-	return fstatat(f->c->rootfd, rel, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	char rel[512];
+	UT_VFMT(rel, fmt);
+	return ut_exists_at(f->c->rootfd, rel);
 }
 
-/* Was rel (under the root) reported as what? */
-static bool reported(fx *f, const char *what, const char *rel)
+/* Was the path (under the root) of the form fmt reported as what? */
+static __attribute__((format(printf, 3, 4))) bool reported(fx *f, const char *what, const char *fmt,
+                                                           ...)
 {
-	char path[1024];
+	char rel[512], path[1024];
+	UT_VFMT(rel, fmt);
 	snprintf(path, sizeof path, "%s/%s", stg_cache_root(f->c), rel);
 	for (int i = 0; i < f->n; i++)
 		if (!strcmp(f->items[i].what, what) && !strcmp(f->items[i].path, path))
@@ -120,7 +105,7 @@ static bool reported(fx *f, const char *what, const char *rel)
 
 static void pin(fx *f, int i, const char *owner)
 {
-	assert_int_equal(stg__pin(f->c, key_of(i), owner), 0);
+	assert_int_equal(stg__pin(f->c, ut_key(i), owner), 0);
 }
 
 /* The scene: entries 1 (pinned by this live process), 2 (pinned by a dead
@@ -138,18 +123,12 @@ static void scene(fx *f)
 	pin(f, 1, f->me);
 	pin(f, 2, "pid-1-0");
 	pin(f, 5, "job-42");
-	char p[256];
-	snprintf(p, sizeof p, "cache/%s.tmp.11", key_of(6));
-	mkdir_root(f, p);
-	snprintf(p, sizeof p, "cache/%s.tmp.12", key_of(7));
-	mkdir_root(f, p);
-	snprintf(p, sizeof p, "cache/%s.old.13", key_of(8));
-	mkdir_root(f, p);
+	mkdir_root(f, "cache/%s.tmp.11", ut_key(6));
+	mkdir_root(f, "cache/%s.tmp.12", ut_key(7));
+	mkdir_root(f, "cache/%s.old.13", ut_key(8));
 	mkdir_root(f, "jobs/pid-1-0");
 	mkdir_root(f, "jobs/job-42");
-	char jd[256];
-	snprintf(jd, sizeof jd, "jobs/%s", f->me);
-	mkdir_root(f, jd);
+	mkdir_root(f, "jobs/%s", f->me);
 	mkdir_root(f, "bcast");
 	mkdir_root(f, "bcast/pid-1-0");
 }
@@ -166,9 +145,9 @@ static void test_status(void **state)
 	assert_true(info->fs_size > 0);
 	assert_int_equal(info->min_free, 0);
 	/* most recently used first */
-	assert_string_equal(info->entries[0].key, key_of(1));
-	assert_string_equal(info->entries[1].key, key_of(4));
-	assert_string_equal(info->entries[4].key, key_of(3));
+	assert_string_equal(info->entries[0].key, ut_key(1));
+	assert_string_equal(info->entries[1].key, ut_key(4));
+	assert_string_equal(info->entries[4].key, ut_key(3));
 	const stg_cache_entry *e = &info->entries[0];
 	assert_string_equal(e->kind, "pack");
 	assert_string_equal(e->source, "/shared/set1.tar.zst");
@@ -178,7 +157,7 @@ static void test_status(void **state)
 	assert_string_equal(e->pins[0].owner, f->me);
 	assert_int_equal(e->pins[0].alive, 1);
 	e = &info->entries[2];
-	assert_string_equal(e->key, key_of(2));
+	assert_string_equal(e->key, ut_key(2));
 	assert_int_equal(e->n_pins, 1);
 	assert_int_equal(e->pins[0].alive, 0);
 	assert_int_equal(info->entries[1].n_pins, 0);
@@ -191,29 +170,23 @@ static void test_dry_run_then_real(void **state)
 	fx *f = *state;
 	scene(f);
 	/* a live builder holds the lock of key 7 */
-	int lk = stg__cache_lock(f->ctx, f->c, key_of(7), false, NULL);
+	int lk = stg__cache_lock(f->ctx, f->c, ut_key(7), false, NULL);
 	assert_true(lk >= 0);
 	stg_clean_opts o;
 	stg_clean_opts_init(&o);
 	o.dry_run = 1;
 	uint64_t freed = 0;
 	assert_int_equal(stg_clean(f->ctx, f->c, &o, report, f, &freed), STG_OK);
-	char p[256];
-	snprintf(p, sizeof p, "cache/%s.tmp.11", key_of(6));
-	assert_true(reported(f, "partial", p));
-	snprintf(p, sizeof p, "cache/%s.old.13", key_of(8));
-	assert_true(reported(f, "partial", p));
-	snprintf(p, sizeof p, "pins/%s/pid-1-0", key_of(2));
-	assert_true(reported(f, "pin", p));
+	assert_true(reported(f, "partial", "cache/%s.tmp.11", ut_key(6)));
+	assert_true(reported(f, "partial", "cache/%s.old.13", ut_key(8)));
+	assert_true(reported(f, "pin", "pins/%s/pid-1-0", ut_key(2)));
 	assert_true(reported(f, "jobdir", "jobs/pid-1-0"));
 	assert_true(reported(f, "copy", "bcast/pid-1-0"));
 	int dry_n = f->n;
 	assert_int_equal(dry_n, 5);
 	/* changed nothing */
-	snprintf(p, sizeof p, "cache/%s.tmp.11", key_of(6));
-	assert_true(exists(f, p));
-	snprintf(p, sizeof p, "pins/%s/pid-1-0", key_of(2));
-	assert_true(exists(f, p));
+	assert_true(exists(f, "cache/%s.tmp.11", ut_key(6)));
+	assert_true(exists(f, "pins/%s/pid-1-0", ut_key(2)));
 	assert_true(exists(f, "jobs/pid-1-0"));
 	/* the real thing: the same */
 	f->n = 0;
@@ -226,22 +199,16 @@ static void test_dry_run_then_real(void **state)
 	for (int i = 0; i < f->n; i++)
 		sum += f->items[i].bytes;
 	assert_int_equal(sum, freed2);
-	snprintf(p, sizeof p, "cache/%s.tmp.11", key_of(6));
-	assert_false(exists(f, p));
-	snprintf(p, sizeof p, "cache/%s.old.13", key_of(8));
-	assert_false(exists(f, p));
+	assert_false(exists(f, "cache/%s.tmp.11", ut_key(6)));
+	assert_false(exists(f, "cache/%s.old.13", ut_key(8)));
 	/* the live builder's build stays */
-	snprintf(p, sizeof p, "cache/%s.tmp.12", key_of(7));
-	assert_true(exists(f, p));
-	snprintf(p, sizeof p, "pins/%s", key_of(2));
-	assert_false(exists(f, p)); /* its last pin gone: the directory too */
-	snprintf(p, sizeof p, "pins/%s/%s", key_of(1), f->me);
-	assert_true(exists(f, p));
+	assert_true(exists(f, "cache/%s.tmp.12", ut_key(7)));
+	assert_false(exists(f, "pins/%s", ut_key(2))); /* its last pin gone: the directory too */
+	assert_true(exists(f, "pins/%s/%s", ut_key(1), f->me));
 	assert_false(exists(f, "jobs/pid-1-0"));
 	assert_false(exists(f, "bcast/pid-1-0"));
 	assert_true(exists(f, "jobs/job-42"));
-	snprintf(p, sizeof p, "jobs/%s", f->me);
-	assert_true(exists(f, p));
+	assert_true(exists(f, "jobs/%s", f->me));
 	/* entries: under no quota, all five stay */
 	stg_lru *v;
 	size_t n = stg__entries(f->c, &v);
@@ -260,37 +227,30 @@ static void test_all_and_older(void **state)
 	assert_int_equal(stg_clean(f->ctx, f->c, &o, report, f, NULL), STG_OK);
 	/* unused for an hour and not pinned by a live owner: 2 (its pin is
 	 * dead) and 3; 5 is pinned by job 42 (alive as far as we know) */
-	char p[256];
 	for (int i = 1; i <= 5; i++) {
-		snprintf(p, sizeof p, "cache/%s", key_of(i));
 		bool gone = i == 2 || i == 3;
-		if (exists(f, p) == gone)
+		if (exists(f, "cache/%s", ut_key(i)) == gone)
 			fail_msg("entry %d %s", i, gone ? "kept" : "removed");
 		if (gone)
-			assert_true(reported(f, "entry", p));
+			assert_true(reported(f, "entry", "cache/%s", ut_key(i)));
 	}
 	/* --all: every unpinned one */
 	f->n = 0;
 	stg_clean_opts_init(&o);
 	o.all = 1;
 	assert_int_equal(stg_clean(f->ctx, f->c, &o, report, f, NULL), STG_OK);
-	snprintf(p, sizeof p, "cache/%s", key_of(4));
-	assert_false(exists(f, p));
-	snprintf(p, sizeof p, "cache/%s", key_of(1));
-	assert_true(exists(f, p));
-	snprintf(p, sizeof p, "cache/%s", key_of(5));
-	assert_true(exists(f, p));
+	assert_false(exists(f, "cache/%s", ut_key(4)));
+	assert_true(exists(f, "cache/%s", ut_key(1)));
+	assert_true(exists(f, "cache/%s", ut_key(5)));
 	/* --job 42: that job is over, its pins and directory go */
 	f->n = 0;
 	stg_clean_opts_init(&o);
 	o.all = 1;
 	o.job = "42";
 	assert_int_equal(stg_clean(f->ctx, f->c, &o, report, f, NULL), STG_OK);
-	snprintf(p, sizeof p, "cache/%s", key_of(5));
-	assert_false(exists(f, p));
+	assert_false(exists(f, "cache/%s", ut_key(5)));
 	assert_false(exists(f, "jobs/job-42"));
-	snprintf(p, sizeof p, "cache/%s", key_of(1));
-	assert_true(exists(f, p)); /* never an entry a live owner pins */
+	assert_true(exists(f, "cache/%s", ut_key(1))); /* never an entry a live owner pins */
 	o.job = "";
 	assert_int_equal(stg_clean(f->ctx, f->c, &o, report, f, NULL), STG_EUSAGE);
 	assert_string_equal(stg_errmsg(f->ctx), "--job needs a job id");
@@ -299,22 +259,15 @@ static void test_all_and_older(void **state)
 static void test_quota(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "30000", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "30000", NULL});
 	scene(f);
 	/* 50000 in entries: least recently used unpinned ones go until it
 	 * fits: 3 (oldest) and 2 (its pin is dead); 5 is pinned */
 	assert_int_equal(stg_clean(f->ctx, f->c, NULL, report, f, NULL), STG_OK);
-	char p[256];
-	snprintf(p, sizeof p, "cache/%s", key_of(3));
-	assert_false(exists(f, p));
-	snprintf(p, sizeof p, "cache/%s", key_of(2));
-	assert_false(exists(f, p));
-	for (int i = 4; i <= 5; i++) {
-		snprintf(p, sizeof p, "cache/%s", key_of(i));
-		assert_true(exists(f, p));
-	}
+	assert_false(exists(f, "cache/%s", ut_key(3)));
+	assert_false(exists(f, "cache/%s", ut_key(2)));
+	for (int i = 4; i <= 5; i++)
+		assert_true(exists(f, "cache/%s", ut_key(i)));
 }
 
 /* A job that is gone never collected its results: kept, not removed with
@@ -392,9 +345,7 @@ static void test_keep_days(void **state)
 	assert_true(exists(f, "kept/new-out.99999999999"));
 	assert_true(reported(f, "kept", "kept/old-out.1000"));
 	/* keep_days 0: never */
-	stg_cache_close(f->c);
-	const char *set[] = {"keep_days", "0", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"keep_days", "0", NULL});
 	mkdir_root(f, "kept/older.1000");
 	assert_int_equal(stg_clean(f->ctx, f->c, NULL, report, f, NULL), STG_OK);
 	assert_true(exists(f, "kept/older.1000"));
@@ -491,8 +442,8 @@ static void test_unpin(void **state)
 	pin(f, 2, "job-10");
 	assert_int_equal(stg_unpin(f->ctx, f->c, "job-9"), STG_OK);
 	char owners[4][160];
-	assert_int_equal(stg__pins_list(f->c, key_of(1), owners, 4), 0);
-	assert_int_equal(stg__pins_list(f->c, key_of(2), owners, 4), 1);
+	assert_int_equal(stg__pins_list(f->c, ut_key(1), owners, 4), 0);
+	assert_int_equal(stg__pins_list(f->c, ut_key(2), owners, 4), 1);
 	assert_int_equal(stg_unpin(f->ctx, f->c, "nobody"), STG_OK);
 	assert_int_equal(stg_unpin(f->ctx, f->c, "../x"), STG_EUSAGE);
 	assert_string_equal(stg_errmsg(f->ctx), "'../x' is not a pin owner");

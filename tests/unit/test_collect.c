@@ -14,20 +14,7 @@
 #include <pthread.h>
 #include <time.h>
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *dest;
-	stg_cache *c;
-	ut_log log;
-} fx;
-
-static void fill(const char *dir, const char *name, size_t len, uint64_t seed)
-{
-	uint8_t *b = ut_malloc(len + 1);
-	ut_fill(b, len, seed);
-	ut_write(dir, name, b, len);
-	free(b);
-}
+typedef ut_fx fx;
 
 static void set_mtime(const char *dir, const char *name, time_t t)
 {
@@ -39,47 +26,27 @@ static void set_mtime(const char *dir, const char *name, time_t t)
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->src = ut_join(f->dir, "scratch-out");
 	f->dest = ut_join(f->dir, "shared/results");
 	mkdir(f->src, 0755);
 	ut_mkdir(f->src, "ckpt");
 	ut_mkdir(f->src, "ckpt/deep");
-	fill(f->src, "ckpt/model.bin", 200000, 1);
-	fill(f->src, "ckpt/deep/opt.bin", 5000, 2);
+	ut_fill_file(f->src, "ckpt/model.bin", 200000, 1);
+	ut_fill_file(f->src, "ckpt/deep/opt.bin", 5000, 2);
 	ut_write(f->src, "log.txt", "epoch 1\n", 8);
 	ut_write(f->src, "empty", "", 0);
 	char *x = ut_join(f->src, "run.sh");
 	ut_write(f->src, "run.sh", "#!/bin/sh\n", 10);
 	chmod(x, 0750);
 	free(x);
-	char *l = ut_join(f->src, "latest");
-	assert_int_equal(symlink("ckpt/model.bin", l), 0);
-	free(l);
+	ut_symlink(f->src, "latest", "ckpt/model.bin");
 	set_mtime(f->src, "ckpt/model.bin", 1700000000);
 	set_mtime(f->src, "latest", 1700000001);
 	set_mtime(f->src, "ckpt/deep", 1700000002);
 	set_mtime(f->src, "ckpt", 1700000003);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->dest);
-	stg_ctx_free(f->ctx);
-	free(f);
 	return 0;
 }
 
@@ -90,65 +57,6 @@ static stg_err collect(fx *f, int pack, stg_collect_result *r)
 	o.pack = pack;
 	stg_err err = stg_collect(f->ctx, f->c, f->src, f->dest, &o, r);
 	return err;
-}
-
-/* b (DEST) holds what a holds, with modes, sizes, contents, file mtimes
- * and link targets; extra names in b are allowed (collect never deletes). */
-static void holds(const char *a, const char *b)
-{
-	DIR *d = opendir(a);
-	assert_non_null(d);
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		char *pa = ut_join(a, de->d_name), *pb = ut_join(b, de->d_name);
-		struct stat sa, sb;
-		assert_int_equal(lstat(pa, &sa), 0);
-		if (lstat(pb, &sb))
-			fail_msg("'%s' missing in DEST", pb);
-		assert_int_equal(sa.st_mode, sb.st_mode);
-		if (S_ISDIR(sa.st_mode)) {
-			holds(pa, pb);
-		} else if (S_ISREG(sa.st_mode)) {
-			assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
-			assert_int_equal(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec);
-			size_t la, lb;
-			uint8_t *ca = ut_read(pa, &la), *cb = ut_read(pb, &lb);
-			assert_int_equal(la, lb);
-			assert_memory_equal(ca, cb, la);
-			free(ca);
-			free(cb);
-		} else {
-			char ta[256] = {0}, tb[256] = {0};
-			assert_true(readlink(pa, ta, sizeof ta - 1) > 0);
-			assert_true(readlink(pb, tb, sizeof tb - 1) > 0);
-			assert_string_equal(ta, tb);
-		}
-		free(pa);
-		free(pb);
-	}
-	closedir(d);
-}
-
-/* No temporaries or markers of ours left in DEST. */
-static void no_temporaries(const char *dir)
-{
-	DIR *d = opendir(dir);
-	assert_non_null(d);
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (!strncmp(de->d_name, ".stager-", 8))
-			fail_msg("'%s/%s' left", dir, de->d_name);
-		if (de->d_type == DT_DIR) {
-			char *p = ut_join(dir, de->d_name);
-			no_temporaries(p);
-			free(p);
-		}
-	}
-	closedir(d);
 }
 
 typedef struct prog {
@@ -181,8 +89,8 @@ static void test_incremental(void **state)
 	assert_int_equal(p.done, r.sent_bytes);
 	assert_int_equal(p.total, r.sent_bytes);
 	stg_collect_result_free(&r);
-	holds(f->src, f->dest);
-	no_temporaries(f->dest);
+	ut_tree_holds(f->src, f->dest, false);
+	ut_no_temporaries(f->dest, true);
 	/* directory mtimes as SRC's, once filled */
 	char *ck = ut_join(f->dest, "ckpt");
 	struct stat st;
@@ -209,14 +117,14 @@ static void test_incremental(void **state)
 	assert_int_equal(r.sent_bytes, 16);
 	assert_int_equal(r.unchanged, 4);
 	stg_collect_result_free(&r);
-	holds(f->src, f->dest);
+	ut_tree_holds(f->src, f->dest, false);
 	/* touched, same bytes: hashed here, not sent */
 	set_mtime(f->src, "ckpt/deep/opt.bin", 1800000000);
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 0);
 	stg_collect_result_free(&r);
 	/* the same size, other bytes: sent */
-	fill(f->src, "ckpt/deep/opt.bin", 5000, 3);
+	ut_fill_file(f->src, "ckpt/deep/opt.bin", 5000, 3);
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 1);
 	stg_collect_result_free(&r);
@@ -226,7 +134,7 @@ static void test_incremental(void **state)
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 1);
 	stg_collect_result_free(&r);
-	holds(f->src, f->dest);
+	ut_tree_holds(f->src, f->dest, false);
 	/* removed in SRC: DEST keeps it */
 	assert_int_equal(unlink(x), 0);
 	assert_int_equal(collect(f, 0, &r), STG_OK);
@@ -240,10 +148,10 @@ static void test_incremental(void **state)
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 5);
 	stg_collect_result_free(&r);
-	holds(f->src, f->dest);
+	ut_tree_holds(f->src, f->dest, false);
 	assert_non_null(strstr(f->log.text, "is not the directory collected to before: sending "
 	                                    "everything"));
-	no_temporaries(f->dest);
+	ut_no_temporaries(f->dest, true);
 	free(dx);
 	free(x);
 	free(ck);
@@ -267,7 +175,7 @@ static void test_pack(void **state)
 	char *out = ut_join(f->dir, "unpacked");
 	assert_int_equal(stg_unpack(f->ctx, p, out, NULL, NULL), STG_OK);
 	stg_pack_close(p);
-	holds(f->src, out);
+	ut_tree_holds(f->src, out, false);
 	struct stat st1, st2;
 	assert_int_equal(stat(want, &st1), 0);
 	/* unchanged: the same pack */
@@ -286,7 +194,7 @@ static void test_pack(void **state)
 	assert_int_not_equal(st1.st_ino, st2.st_ino);
 	/* no temporary beside it, none on scratch */
 	char *sh = ut_join(f->dir, "shared");
-	no_temporaries(sh);
+	ut_no_temporaries(sh, true);
 	char *col = ut_join(stg_cache_root(f->c), "collect");
 	DIR *d = opendir(col);
 	struct dirent *de;
@@ -346,14 +254,8 @@ static void test_errors(void **state)
 	assert_non_null(strstr(stg_errmsg(f->ctx), "of the files could not be collected; first: "));
 	assert_non_null(strstr(f->log.text, "cannot collect the directory 'ckpt': DEST has a file "
 	                                    "of that name"));
-	char *ck = ut_join(f->dest, "ckpt");
-	size_t len;
-	uint8_t *b = ut_read(ck, &len);
-	assert_int_equal(len, 4);
-	assert_memory_equal(b, "mine", 4);
-	free(b);
+	ut_content_is(f->dest, "ckpt", "mine");
 	stg_collect_result_free(&r);
-	free(ck);
 	free(log);
 	free(sibling);
 	free(inside);
@@ -374,26 +276,6 @@ static void test_private(void **state)
 	assert_int_equal(st.st_mode & 0777, 0700);
 }
 
-typedef struct writer {
-	char *path;
-	volatile int stop;
-} writer;
-
-static void *keep_writing(void *arg)
-{
-	writer *w = arg;
-	int fd = open(w->path, O_WRONLY);
-	uint8_t b = 0;
-	while (!w->stop) {
-		b++;
-		pwrite(fd, &b, 1, 0);
-		struct timespec ts = {0, 200 * 1000};
-		nanosleep(&ts, NULL);
-	}
-	close(fd);
-	return NULL;
-}
-
 /* A file written while it is copied (a checkpoint being saved) never
  * replaces the good copy; the next collect sends it. */
 static void test_changing(void **state)
@@ -406,14 +288,12 @@ static void test_changing(void **state)
 	size_t len0;
 	uint8_t *good = ut_read(model, &len0);
 	/* large enough that a copy takes a while */
-	fill(f->src, "ckpt/model.bin", 24 << 20, 9);
-	writer w = {ut_join(f->src, "ckpt/model.bin"), 0};
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, keep_writing, &w), 0);
+	ut_fill_file(f->src, "ckpt/model.bin", 24 << 20, 9);
+	ut_writer w = {.path = ut_join(f->src, "ckpt/model.bin"), .off = 0, .us = 200};
+	ut_writer_start(&w);
 	f->log.text[0] = '\0';
 	stg_err err = collect(f, 0, &r);
-	w.stop = 1;
-	pthread_join(th, NULL);
+	ut_writer_stop(&w);
 	assert_int_equal(err, STG_OK);
 	assert_int_equal(r.changing, 1);
 	assert_int_equal(r.failed, 0);
@@ -425,13 +305,13 @@ static void test_changing(void **state)
 	assert_int_equal(len, len0);
 	assert_memory_equal(now, good, len);
 	free(now);
-	no_temporaries(f->dest);
+	ut_no_temporaries(f->dest, true);
 	/* settled: the next collect sends it */
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 1);
 	assert_int_equal(r.changing, 0);
 	stg_collect_result_free(&r);
-	holds(f->src, f->dest);
+	ut_tree_holds(f->src, f->dest, false);
 	free(good);
 	free(w.path);
 	free(model);
@@ -464,18 +344,16 @@ static void test_leftovers(void **state)
 	assert_int_equal(collect(f, 0, &r), STG_OK);
 	assert_int_equal(r.sent_files, 1);
 	stg_collect_result_free(&r);
-	no_temporaries(f->dest);
+	ut_no_temporaries(f->dest, true);
 	/* nothing pending: the record says so */
-	size_t len;
-	char *text = (char *)ut_read(rp, &len);
-	text[len] = '\0';
+	char *text = ut_read_text(rp);
 	assert_non_null(strstr(text, "x ckpt/.stager-tmp.deadhost.1.0\n"));
 	free(text);
 	free(rp);
 	free(col);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_incremental), T(test_pack),     T(test_errors),
         T(test_private),     T(test_changing), T(test_leftovers),

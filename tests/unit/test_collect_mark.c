@@ -12,20 +12,14 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *dest, *bin, *old_path;
+	UT_FX;
+	char *bin, *old_path;
 	int destfd;
-	ut_log log;
 } fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->dest = ut_join(f->dir, "dest");
 	mkdir(f->dest, 0755);
 	f->destfd = open(f->dest, O_RDONLY | O_DIRECTORY);
@@ -34,15 +28,8 @@ static int setup(void **state)
 	mkdir(f->bin, 0755);
 	static const char sq[] = "#!/bin/sh\ncase \"$*\" in *66*) echo RUNNING ;; *) exit 1 ;; "
 	                         "esac\n";
-	ut_write(f->bin, "squeue", sq, sizeof sq - 1);
-	char *p = ut_join(f->bin, "squeue");
-	chmod(p, 0755);
-	free(p);
-	f->old_path = strdup(getenv("PATH"));
-	char *path = ut_malloc(strlen(f->bin) + strlen(f->old_path) + 2);
-	sprintf(path, "%s:%s", f->bin, f->old_path);
-	setenv("PATH", path, 1);
-	free(path);
+	ut_script(f->bin, "squeue", sq);
+	f->old_path = ut_path_set(NULL, f->bin);
 	*state = f;
 	return 0;
 }
@@ -50,16 +37,10 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	setenv("PATH", f->old_path, 1);
+	ut_path_restore(f->old_path);
 	close(f->destfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->dest);
 	free(f->bin);
-	free(f->old_path);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* Every test runs after this one has fixed the host name. */
@@ -74,10 +55,12 @@ static void test_host(void **state)
 	unsetenv("SLURMD_NODENAME");
 }
 
-static bool exists(fx *f, const char *name)
+/* Is there a name of the form fmt in DEST? */
+static __attribute__((format(printf, 2, 3))) bool exists(fx *f, const char *fmt, ...)
 {
-	struct stat st;
-	return fstatat(f->destfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	char name[256];
+	UT_VFMT(name, fmt);
+	return ut_exists_at(f->destfd, name);
 }
 
 static void test_marker(void **state)
@@ -88,9 +71,9 @@ static void test_marker(void **state)
 	char want[128];
 	snprintf(want, sizeof want, ".stager-collecting.node7.%d", (int)getpid());
 	assert_string_equal(name, want);
-	assert_true(exists(f, name));
+	assert_true(exists(f, "%s", name));
 	stg__mark_end(f->destfd, name);
-	assert_false(exists(f, name));
+	assert_false(exists(f, "%s", name));
 	setenv("SLURM_JOB_ID", "123_4", 1);
 	assert_int_equal(stg__mark_begin(f->destfd, name, sizeof name), 0);
 	snprintf(want, sizeof want, ".stager-collecting.node7.%d.123_4", (int)getpid());
@@ -120,8 +103,11 @@ static int dead_pid(void)
 	return (int)pid;
 }
 
-static void put(fx *f, const char *name)
+/* A file of the form fmt in DEST. */
+static __attribute__((format(printf, 2, 3))) void put(fx *f, const char *fmt, ...)
 {
+	char name[256];
+	UT_VFMT(name, fmt);
 	ut_write(f->dest, name, "t", 1);
 }
 
@@ -129,83 +115,68 @@ static void test_sweep(void **state)
 {
 	fx *f = *state;
 	int dead = dead_pid(), me = (int)getpid();
-	char n[256];
 	ut_mkdir(f->dest, "sub");
 	ut_mkdir(f->dest, "sub/deeper");
 	/* a dead writer on this host: its temporaries go, everywhere */
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
-	put(f, n);
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
-	put(f, n);
-	snprintf(n, sizeof n, "sub/deeper/.stager-tmp.node7.%d.7", dead);
-	put(f, n);
+	put(f, ".stager-collecting.node7.%d", dead);
+	put(f, ".stager-tmp.node7.%d.0", dead);
+	put(f, "sub/deeper/.stager-tmp.node7.%d.7", dead);
 	/* ... not those of a live one, nor other names */
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", me);
-	put(f, n);
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.1", me);
-	put(f, n);
-	snprintf(n, sizeof n, "sub/result.stager-tmp.node7.%d.2", dead);
-	put(f, n);
-	snprintf(n, sizeof n, "sub/.stager-tmp.node7.%d0.3", dead); /* another pid */
-	put(f, n);
+	put(f, ".stager-collecting.node7.%d", me);
+	put(f, ".stager-tmp.node7.%d.1", me);
+	put(f, "sub/result.stager-tmp.node7.%d.2", dead);
+	put(f, "sub/.stager-tmp.node7.%d0.3", dead); /* another pid */
 	/* a link named like a temporary: not a file, left */
 	char target[64];
 	snprintf(target, sizeof target, ".stager-tmp.node7.%d.9", dead);
 	char *outside = ut_join(f->dir, "outside");
 	ut_write(f->dir, "outside", "keep", 4);
 	assert_int_equal(symlinkat(outside, f->destfd, target), 0);
-	/* another host: an ended job's writer goes, a running job's stays */
-	put(f, ".stager-collecting.node9.100.55");
-	put(f, ".stager-tmp.node9.100.0");
-	put(f, ".stager-collecting.node9.200.66");
-	put(f, ".stager-tmp.node9.200.0");
-	/* another host without a job: a day-old marker's writer is gone */
-	put(f, ".stager-collecting.node3.300");
-	put(f, ".stager-tmp.node3.300.0");
+	/* other hosts' writers, and whether the sweep keeps their names */
+	static const struct {
+		const char *name;
+		bool kept;
+	} other[] = {
+	        /* another host: an ended job's writer goes, a running job's stays */
+	        {".stager-collecting.node9.100.55", false},
+	        {".stager-tmp.node9.100.0", false},
+	        {".stager-collecting.node9.200.66", true},
+	        {".stager-tmp.node9.200.0", true},
+	        /* another host without a job: a day-old marker's writer is gone */
+	        {".stager-collecting.node3.300", false},
+	        {".stager-tmp.node3.300.0", false},
+	        {".stager-collecting.node4.400", true},
+	        {".stager-tmp.node4.400.0", true},
+	        /* malformed markers: ignored */
+	        {".stager-collecting.", true},
+	        {".stager-collecting.node5.x", true},
+	        {".stager-collecting.node5.0", true},
+	};
+	for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+		put(f, "%s", other[i].name);
 	struct timespec old[2] = {{0, UTIME_OMIT}, {time(NULL) - 2 * 86400, 0}};
 	assert_int_equal(utimensat(f->destfd, ".stager-collecting.node3.300", old, 0), 0);
-	put(f, ".stager-collecting.node4.400");
-	put(f, ".stager-tmp.node4.400.0");
-	/* malformed markers: ignored */
-	put(f, ".stager-collecting.");
-	put(f, ".stager-collecting.node5.x");
-	put(f, ".stager-collecting.node5.0");
 	stg__mark_sweep(f->ctx, f->destfd, f->dest, false);
 
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
-	assert_false(exists(f, n));
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
-	assert_false(exists(f, n));
-	snprintf(n, sizeof n, "sub/deeper/.stager-tmp.node7.%d.7", dead);
-	assert_false(exists(f, n));
+	assert_false(exists(f, ".stager-collecting.node7.%d", dead));
+	assert_false(exists(f, ".stager-tmp.node7.%d.0", dead));
+	assert_false(exists(f, "sub/deeper/.stager-tmp.node7.%d.7", dead));
 	char want[512];
 	snprintf(want, sizeof want,
 	         "removed 2 temporaries that a collect killed on node7.%d left in '%s'", dead,
 	         f->dest);
 	assert_non_null(strstr(f->log.text, want));
 
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", me);
-	assert_true(exists(f, n));
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.1", me);
-	assert_true(exists(f, n));
-	snprintf(n, sizeof n, "sub/result.stager-tmp.node7.%d.2", dead);
-	assert_true(exists(f, n));
-	snprintf(n, sizeof n, "sub/.stager-tmp.node7.%d0.3", dead);
-	assert_true(exists(f, n));
-	assert_true(exists(f, target));
+	assert_true(exists(f, ".stager-collecting.node7.%d", me));
+	assert_true(exists(f, ".stager-tmp.node7.%d.1", me));
+	assert_true(exists(f, "sub/result.stager-tmp.node7.%d.2", dead));
+	assert_true(exists(f, "sub/.stager-tmp.node7.%d0.3", dead));
+	assert_true(exists(f, "%s", target));
 	assert_true(exists(f, "../outside"));
 
-	assert_false(exists(f, ".stager-collecting.node9.100.55"));
-	assert_false(exists(f, ".stager-tmp.node9.100.0"));
-	assert_true(exists(f, ".stager-collecting.node9.200.66"));
-	assert_true(exists(f, ".stager-tmp.node9.200.0"));
-	assert_false(exists(f, ".stager-collecting.node3.300"));
-	assert_false(exists(f, ".stager-tmp.node3.300.0"));
-	assert_true(exists(f, ".stager-collecting.node4.400"));
-	assert_true(exists(f, ".stager-tmp.node4.400.0"));
-	assert_true(exists(f, ".stager-collecting."));
-	assert_true(exists(f, ".stager-collecting.node5.x"));
-	assert_true(exists(f, ".stager-collecting.node5.0"));
+	for (size_t i = 0; i < sizeof other / sizeof other[0]; i++)
+		if (exists(f, "%s", other[i].name) != other[i].kept)
+			fail_msg("'%s' %s", other[i].name, other[i].kept ? "removed" : "kept");
 	free(outside);
 }
 
@@ -226,21 +197,14 @@ static void test_sweep_flat(void **state)
 {
 	fx *f = *state;
 	int dead = dead_pid();
-	char n[128];
 	ut_mkdir(f->dest, "theirs");
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
-	put(f, n);
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
-	put(f, n);
-	snprintf(n, sizeof n, "theirs/.stager-tmp.node7.%d.1", dead);
-	put(f, n);
+	put(f, ".stager-collecting.node7.%d", dead);
+	put(f, ".stager-tmp.node7.%d.0", dead);
+	put(f, "theirs/.stager-tmp.node7.%d.1", dead);
 	stg__mark_sweep(f->ctx, f->destfd, f->dest, true);
-	snprintf(n, sizeof n, ".stager-tmp.node7.%d.0", dead);
-	assert_false(exists(f, n));
-	snprintf(n, sizeof n, "theirs/.stager-tmp.node7.%d.1", dead);
-	assert_true(exists(f, n));
-	snprintf(n, sizeof n, ".stager-collecting.node7.%d", dead);
-	assert_false(exists(f, n));
+	assert_false(exists(f, ".stager-tmp.node7.%d.0", dead));
+	assert_true(exists(f, "theirs/.stager-tmp.node7.%d.1", dead));
+	assert_false(exists(f, ".stager-collecting.node7.%d", dead));
 	assert_non_null(strstr(f->log.text, "removed 1 temporary that a collect killed on"));
 }
 

@@ -3,36 +3,9 @@
  * identity, where temporaries go, temporaries out and resolved), paths
  * with newlines, records replaced by path, a torn last line or a foreign
  * or unsafe line keeping what came before, compaction. */
-#include "unit.h"
-#include "collect.h"
+#include "ut_collect.h"
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
-	stg_cache *c;
-} fx;
-
-static int setup(void **state)
-{
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
-	f->c = ut_cache(f->ctx, f->dir, NULL);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
+typedef ut_fx fx;
 
 static collector *new_collector(fx *f, stg_collect_result *res)
 {
@@ -49,26 +22,10 @@ static collector *new_collector(fx *f, stg_collect_result *res)
 	return k;
 }
 
-static void free_collector(collector *k)
-{
-	if (k->logfd >= 0)
-		close(k->logfd);
-	stg__col_recs_clear(k);
-	free(k->recs);
-	stg__strmap_free(&k->map);
-	stg__strmap_free(&k->dirs);
-	for (size_t i = 0; i < k->n_pending; i++)
-		free(k->pending[i]);
-	free(k->pending);
-	free(k);
-}
-
 static char *record_text(fx *f)
 {
 	char *p = ut_join(stg_cache_root(f->c), "collect/0123456789abcdef");
-	size_t len;
-	char *t = (char *)ut_read(p, &len);
-	t[len] = '\0';
+	char *t = ut_read_text(p);
 	free(p);
 	return t;
 }
@@ -131,7 +88,7 @@ static void test_round_trip(void **state)
 	stg__col_log_line(k, "t ", "ckpt/.stager-tmp.h.1.1");
 	stg__col_log_line(k, "x ", "ckpt/.stager-tmp.h.1.0");
 	assert_int_equal(k->log_lines, 11);
-	free_collector(k);
+	ut_collector_free(k);
 
 	char *text = record_text(f);
 	assert_non_null(strstr(text, "f 123456789012 1700000000123456789 1700000001000000007 1001 "
@@ -178,7 +135,7 @@ static void test_round_trip(void **state)
 	assert_string_equal(s->path, "ckpt/model.bin");
 	assert_int_equal(k->n_recs, 4);
 	assert_int_equal(stg__col_log_rec(k, s), 0);
-	free_collector(k);
+	ut_collector_free(k);
 	k = new_collector(f, &res);
 	assert_int_equal(stg__col_record_open(k), STG_OK);
 	assert_int_equal(stg__col_rec_find(k, "ckpt/model.bin")->size, 5);
@@ -202,12 +159,12 @@ static void test_round_trip(void **state)
 	/* appending still works after the rewrite */
 	assert_int_equal(stg__col_log_line(k, "x ", "ckpt/.stager-tmp.h.1.1"), 0);
 	free(text);
-	free_collector(k);
+	ut_collector_free(k);
 	k = new_collector(f, &res);
 	assert_int_equal(stg__col_record_open(k), STG_OK);
 	assert_int_equal(k->n_pending, 0);
 	assert_int_equal(k->n_recs, 4);
-	free_collector(k);
+	ut_collector_free(k);
 }
 
 static void test_damaged(void **state)
@@ -226,7 +183,7 @@ static void test_damaged(void **state)
 	assert_null(strstr(text, "a/x"));
 	assert_non_null(strstr(text, "d b\n"));
 	free(text);
-	free_collector(k);
+	ut_collector_free(k);
 	/* lines that are not ours, unsafe paths, bad hashes: the same */
 	static const char *const bad[] = {
 	        "q what\n",
@@ -247,7 +204,7 @@ static void test_damaged(void **state)
 		if (k->n_recs != 1 || !stg__col_rec_find(k, "keep"))
 			fail_msg("'%s': %zu records", bad[i], k->n_recs);
 		assert_null(stg__col_rec_find(k, "after"));
-		free_collector(k);
+		ut_collector_free(k);
 	}
 	/* not a record at all: started again */
 	write_record(f, "something else\nd a\n");
@@ -257,7 +214,7 @@ static void test_damaged(void **state)
 	text = record_text(f);
 	assert_memory_equal(text, "stager-collect 1\nS /scratch/job/out\n", 35);
 	free(text);
-	free_collector(k);
+	ut_collector_free(k);
 	/* cleared */
 	write_record(f, "stager-collect 1\nd a\nd b\n");
 	k = new_collector(f, &res);
@@ -266,10 +223,10 @@ static void test_damaged(void **state)
 	stg__col_recs_clear(k);
 	assert_int_equal(k->n_recs, 0);
 	assert_null(stg__col_rec_find(k, "a"));
-	free_collector(k);
+	ut_collector_free(k);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, ut_setup_cache, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_round_trip),
         T(test_damaged),

@@ -4,30 +4,21 @@
  * cannot take (the user's file kept, the failure counted and named); DEST
  * removed under a run; cancel; leftovers of a killed run; the marker in
  * the record; the umask and the slot deadline. */
-#include "unit.h"
-#include "collect.h"
+#include "ut_collect.h"
 
 #include <dirent.h>
 #include <errno.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *dest;
-	stg_cache *c;
+	UT_FX;
 	collector *k;
 	stg_collect_result res;
 	stg_collect_opts o;
-	ut_log log;
 } fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	f->src = ut_join(f->dir, "src");
 	f->dest = ut_join(f->dir, "dest");
@@ -56,34 +47,14 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	collector *k = f->k;
-	close(k->srcfd);
-	close(k->destfd);
-	close(k->logfd);
-	stg__col_recs_clear(k);
-	free(k->recs);
-	stg__strmap_free(&k->map);
-	stg__strmap_free(&k->dirs);
-	for (size_t i = 0; i < k->n_pending; i++)
-		free(k->pending[i]);
-	free(k->pending);
-	free(k);
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->dest);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	ut_collector_free(f->k);
+	return ut_teardown(state);
 }
 
 static char *record(fx *f)
 {
 	char *p = ut_join(f->dir, "record");
-	size_t len;
-	char *t = (char *)ut_read(p, &len);
-	t[len] = '\0';
+	char *t = ut_read_text(p);
 	free(p);
 	return t;
 }
@@ -170,20 +141,16 @@ static void test_send_file(void **state)
 static void test_send_link(void **state)
 {
 	fx *f = *state;
-	char *l = ut_join(f->src, "l");
-	assert_int_equal(symlink("some/where", l), 0);
+	ut_symlink(f->src, "l", "some/where");
 	stg_witem it = item(f, "l");
 	it.link = "some/where";
 	crec r;
 	assert_true(stg__col_send_item(f->k, &it, "l", "l", &r));
 	assert_int_equal(r.type, 'l');
 	assert_int_equal(r.ino, it.st.st_ino);
-	char buf[64] = {0};
 	char *d = ut_join(f->dest, "l");
-	assert_int_equal(readlink(d, buf, sizeof buf), 10);
-	assert_string_equal(buf, "some/where");
+	ut_link_is(d, "some/where");
 	free(d);
-	free(l);
 }
 
 static void test_failures(void **state)

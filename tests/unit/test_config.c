@@ -11,32 +11,23 @@
 #include <sys/un.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
+	UT_FX;
 	stg_config *cfg;
-	char *dir;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	f->cfg = stg_config_new();
-	f->dir = ut_tmpdir();
-	if (!f->ctx || !f->cfg)
-		return -1;
 	*state = f;
-	return 0;
+	return f->cfg ? 0 : -1;
 }
 
 static int teardown(void **state)
 {
 	fx *f = *state;
-	ut_rmtree(f->dir);
-	free(f->dir);
 	stg_config_free(f->cfg);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void assert_value(const stg_config *c, const char *key, const char *v, const char *origin)

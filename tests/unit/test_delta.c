@@ -18,44 +18,23 @@ typedef struct fixture {
 	size_t delta_len;
 } fixture;
 
-static stg_ctx *new_ctx(void)
-{
-	stg_ctx *ctx = stg_ctx_new();
-	assert_non_null(ctx);
-	stg_set_threads(ctx, 1);
-	return ctx;
-}
-
-static void fill_file(const char *dir, const char *name, size_t len, uint64_t seed)
-{
-	uint8_t *b = ut_malloc(len ? len : 1);
-	ut_fill(b, len, seed);
-	ut_write(dir, name, b, len);
-	free(b);
-}
-
 /* v1, and v2: one file patched, one added, one renamed, one removed, one
  * re-dated; an empty file, a symlink and a hardlink in both. */
 static void make_trees(fixture *f, bool only_add)
 {
 	ut_mkdir(f->v1, "d");
-	fill_file(f->v1, "d/same", 30000, 1);
-	fill_file(f->v1, "patched", 200000, 2);
-	fill_file(f->v1, "renamed-from", 5000, 3);
-	fill_file(f->v1, "removed", 7000, 4);
-	fill_file(f->v1, "redated", 9000, 5);
+	ut_fill_file(f->v1, "d/same", 30000, 1);
+	ut_fill_file(f->v1, "patched", 200000, 2);
+	ut_fill_file(f->v1, "renamed-from", 5000, 3);
+	ut_fill_file(f->v1, "removed", 7000, 4);
+	ut_fill_file(f->v1, "redated", 9000, 5);
 	ut_write(f->v1, "empty", "", 0);
-	char *a = ut_join(f->v1, "link"), *h = ut_join(f->v1, "hard"),
-	     *s = ut_join(f->v1, "d/same");
-	assert_int_equal(symlink("d/same", a), 0);
-	assert_int_equal(link(s, h), 0);
-	free(a);
-	free(h);
-	free(s);
+	ut_symlink(f->v1, "link", "d/same");
+	ut_hardlink(f->v1, "hard", "d/same");
 	char cmd[8192];
 	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", f->v1, f->v2);
 	assert_int_equal(system(cmd), 0);
-	fill_file(f->v2, "added", 12000, 6);
+	ut_fill_file(f->v2, "added", 12000, 6);
 	if (only_add)
 		return;
 	/* 4 KiB changed in the middle of the 200 KB file */
@@ -168,7 +147,7 @@ static bool same_tree(const char *a, const char *b)
 static void test_round_trip(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(1);
 	fixture f;
 	setup_fixture(&f, ctx, false);
 	/* the changes, not the 270 KB of content */
@@ -230,7 +209,7 @@ static void test_round_trip(void **state)
 static void test_every_byte(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(1);
 	fixture f;
 	setup_fixture(&f, ctx, false);
 	uint8_t *copy = ut_malloc(f.delta_len);
@@ -357,7 +336,7 @@ static void expect(stg_ctx *ctx, fixture *f, const body *b, uint64_t nr, uint64_
 static void test_hostile(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(1);
 	fixture f;
 	setup_fixture(&f, ctx, true); /* v2 is v1 and "added" */
 	size_t added = entry_at(&f, "added");
@@ -489,7 +468,7 @@ static void on_delta(void *arg, const char *base, const stg_delta_info *info)
 static void test_pack_with_bases(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(1);
 	fixture f;
 	setup_fixture(&f, ctx, false);
 	char *out = ut_join(f.dir, "v2b.tar.zst");
@@ -534,7 +513,7 @@ static void test_pack_with_bases(void **state)
 	/* a tree changed after it was packed: the delta says so */
 	stg_pack *np;
 	assert_int_equal(stg_pack_open(ctx, out, &np), STG_OK);
-	fill_file(f.v2, "patched", 200000, 99);
+	ut_fill_file(f.v2, "patched", 200000, 99);
 	char *dp2 = ut_join(f.dir, "stale-delta");
 	fd = open(dp2, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	assert_int_equal(stg_delta_write(ctx, f.base, np, f.v2, fd, NULL), STG_EIO);

@@ -43,8 +43,7 @@ static void mtime(const char *dir, const char *name, time_t t)
 static void test_diff(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = stg_ctx_new();
-	stg_set_threads(ctx, 1);
+	stg_ctx *ctx = ut_ctx(1);
 	char *dir = ut_tmpdir(), *a = ut_join(dir, "a"), *b = ut_join(dir, "b");
 	mkdir(a, 0755);
 	ut_write(a, "same", "same\n", 5);
@@ -55,9 +54,8 @@ static void test_diff(void **state)
 	ut_write(a, "gone1", "bye\n", 4);
 	ut_write(a, "gone2", "", 0);
 	ut_write(a, "becomes-dir", "f", 1);
-	char *l = ut_join(a, "link"), *ll = ut_join(a, "linkmode");
-	assert_int_equal(symlink("same", l), 0);
-	assert_int_equal(symlink("same", ll), 0);
+	ut_symlink(a, "link", "same");
+	ut_symlink(a, "linkmode", "same");
 	char cmd[8192];
 	snprintf(cmd, sizeof cmd, "cp -a '%s' '%s'", a, b);
 	assert_int_equal(system(cmd), 0);
@@ -124,8 +122,6 @@ static void test_diff(void **state)
 	free(g2);
 	free(bd);
 	free(m);
-	free(l);
-	free(ll);
 	free(pa);
 	free(pb);
 	free(a);

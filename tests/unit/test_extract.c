@@ -13,18 +13,15 @@
 #include <errno.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
 	stg_pack_info info;
 	stg_pack *p;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 2);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0750);
 	ut_mkdir(f->src, "a");
@@ -33,20 +30,13 @@ static int setup(void **state)
 	ut_write(f->src, "a/one", "one\n", 4);
 	ut_write(f->src, "a/sub/two", "two\n", 4);
 	ut_write(f->src, "b/empty", "", 0);
-	uint8_t *big = ut_malloc(400000);
-	ut_fill(big, 400000, 5);
-	ut_write(f->src, "b/big", big, 400000);
-	free(big);
+	ut_fill_file(f->src, "b/big", 400000, 5);
 	ut_write(f->src, "suid", "#!/bin/sh\n", 10);
-	char *s = ut_join(f->src, "suid"), *h = ut_join(f->src, "hard"),
-	     *o = ut_join(f->src, "a/one"), *l = ut_join(f->src, "link");
+	char *s = ut_join(f->src, "suid");
 	chmod(s, 04755);
-	assert_int_equal(link(o, h), 0);
-	assert_int_equal(symlink("a/one", l), 0);
 	free(s);
-	free(h);
-	free(o);
-	free(l);
+	ut_hardlink(f->src, "hard", "a/one");
+	ut_symlink(f->src, "link", "a/one");
 	f->pack = ut_join(f->dir, "p.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	assert_int_equal(stg_pack_open(f->ctx, f->pack, &f->p), STG_OK);
@@ -58,13 +48,7 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	stg_pack_close(f->p);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->pack);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* The selected paths, sorted, as one string. */
@@ -256,17 +240,6 @@ static void test_building_blocks(void **state)
 	free(t);
 }
 
-static bool temporaries_in(const char *dir)
-{
-	DIR *d = opendir(dir);
-	struct dirent *de;
-	bool found = false;
-	while ((de = readdir(d)))
-		found |= !strncmp(de->d_name, ".stager-", 8);
-	closedir(d);
-	return found;
-}
-
 static void test_damaged_frame(void **state)
 {
 	fx *f = *state;
@@ -299,7 +272,7 @@ static void test_damaged_frame(void **state)
 	if (!strstr(stg_errmsg(f->ctx), frame))
 		fail_msg("'%s' does not name %s", stg_errmsg(f->ctx), frame);
 	assert_int_equal(access(out, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	assert_int_equal(stg_verify(f->ctx, p), STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(f->ctx), frame));
 	/* a subset away from it: fine, every file it takes checked */
@@ -331,7 +304,7 @@ static void test_link_out(void **state)
 	char *out = ut_join(f->dir, "out");
 	assert_int_equal(stg_unpack(f->ctx, p, out, NULL, NULL), STG_ECORRUPT);
 	assert_int_equal(access(out, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	stg_pack_close(p);
 	free(out);
 	free(pk);
@@ -369,7 +342,7 @@ static void test_destinations(void **state)
 	stg_cancel(f->ctx);
 	assert_int_equal(stg_unpack(f->ctx, f->p, c, NULL, NULL), STG_EINTR);
 	assert_int_equal(access(c, F_OK), -1);
-	assert_false(temporaries_in(f->dir));
+	ut_no_temporaries(f->dir, false);
 	free(c);
 	free(deep);
 	free(file);

@@ -10,29 +10,19 @@
 #include <dirent.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack, *local;
+	UT_FX;
+	char *local;
 	stg_pack_info info;
-	stg_cache *c;
-	ut_log log;
 } fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 2);
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0755);
-	uint8_t *b = ut_malloc(400000);
-	ut_fill(b, 400000, 7);
-	ut_write(f->src, "data.bin", b, 400000);
+	ut_fill_file(f->src, "data.bin", 400000, 7);
 	ut_write(f->src, "labels", "cat\ndog\n", 8);
-	free(b);
 	f->pack = ut_join(f->dir, "set.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	f->local = ut_join(f->dir, "local.tar.zst");
@@ -44,26 +34,15 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->pack);
 	free(f->local);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
-/* Nothing named .stager-* left in the test's directory. */
-static void no_temporaries(fx *f)
+/* The pack copied to local; its digest. */
+static void copy_local(fx *f, uint8_t digest[STG_DIGEST_LEN])
 {
-	DIR *d = opendir(f->dir);
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (!strncmp(de->d_name, ".stager-", 8))
-			fail_msg("'%s' left", de->d_name);
-	closedir(d);
+	uint64_t bytes;
+	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
 }
 
 static void test_copy(void **state)
@@ -74,17 +53,13 @@ static void test_copy(void **state)
 	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
 	assert_memory_equal(digest, f->info.digest, STG_DIGEST_LEN);
 	assert_int_equal(bytes, f->info.pack_size);
-	size_t la, lb;
-	uint8_t *a = ut_read(f->pack, &la), *b = ut_read(f->local, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(a, b, la);
-	free(a);
-	free(b);
-	no_temporaries(f);
+	ut_same_file(f->pack, f->local);
+	ut_no_temporaries(f->dir, false);
 	/* over an older copy: replaced */
 	ut_write(f->dir, "local.tar.zst", "old", 3);
 	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
-	b = ut_read(f->local, &lb);
+	size_t lb;
+	uint8_t *b = ut_read(f->local, &lb);
 	assert_int_equal(lb, f->info.pack_size);
 	free(b);
 }
@@ -96,21 +71,15 @@ static void test_refused(void **state)
 	uint64_t bytes = 99;
 	/* a byte flipped in the frames: the trailer is intact, the SHA-256
 	 * is not; nothing at dst */
-	int fd = open(f->pack, O_RDWR);
-	uint8_t c;
-	pread(fd, &c, 1, 1000);
-	c ^= 1;
-	pwrite(fd, &c, 1, 1000);
+	ut_flip(f->pack, 1000, 1);
 	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes),
 	                 STG_ECORRUPT);
 	char want[4200];
 	snprintf(want, sizeof want, "'%s' is damaged: its SHA-256 does not match", f->pack);
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	assert_int_equal(access(f->local, F_OK), -1);
-	no_temporaries(f);
-	c ^= 1;
-	pwrite(fd, &c, 1, 1000);
-	close(fd);
+	ut_no_temporaries(f->dir, false);
+	ut_flip(f->pack, 1000, 1);
 	/* not a pack */
 	ut_write(f->dir, "junk", "not a pack, no trailer here at all, none", 40);
 	char *junk = ut_join(f->dir, "junk");
@@ -135,57 +104,47 @@ static void test_refused(void **state)
 static void test_no_room(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "100K", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "100K", NULL});
 	uint8_t digest[STG_DIGEST_LEN];
 	uint64_t bytes;
 	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes),
 	                 STG_ENOSPC);
 	assert_int_equal(access(f->local, F_OK), -1);
-	no_temporaries(f);
+	ut_no_temporaries(f->dir, false);
+}
+
+/* Stage the pack to dest from the copy (NULL: none) of the pack with digest. */
+static stg_err stage_copy(fx *f, const char *copy, const uint8_t *digest, const char *dest,
+                          stg_stage_result *r)
+{
+	stg_stage_opts o;
+	stg_stage_opts_init(&o);
+	o.from_copy = copy;
+	o.from_copy_digest = digest;
+	return ut_stage(f->ctx, f->c, f->pack, dest, &o, r);
 }
 
 static void test_stage_from_copy(void **state)
 {
 	fx *f = *state;
 	uint8_t digest[STG_DIGEST_LEN];
-	uint64_t bytes;
-	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
+	copy_local(f, digest);
 	char *dest = ut_join(f->dir, "ds");
-	o.dest = dest;
-	o.owner = "job-1";
-	o.from_copy = f->local;
-	o.from_copy_digest = digest;
 	stg_stage_result r;
-	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, f->local, digest, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 0);
 	assert_int_equal(r.source_bytes, 0); /* nothing of the shared FS read */
 	assert_memory_equal(r.digest, f->info.digest, STG_DIGEST_LEN);
-	char *a = ut_join(f->src, "labels"), *b = ut_join(dest, "labels");
-	size_t la, lb;
-	uint8_t *ca = ut_read(a, &la), *cb = ut_read(b, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(ca, cb, la);
-	free(ca);
-	free(cb);
+	ut_same_in(f->src, dest, "labels");
 	stg_stage_result_free(&r);
 	/* by digest alone: the entry is used without the source */
 	char *moved = ut_join(f->dir, "moved.tar.zst");
 	assert_int_equal(rename(f->pack, moved), 0);
-	stg_stage_opts_init(&o);
-	o.dest = dest;
-	o.owner = "job-1";
-	o.from_copy_digest = digest;
-	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, NULL, digest, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 1);
 	stg_stage_result_free(&r);
 	assert_int_equal(rename(moved, f->pack), 0);
 	free(moved);
-	free(a);
-	free(b);
 	free(dest);
 }
 
@@ -193,24 +152,12 @@ static void test_stage_wrong_copy(void **state)
 {
 	fx *f = *state;
 	uint8_t digest[STG_DIGEST_LEN];
-	uint64_t bytes;
-	assert_int_equal(stg_copy_pack(f->ctx, f->c, f->pack, f->local, digest, &bytes), STG_OK);
+	copy_local(f, digest);
 	/* a damaged copy: a warning, and the source read instead */
-	int fd = open(f->local, O_RDWR);
-	uint8_t c;
-	pread(fd, &c, 1, 500);
-	c ^= 1;
-	pwrite(fd, &c, 1, 500);
-	close(fd);
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
+	ut_flip(f->local, 500, 1);
 	char *dest = ut_join(f->dir, "ds");
-	o.dest = dest;
-	o.owner = "job-1";
-	o.from_copy = f->local;
-	o.from_copy_digest = digest;
 	stg_stage_result r;
-	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_OK);
+	assert_int_equal(stage_copy(f, f->local, digest, dest, &r), STG_OK);
 	assert_true(r.source_bytes > 0);
 	stg_stage_result_free(&r);
 	char want[4400];
@@ -224,11 +171,7 @@ static void test_stage_wrong_copy(void **state)
 	uint8_t other[STG_DIGEST_LEN];
 	memcpy(other, digest, sizeof other);
 	other[0] ^= 1;
-	stg_stage_opts_init(&o);
-	o.dest = dest2;
-	o.owner = "job-1";
-	o.from_copy_digest = other;
-	assert_int_equal(stg_stage(f->ctx, f->c, f->pack, &o, &r), STG_ECORRUPT);
+	assert_int_equal(stage_copy(f, NULL, other, dest2, &r), STG_ECORRUPT);
 	assert_non_null(strstr(stg_errmsg(f->ctx), "the version the other nodes staged (was it "
 	                                           "replaced during the job?)"));
 	assert_int_equal(access(dest2, F_OK), -1);

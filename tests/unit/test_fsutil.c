@@ -9,14 +9,13 @@
 #include <limits.h>
 
 typedef struct fx {
-	char *dir;
+	UT_FX;
 	int dfd;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
 	if (f->dfd < 0)
 		return -1;
@@ -28,16 +27,7 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	close(f->dfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f);
-	return 0;
-}
-
-static bool exists_at(int dfd, const char *p)
-{
-	struct stat st;
-	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return ut_teardown(state);
 }
 
 static void symlink_at(int dfd, const char *target, const char *p)
@@ -68,9 +58,9 @@ static void test_rmtree_links(void **state)
 	assert_int_equal(fchmodat(f->dfd, "t/a", 0500, 0), 0);
 	char *t = ut_join(f->dir, "t");
 	assert_int_equal(stg__rmtree(t), 0);
-	assert_false(exists_at(f->dfd, "t"));
-	assert_true(exists_at(f->dfd, "outside/precious"));
-	assert_true(exists_at(f->dfd, "outfile"));
+	assert_false(ut_exists_at(f->dfd, "t"));
+	assert_true(ut_exists_at(f->dfd, "outside/precious"));
+	assert_true(ut_exists_at(f->dfd, "outfile"));
 	/* missing is fine */
 	assert_int_equal(stg__rmtree(t), 0);
 	/* a symlink to a directory, given as the tree: the link goes, not the
@@ -78,14 +68,14 @@ static void test_rmtree_links(void **state)
 	symlink_at(f->dfd, "outside", "l");
 	char *l = ut_join(f->dir, "l");
 	assert_int_equal(stg__rmtree(l), 0);
-	assert_false(exists_at(f->dfd, "l"));
-	assert_true(exists_at(f->dfd, "outside/precious"));
+	assert_false(ut_exists_at(f->dfd, "l"));
+	assert_true(ut_exists_at(f->dfd, "outside/precious"));
 	/* a file */
 	assert_int_equal(stg__rmtree(outfile), 0);
-	assert_false(exists_at(f->dfd, "outfile"));
+	assert_false(ut_exists_at(f->dfd, "outfile"));
 	/* at a directory descriptor */
 	assert_int_equal(stg__rmtree_at(f->dfd, "outside"), 0);
-	assert_false(exists_at(f->dfd, "outside"));
+	assert_false(ut_exists_at(f->dfd, "outside"));
 	free(l);
 	free(t);
 	free(outside);
@@ -110,7 +100,7 @@ static void test_rmtree_deep(void **state)
 	int probe = dup(0);
 	close(probe);
 	assert_int_equal(stg__rmtree_at(f->dfd, "deep"), 0);
-	assert_false(exists_at(f->dfd, "deep"));
+	assert_false(ut_exists_at(f->dfd, "deep"));
 	int probe2 = dup(0);
 	assert_int_equal(probe2, probe);
 	close(probe2);
@@ -194,13 +184,13 @@ static void test_replace(void **state)
 		assert_int_equal(stg__replace(tmp, target, durable), 0);
 		read_is(f->dir, "target", "new!\n");
 		read_is(f->dir, "oldlink", "old\n");
-		assert_false(exists_at(f->dfd, "tmp"));
+		assert_false(ut_exists_at(f->dfd, "tmp"));
 		/* nothing there yet */
 		ut_write(f->dir, "tmp", "first\n", 6);
 		char *fresh = ut_join(f->dir, "fresh");
 		assert_int_equal(stg__replace(tmp, fresh, durable), 0);
 		read_is(f->dir, "fresh", "first\n");
-		assert_false(exists_at(f->dfd, "tmp"));
+		assert_false(ut_exists_at(f->dfd, "tmp"));
 		/* tmp missing: an error, target untouched */
 		assert_int_equal(stg__replace(tmp, target, durable), -1);
 		assert_int_equal(errno, ENOENT);
@@ -262,7 +252,7 @@ static void test_mkdirs_and_absolute(void **state)
 	struct stat st;
 	assert_int_equal(fstatat(f->dfd, "x/y/z", &st, 0), 0);
 	assert_true(S_ISDIR(st.st_mode));
-	assert_false(exists_at(f->dfd, "x/y/z/file"));
+	assert_false(ut_exists_at(f->dfd, "x/y/z/file"));
 	/* again: nothing to do */
 	assert_int_equal(stg__mkdirs_parent(p), 0);
 	/* no directory part */
@@ -334,11 +324,11 @@ static void test_beneath(void **state)
 	assert_int_equal(st.st_mode & 07777, 0640);
 	close(fd);
 	assert_int_equal(stg__open_beneath(root, "lsub/new2", O_WRONLY | O_CREAT, 0600), -1);
-	assert_false(exists_at(root, "sub/new2"));
+	assert_false(ut_exists_at(root, "sub/new2"));
 	/* a dangling link as the last component is not created through */
 	symlink_at(root, "../planted", "dangling");
 	assert_int_equal(stg__open_beneath(root, "dangling", O_WRONLY | O_CREAT, 0600), -1);
-	assert_false(exists_at(f->dfd, "planted"));
+	assert_false(ut_exists_at(f->dfd, "planted"));
 	/* ".." that stays inside is still inside */
 	fd = stg__open_beneath(root, "sub/../sub/f", O_RDONLY, 0);
 	assert_true(fd >= 0);
@@ -348,12 +338,12 @@ static void test_beneath(void **state)
 	int pfd = stg__parent_of(root, "sub/f", &base);
 	assert_true(pfd >= 0);
 	assert_string_equal(base, "f");
-	assert_true(exists_at(pfd, "f"));
+	assert_true(ut_exists_at(pfd, "f"));
 	close(pfd);
 	pfd = stg__parent_of(root, "top", &base);
 	assert_true(pfd >= 0);
 	assert_string_equal(base, "top");
-	assert_true(exists_at(pfd, "sub"));
+	assert_true(ut_exists_at(pfd, "sub"));
 	close(pfd);
 	assert_int_equal(stg__parent_of(root, "lsub/f", &base), -1);
 	assert_int_equal(stg__parent_of(root, "../x", &base), -1);

@@ -9,7 +9,7 @@
 #include <errno.h>
 
 typedef struct fx {
-	char *dir;
+	UT_FX;
 	uint8_t *data;
 	size_t len;
 	int fd;
@@ -17,8 +17,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = calloc(1, sizeof *f);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->len = (3 << 20) + 12345;
 	f->data = ut_malloc(f->len);
 	ut_fill(f->data, f->len, 7);
@@ -35,11 +34,8 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	close(f->fd);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->data);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void canon(XXH128_hash_t h, uint8_t out[16])

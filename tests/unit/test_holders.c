@@ -14,18 +14,14 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *slots, *leases;
-	stg_cache *c;
+	UT_FX;
+	char *slots, *leases;
 	pid_t child; /* killed in teardown if a test fails early */
 } fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->slots = ut_join(f->dir, "slots");
 	f->leases = ut_join(f->dir, "leases");
 	mkdir(f->leases, 0755);
@@ -37,7 +33,6 @@ static int setup(void **state)
 	                     f->leases,
 	                     NULL};
 	f->c = ut_cache(f->ctx, f->dir, set);
-	f->child = 0;
 	*state = f;
 	return 0;
 }
@@ -45,18 +40,18 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	if (f->child > 0) {
-		kill(f->child, SIGKILL);
-		waitpid(f->child, NULL, 0);
-	}
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
+	ut_kill(&f->child);
 	free(f->slots);
 	free(f->leases);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
+}
+
+/* In a child (ut_child): a node slot of lim taken. */
+static int hold_slot(void *lim)
+{
+	stg_slot s;
+	stg_ctx *ctx = stg_ctx_new();
+	return stg__slot_acquire(ctx, lim, &s) || s.fd < 0;
 }
 
 static const char *me(void)
@@ -106,23 +101,8 @@ static void test_node(void **state)
 		free(p);
 	}
 	/* and one held by a child */
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		stg_slot s;
-		stg_ctx *ctx = stg_ctx_new();
-		if (stg__slot_acquire(ctx, &f->c->lim, &s) || s.fd < 0)
-			_exit(1);
-		if (write(p[1], "x", 1) != 1)
-			_exit(1);
-		pause();
-		_exit(0);
-	}
-	f->child = pid;
-	close(p[1]);
-	char x;
-	assert_int_equal(read(p[0], &x, 1), 1);
+	ut_child(&f->child, hold_slot, &f->c->lim, 0);
+	pid_t pid = f->child;
 	stg_holder *v;
 	size_t n;
 	time_t now = time(NULL);
@@ -185,9 +165,7 @@ static void test_node(void **state)
 	assert_null(strstr(text, "(test_holders)"));
 	/* the child dies: its slot is no longer held (its lease file stays
 	 * until it expires: a lease is not a lock) */
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	f->child = 0;
+	ut_kill(&f->child);
 	assert_int_equal(stg_slot_holders(f->ctx, f->c, &v, &n), STG_OK);
 	size_t nodes = 0;
 	for (size_t i = 0; i < n; i++) {
@@ -199,7 +177,6 @@ static void test_node(void **state)
 	assert_int_equal(nodes, 1);
 	free(v);
 	stg__slot_release(&a);
-	close(p[0]);
 }
 
 static void test_cluster(void **state)

@@ -17,22 +17,16 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *slots, *leases;
-	ut_log log;
+	UT_FX;
+	char *slots, *leases;
 	pid_t child; /* killed in teardown if a test fails early */
 } fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->slots = ut_join(f->dir, "slots");
 	f->leases = ut_join(f->dir, "leases");
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
 	*state = f;
 	return 0;
 }
@@ -40,23 +34,24 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	if (f->child > 0) {
-		kill(f->child, SIGKILL);
-		waitpid(f->child, NULL, 0);
-	}
-	ut_rmtree(f->dir);
-	free(f->dir);
+	ut_kill(&f->child);
 	free(f->slots);
 	free(f->leases);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static stg_cache *cache_with(fx *f, const char *readers, const char *wait_max)
 {
 	const char *set[] = {"max_readers_per_node", readers, "slot_wait_max", wait_max, NULL};
 	return ut_cache(f->ctx, f->dir, set);
+}
+
+/* In a child (ut_child): a node slot of lim taken. */
+static int hold_slot(void *lim)
+{
+	stg_slot s;
+	stg_ctx *ctx = stg_ctx_new();
+	return stg__slot_acquire(ctx, lim, &s) || s.fd < 0;
 }
 
 static void test_slots(void **state)
@@ -141,33 +136,14 @@ static void test_holder_dies(void **state)
 {
 	fx *f = *state;
 	stg_cache *c = cache_with(f, "1", "0");
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		stg_slot s;
-		stg_ctx *ctx = stg_ctx_new();
-		if (stg__slot_acquire(ctx, &c->lim, &s) || s.fd < 0)
-			_exit(1);
-		if (write(p[1], "x", 1) != 1)
-			_exit(1);
-		pause();
-		_exit(0);
-	}
-	f->child = pid;
-	close(p[1]);
-	char x;
-	assert_int_equal(read(p[0], &x, 1), 1);
+	ut_child(&f->child, hold_slot, &c->lim, 0);
 	stg_slot s;
 	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &s, stg__now() + 0.2), STG_OK);
 	assert_int_equal(s.fd, -1);
-	kill(pid, SIGKILL);
-	waitpid(pid, NULL, 0);
-	f->child = 0;
+	ut_kill(&f->child);
 	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &s, stg__now() + 2), STG_OK);
 	assert_true(s.fd >= 0);
 	stg__slot_release(&s);
-	close(p[0]);
 	stg_cache_close(c);
 }
 

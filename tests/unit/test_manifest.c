@@ -8,25 +8,16 @@
 #include <errno.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
 	stg_pack *p;
 	int datafd;
 } fx;
 
-static char *join3(const char *a, const char *b)
-{
-	return ut_join(a, b);
-}
-
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 1);
-	f->dir = ut_tmpdir();
-	f->src = join3(f->dir, "src");
+	f->src = ut_join(f->dir, "src");
 	assert_int_equal(mkdir(f->src, 0755), 0);
 	ut_mkdir(f->src, "d");
 	ut_write(f->src, "d/a", "alpha\n", 6);
@@ -35,14 +26,9 @@ static int setup(void **state)
 	ut_write(f->src, "new\nline", "nl", 2);
 	ut_write(f->src, "with space", "sp", 2);
 	ut_mkdir(f->src, "emptydir");
-	char *l = ut_join(f->src, "link"), *h = ut_join(f->src, "hard"),
-	     *a = ut_join(f->src, "d/a");
-	assert_int_equal(symlink("d/a", l), 0);
-	assert_int_equal(link(a, h), 0);
-	free(l);
-	free(h);
-	free(a);
-	f->pack = join3(f->dir, "p.tar.zst");
+	ut_symlink(f->src, "link", "d/a");
+	ut_hardlink(f->src, "hard", "d/a");
+	f->pack = ut_join(f->dir, "p.tar.zst");
 	stg_pack_opts o;
 	stg_pack_opts_init(&o);
 	assert_int_equal(stg_pack_dir(f->ctx, f->src, f->pack, &o, NULL), STG_OK);
@@ -57,13 +43,7 @@ static int teardown(void **state)
 	fx *f = *state;
 	close(f->datafd);
 	stg_pack_close(f->p);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->pack);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static char *escaped(const char *path)

@@ -4,31 +4,23 @@
 #include <dirent.h>
 #include <errno.h>
 
-static stg_ctx *new_ctx(void)
-{
-	stg_ctx *ctx = stg_ctx_new();
-	assert_non_null(ctx);
-	stg_set_threads(ctx, 2);
-	return ctx;
-}
+typedef ut_fx fx;
 
-/* A tree with nested dirs, an empty dir, an empty file, a file spanning
- * several 64 KiB frames, a symlink, a hardlink and a read-only file. */
-static char *make_tree(void)
+/* src: a tree with nested dirs, an empty dir, an empty file, a file
+ * spanning several 64 KiB frames, a symlink, a hardlink and a read-only
+ * file; a context with 2 threads. */
+static int setup(void **state)
 {
-	char *root = ut_tmpdir();
-	char *src = ut_join(root, "src");
+	fx *f = ut_fx_new(sizeof *f);
+	stg_set_threads(f->ctx, 2);
+	char *src = f->src = ut_join(f->dir, "src");
 	assert_int_equal(mkdir(src, 0755), 0);
 	ut_mkdir(src, "a");
 	ut_mkdir(src, "a/b");
 	ut_mkdir(src, "empty");
 	ut_write(src, "a/b/hello.txt", "hello\n", 6);
 	ut_write(src, "zero", "", 0);
-	size_t big = 300 * 1024 + 17;
-	uint8_t *buf = malloc(big);
-	ut_fill(buf, big, 1);
-	ut_write(src, "a/big.bin", buf, big);
-	free(buf);
+	ut_fill_file(src, "a/big.bin", 300 * 1024 + 17, 1);
 	for (int i = 0; i < 50; i++) {
 		char name[32], data[64];
 		snprintf(name, sizeof name, "a/small_%02d", i);
@@ -43,84 +35,25 @@ static char *make_tree(void)
 	free(l);
 	free(h1);
 	free(h2);
-	free(root);
-	return src;
+	*state = f;
+	return 0;
 }
 
-/* Compare two trees: names, types, modes, sizes, contents, link targets. */
-static void same_tree(const char *a, const char *b)
+/* The tree packed (64 KiB frames) into name beside it. */
+static char *pack_to(fx *f, const char *name, stg_pack_info *info)
 {
-	DIR *d = opendir(a);
-	assert_non_null(d);
-	struct dirent *de;
-	size_t n = 0;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		n++;
-		char *pa = ut_join(a, de->d_name), *pb = ut_join(b, de->d_name);
-		struct stat sa, sb;
-		assert_int_equal(lstat(pa, &sa), 0);
-		if (lstat(pb, &sb)) {
-			fail_msg("'%s' missing in the copy", pb);
-		}
-		assert_int_equal(sa.st_mode, sb.st_mode);
-		assert_int_equal(sa.st_size, sb.st_size);
-		if (!S_ISLNK(sa.st_mode)) {
-			assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
-			assert_int_equal(sa.st_mtim.tv_nsec, sb.st_mtim.tv_nsec);
-		}
-		if (S_ISDIR(sa.st_mode)) {
-			same_tree(pa, pb);
-		} else if (S_ISREG(sa.st_mode)) {
-			size_t la, lb;
-			uint8_t *ca = ut_read(pa, &la), *cb = ut_read(pb, &lb);
-			assert_int_equal(la, lb);
-			assert_memory_equal(ca, cb, la);
-			free(ca);
-			free(cb);
-		} else if (S_ISLNK(sa.st_mode)) {
-			char ta[256] = {0}, tb[256] = {0};
-			assert_true(readlink(pa, ta, sizeof ta - 1) > 0);
-			assert_true(readlink(pb, tb, sizeof tb - 1) > 0);
-			assert_string_equal(ta, tb);
-		}
-		free(pa);
-		free(pb);
-	}
-	closedir(d);
-	/* and nothing extra in b */
-	d = opendir(b);
-	size_t m = 0;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			m++;
-	closedir(d);
-	assert_int_equal(n, m);
-}
-
-static char *pack_to(stg_ctx *ctx, const char *src, const char *name, stg_pack_info *info)
-{
-	char *root = strdup(src);
-	*strrchr(root, '/') = '\0';
-	char *out = ut_join(root, name);
-	free(root);
-	stg_pack_opts o;
-	stg_pack_opts_init(&o);
-	o.frame_size = 64 * 1024;
-	stg_err err = stg_pack_dir(ctx, src, out, &o, info);
-	if (err)
-		fail_msg("pack: %s", stg_errmsg(ctx));
+	char *out = ut_join(f->dir, name);
+	ut_pack(f->ctx, f->src, out, info);
 	return out;
 }
 
 static void test_round_trip(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	const char *src = f->src;
 	stg_pack_info info;
-	char *out = pack_to(ctx, src, "p.tar.zst", &info);
+	char *out = pack_to(f, "p.tar.zst", &info);
 	assert_int_equal(info.files, 53);
 	assert_int_equal(info.hardlinks, 1);
 	assert_int_equal(info.symlinks, 1);
@@ -133,9 +66,9 @@ static void test_round_trip(void **state)
 	stg_pack_get_info(p, &info2);
 	assert_memory_equal(info.digest, info2.digest, STG_DIGEST_LEN);
 	assert_int_equal(stg_verify(ctx, p), STG_OK);
-	char *dst = ut_join(src, "../dst");
+	char *dst = ut_join(f->dir, "dst");
 	assert_int_equal(stg_unpack(ctx, p, dst, NULL, NULL), STG_OK);
-	same_tree(src, dst);
+	ut_tree_holds(src, dst, true);
 	/* the hardlink is a hardlink again */
 	char *h1 = ut_join(dst, "a/b/hello.txt"), *h2 = ut_join(dst, "hard");
 	struct stat s1, s2;
@@ -146,48 +79,31 @@ static void test_round_trip(void **state)
 	assert_int_equal(stg_unpack(ctx, p, dst, NULL, NULL), STG_EEXIST);
 	stg_pack_close(p);
 
-	char *root = ut_join(src, "..");
-	ut_rmtree(root);
-	free(root);
 	free(h1);
 	free(h2);
 	free(dst);
 	free(out);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 static void test_deterministic(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
 	stg_pack_info a, b;
-	char *o1 = pack_to(ctx, src, "1.tar.zst", &a);
+	char *o1 = pack_to(f, "1.tar.zst", &a);
 	stg_set_threads(ctx, 1);
-	char *o2 = pack_to(ctx, src, "2.tar.zst", &b);
+	char *o2 = pack_to(f, "2.tar.zst", &b);
 	assert_memory_equal(a.digest, b.digest, STG_DIGEST_LEN);
-	size_t l1, l2;
-	uint8_t *c1 = ut_read(o1, &l1), *c2 = ut_read(o2, &l2);
-	assert_int_equal(l1, l2);
-	assert_memory_equal(c1, c2, l1);
-	free(c1);
-	free(c2);
-	char *root = ut_join(src, "..");
-	ut_rmtree(root);
-	free(root);
+	ut_same_file(o1, o2);
 	free(o1);
 	free(o2);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 static void test_include(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
-	char *out = pack_to(ctx, src, "p.tar.zst", NULL);
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	char *out = pack_to(f, "p.tar.zst", NULL);
 	stg_pack *p;
 	assert_int_equal(stg_pack_open(ctx, out, &p), STG_OK);
 	const char *inc[] = {"hard", "a/small_1*"};
@@ -195,7 +111,7 @@ static void test_include(void **state)
 	stg_unpack_opts_init(&uo);
 	uo.include = inc;
 	uo.n_include = 2;
-	char *dst = ut_join(src, "../sub");
+	char *dst = ut_join(f->dir, "sub");
 	stg_unpack_stats st;
 	assert_int_equal(stg_unpack(ctx, p, dst, &uo, &st), STG_OK);
 	/* 10 small files and the hardlink with its target; big.bin's frames
@@ -215,13 +131,10 @@ static void test_include(void **state)
 	const char *none[] = {"nope/*"};
 	uo.include = none;
 	uo.n_include = 1;
-	char *dst2 = ut_join(src, "../sub2");
+	char *dst2 = ut_join(f->dir, "sub2");
 	assert_int_equal(stg_unpack(ctx, p, dst2, &uo, NULL), STG_EUSAGE);
 	assert_int_not_equal(lstat(dst2, &sb), 0);
 	stg_pack_close(p);
-	char *root = ut_join(src, "..");
-	ut_rmtree(root);
-	free(root);
 	free(t);
 	free(s);
 	free(b);
@@ -229,21 +142,18 @@ static void test_include(void **state)
 	free(dst);
 	free(dst2);
 	free(out);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 /* Flip bytes across the pack: verify fails with STG_ECORRUPT (or the pack
  * no longer opens), and unpack leaves nothing behind. */
 static void test_damage(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
-	char *out = pack_to(ctx, src, "p.tar.zst", NULL);
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	char *out = pack_to(f, "p.tar.zst", NULL);
 	size_t len;
 	uint8_t *img = ut_read(out, &len);
-	char *dst = ut_join(src, "../dst");
+	char *dst = ut_join(f->dir, "dst");
 	for (size_t off = 0; off < len; off += len / 97 + 1) {
 		img[off] ^= 0x20;
 		stg_pack *p = NULL;
@@ -261,19 +171,14 @@ static void test_damage(void **state)
 		img[off] ^= 0x20;
 	}
 	/* no temporary leftovers beside dst */
-	char *root = ut_join(src, "..");
-	DIR *d = opendir(root);
+	DIR *d = opendir(f->dir);
 	struct dirent *de;
 	while ((de = readdir(d)))
 		assert_null(strstr(de->d_name, ".stager-unpack"));
 	closedir(d);
-	ut_rmtree(root);
-	free(root);
 	free(img);
 	free(dst);
 	free(out);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 /* Rewrite a pack's trailer with a changed manifest (keeping its frames), to
@@ -347,15 +252,14 @@ static void edit_escape(stg_trailer *t)
 
 static void test_hostile_manifest(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
-	char *out = pack_to(ctx, src, "p.tar.zst", NULL);
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	char *out = pack_to(f, "p.tar.zst", NULL);
 	size_t len;
 	uint8_t *img = ut_read(out, &len);
 	void (*edits[])(stg_trailer *) = {edit_dup, edit_under_symlink, edit_escape};
 	const char *words[] = {"twice", "not a directory", "outside"};
-	char *dst = ut_join(src, "../dst");
+	char *dst = ut_join(f->dir, "dst");
 	for (size_t i = 0; i < 3; i++) {
 		size_t nlen;
 		uint8_t *n = rewrite(ctx, img, len, edits[i], &nlen);
@@ -369,27 +273,21 @@ static void test_hostile_manifest(void **state)
 		stg_pack_close(p);
 		free(n);
 	}
-	char *root = ut_join(src, "..");
-	ut_rmtree(root);
-	free(root);
 	free(img);
 	free(dst);
 	free(out);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 static void test_stream_form(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	const char *src = f->src;
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
 	/* a pipe is not seekable: the stream form must still work; read it
 	 * back from a second thread's worth of buffer (the pack is small) */
-	char *root = ut_join(src, "..");
-	char *path = ut_join(root, "stream.tar.zst");
+	char *path = ut_join(f->dir, "stream.tar.zst");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	assert_true(fd >= 0);
 	stg_pack_info info;
@@ -404,11 +302,7 @@ static void test_stream_form(void **state)
 	/* a missing source is STG_ENOENT */
 	assert_int_equal(stg_pack_dir(ctx, "/nonexistent/dir", path, NULL, NULL), STG_ENOENT);
 	assert_int_equal(stg_pack_open(ctx, "/nonexistent/p.tar.zst", &p), STG_ENOENT);
-	ut_rmtree(root);
-	free(root);
 	free(path);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
 static void cancel_on_progress(void *arg, const char *what, uint64_t done, uint64_t total)
@@ -421,33 +315,27 @@ static void cancel_on_progress(void *arg, const char *what, uint64_t done, uint6
 
 static void test_cancel(void **state)
 {
-	(void)state;
-	stg_ctx *ctx = new_ctx();
-	char *src = make_tree();
+	fx *f = *state;
+	stg_ctx *ctx = f->ctx;
+	const char *src = f->src;
 	stg_set_progress(ctx, cancel_on_progress, ctx);
-	char *root = ut_join(src, "..");
-	char *out = ut_join(root, "c.tar.zst");
+	char *out = ut_join(f->dir, "c.tar.zst");
 	assert_int_equal(stg_pack_dir(ctx, src, out, NULL, NULL), STG_EINTR);
 	struct stat st;
 	assert_int_not_equal(lstat(out, &st), 0);
 	/* no temporary file left */
-	DIR *d = opendir(root);
+	DIR *d = opendir(f->dir);
 	struct dirent *de;
 	while ((de = readdir(d)))
 		assert_null(strstr(de->d_name, ".stager-tmp"));
 	closedir(d);
-	ut_rmtree(root);
-	free(root);
 	free(out);
-	free(src);
-	stg_ctx_free(ctx);
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip),       cmocka_unit_test(test_deterministic),
-        cmocka_unit_test(test_include),          cmocka_unit_test(test_damage),
-        cmocka_unit_test(test_hostile_manifest), cmocka_unit_test(test_stream_form),
-        cmocka_unit_test(test_cancel),
+        T(test_round_trip),       T(test_deterministic), T(test_include), T(test_damage),
+        T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),
 };
 
 UT_MAIN(tests)

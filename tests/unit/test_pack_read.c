@@ -10,8 +10,7 @@
 #include <errno.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
 	stg_pack_info info;
 	uint8_t *img;
 	size_t len;
@@ -19,21 +18,14 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 1);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0755);
 	ut_mkdir(f->src, "d");
-	uint8_t *b = ut_malloc(200000);
-	ut_fill(b, 200000, 3);
-	ut_write(f->src, "d/big", b, 200000);
-	free(b);
+	ut_fill_file(f->src, "d/big", 200000, 3);
 	ut_write(f->src, "small", "small\n", 6);
-	char *l = ut_join(f->src, "link");
-	assert_int_equal(symlink("small", l), 0);
-	free(l);
+	ut_symlink(f->src, "link", "small");
 	f->pack = ut_join(f->dir, "p.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	f->img = ut_read(f->pack, &f->len);
@@ -44,14 +36,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->pack);
 	free(f->img);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void test_contents(void **state)

@@ -10,33 +10,7 @@
 #include <errno.h>
 #include <time.h>
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
-	stg_cache *c;
-} fx;
-
-static int setup(void **state)
-{
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
-	f->c = ut_cache(f->ctx, f->dir, NULL);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
+typedef ut_fx fx;
 
 typedef struct pairs {
 	int n;
@@ -132,8 +106,7 @@ static void test_hostile_records(void **state)
 	assert_int_equal(stg__results_each(f->c, "c", each, &p), -1);
 	assert_true(stg__now() - t0 < 2);
 	/* a link: not followed */
-	char *l = ut_join(dir, "d");
-	assert_int_equal(symlink("a", l), 0);
+	ut_symlink(dir, "d", "a");
 	assert_int_equal(stg__results_each(f->c, "d", each, &p), -1);
 	/* a D without its S, bad escapes: skipped */
 	static const char text[] = "stager-results 1\nD /orphan\nS /bad\\q\nD /x\nS /s\nD /d\n";
@@ -142,7 +115,6 @@ static void test_hostile_records(void **state)
 	assert_int_equal(p.n, 1);
 	assert_string_equal(p.src[0], "/s");
 	assert_string_equal(p.dest[0], "/d");
-	free(l);
 	free(fifo);
 	free(dir);
 }
@@ -314,12 +286,7 @@ static void test_collect_kept(void **state)
 	assert_int_equal(r.n, 1);
 	assert_int_equal(r.err[0], STG_OK);
 	assert_int_equal(r.sent[0], 2);
-	char *da = ut_join(dest, "a");
-	size_t len;
-	uint8_t *b = ut_read(da, &len);
-	assert_int_equal(len, 3);
-	assert_memory_equal(b, "aaa", 3);
-	free(b);
+	ut_content_is(dest, "a", "aaa");
 	/* collected whole: removed; the one without a DEST stays */
 	assert_int_equal(access(kept, F_OK), -1);
 	assert_int_equal(access(kept2, F_OK), 0);
@@ -340,7 +307,6 @@ static void test_collect_kept(void **state)
 	free(kept3);
 	free(bad);
 	free(out3);
-	free(da);
 	free(kept2);
 	free(old);
 	free(kept);
@@ -348,7 +314,7 @@ static void test_collect_kept(void **state)
 	free(dest);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, ut_setup_cache, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_pending),        T(test_hostile_records), T(test_keep),
         T(test_keep_same_name), T(test_epoch_and_list),  T(test_collect_kept),

@@ -38,8 +38,7 @@ static stg_err refuse(void *arg, const uint8_t *p, size_t n)
 }
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
+	UT_FX;
 	uint8_t *old, *new_, *in, *out;
 	size_t len;
 	int oldfd, newfd;
@@ -47,9 +46,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->len = 3 * XFER_BLOCK + 12345; /* several reads */
 	f->old = ut_malloc(f->len);
 	f->new_ = ut_malloc(f->len + 100);
@@ -77,15 +74,11 @@ static int teardown(void **state)
 	fx *f = *state;
 	close(f->oldfd);
 	close(f->newfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->old);
 	free(f->new_);
 	free(f->in);
 	free(f->out);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* The signature of old, the delta of new against it (new read from fd or

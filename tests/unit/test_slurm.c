@@ -12,24 +12,10 @@
 
 static char *bin, *top, *old_path;
 
-static void script(const char *dir, const char *name, const char *text)
-{
-	ut_write(dir, name, text, strlen(text));
-	char *p = ut_join(dir, name);
-	assert_int_equal(chmod(p, 0755), 0);
-	free(p);
-}
-
-static const char *const slurm_vars[] = {
-        "SLURM_JOB_ID",   "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_NODEID",
-        "SLURM_JOB_NAME", "SLURMD_NODENAME",    "SLURM_TMPDIR",
-};
-
 static int setup(void **state)
 {
 	(void)state;
-	for (size_t i = 0; i < sizeof slurm_vars / sizeof slurm_vars[0]; i++)
-		unsetenv(slurm_vars[i]);
+	ut_no_slurm();
 	top = ut_tmpdir();
 	bin = ut_join(top, "bin");
 	mkdir(bin, 0755);
@@ -44,7 +30,7 @@ static int setup(void **state)
 	         "*%%e*) echo 2026-11-25T06:10:00 ;;\n"
 	         "esac\n",
 	         top);
-	script(bin, "squeue", text);
+	ut_script(bin, "squeue", text);
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\n"
 	         "echo 'Configuration data as of 2026-11-25T05:00:00'\n"
@@ -52,27 +38,21 @@ static int setup(void **state)
 	         "echo 'KillWait                = 45 sec'\n"
 	         "echo 'SlurmdSpoolDir          = %s/spool/%%n'\n",
 	         top);
-	script(bin, "scontrol", text);
-	old_path = strdup(getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin");
-	char *path = ut_malloc(strlen(bin) + strlen(old_path) + 2);
-	sprintf(path, "%s:%s", bin, old_path);
-	setenv("PATH", path, 1);
-	free(path);
+	ut_script(bin, "scontrol", text);
+	old_path = ut_path_set(NULL, bin);
 	return 0;
 }
 
 static int teardown(void **state)
 {
 	(void)state;
-	setenv("PATH", old_path, 1);
-	for (size_t i = 0; i < sizeof slurm_vars / sizeof slurm_vars[0]; i++)
-		unsetenv(slurm_vars[i]);
+	ut_path_restore(old_path);
+	ut_no_slurm();
 	unsetenv("FAKE_STATE");
 	unsetenv("FAKE_RC");
 	ut_rmtree(top);
 	free(top);
 	free(bin);
-	free(old_path);
 	return 0;
 }
 
@@ -129,9 +109,7 @@ static void test_job_alive(void **state)
 	}
 	/* it asked about that job */
 	char *args = ut_join(top, "squeue.args");
-	size_t len;
-	char *s = (char *)ut_read(args, &len);
-	s[len] = '\0';
+	char *s = ut_read_text(args);
 	assert_non_null(strstr(s, "-h -o %T -j 4242"));
 	free(s);
 	free(args);
@@ -238,16 +216,14 @@ static void test_clock_no_exec(void **state)
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\n#SBATCH --signal=B:TERM@300\n'%s' --clock-child '%s'\nexit $?\n", self,
 	         out);
-	script(dir, "slurm_script", text);
+	ut_script(dir, "slurm_script", text);
 	char *sp = ut_join(dir, "slurm_script");
 	char *argv[] = {"sh", sp, NULL};
 	char buf[16];
 	int status;
 	assert_int_equal(stg__capture(argv, buf, sizeof buf, &status), 0);
 	assert_int_equal(status, 0);
-	size_t len;
-	char *got = (char *)ut_read(out, &len);
-	got[len] = '\0';
+	char *got = ut_read_text(out);
 	assert_string_equal(got, "no_exec=1 sig=15 secs=300 batch=1 kill_wait=45\n");
 	free(got);
 	free(sp);
@@ -334,14 +310,15 @@ static void test_pattern_message_slash(void **state)
 	stg_ctx_free(ctx);
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(test_capture, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_job_alive, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_clock_outside_slurm, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_clock_spool, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_clock_no_exec, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_patterns, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_pattern_message_slash, setup, teardown),
+        T(test_capture),
+        T(test_job_alive),
+        T(test_clock_outside_slurm),
+        T(test_clock_spool),
+        T(test_clock_no_exec),
+        T(test_patterns),
+        T(test_pattern_message_slash),
 };
 
 /* As the batch shell's child: read the clock, write what it says. */

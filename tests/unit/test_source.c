@@ -22,6 +22,8 @@ typedef struct ent {
 	unsigned mode;
 } ent;
 
+typedef ut_fx fx;
+
 enum { TAR, TGZ, ZIP };
 
 static void write_archive(const char *path, int kind, const ent *e, size_t n)
@@ -59,55 +61,9 @@ static void write_archive(const char *path, int kind, const ent *e, size_t n)
 	archive_write_free(a);
 }
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
-	stg_cache *c;
-	ut_log log;
-} fx;
-
-static int setup(void **state)
-{
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
-	f->c = ut_cache(f->ctx, f->dir, NULL);
-	*state = f;
-	return 0;
-}
-
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
-
 static stg_err stage(fx *f, const char *src, const char *dest, stg_stage_result *r)
 {
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
-	o.dest = dest;
-	o.owner = "job-1";
-	return stg_stage(f->ctx, f->c, src, &o, r);
-}
-
-static void content_is(const char *dir, const char *name, const char *want)
-{
-	char *p = ut_join(dir, name);
-	size_t len;
-	uint8_t *b = ut_read(p, &len);
-	if (len != strlen(want) || memcmp(b, want, len))
-		fail_msg("'%s' holds '%.*s', want '%s'", name, (int)len, (char *)b, want);
-	free(b);
-	free(p);
+	return ut_stage(f->ctx, f->c, src, dest, NULL, r);
 }
 
 static const ent good[] = {
@@ -139,8 +95,8 @@ static void test_kinds(void **state)
 		assert_int_equal(stat(src, &st), 0);
 		/* all of it, at least (libarchive may read parts again) */
 		assert_true(r.source_bytes >= (uint64_t)st.st_size);
-		content_is(dest, "data/a.txt", "alpha\n");
-		content_is(dest, "data/sub/b.txt", "beta\n");
+		ut_content_is(dest, "data/a.txt", "alpha\n");
+		ut_content_is(dest, "data/sub/b.txt", "beta\n");
 		char *run = ut_join(dest, "data/run");
 		assert_int_equal(stat(run, &st), 0);
 		assert_int_equal(st.st_mode & 07777, 0555); /* no setuid, read-only */
@@ -153,7 +109,7 @@ static void test_kinds(void **state)
 			assert_int_equal(stat(a, &sa), 0);
 			assert_int_equal(stat(h, &sh), 0);
 			assert_int_equal(sa.st_ino, sh.st_ino);
-			content_is(dest, "data/link", "alpha\n");
+			ut_content_is(dest, "data/link", "alpha\n");
 			free(a);
 			free(h);
 		}
@@ -370,7 +326,7 @@ static void test_direct(void **state)
 	assert_int_equal(stg__index_get(f->c, &id, hex), 0);
 	stg_digest_hex(r.digest, want);
 	assert_string_equal(hex, want);
-	content_is(dest, "data/twice", "second\n");
+	ut_content_is(dest, "data/twice", "second\n");
 	stg_stage_result_free(&r);
 	free(dest);
 	free(src);
@@ -387,7 +343,7 @@ static void test_replaced_entry(void **state)
 	write_archive(src, TAR, good + 6, 2);
 	stg_stage_result r;
 	assert_int_equal(stage(f, src, dest, &r), STG_OK);
-	content_is(dest, "data/twice", "second\n");
+	ut_content_is(dest, "data/twice", "second\n");
 	uint64_t files = r.files, content = r.content_bytes;
 	char key[STG_DIGEST_HEXLEN + 1];
 	stg_digest_hex(r.digest, key);
@@ -405,7 +361,7 @@ static void test_replaced_entry(void **state)
 	free(dest);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, ut_setup_cache, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_kinds),   T(test_same_bytes), T(test_hostile),
         T(test_damaged), T(test_direct),     T(test_replaced_entry),

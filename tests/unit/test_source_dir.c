@@ -10,76 +10,31 @@
 #include <pthread.h>
 #include <time.h>
 
-typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src;
-	stg_cache *c;
-	ut_log log;
-} fx;
+typedef ut_fx fx;
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->src = ut_join(f->dir, "data");
 	mkdir(f->src, 0750);
 	ut_mkdir(f->src, "train");
-	uint8_t b[100000];
-	ut_fill(b, sizeof b, 3);
-	ut_write(f->src, "train/x.bin", b, sizeof b);
+	ut_fill_file(f->src, "train/x.bin", 100000, 3);
 	ut_write(f->src, "train/y.txt", "labels\n", 7);
 	ut_write(f->src, "README", "read me\n", 8);
-	char *l = ut_join(f->src, "current"), *x = ut_join(f->src, "train/x.bin");
-	assert_int_equal(symlink("train", l), 0);
+	ut_symlink(f->src, "current", "train");
+	char *x = ut_join(f->src, "train/x.bin");
 	chmod(x, 0640);
 	struct timespec ts[2] = {{0, UTIME_OMIT}, {1600000000, 7}};
 	utimensat(AT_FDCWD, x, ts, 0);
-	free(l);
 	free(x);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
 	*state = f;
 	return 0;
 }
 
-static int teardown(void **state)
+static stg_err stage(fx *f, const char *dest, stg_stage_result *r)
 {
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
-
-static stg_err stage(fx *f, const char *dest, stg_stage_opts *o, stg_stage_result *r)
-{
-	stg_stage_opts def;
-	if (!o) {
-		stg_stage_opts_init(&def);
-		o = &def;
-	}
-	o->dest = dest;
-	o->owner = "job-1";
-	return stg_stage(f->ctx, f->c, f->src, o, r);
-}
-
-static void same(const char *a, const char *b, const char *name)
-{
-	char *pa = ut_join(a, name), *pb = ut_join(b, name);
-	size_t la, lb;
-	uint8_t *ca = ut_read(pa, &la), *cb = ut_read(pb, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(ca, cb, la);
-	free(ca);
-	free(cb);
-	free(pa);
-	free(pb);
+	return ut_stage(f->ctx, f->c, f->src, dest, NULL, r);
 }
 
 static void test_stage_dir(void **state)
@@ -87,14 +42,14 @@ static void test_stage_dir(void **state)
 	fx *f = *state;
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
-	assert_int_equal(stage(f, dest, NULL, &r), STG_OK);
+	assert_int_equal(stage(f, dest, &r), STG_OK);
 	assert_string_equal(r.kind, "directory");
 	assert_int_equal(r.hit, 0);
 	assert_int_equal(r.files, 3);
 	assert_int_equal(r.content_bytes, 100000 + 7 + 8);
 	assert_int_equal(r.source_bytes, 100000 + 7 + 8);
-	same(f->src, dest, "train/x.bin");
-	same(f->src, dest, "README");
+	ut_same_in(f->src, dest, "train/x.bin");
+	ut_same_in(f->src, dest, "README");
 	/* read-only, with the source's read bits and mtimes */
 	char *x = ut_join(dest, "train/x.bin");
 	struct stat st;
@@ -102,9 +57,8 @@ static void test_stage_dir(void **state)
 	assert_int_equal(st.st_mode & 07777, 0440);
 	assert_int_equal(st.st_mtim.tv_sec, 1600000000);
 	assert_int_equal(st.st_mtim.tv_nsec, 7);
-	char *l = ut_join(dest, "current"), buf[64] = {0};
-	assert_int_equal(readlink(l, buf, sizeof buf), 5);
-	assert_string_equal(buf, "train");
+	char *l = ut_join(dest, "current");
+	ut_link_is(l, "train");
 	assert_non_null(strstr(f->log.text, "is a directory: staging it costs "));
 	/* its manifest verifies */
 	char key[STG_DIGEST_HEXLEN + 1];
@@ -117,17 +71,17 @@ static void test_stage_dir(void **state)
 	stg_stage_result_free(&r);
 	/* unchanged: a hit, nothing copied */
 	uint8_t d1[STG_DIGEST_LEN];
-	assert_int_equal(stage(f, dest, NULL, &r), STG_OK);
+	assert_int_equal(stage(f, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 1);
 	assert_int_equal(r.source_bytes, 0);
 	memcpy(d1, r.digest, sizeof d1);
 	stg_stage_result_free(&r);
 	/* changed: another entry */
 	ut_write(f->src, "README", "read me again\n", 14);
-	assert_int_equal(stage(f, dest, NULL, &r), STG_OK);
+	assert_int_equal(stage(f, dest, &r), STG_OK);
 	assert_int_equal(r.hit, 0);
 	assert_memory_not_equal(r.digest, d1, STG_DIGEST_LEN);
-	same(f->src, dest, "README");
+	ut_same_in(f->src, dest, "README");
 	stg_stage_result_free(&r);
 	free(l);
 	free(x);
@@ -190,7 +144,7 @@ static void test_specials(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
-	assert_int_equal(stage(f, dest, NULL, &r), STG_OK);
+	assert_int_equal(stage(f, dest, &r), STG_OK);
 	assert_int_equal(r.files, 3);
 	assert_non_null(strstr(f->log.text, "skipping 'pipe': not a file, directory or link"));
 	char *p = ut_join(dest, "pipe");
@@ -201,26 +155,6 @@ static void test_specials(void **state)
 	free(fifo);
 }
 
-typedef struct writer {
-	char *path;
-	volatile int stop;
-} writer;
-
-static void *keep_writing(void *arg)
-{
-	writer *w = arg;
-	int fd = open(w->path, O_WRONLY);
-	uint8_t b = 0;
-	while (!w->stop) {
-		b++;
-		pwrite(fd, &b, 1, 12345);
-		struct timespec ts = {0, 100 * 1000};
-		nanosleep(&ts, NULL);
-	}
-	close(fd);
-	return NULL;
-}
-
 /* A file rewritten in place while it is copied (same size) must not be
  * published: the entry would hold bytes that were never the file's at any
  * one time, under the key of the listing before the change, and the stage
@@ -229,18 +163,13 @@ static void *keep_writing(void *arg)
 static void test_changing_same_size(void **state)
 {
 	fx *f = *state;
-	uint8_t *big = ut_malloc(32 << 20);
-	ut_fill(big, 32 << 20, 5);
-	ut_write(f->src, "big", big, 32 << 20);
-	free(big);
-	writer w = {ut_join(f->src, "big"), 0};
-	pthread_t th;
-	assert_int_equal(pthread_create(&th, NULL, keep_writing, &w), 0);
+	ut_fill_file(f->src, "big", 32 << 20, 5);
+	ut_writer w = {.path = ut_join(f->src, "big"), .off = 12345, .us = 100};
+	ut_writer_start(&w);
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
-	stg_err err = stage(f, dest, NULL, &r);
-	w.stop = 1;
-	pthread_join(th, NULL);
+	stg_err err = stage(f, dest, &r);
+	ut_writer_stop(&w);
 	assert_int_equal(err, STG_EIO);
 	assert_int_equal(stg_stage_cached(f->c, r.digest, NULL), 0);
 	stg_stage_result_free(&r);
@@ -248,7 +177,7 @@ static void test_changing_same_size(void **state)
 	free(dest);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_stage_dir),
         T(test_direct),

@@ -15,41 +15,23 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *src, *pack;
+	UT_FX;
 	stg_pack_info info;
-	stg_cache *c;
-	ut_log log;
 } fx;
-
-static void fill(const char *dir, const char *name, size_t len, uint64_t seed)
-{
-	uint8_t *b = ut_malloc(len + 1);
-	ut_fill(b, len, seed);
-	ut_write(dir, name, b, len);
-	free(b);
-}
 
 static int setup(void **state)
 {
-	ut_no_slurm();
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
+	fx *f = ut_fx_new(sizeof *f);
 	stg_set_threads(f->ctx, 2);
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
 	f->src = ut_join(f->dir, "src");
 	mkdir(f->src, 0755);
 	ut_mkdir(f->src, "a");
 	ut_mkdir(f->src, "b");
-	fill(f->src, "a/one", 100000, 1);
-	fill(f->src, "a/two", 3000, 2);
-	fill(f->src, "b/big", 300000, 3);
+	ut_fill_file(f->src, "a/one", 100000, 1);
+	ut_fill_file(f->src, "a/two", 3000, 2);
+	ut_fill_file(f->src, "b/big", 300000, 3);
 	ut_write(f->src, "top", "top\n", 4);
-	char *l = ut_join(f->src, "link");
-	assert_int_equal(symlink("a/one", l), 0);
-	free(l);
+	ut_symlink(f->src, "link", "a/one");
 	f->pack = ut_join(f->dir, "set.tar.zst");
 	ut_pack(f->ctx, f->src, f->pack, &f->info);
 	f->c = ut_cache(f->ctx, f->dir, NULL);
@@ -57,51 +39,16 @@ static int setup(void **state)
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	fx *f = *state;
-	stg_cache_close(f->c);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->pack);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
-
 static stg_err stage(fx *f, const char *src, const char *dest, stg_stage_opts *o,
                      stg_stage_result *r)
 {
-	stg_stage_opts def;
-	if (!o) {
-		stg_stage_opts_init(&def);
-		o = &def;
-	}
-	o->dest = dest;
-	if (!o->owner)
-		o->owner = "job-1";
-	return stg_stage(f->ctx, f->c, src, o, r);
-}
-
-static void same_file(const char *a, const char *b)
-{
-	size_t la, lb;
-	uint8_t *pa = ut_read(a, &la), *pb = ut_read(b, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(pa, pb, la);
-	free(pa);
-	free(pb);
+	return ut_stage(f->ctx, f->c, src, dest, o, r);
 }
 
 static void same_files(fx *f, const char *staged, const char *const *names, size_t n)
 {
-	for (size_t i = 0; i < n; i++) {
-		char *a = ut_join(f->src, names[i]), *b = ut_join(staged, names[i]);
-		same_file(a, b);
-		free(a);
-		free(b);
-	}
+	for (size_t i = 0; i < n; i++)
+		ut_same_in(f->src, staged, names[i]);
 }
 
 static const char *const all_files[] = {"a/one", "a/two", "b/big", "top"};
@@ -111,6 +58,15 @@ static size_t cache_names(fx *f, char ***names)
 {
 	size_t n;
 	assert_int_equal(stg__dir_names(f->c->rootfd, "cache", true, names, &n), 0);
+	return n;
+}
+
+/* How many entries and builds the cache holds. */
+static size_t cache_count(fx *f)
+{
+	char **names;
+	size_t n = cache_names(f, &names);
+	stg__names_free(names, n);
 	return n;
 }
 
@@ -177,10 +133,7 @@ static void test_miss_then_hit(void **state)
 	same_files(f, dest2, all_files, 4);
 	stg_stage_result_free(&r);
 	/* still one entry */
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 1);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 1);
 	free(dest2);
 	free(copy);
 	free(one);
@@ -243,13 +196,21 @@ static char *entry_file(fx *f, const char *name)
 	return strdup(p);
 }
 
-static void test_damaged_entry(void **state)
+/* The pack staged to dir/ds (returned), whole. */
+static char *staged(fx *f)
 {
-	fx *f = *state;
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_OK);
 	stg_stage_result_free(&r);
+	return dest;
+}
+
+static void test_damaged_entry(void **state)
+{
+	fx *f = *state;
+	char *dest = staged(f);
+	stg_stage_result r;
 	/* a byte changed, same size: the quick check of a warm stage does
 	 * not see it, verify does, and stages it again */
 	char *two = entry_file(f, "a/two");
@@ -304,13 +265,7 @@ static void test_damaged_pack(void **state)
 {
 	fx *f = *state;
 	/* a byte flipped in the middle of the frames */
-	int fd = open(f->pack, O_RDWR);
-	uint8_t b;
-	off_t off = (off_t)(f->info.data_size / 2);
-	assert_int_equal(pread(fd, &b, 1, off), 1);
-	b ^= 0x40;
-	assert_int_equal(pwrite(fd, &b, 1, off), 1);
-	close(fd);
+	ut_flip(f->pack, (off_t)(f->info.data_size / 2), 0x40);
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_ECORRUPT);
@@ -320,10 +275,7 @@ static void test_damaged_pack(void **state)
 	assert_memory_equal(stg_errmsg(f->ctx), want, strlen(want));
 	assert_true(strstr(stg_errmsg(f->ctx), "frame") || strstr(stg_errmsg(f->ctx), "damaged"));
 	/* nothing published, nothing left */
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 0);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 0);
 	assert_int_equal(access(dest, F_OK), -1);
 	assert_int_equal(stg_stage_cached(f->c, f->info.digest, NULL), 0);
 	/* not a pack, not an archive */
@@ -357,11 +309,7 @@ static void test_bad_sources(void **state)
 	ut_write(f->dir, "taken", "mine", 4);
 	char *taken = ut_join(f->dir, "taken");
 	assert_int_equal(stage(f, f->pack, taken, NULL, &r), STG_EEXIST);
-	size_t len;
-	uint8_t *b = ut_read(taken, &len);
-	assert_int_equal(len, 4);
-	assert_memory_equal(b, "mine", 4);
-	free(b);
+	ut_content_is(f->dir, "taken", "mine");
 	free(taken);
 	free(fifo);
 	free(missing);
@@ -371,18 +319,13 @@ static void test_bad_sources(void **state)
 static void test_no_room(void **state)
 {
 	fx *f = *state;
-	stg_cache_close(f->c);
-	const char *set[] = {"cache_max", "100K", NULL};
-	f->c = ut_cache(f->ctx, f->dir, set);
+	ut_fx_cache(&f->ut, (const char *const[]){"cache_max", "100K", NULL});
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;
 	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_ENOSPC);
 	assert_non_null(strstr(stg_errmsg(f->ctx), "not enough room in the cache on "));
 	assert_non_null(strstr(stg_errmsg(f->ctx), "cache_max 100.0 KiB"));
-	char **names;
-	size_t k = cache_names(f, &names);
-	assert_int_equal(k, 0);
-	stg__names_free(names, k);
+	assert_int_equal(cache_count(f), 0);
 	assert_int_equal(access(dest, F_OK), -1);
 	free(dest);
 }
@@ -415,12 +358,10 @@ static void test_copy(void **state)
 static void test_delta(void **state)
 {
 	fx *f = *state;
-	char *dest = ut_join(f->dir, "ds");
+	char *dest = staged(f);
 	stg_stage_result r;
-	assert_int_equal(stage(f, f->pack, dest, NULL, &r), STG_OK);
-	stg_stage_result_free(&r);
-	fill(f->src, "a/three", 5000, 4);
-	fill(f->src, "b/big", 300000, 5);
+	ut_fill_file(f->src, "a/three", 5000, 4);
+	ut_fill_file(f->src, "b/big", 300000, 5);
 	char *v2 = ut_join(f->dir, "set-v2.tar.zst");
 	stg_pack_opts po;
 	stg_pack_opts_init(&po);
@@ -488,9 +429,8 @@ static void *stage_bg(void *arg)
 	stg_ctx *ctx = stg_ctx_new();
 	stg_stage_opts o;
 	stg_stage_opts_init(&o);
-	o.dest = b->dest;
 	o.owner = "job-2";
-	b->err = stg_stage(ctx, b->f->c, b->f->pack, &o, &b->r);
+	b->err = ut_stage(ctx, b->f->c, b->f->pack, b->dest, &o, &b->r);
 	stg_ctx_free(ctx);
 	return NULL;
 }
@@ -505,12 +445,8 @@ static void test_wait_for_builder(void **state)
 	mkdir(other, 0700);
 	stg_cache *oc = ut_cache(f->ctx, other, NULL);
 	char *d0 = ut_join(f->dir, "d0");
-	stg_stage_opts o;
-	stg_stage_opts_init(&o);
-	o.dest = d0;
-	o.owner = "job-1";
 	stg_stage_result r;
-	assert_int_equal(stg_stage(f->ctx, oc, f->pack, &o, &r), STG_OK);
+	assert_int_equal(ut_stage(f->ctx, oc, f->pack, d0, NULL, &r), STG_OK);
 	stg_stage_result_free(&r);
 	char hex[STG_DIGEST_HEXLEN + 1];
 	stg_digest_hex(f->info.digest, hex);
@@ -558,7 +494,7 @@ static void test_wait_for_builder(void **state)
 	free(other);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_miss_then_hit), T(test_subset),      T(test_damaged_entry),
         T(test_damaged_pack),  T(test_bad_sources), T(test_no_room),

@@ -62,18 +62,25 @@ static uint8_t *image(const uint8_t *frame, size_t flen, size_t data_size, size_
 	return img;
 }
 
+/* make_trailer's trailer (in *t, its names in names) encoded into *frame
+ * (*flen bytes) and put after 150 zero bytes: the image, *len bytes. */
+static uint8_t *encoded(stg_ctx *ctx, stg_trailer *t, char *names, uint8_t **frame, size_t *flen,
+                        size_t *len)
+{
+	make_trailer(t, names);
+	assert_int_equal(stg__trailer_encode(ctx, t, 3, frame, flen), STG_OK);
+	return image(*frame, *flen, 150, len);
+}
+
 static void test_round_trip(void **state)
 {
 	(void)state;
 	stg_ctx *ctx = stg_ctx_new();
 	char names[32];
 	stg_trailer t, d;
-	make_trailer(&t, names);
 	uint8_t *frame;
-	size_t flen, need = 1;
-	assert_int_equal(stg__trailer_encode(ctx, &t, 3, &frame, &flen), STG_OK);
-	size_t len;
-	uint8_t *img = image(frame, flen, 150, &len);
+	size_t flen, need = 1, len;
+	uint8_t *img = encoded(ctx, &t, names, &frame, &flen, &len);
 	stg_err err = stg__trailer_decode(ctx, img, len, len, &d, &need);
 	if (err)
 		fprintf(stderr, "# %s\n", stg_errmsg(ctx));
@@ -123,11 +130,9 @@ static void test_mutations(void **state)
 	stg_ctx *ctx = stg_ctx_new();
 	char names[32];
 	stg_trailer t, d;
-	make_trailer(&t, names);
 	uint8_t *frame;
 	size_t flen, need, len;
-	assert_int_equal(stg__trailer_encode(ctx, &t, 3, &frame, &flen), STG_OK);
-	uint8_t *img = image(frame, flen, 150, &len);
+	uint8_t *img = encoded(ctx, &t, names, &frame, &flen, &len);
 	size_t accepted = 0;
 	for (size_t i = 0; i < len; i++) {
 		for (int bit = 0; bit < 8; bit += 3) {

@@ -5,13 +5,41 @@
 
 #include <inttypes.h>
 
+typedef int parser(const char *s, uint64_t *out);
+
+typedef struct parsed {
+	const char *s;
+	uint64_t v;
+} parsed;
+
+/* parse takes every ok[].s as its ok[].v. */
+static void all_accepted(parser *parse, const parsed *ok, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = 12345;
+		if (parse(ok[i].s, &v) != 0)
+			fail_msg("'%s' refused", ok[i].s);
+		if (v != ok[i].v)
+			fail_msg("'%s' = %" PRIu64 ", want %" PRIu64, ok[i].s, v, ok[i].v);
+	}
+}
+
+/* parse refuses every one of bad[], and a refused value leaves the output
+ * alone. */
+static void all_refused(parser *parse, const char *const *bad, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t v = 777;
+		if (parse(bad[i], &v) == 0)
+			fail_msg("'%s' accepted as %" PRIu64, bad[i], v);
+		assert_int_equal(v, 777);
+	}
+}
+
 static void test_size_accepts(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *s;
-		uint64_t v;
-	} ok[] = {
+	static const parsed ok[] = {
 	        {"0", 0},
 	        {"10", 10},
 	        {"10B", 10},
@@ -35,13 +63,7 @@ static void test_size_accepts(void **state)
 	        {"1.9", 1},
 	        {"0.0001K", 0},
 	};
-	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-		uint64_t v = 12345;
-		if (stg_parse_size(ok[i].s, &v) != 0)
-			fail_msg("'%s' refused", ok[i].s);
-		if (v != ok[i].v)
-			fail_msg("'%s' = %" PRIu64 ", want %" PRIu64, ok[i].s, v, ok[i].v);
-	}
+	all_accepted(stg_parse_size, ok, sizeof ok / sizeof ok[0]);
 }
 
 static void test_size_refuses(void **state)
@@ -82,13 +104,7 @@ static void test_size_refuses(void **state)
 	        "99999999999T",
 	        "1e400",
 	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		uint64_t v = 777;
-		if (stg_parse_size(bad[i], &v) == 0)
-			fail_msg("'%s' accepted as %" PRIu64, bad[i], v);
-		/* a refused value leaves the output alone */
-		assert_int_equal(v, 777);
-	}
+	all_refused(stg_parse_size, bad, sizeof bad / sizeof bad[0]);
 	uint64_t v = 5;
 	assert_int_equal(stg_parse_size(NULL, &v), -1);
 	assert_int_equal(v, 5);
@@ -113,22 +129,13 @@ static void test_size_limits(void **state)
 static void test_duration(void **state)
 {
 	(void)state;
-	static const struct {
-		const char *s;
-		uint64_t v;
-	} ok[] = {
+	static const parsed ok[] = {
 	        {"0", 0},         {"90", 90},    {"90s", 90},
 	        {"2m", 120},      {"1.5m", 90},  {"2h", 7200},
 	        {"1.5d", 129600}, {"0.5", 1},    {"0.4", 0},
 	        {"2.5", 3},       {".5h", 1800}, {"999999999999999", 999999999999999ull},
 	};
-	for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
-		uint64_t v = 12345;
-		if (stg_parse_duration(ok[i].s, &v) != 0)
-			fail_msg("'%s' refused", ok[i].s);
-		if (v != ok[i].v)
-			fail_msg("'%s' = %" PRIu64 ", want %" PRIu64, ok[i].s, v, ok[i].v);
-	}
+	all_accepted(stg_parse_duration, ok, sizeof ok / sizeof ok[0]);
 	static const char *const bad[] = {
 	        "",
 	        "-1",
@@ -152,12 +159,7 @@ static void test_duration(void **state)
 	        "1.2.3",
 	        "s",
 	};
-	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-		uint64_t v = 777;
-		if (stg_parse_duration(bad[i], &v) == 0)
-			fail_msg("'%s' accepted as %" PRIu64, bad[i], v);
-		assert_int_equal(v, 777);
-	}
+	all_refused(stg_parse_duration, bad, sizeof bad / sizeof bad[0]);
 	uint64_t v;
 	assert_int_equal(stg_parse_duration(NULL, &v), -1);
 }

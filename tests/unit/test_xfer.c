@@ -7,14 +7,6 @@
 #include <pthread.h>
 #include <signal.h>
 
-static stg_ctx *new_ctx(void)
-{
-	stg_ctx *ctx = stg_ctx_new();
-	assert_non_null(ctx);
-	stg_set_threads(ctx, 2);
-	return ctx;
-}
-
 /* A wire reading from a memory image. */
 static void mem_wire(stg_wire *w, stg_ctx *ctx, const uint8_t *p, size_t n)
 {
@@ -26,7 +18,7 @@ static void mem_wire(stg_wire *w, stg_ctx *ctx, const uint8_t *p, size_t n)
 static void test_frames(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(2);
 	int fds[2];
 	assert_int_equal(pipe(fds), 0);
 	stg_wire w;
@@ -72,7 +64,7 @@ static void test_frames(void **state)
 static void test_hostile_frames(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wire w;
 	uint8_t t;
 	const uint8_t *p, *raw;
@@ -134,7 +126,7 @@ static stg_err decode_one(stg_ctx *ctx, const stg_wentry *in, stg_wentry *out)
 static void test_entries(void **state)
 {
 	(void)state;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wentry e = {.type = STG_FILE,
 	                .mode = 0640,
 	                .size = 12345,
@@ -210,7 +202,7 @@ typedef struct server {
 static void *serve_thread(void *arg)
 {
 	server *s = arg;
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(2);
 	s->err = stg_serve(ctx, s->in, s->out, &s->res);
 	close(s->in);
 	close(s->out);
@@ -228,7 +220,7 @@ static stg_err transfer_r(bool push, bool replace, const char *local, const char
 	server s = {.in = to[0], .out = from[1]};
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, serve_thread, &s), 0);
-	stg_ctx *ctx = new_ctx();
+	stg_ctx *ctx = ut_ctx(2);
 	stg_xfer_opts o;
 	stg_xfer_opts_init(&o);
 	o.replace = replace;
@@ -251,29 +243,31 @@ static stg_err transfer(bool push, const char *local, const char *path, stg_xfer
 static bool exists(const char *dir, const char *name)
 {
 	char *p = ut_join(dir, name);
-	struct stat st;
-	bool e = lstat(p, &st) == 0;
+	bool e = ut_exists_at(AT_FDCWD, p);
 	free(p);
 	return e;
 }
 
-static void assert_same_file(const char *a, const char *b)
+typedef ut_fx fx;
+
+/* A transfer's ends: src (made, empty) and dst (not made yet) in dir; a
+ * cut pipe is an error, not a signal. */
+static int setup(void **state)
 {
-	size_t la, lb;
-	uint8_t *pa = ut_read(a, &la), *pb = ut_read(b, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(pa, pb, la);
-	free(pa);
-	free(pb);
+	fx *f = ut_fx_new(sizeof *f);
+	signal(SIGPIPE, SIG_IGN);
+	f->src = ut_join(f->dir, "src");
+	f->dest = ut_join(f->dir, "dst");
+	assert_int_equal(mkdir(f->src, 0755), 0);
+	*state = f;
+	return 0;
 }
 
 static void test_push_pull(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
-	     *back = ut_join(root, "back");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
+	char *back = ut_join(root, "back");
 	ut_mkdir(src, "d");
 	size_t big = 700 * 1024;
 	uint8_t *buf = malloc(big);
@@ -285,7 +279,7 @@ static void test_push_pull(void **state)
 	assert_int_equal(r.files, 2);
 	assert_int_equal(r.whole_files, 2);
 	char *a = ut_join(src, "d/big"), *b = ut_join(dst, "d/big");
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	/* a change in the middle: a delta, much smaller than the file */
 	memcpy(buf + 300000, "changed!", 8);
 	ut_write(src, "d/big", buf, big);
@@ -293,36 +287,31 @@ static void test_push_pull(void **state)
 	assert_int_equal(r.delta_files, 1);
 	assert_int_equal(r.reused_files, 1);
 	assert_true(r.wire_out < big / 10);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	/* and back */
 	assert_int_equal(transfer(false, back, dst, &r), STG_OK);
 	char *c = ut_join(back, "d/big");
-	assert_same_file(a, c);
+	ut_same_file(a, c);
 	/* a push of what is not there */
 	char *missing = ut_join(root, "missing");
 	assert_int_equal(transfer(true, missing, dst, &r), STG_ENOENT);
-	assert_same_file(a, b);
-	ut_rmtree(root);
+	ut_same_file(a, b);
 	free(buf);
 	free(a);
 	free(b);
 	free(c);
 	free(missing);
-	free(src);
-	free(dst);
 	free(back);
-	free(root);
 }
 
 /* A destination that exists: replaced only if stager published it, or it
  * is empty, or with --replace; "DIR/" means into DIR. */
 static void test_replace_rules(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *me = ut_join(root, "me"),
-	     *into = ut_join(root, "me/"), *empty = ut_join(root, "empty");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src;
+	char *me = ut_join(root, "me"), *into = ut_join(root, "me/"),
+	     *empty = ut_join(root, "empty");
 	ut_write(src, "a", "new\n", 4);
 	ut_mkdir(root, "me");
 	ut_write(me, "keep", "precious\n", 9);
@@ -353,32 +342,27 @@ static void test_replace_rules(void **state)
 	assert_int_equal(transfer_r(true, true, src, me, &r), STG_OK);
 	assert_false(exists(me, "keep"));
 	assert_true(exists(me, "b"));
-	ut_rmtree(root);
 	free(mesrc);
 	free(empty);
 	free(into);
 	free(me);
-	free(src);
-	free(root);
 }
 
 /* Where renameat2's flags and flock are refused (NFS, CephFS, Lustre):
  * the fallbacks publish the same tree. */
 static void test_no_exchange(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
 	ut_write(src, "a", "one\n", 4);
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	stg_xfer_result r;
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	char *a = ut_join(src, "a"), *b = ut_join(dst, "a");
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	ut_write(src, "a", "two!\n", 5);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	assert_false(exists(root, ".stager-partial.dst"));
 	/* a switch cut between its renames: the old version is put back */
@@ -391,26 +375,22 @@ static void test_no_exchange(void **state)
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	assert_int_equal(r.delta_files + r.whole_files, 0); /* resumed */
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	/* a directory of that name that stager did not move there stays */
 	assert_int_equal(rename(dst, old), 0);
 	ut_write(src, "a", "four\n", 5);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	/* and is in the way of the next switch, which replaces nothing */
 	ut_write(src, "a", "five!\n", 6);
 	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
 	assert_true(exists(root, ".stager-old.dst/a"));
 	unsetenv(STG_TEST_FAULTS_ENV);
-	ut_rmtree(root);
 	free(old);
 	free(a);
 	free(b);
-	free(dst);
-	free(src);
-	free(root);
 }
 
 /* A switch without RENAME_EXCHANGE cut after its second rename, before
@@ -419,11 +399,9 @@ static void test_no_exchange(void **state)
  * until it is gone), so .stager-old.NAME never blocks later pushes. */
 static void test_interrupted_removal(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
-	     *a = ut_join(src, "a"), *b = ut_join(dst, "a");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
+	char *a = ut_join(src, "a"), *b = ut_join(dst, "a");
 	ut_write(src, "a", "one\n", 4);
 	stg_xfer_result r;
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
@@ -432,24 +410,24 @@ static void test_interrupted_removal(void **state)
 	ut_write(src, "a", "two!\n", 5);
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-remove", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	ut_write(src, "a", "three\n", 6);
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK); /* no --replace needed */
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	/* killed between the second rename and the record's write: DEST is
 	 * the new version, not yet named, so --replace; never "in the way" */
 	ut_write(src, "a", "four\n", 5);
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock,cut-published", 1);
 	assert_int_equal(transfer(true, src, dst, &r), STG_EREMOTE);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_true(exists(root, ".stager-old.dst"));
 	setenv(STG_TEST_FAULTS_ENV, "renameat2,flock", 1);
 	ut_write(src, "a", "five!\n", 6);
 	assert_int_equal(transfer_r(true, true, src, dst, &r), STG_OK);
-	assert_same_file(a, b);
+	ut_same_file(a, b);
 	assert_false(exists(root, ".stager-old.dst"));
 	assert_int_equal(transfer(true, src, dst, &r), STG_OK);
 	/* an old version whose new one is not at DEST stays */
@@ -464,23 +442,17 @@ static void test_interrupted_removal(void **state)
 	assert_int_equal(transfer_r(true, true, src, dst, &r), STG_EEXIST);
 	assert_true(exists(root, ".stager-old.dst/a"));
 	unsetenv(STG_TEST_FAULTS_ENV);
-	ut_rmtree(root);
 	free(moved);
 	free(a);
 	free(b);
-	free(dst);
-	free(src);
-	free(root);
 }
 
 /* A directory allowed for being empty that has a file by the switch (the
  * "fill-dest" hook writes one after the last check): put back, exit 1. */
 static void test_empty_filled(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
 	ut_write(src, "a", "new\n", 4);
 	stg_xfer_result r;
 	static const char *const faults[] = {"fill-dest", "renameat2,flock,fill-dest"};
@@ -495,38 +467,24 @@ static void test_empty_filled(void **state)
 		unsetenv(STG_TEST_FAULTS_ENV);
 		ut_rmtree(dst);
 	}
-	ut_rmtree(root);
-	free(dst);
-	free(src);
-	free(root);
 }
 
 /* A record that is a hard link to another of the user's files vouches for
  * nothing and is never written: that file would be overwritten. */
 static void test_record_hardlink(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst"),
-	     *secret = ut_join(root, "secret"), *rec = ut_join(root, ".stager-published.dst");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
+	char *secret = ut_join(root, "secret"), *rec = ut_join(root, ".stager-published.dst");
 	ut_write(src, "a", "new\n", 4);
 	ut_write(root, "secret", "precious\n", 9);
 	assert_int_equal(link(secret, rec), 0);
 	stg_xfer_result r;
 	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
-	size_t len;
-	uint8_t *p = ut_read(secret, &len);
-	assert_int_equal(len, 9);
-	assert_memory_equal(p, "precious\n", 9);
+	ut_content_is(root, "secret", "precious\n");
 	assert_false(exists(root, "dst"));
-	ut_rmtree(root);
-	free(p);
 	free(rec);
 	free(secret);
-	free(dst);
-	free(src);
-	free(root);
 }
 
 /* Write root/.stager-published.NAME as text. */
@@ -544,11 +502,9 @@ static void forge_record(const char *root, const char *name, const char *text)
  * the "btime" fault) has another ctime. */
 static void test_record_identity(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *me = ut_join(root, "me"),
-	     *dst = ut_join(root, "dst");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *root = f->dir, *src = f->src, *dst = f->dest;
+	char *me = ut_join(root, "me");
 	ut_write(src, "a", "new\n", 4);
 	ut_mkdir(root, "me");
 	ut_write(me, "keep", "precious\n", 9);
@@ -578,21 +534,15 @@ static void test_record_identity(void **state)
 	assert_int_equal(transfer(true, src, dst, &r), STG_EEXIST);
 	assert_true(exists(dst, "keep"));
 	unsetenv(STG_TEST_FAULTS_ENV);
-	ut_rmtree(root);
-	free(dst);
 	free(me);
-	free(src);
-	free(root);
 }
 
 /* A re-push where every file changed: small files are asked for whole, a
  * large one as a delta with a short signature. */
 static void test_signatures(void **state)
 {
-	(void)state;
-	signal(SIGPIPE, SIG_IGN);
-	char *root = ut_tmpdir(), *src = ut_join(root, "src"), *dst = ut_join(root, "dst");
-	assert_int_equal(mkdir(src, 0755), 0);
+	fx *f = *state;
+	const char *src = f->src, *dst = f->dest;
 	size_t big = 4 << 20;
 	uint8_t *buf = malloc(big);
 	ut_fill(buf, big, 5);
@@ -619,29 +569,23 @@ static void test_signatures(void **state)
 	 * block with librsync's default strong sums */
 	print_message("# signatures and wants: %llu bytes\n", (unsigned long long)r.wire_in);
 	assert_true(r.wire_in < 40000);
-	char *a = ut_join(src, "big"), *b = ut_join(dst, "big");
-	assert_same_file(a, b);
-	ut_rmtree(root);
-	free(a);
-	free(b);
+	ut_same_in(src, dst, "big");
 	free(buf);
-	free(dst);
-	free(src);
-	free(root);
 }
 
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_frames),
         cmocka_unit_test(test_hostile_frames),
         cmocka_unit_test(test_entries),
-        cmocka_unit_test(test_push_pull),
-        cmocka_unit_test(test_replace_rules),
-        cmocka_unit_test(test_no_exchange),
-        cmocka_unit_test(test_signatures),
-        cmocka_unit_test(test_record_identity),
-        cmocka_unit_test(test_interrupted_removal),
-        cmocka_unit_test(test_empty_filled),
-        cmocka_unit_test(test_record_hardlink),
+        T(test_push_pull),
+        T(test_replace_rules),
+        T(test_no_exchange),
+        T(test_signatures),
+        T(test_record_identity),
+        T(test_interrupted_removal),
+        T(test_empty_filled),
+        T(test_record_hardlink),
 };
 
 UT_MAIN(tests)

@@ -16,21 +16,16 @@
 #include <time.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir, *home;
+	UT_FX;
+	char *home;
 	receiver rc;
-	ut_log log;
 	pid_t child;
 } fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	stg_set_log(f->ctx, ut_log_fn, &f->log);
-	f->dir = ut_tmpdir();
-	f->home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	fx *f = ut_fx_new(sizeof *f);
+	f->home = ut_env_save("HOME");
 	unsetenv(STG_TEST_FAULTS_ENV);
 	ut_mkdir(f->dir, "dest");
 	receiver *rc = &f->rc;
@@ -49,14 +44,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
 	fx *f = *state;
-	if (f->child > 0) {
-		kill(f->child, SIGKILL);
-		waitpid(f->child, NULL, 0);
-	}
-	if (f->home)
-		setenv("HOME", f->home, 1);
-	else
-		unsetenv("HOME");
+	ut_kill(&f->child);
+	ut_env_restore("HOME", f->home);
 	unsetenv(STG_TEST_FAULTS_ENV);
 	receiver *rc = &f->rc;
 	if (rc->rec >= 0)
@@ -66,12 +55,7 @@ static int teardown(void **state)
 	free(rc->rec_name);
 	free(rc->dir);
 	free(rc->shown);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->home);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 static void test_faults(void **state)
@@ -144,9 +128,7 @@ static void test_ids(void **state)
 static char *record_text(fx *f)
 {
 	char *p = ut_join(f->dir, ".stager-published.dest");
-	size_t len;
-	char *t = (char *)ut_read(p, &len);
-	t[len] = '\0';
+	char *t = ut_read_text(p);
 	free(p);
 	return t;
 }
@@ -267,34 +249,26 @@ static void test_record_strict(void **state)
 	free(mine);
 }
 
+/* In a child (ut_child): the record locked by another transfer. */
+static int lock_record(void *arg)
+{
+	fx *f = arg;
+	receiver r2 = f->rc;
+	r2.ctx = stg_ctx_new();
+	r2.rec = -1;
+	return stg__xr_record_lock(&r2);
+}
+
 static void test_lock(void **state)
 {
 	fx *f = *state;
-	/* another transfer holds it: this one waits, then has it */
-	int p[2];
-	assert_int_equal(pipe(p), 0);
-	pid_t pid = fork();
-	if (pid == 0) {
-		receiver r2 = f->rc;
-		stg_ctx *c2 = stg_ctx_new();
-		r2.ctx = c2;
-		r2.rec = -1;
-		if (stg__xr_record_lock(&r2) || write(p[1], "x", 1) != 1)
-			_exit(1);
-		struct timespec ts = {0, 400 * 1000 * 1000};
-		nanosleep(&ts, NULL);
-		_exit(0);
-	}
-	f->child = pid;
-	close(p[1]);
-	char x;
-	assert_int_equal(read(p[0], &x, 1), 1);
-	close(p[0]);
+	/* another transfer holds it for 0.4 s: this one waits, then has it */
+	ut_child(&f->child, lock_record, f, 0.4);
 	double t0 = stg__now();
 	assert_int_equal(stg__xr_record_lock(&f->rc), STG_OK);
 	assert_true(stg__now() - t0 >= 0.01);
 	assert_non_null(strstr(f->log.text, "waiting for another transfer to '/far/dest'"));
-	waitpid(pid, NULL, 0);
+	waitpid(f->child, NULL, 0);
 	f->child = 0;
 	/* without flock (Lustre): a POSIX lock of the description instead */
 	close(f->rc.rec);

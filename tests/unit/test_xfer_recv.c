@@ -70,8 +70,7 @@ static void mf_end(mf *m, uint64_t count)
 }
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
+	UT_FX;
 	mf m;
 	uint8_t *img;
 	size_t img_len;
@@ -81,10 +80,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	memset(f, 0, sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->rc.part = -1;
 	mf_begin(&f->m, f->ctx, f->dir);
 	*state = f;
@@ -122,11 +118,7 @@ static int teardown(void **state)
 	stg__wire_free(&f->m.w);
 	close(f->m.fd);
 	free(f->m.path);
-	ut_rmtree(f->dir);
-	free(f->dir);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
+	return ut_teardown(state);
 }
 
 /* Read the stream written so far with a fresh receiver. */
@@ -261,12 +253,6 @@ static void test_resume_name_taken(void **state)
 	assert_false(f->rc.r[0].resumable);
 }
 
-static bool exists_at(int dfd, const char *p)
-{
-	struct stat st;
-	return fstatat(dfd, p, &st, AT_SYMLINK_NOFOLLOW) == 0;
-}
-
 static void test_clean_partial(void **state)
 {
 	fx *f = *state;
@@ -308,18 +294,18 @@ static void test_clean_partial(void **state)
 	f->rc.part = open(part, O_RDONLY | O_DIRECTORY);
 	assert_int_equal(stg__recv_clean_partial(&f->rc), STG_OK);
 	int p = f->rc.part;
-	assert_true(exists_at(p, "d"));
-	assert_true(exists_at(p, "d/big"));
-	assert_true(exists_at(p, data));
-	assert_true(exists_at(p, rec));
-	assert_false(exists_at(p, odata));
-	assert_false(exists_at(p, orec));
-	assert_false(exists_at(p, "d/was-dir"));
-	assert_false(exists_at(p, "d/was-file"));
-	assert_false(exists_at(p, "stale"));
-	assert_false(exists_at(p, "stale-dir"));
-	assert_false(exists_at(p, "link"));
-	assert_false(exists_at(p, "d/escape"));
+	assert_true(ut_exists_at(p, "d"));
+	assert_true(ut_exists_at(p, "d/big"));
+	assert_true(ut_exists_at(p, data));
+	assert_true(ut_exists_at(p, rec));
+	assert_false(ut_exists_at(p, odata));
+	assert_false(ut_exists_at(p, orec));
+	assert_false(ut_exists_at(p, "d/was-dir"));
+	assert_false(ut_exists_at(p, "d/was-file"));
+	assert_false(ut_exists_at(p, "stale"));
+	assert_false(ut_exists_at(p, "stale-dir"));
+	assert_false(ut_exists_at(p, "link"));
+	assert_false(ut_exists_at(p, "d/escape"));
 	char *keep = ut_join(outside, "keep");
 	assert_int_equal(access(keep, F_OK), 0);
 	struct stat st;

@@ -11,8 +11,7 @@
 #include <sys/wait.h>
 
 typedef struct fx {
-	stg_ctx *ctx;
-	char *dir;
+	UT_FX;
 	int dfd;
 	char boot[XFER_BOOT];
 	uint8_t *buf;
@@ -20,9 +19,7 @@ typedef struct fx {
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->ctx = stg_ctx_new();
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->dfd = open(f->dir, O_RDONLY | O_DIRECTORY);
 	stg__boot_id(f->boot);
 	f->buf = ut_malloc(XFER_BLOCK);
@@ -34,18 +31,8 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	close(f->dfd);
-	ut_rmtree(f->dir);
-	free(f->dir);
 	free(f->buf);
-	stg_ctx_free(f->ctx);
-	free(f);
-	return 0;
-}
-
-static bool exists(fx *f, const char *name)
-{
-	struct stat st;
-	return fstatat(f->dfd, name, &st, AT_SYMLINK_NOFOLLOW) == 0;
+	return ut_teardown(state);
 }
 
 static void test_names(void **state)
@@ -99,8 +86,8 @@ static void test_keep_and_offer(void **state)
 	ut_fill(data, len, 9);
 	stg_rfile rf;
 	assert_int_equal(stg__rfile_open(&rf, f->dfd, "d/big", 0, f->boot), 0);
-	assert_true(exists(f, rf.name));
-	assert_true(exists(f, rf.rec));
+	assert_true(ut_exists_at(f->dfd, rf.name));
+	assert_true(ut_exists_at(f->dfd, rf.rec));
 	for (size_t off = 0; off < len; off += 100000) {
 		size_t k = len - off < 100000 ? len - off : 100000;
 		assert_int_equal(stg__rfile_write(&rf, data + off, k), 0);
@@ -110,7 +97,7 @@ static void test_keep_and_offer(void **state)
 	snprintf(name, sizeof name, "%s", rf.name);
 	snprintf(rec, sizeof rec, "%s", rf.rec);
 	stg__rfile_close(&rf, true); /* cut: kept */
-	assert_true(exists(f, name));
+	assert_true(ut_exists_at(f->dfd, name));
 	/* the next transfer: all of it offered, with its hash */
 	uint64_t off = 0;
 	XXH128_hash_t h;
@@ -131,7 +118,7 @@ static void test_keep_and_offer(void **state)
 	assert_int_equal(stg__rfile_open(&rf, f->dfd, "d/big", 1000000, f->boot), 0);
 	assert_int_equal(stg__rfile_write(&rf, data + 1000000, len - 1000000), 0);
 	stg__rfile_done(&rf);
-	assert_false(exists(f, rec));
+	assert_false(ut_exists_at(f->dfd, rec));
 	stg__rfile_close(&rf, true);
 	size_t got;
 	char *p = ut_join(f->dir, name);
@@ -143,7 +130,7 @@ static void test_keep_and_offer(void **state)
 	/* done: no record, so nothing is offered, and both go */
 	assert_int_equal(offer(f, "d/big", len, f->boot, &off, &h), STG_OK);
 	assert_int_equal(off, 0);
-	assert_false(exists(f, name));
+	assert_false(ut_exists_at(f->dfd, name));
 	free(data);
 }
 
@@ -157,17 +144,17 @@ static void test_damaged_arrival(void **state)
 	snprintf(name, sizeof name, "%s", rf.name);
 	snprintf(rec, sizeof rec, "%s", rf.rec);
 	stg__rfile_close(&rf, false); /* arrived damaged: removed */
-	assert_false(exists(f, name));
-	assert_false(exists(f, rec));
+	assert_false(ut_exists_at(f->dfd, name));
+	assert_false(ut_exists_at(f->dfd, rec));
 	/* nothing written: nothing kept */
 	assert_int_equal(stg__rfile_open(&rf, f->dfd, "x", 0, f->boot), 0);
 	stg__rfile_close(&rf, true);
-	assert_false(exists(f, name));
+	assert_false(ut_exists_at(f->dfd, name));
 	/* an offer of more than is there is refused, and nothing is left */
 	assert_int_equal(stg__rfile_open(&rf, f->dfd, "x", 10, f->boot), -1);
 	assert_int_equal(errno, EIO);
-	assert_false(exists(f, name));
-	assert_false(exists(f, rec));
+	assert_false(ut_exists_at(f->dfd, name));
+	assert_false(ut_exists_at(f->dfd, rec));
 }
 
 /* kill -9 after 32 MiB and a bit: on this boot all of it is offered, after
@@ -204,15 +191,28 @@ static void test_cut_and_reboot(void **state)
 	struct stat st;
 	assert_int_equal(fstatat(f->dfd, name, &st, 0), 0);
 	assert_int_equal(st.st_size, XFER_RESUME_SYNC);
-	assert_true(exists(f, rec));
+	assert_true(ut_exists_at(f->dfd, rec));
 	/* an unknown boot (no id) trusts only the record too */
 	char none[XFER_BOOT] = {0};
 	assert_int_equal(offer(f, "ckpt", len, none, &off, &h), STG_OK);
 	assert_int_equal(off, XFER_RESUME_SYNC);
 	stg__resume_remove(f->dfd, "ckpt");
-	assert_false(exists(f, name));
-	assert_false(exists(f, rec));
+	assert_false(ut_exists_at(f->dfd, name));
+	assert_false(ut_exists_at(f->dfd, rec));
 	free(d);
+}
+
+/* A partial copy of path, len bytes of data, closed as cut (kept); the
+ * names of the copy and its record. */
+static void cut_copy(fx *f, const char *path, const uint8_t *data, size_t len,
+                     char name[XFER_RNAME], char rec[XFER_RNAME])
+{
+	stg_rfile rf;
+	assert_int_equal(stg__rfile_open(&rf, f->dfd, path, 0, f->boot), 0);
+	assert_int_equal(stg__rfile_write(&rf, data, len), 0);
+	snprintf(name, XFER_RNAME, "%s", rf.name);
+	snprintf(rec, XFER_RNAME, "%s", rf.rec);
+	stg__rfile_close(&rf, true);
 }
 
 static void test_untrusted(void **state)
@@ -221,30 +221,23 @@ static void test_untrusted(void **state)
 	stg_rfile rf;
 	uint8_t data[5000];
 	ut_fill(data, sizeof data, 1);
-	assert_int_equal(stg__rfile_open(&rf, f->dfd, "p", 0, f->boot), 0);
-	assert_int_equal(stg__rfile_write(&rf, data, sizeof data), 0);
 	char name[XFER_RNAME], rec[XFER_RNAME];
-	snprintf(name, sizeof name, "%s", rf.name);
-	snprintf(rec, sizeof rec, "%s", rf.rec);
-	stg__rfile_close(&rf, true);
+	cut_copy(f, "p", data, sizeof data, name, rec);
 	/* a record with a byte changed: nothing offered, both removed */
-	int fd = openat(f->dfd, rec, O_RDWR);
-	uint8_t b;
-	pread(fd, &b, 1, 50);
-	b ^= 1;
-	pwrite(fd, &b, 1, 50);
-	close(fd);
+	char *rp = ut_join(f->dir, rec);
+	ut_flip(rp, 50, 1);
+	free(rp);
 	uint64_t off;
 	XXH128_hash_t h;
 	assert_int_equal(offer(f, "p", sizeof data, f->boot, &off, &h), STG_OK);
 	assert_int_equal(off, 0);
-	assert_false(exists(f, name));
-	assert_false(exists(f, rec));
+	assert_false(ut_exists_at(f->dfd, name));
+	assert_false(ut_exists_at(f->dfd, rec));
 	/* no record at all */
 	ut_write(f->dir, name, data, sizeof data);
 	assert_int_equal(offer(f, "p", sizeof data, f->boot, &off, &h), STG_OK);
 	assert_int_equal(off, 0);
-	assert_false(exists(f, name));
+	assert_false(ut_exists_at(f->dfd, name));
 	/* the copy a link: not followed, not offered, the target untouched */
 	assert_int_equal(stg__rfile_open(&rf, f->dfd, "p", 0, f->boot), 0);
 	assert_int_equal(stg__rfile_write(&rf, data, sizeof data), 0);
@@ -254,7 +247,7 @@ static void test_untrusted(void **state)
 	assert_int_equal(symlinkat("target", f->dfd, name), 0);
 	assert_int_equal(offer(f, "p", sizeof data, f->boot, &off, &h), STG_OK);
 	assert_int_equal(off, 0);
-	assert_false(exists(f, name));
+	assert_false(ut_exists_at(f->dfd, name));
 	struct stat st;
 	assert_int_equal(fstatat(f->dfd, "target", &st, 0), 0);
 	assert_int_equal(st.st_size, sizeof data);
@@ -268,20 +261,16 @@ static void test_untrusted(void **state)
 static void test_cancel(void **state)
 {
 	fx *f = *state;
-	stg_rfile rf;
 	uint8_t data[5000];
 	ut_fill(data, sizeof data, 2);
-	assert_int_equal(stg__rfile_open(&rf, f->dfd, "c", 0, f->boot), 0);
-	assert_int_equal(stg__rfile_write(&rf, data, sizeof data), 0);
-	char name[XFER_RNAME];
-	snprintf(name, sizeof name, "%s", rf.name);
-	stg__rfile_close(&rf, true);
+	char name[XFER_RNAME], rec[XFER_RNAME];
+	cut_copy(f, "c", data, sizeof data, name, rec);
 	stg_cancel(f->ctx);
 	uint64_t off;
 	XXH128_hash_t h;
 	assert_int_equal(offer(f, "c", sizeof data, f->boot, &off, &h), STG_EINTR);
 	assert_int_equal(off, 0);
-	assert_true(exists(f, name)); /* kept for the next transfer */
+	assert_true(ut_exists_at(f->dfd, name)); /* kept for the next transfer */
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)

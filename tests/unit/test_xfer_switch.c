@@ -24,8 +24,7 @@ typedef struct sender {
 static void *send_thread(void *arg)
 {
 	sender *s = arg;
-	stg_ctx *ctx = stg_ctx_new();
-	stg_set_threads(ctx, 2);
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wire w;
 	memset(&s->res, 0, sizeof s->res);
 	s->err = stg__wire_init(&w, ctx, s->in, s->out);
@@ -84,8 +83,7 @@ static stg_err transfer(const char *dir, const char *dest, bool pack, bool repla
 	}
 	pthread_t th;
 	assert_int_equal(pthread_create(&th, NULL, send_thread, &s), 0);
-	stg_ctx *ctx = stg_ctx_new();
-	stg_set_threads(ctx, 2);
+	stg_ctx *ctx = ut_ctx(2);
 	stg_wire w;
 	assert_int_equal(stg__wire_init(&w, ctx, to_recv[0], to_send[1]), STG_OK);
 	memset(res, 0, sizeof *res);
@@ -106,66 +104,37 @@ static stg_err transfer(const char *dir, const char *dest, bool pack, bool repla
 	return err;
 }
 
-static void fill(const char *dir, const char *name, size_t len, uint64_t seed)
-{
-	uint8_t *b = ut_malloc(len + 1);
-	ut_fill(b, len, seed);
-	ut_write(dir, name, b, len);
-	free(b);
-}
-
-typedef struct fx {
-	char *dir, *src, *dest;
-} fx;
+typedef ut_fx fx;
 
 static int setup(void **state)
 {
-	fx *f = ut_malloc(sizeof *f);
-	f->dir = ut_tmpdir();
+	fx *f = ut_fx_new(sizeof *f);
 	f->src = ut_join(f->dir, "src");
 	f->dest = ut_join(f->dir, "dest");
 	mkdir(f->src, 0755);
 	ut_mkdir(f->src, "d");
 	ut_mkdir(f->src, "empty");
-	fill(f->src, "d/big", 6 << 20, 1);
-	fill(f->src, "small", 1000, 2);
-	char *x = ut_join(f->src, "small"), *l = ut_join(f->src, "link"),
-	     *h = ut_join(f->src, "hard");
+	ut_fill_file(f->src, "d/big", 6 << 20, 1);
+	ut_fill_file(f->src, "small", 1000, 2);
+	char *x = ut_join(f->src, "small");
 	chmod(x, 0600);
-	assert_int_equal(symlink("d/big", l), 0);
-	assert_int_equal(link(x, h), 0);
 	free(x);
-	free(l);
-	free(h);
+	ut_symlink(f->src, "link", "d/big");
+	ut_hardlink(f->src, "hard", "small");
 	*state = f;
 	return 0;
 }
 
-static int teardown(void **state)
-{
-	fx *f = *state;
-	ut_rmtree(f->dir);
-	free(f->dir);
-	free(f->src);
-	free(f->dest);
-	free(f);
-	return 0;
-}
-
+/* a/name and b/name: the same bytes, mode and mtime (to the second). */
 static void same_file(const char *a, const char *b, const char *name)
 {
+	ut_same_in(a, b, name);
 	char *pa = ut_join(a, name), *pb = ut_join(b, name);
-	size_t la, lb;
-	uint8_t *ca = ut_read(pa, &la), *cb = ut_read(pb, &lb);
-	assert_int_equal(la, lb);
-	assert_memory_equal(ca, cb, la);
 	struct stat sa, sb;
 	stat(pa, &sa);
 	stat(pb, &sb);
 	assert_int_equal(sa.st_mode, sb.st_mode);
 	assert_int_equal(sa.st_mtim.tv_sec, sb.st_mtim.tv_sec);
-	free(ca);
-	free(cb);
 	free(pa);
 	free(pb);
 }
@@ -232,7 +201,7 @@ static void test_pack(void **state)
 	char msg[1024];
 	assert_int_equal(transfer(f->src, f->dest, true, false, 0, &r, msg, sizeof msg), STG_OK);
 	char *p = ut_join(f->dir, "dest.tar.zst");
-	stg_ctx *ctx = stg_ctx_new();
+	stg_ctx *ctx = f->ctx;
 	stg_pack *pk;
 	assert_int_equal(stg_pack_open(ctx, p, &pk), STG_OK);
 	assert_int_equal(stg_verify(ctx, pk), STG_OK);
@@ -243,7 +212,6 @@ static void test_pack(void **state)
 	same_file(f->src, out, "small");
 	assert_int_equal(access(f->dest, F_OK), -1); /* the pack, not a tree */
 	assert_int_equal(count_prefixed(f->dir, ".stager-published.dest.tar.zst"), 1);
-	stg_ctx_free(ctx);
 	free(out);
 	free(p);
 }
@@ -260,7 +228,7 @@ static void test_cut(void **state)
 	mkdir(old, 0755);
 	ut_write(old, "v1", "old version\n", 12);
 	assert_int_equal(transfer(old, f->dest, false, false, 0, &r, msg, sizeof msg), STG_OK);
-	fill(f->src, "d/big", 6 << 20, 7);
+	ut_fill_file(f->src, "d/big", 6 << 20, 7);
 	stg_err err = transfer(f->src, f->dest, false, false, 3 << 20, &r, msg, sizeof msg);
 	assert_int_not_equal(err, STG_OK);
 	char *v1 = ut_join(f->dest, "v1"), *big = ut_join(f->dest, "d/big");
@@ -285,8 +253,8 @@ static void test_cut(void **state)
 static void test_check(void **state)
 {
 	fx *f = *state;
-	stg_ctx *ctx = stg_ctx_new();
-	char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+	stg_ctx *ctx = f->ctx;
+	char *home = ut_env_save("HOME");
 	setenv("HOME", "/nonexistent-home", 1);
 	/* nothing there, or an empty directory: fine */
 	assert_int_equal(stg__receive_check(ctx, f->dest, false, false, "serve"), STG_OK);
@@ -313,10 +281,7 @@ static void test_check(void **state)
 	setenv("HOME", f->dest, 1);
 	assert_int_equal(stg__receive_check(ctx, f->dest, false, true, "serve"), STG_EEXIST);
 	assert_non_null(strstr(stg_errmsg(ctx), "is your home directory"));
-	if (home)
-		setenv("HOME", home, 1);
-	else
-		unsetenv("HOME");
+	ut_env_restore("HOME", home);
 	/* and a receive into the user's files changes nothing */
 	stg_xfer_result r;
 	char msg[1024];
@@ -329,8 +294,6 @@ static void test_check(void **state)
 	free(dots);
 	free(orphan);
 	free(file);
-	free(home);
-	stg_ctx_free(ctx);
 }
 
 static void test_sender_missing(void **state)
@@ -348,7 +311,7 @@ static void test_sender_missing(void **state)
 	free(missing);
 }
 
-#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_whole_then_nothing), T(test_pack), T(test_cut), T(test_check),
         T(test_sender_missing),
