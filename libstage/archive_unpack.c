@@ -236,6 +236,18 @@ static stg_err space_check(ar_state *s)
 	return STG_OK;
 }
 
+/* A hole of a sparse file, from *pos up to end: hashed as the zeros it reads
+ * as (the file's pages there are never written). */
+static void hash_hole(XXH3_state_t *xs, uint64_t *pos, uint64_t end)
+{
+	static const uint8_t zeros[4096];
+	while (*pos < end) {
+		size_t z = end - *pos < sizeof zeros ? (size_t)(end - *pos) : sizeof zeros;
+		XXH3_128bits_update(xs, zeros, z);
+		*pos += z;
+	}
+}
+
 static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint32_t mode,
                           int64_t size_hint, XXH128_canonical_t *hash, uint64_t *size)
 {
@@ -253,7 +265,6 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 		                       "cannot create '%s'", path);
 	(void)mode;
 	XXH3_state_t *xs = XXH3_createState();
-	static const uint8_t zeros[4096];
 	stg_err err = STG_OK;
 	uint64_t pos = 0;
 	if (!xs) {
@@ -274,14 +285,7 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 			                                 : "data out of order");
 			goto out;
 		}
-		/* a hole (sparse file) reads as zeros */
-		while (pos < (uint64_t)off) {
-			size_t z = (uint64_t)off - pos < sizeof zeros
-			                   ? (size_t)((uint64_t)off - pos)
-			                   : sizeof zeros;
-			XXH3_128bits_update(xs, zeros, z);
-			pos += z;
-		}
+		hash_hole(xs, &pos, (uint64_t)off);
 		XXH3_128bits_update(xs, buf, len);
 		const uint8_t *p = buf;
 		size_t left = len;
@@ -316,13 +320,7 @@ static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint
 			err = stg__fail_errno(s->ctx, STG_EIO, errno, "cannot write '%s'", path);
 			goto out;
 		}
-		while (pos < (uint64_t)size_hint) {
-			size_t z = (uint64_t)size_hint - pos < sizeof zeros
-			                   ? (size_t)((uint64_t)size_hint - pos)
-			                   : sizeof zeros;
-			XXH3_128bits_update(xs, zeros, z);
-			pos += z;
-		}
+		hash_hole(xs, &pos, (uint64_t)size_hint);
 	}
 	XXH128_canonicalFromHash(hash, XXH3_128bits_digest(xs));
 	*size = pos;
