@@ -281,11 +281,15 @@ bool stg__path_match(const char *pattern, const char *path);
 
 /* ---- a hash set of strings (path.c) ----------------------------------- */
 
+typedef struct stg_strslot {
+	const char *key; /* NULL: empty */
+	uint32_t len, val;
+	uint32_t tag; /* the top bits of the key's hash */
+} stg_strslot;
+
 typedef struct stg_strmap {
 	size_t cap, count;
-	const char **keys;
-	size_t *lens;
-	uint32_t *vals;
+	stg_strslot *slots;
 } stg_strmap;
 
 int stg__strmap_init(stg_strmap *m, size_t expected);

@@ -51,19 +51,78 @@ static int grow_nodes(stg_mtree *t)
 	return 0;
 }
 
+/* The directories that hold the last entry placed, root first: in a pack's
+ * order (depth first, a directory before its contents) the parent of the
+ * next entry is one of them, found without hashing. */
+typedef struct dir_stack {
+	struct {
+		const char *path;
+		size_t len;
+		uint32_t ino;
+	} v[STG_PATH_MAX / 2 + 2];
+	size_t n;
+} dir_stack;
+
+/* What building needs besides the tree: the stack, and a map of every path
+ * made only when the order does not give a parent (or for hardlinks). */
+typedef struct builder {
+	stg_mtree *t;
+	dir_stack st;
+	stg_strmap map;
+	bool mapped;
+} builder;
+
+static int map_all(builder *b)
+{
+	const stg_pack *p = b->t->pack;
+	if (b->mapped)
+		return 0;
+	if (stg__strmap_init(&b->map, b->t->n_nodes))
+		return -1;
+	b->mapped = true;
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (stg__strmap_put(&b->map, stg__rec_path(p, r), r->path_len, (uint32_t)(i + 2)) <
+		    0)
+			return -1;
+	}
+	return 0;
+}
+
+static void push_dir(builder *b, const char *path, size_t len, uint32_t ino)
+{
+	dir_stack *st = &b->st;
+	while (st->n > 1 && !(st->v[st->n - 1].len < len && path[st->v[st->n - 1].len] == '/' &&
+	                      memcmp(st->v[st->n - 1].path, path, st->v[st->n - 1].len) == 0))
+		st->n--;
+	if (st->n < sizeof st->v / sizeof st->v[0]) {
+		st->v[st->n].path = path;
+		st->v[st->n].len = len;
+		st->v[st->n].ino = ino;
+		st->n++;
+	}
+}
+
 /* The inode of directory path[0, len) ("" is the root), made if the pack
  * only implies it; 0 when out of memory. */
-static uint32_t dir_of(stg_mtree *t, stg_strmap *map, const char *path, size_t len)
+static uint32_t dir_of(builder *b, const char *path, size_t len)
 {
+	stg_mtree *t = b->t;
 	if (len == 0)
 		return STG_MROOT;
-	uint32_t ino = stg__strmap_get(map, path, len);
+	dir_stack *st = &b->st;
+	for (size_t k = st->n; k-- > 1;)
+		if (st->v[k].len == len && memcmp(st->v[k].path, path, len) == 0)
+			return st->v[k].ino;
+	if (map_all(b))
+		return 0;
+	uint32_t ino = stg__strmap_get(&b->map, path, len);
 	if (ino != UINT32_MAX)
 		return ino;
 	size_t slash = len;
 	while (slash > 0 && path[slash - 1] != '/')
 		slash--;
-	uint32_t parent = dir_of(t, map, path, slash ? slash - 1 : 0);
+	uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
 	if (!parent || grow_nodes(t))
 		return 0;
 	ino = (uint32_t)++t->n_nodes;
@@ -77,8 +136,9 @@ static uint32_t dir_of(stg_mtree *t, stg_strmap *map, const char *path, size_t l
 	        .type = STG_DIR,
 	        .mode = 0755,
 	};
-	if (stg__strmap_put(map, path, len, ino) < 0)
+	if (stg__strmap_put(&b->map, path, len, ino) < 0)
 		return 0;
+	push_dir(b, path, len, ino);
 	return ino;
 }
 
@@ -94,13 +154,20 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 	if (err)
 		return err;
 	stg_mtree *t = calloc(1, sizeof *t);
-	stg_strmap map = {0};
-	if (!t)
+	builder *b = calloc(1, sizeof *b);
+	if (!t || !b) {
+		free(t);
+		free(b);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	b->t = t;
+	b->st.v[0].path = "";
+	b->st.v[0].ino = STG_MROOT;
+	b->st.n = 1;
 	t->pack = p;
 	t->cap = tr->n_entries + 16;
 	t->nodes = calloc(t->cap, sizeof *t->nodes);
-	if (!t->nodes || stg__strmap_init(&map, tr->n_entries))
+	if (!t->nodes)
 		goto oom;
 	uint32_t root_mode = tr->root_mode & STG_ROOT_MODE_SET ? tr->root_mode & 07777 : 0755;
 	t->nodes[0] = (stg_mnode){.parent = STG_MROOT,
@@ -111,22 +178,17 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 	                          .type = STG_DIR,
 	                          .mode = root_mode & 07777 & ~(uint32_t)06000};
 	t->n_nodes = 1 + tr->n_entries;
-	/* every listed path first, so that a directory listed after its
-	 * contents is not also made up */
-	for (size_t i = 0; i < tr->n_entries; i++) {
-		const stg_rec *r = &tr->recs[i];
-		if (stg__strmap_put(&map, stg__rec_path(p, r), r->path_len, (uint32_t)(i + 2)) < 0)
-			goto oom;
-	}
 	for (size_t i = 0; i < tr->n_entries; i++) {
 		const stg_rec *r = &tr->recs[i];
 		const char *path = stg__rec_path(p, r);
 		size_t slash = r->path_len;
 		while (slash > 0 && path[slash - 1] != '/')
 			slash--;
-		uint32_t parent = dir_of(&t[0], &map, path, slash ? slash - 1 : 0);
+		uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
 		if (!parent)
 			goto oom;
+		if (r->type == STG_DIR)
+			push_dir(b, path, r->path_len, (uint32_t)(i + 2));
 		uint32_t ino = (uint32_t)(i + 2);
 		stg_mnode *n = &t->nodes[ino - 1];
 		*n = (stg_mnode){
@@ -145,7 +207,9 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 		stg_mnode *n = &t->nodes[i];
 		if (n->type == STG_HARDLINK) {
 			const stg_rec *r = &tr->recs[n->rec];
-			n->target = stg__strmap_get(&map, stg__rec_link(p, r), r->link_len);
+			if (map_all(b))
+				goto oom;
+			n->target = stg__strmap_get(&b->map, stg__rec_link(p, r), r->link_len);
 			t->nodes[n->target - 1].nlink++;
 		} else if (n->type == STG_DIR) {
 			t->nodes[n->parent - 1].nlink++;
@@ -175,11 +239,13 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 		if (!sorted)
 			qsort_r(&t->kids[d->kids], d->n_kids, sizeof *t->kids, cmp_kid, t);
 	}
-	stg__strmap_free(&map);
+	stg__strmap_free(&b->map);
+	free(b);
 	*out = t;
 	return STG_OK;
 oom:
-	stg__strmap_free(&map);
+	stg__strmap_free(&b->map);
+	free(b);
 	stg__mtree_free(t);
 	return stg__fail(ctx, STG_ENOMEM, "out of memory");
 }
