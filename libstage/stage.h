@@ -519,7 +519,8 @@ typedef struct stg_clean_opts {
 STG_API void stg_clean_opts_init(stg_clean_opts *opts);
 
 /* Called for each thing removed (or that would be, with dry_run): what it
- * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose
+ * is ("entry", "partial", "pin", "mount": a mount whose process died,
+ * unmounted, "jobdir", "record": a collect record whose
  * source is gone, "kept": kept results past keep_days or asked for,
  * "keep": results a finished job never fully collected, moved to kept/
  * rather than removed; path is then where they went; "stays": kept
