@@ -102,7 +102,7 @@ static int slot_take(stg_mount *m)
 			return ENOMEM;
 		}
 		c->log_fn = NULL;
-		stg_err err = stg__slot_acquire(c, m->cache, &m->slot);
+		stg_err err = stg__slot_acquire(c, &m->cache->lim, &m->slot);
 		stg_ctx_free(c);
 		if (err) {
 			pthread_mutex_unlock(&m->slot_mu);

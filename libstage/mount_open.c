@@ -16,6 +16,7 @@
  * were staged, and the entry is pinned by the mount's process while it
  * lives: nothing is read from the shared filesystem at all.
  */
+#include "attach.h"
 #include "mount.h"
 
 #include <dirent.h>
@@ -359,7 +360,7 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	}
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
 	stg_slot slot;
-	if ((err = stg__slot_acquire(ctx, c, &slot))) {
+	if ((err = stg__slot_acquire(ctx, &c->lim, &slot))) {
 		close(fd);
 		goto fail;
 	}
@@ -372,7 +373,7 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 		stg__fail(ctx, err, "'%s': %s", pack, msg);
 		goto fail;
 	}
-	m->pack->bw = &c->bw;
+	m->pack->bw = &c->lim.bw;
 	m->pack->bw_ctx = ctx;
 	stg_digest_hex(m->pack->t.digest, m->digest);
 	if ((err = stg__mtree_build(ctx, m->pack, &m->tree))) {
