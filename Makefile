@@ -19,7 +19,7 @@ B       ?= build
 
 CC      ?= cc
 PKG_CONFIG ?= pkg-config
-DEPS    := libarchive libzstd libxxhash libcrypto
+DEPS    := libarchive libzstd libxxhash libcrypto fuse3
 # The flags are asked of pkg-config when a recipe first needs them, not when
 # this file is read: `make deps test` installs the packages before any
 # compile, so the first build on a fresh machine links.  (`X = $(eval X :=

@@ -10,6 +10,7 @@
  * entry pinned by a live owner is never removed.  Everything happens
  * relative to the scratch root's descriptor, never through a symlink.
  */
+#include "mount.h"
 #include "results.h"
 
 #include <ctype.h>
@@ -523,6 +524,8 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	if (lk < 0)
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
 		                       c->root);
+	/* mounts whose process died: their pins are then stale too */
+	stg__mounts_clean(ctx, c, opts->dry_run, report, arg);
 	clean_partials(&r);
 	clean_pins(&r);
 	clean_results(&r); /* before the job directories that hold them go */

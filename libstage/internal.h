@@ -85,7 +85,9 @@ int stg__create_tmp(const char *path, const char *tag, char **name);
 
 /* ---- the pack format (trailer.c) -------------------------------------- */
 
-#define STG_FORMAT_VERSION   2 /* 2: the packed directory's mode in the body */
+#define STG_FORMAT_VERSION                                                                         \
+	3                      /* 2: the packed directory's mode in the body;                      \
+	                          3: each frame's XXH3-128 in the frame table */
 #define STG_FORMAT_OLDEST    1 /* the oldest version read */
 #define STG_ROOT_MODE_SET    0x10000u
 #define STG_SKIP_MAGIC       0x184D2A57u /* zstd skippable frame, variant 7 */
@@ -93,7 +95,8 @@ int stg__create_tmp(const char *path, const char *tag, char **name);
 #define STG_FOOTER_MAGIC     "STGPACK\x01"
 #define STG_BODY_MAGIC       "STGT"
 #define STG_BODY_HEADER_SIZE 96
-#define STG_FRAME_REC_SIZE   32
+#define STG_FRAME_REC_SIZE   48 /* 32 before format 3: no XXH3-128 */
+#define STG_FRAME_REC_SIZE_2 32
 #define STG_ENTRY_REC_SIZE   80
 #define STG_DELTA_REC_SIZE   48
 #define STG_FRAME_RAW_MAX    (64u << 20)         /* largest frame a reader accepts */
@@ -104,6 +107,7 @@ int stg__create_tmp(const char *path, const char *tag, char **name);
 typedef struct stg_frame {
 	uint64_t comp_off, comp_size;
 	uint64_t raw_off, raw_size;
+	uint8_t xxh3[16]; /* of the compressed bytes, canonical (format 3; zero before) */
 } stg_frame;
 
 typedef struct stg_rec {
@@ -277,11 +281,15 @@ bool stg__path_match(const char *pattern, const char *path);
 
 /* ---- a hash set of strings (path.c) ----------------------------------- */
 
+typedef struct stg_strslot {
+	const char *key; /* NULL: empty */
+	uint32_t len, val;
+	uint32_t tag; /* the top bits of the key's hash */
+} stg_strslot;
+
 typedef struct stg_strmap {
 	size_t cap, count;
-	const char **keys;
-	size_t *lens;
-	uint32_t *vals;
+	stg_strslot *slots;
 } stg_strmap;
 
 int stg__strmap_init(stg_strmap *m, size_t expected);

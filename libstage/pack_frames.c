@@ -189,6 +189,11 @@ static void *compress_worker(void *arg)
 				clen = compress_frame(s->ctx, cc, level, j, bound, &zerr);
 			}
 		}
+		/* the frame table's check of this frame (format 3), made here,
+		 * in parallel, from bytes still in cache */
+		XXH128_canonical_t fh = {{0}};
+		if (!zerr)
+			XXH128_canonicalFromHash(&fh, XXH3_128bits(j->comp, clen));
 
 		pthread_mutex_lock(&s->mu);
 		if (zerr) {
@@ -232,7 +237,9 @@ static void *compress_worker(void *arg)
 			s->frames = nf;
 			s->cap_frames = ncap;
 		}
-		s->frames[s->n_frames++] = (stg_frame){s->comp_off, clen, s->raw_off, j->len};
+		stg_frame *fr = &s->frames[s->n_frames++];
+		*fr = (stg_frame){s->comp_off, clen, s->raw_off, j->len, {0}};
+		memcpy(fr->xxh3, fh.digest, 16);
 		s->comp_off += clen;
 		s->raw_off += j->len;
 		s->next_write++;

@@ -519,7 +519,8 @@ typedef struct stg_clean_opts {
 STG_API void stg_clean_opts_init(stg_clean_opts *opts);
 
 /* Called for each thing removed (or that would be, with dry_run): what it
- * is ("entry", "partial", "pin", "jobdir", "record": a collect record whose
+ * is ("entry", "partial", "pin", "mount": a mount whose process died,
+ * unmounted, "jobdir", "record": a collect record whose
  * source is gone, "kept": kept results past keep_days or asked for,
  * "keep": results a finished job never fully collected, moved to kept/
  * rather than removed; path is then where they went; "stays": kept
@@ -1033,6 +1034,66 @@ STG_API stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, i
 /* The far end: answer one push or pull on in/out.  Errors are also sent to
  * the client. */
 STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
+
+/* ---- mounting a pack ----------------------------------------------------- */
+
+/*
+ * A pack served as a read-only tree through FUSE, straight from its
+ * trailer: no copy and no index.  Mounting reads the trailer alone (one
+ * read at the end of the pack, two for a large manifest); a read fetches,
+ * checks and decodes only the frames it needs, within the shared-FS slots
+ * and the bandwidth limit, keeping decoded frames in a bounded memory
+ * cache.  No byte is served unchecked: a frame of a format 3 pack must match
+ * its XXH3-128 in the frame table; a file of an older pack is checked whole
+ * against its manifest hash before any of it is served.  A damaged frame
+ * makes the reads that need it fail with EIO (logged once); the rest stays
+ * readable.  A pack the node cache holds is served from the cache's entry,
+ * pinned while mounted.  The pack stays open: replaced by a rename, the
+ * mounted version goes on being served; changed in place, reads of what is
+ * not cached fail with ESTALE, so the two versions never mix.
+ */
+typedef struct stg_mount stg_mount;
+
+typedef struct stg_mount_opts {
+	uint64_t cache_bytes; /* decoded frames kept in memory (0: 256 MiB) */
+} stg_mount_opts;
+
+STG_API void stg_mount_opts_init(stg_mount_opts *opts);
+
+/* Open pack, build its tree and mount it on mountpoint (an empty directory
+ * of the caller's); the mount is there when this returns, and is served
+ * by stg_mount_serve in this process.  STG_ENOENT (pack missing),
+ * STG_ECORRUPT (not a pack, or one a stage would refuse), STG_EUSAGE
+ * (mountpoint not an empty directory), STG_EIO (FUSE could not mount). */
+STG_API stg_err stg_mount_open(stg_ctx *ctx, stg_cache *cache, const char *pack,
+                               const char *mountpoint, const stg_mount_opts *opts, stg_mount **out);
+/* Serve requests (several threads) until the mount is unmounted
+ * (stg_umount, `fusermount3 -u`) or stg_mount_stop is called.  Messages
+ * (damaged frames, a changed pack) go to ctx's log callback; ctx must not
+ * be used by the caller meanwhile. */
+STG_API stg_err stg_mount_serve(stg_mount *m);
+/* Make stg_mount_serve return soon.  Async-signal-safe. */
+STG_API void stg_mount_stop(stg_mount *m);
+/* Unmount (if still mounted) and free. */
+STG_API void stg_mount_close(stg_mount *m);
+
+/* Unmount the stager mount at mountpoint (lazily: it goes once its last
+ * open file is closed).  STG_EUSAGE if it is not a stager mount of the
+ * caller's. */
+STG_API stg_err stg_umount(stg_ctx *ctx, stg_cache *cache, const char *mountpoint);
+
+/* A mount of this cache's user: where, of what, by which process, and
+ * whether that process lives and the mount is still there. */
+typedef struct stg_mount_info {
+	char *mountpoint, *pack, *owner;
+	char digest[STG_DIGEST_HEXLEN + 1];
+	int alive, mounted;
+} stg_mount_info;
+
+/* The mounts recorded under the scratch root; free with
+ * stg_mount_list_free. */
+STG_API stg_err stg_mount_list(stg_ctx *ctx, stg_cache *cache, stg_mount_info **v, size_t *n);
+STG_API void stg_mount_list_free(stg_mount_info *v, size_t n);
 
 /* ---- helpers ---------------------------------------------------------- */
 

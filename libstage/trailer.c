@@ -89,6 +89,7 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 		stg__put64(p + 8, t->frames[i].comp_size);
 		stg__put64(p + 16, t->frames[i].raw_off);
 		stg__put64(p + 24, t->frames[i].raw_size);
+		memcpy(p + 32, t->frames[i].xxh3, 16);
 	}
 	uint64_t noff = 0;
 	for (size_t i = 0; i < t->n_entries; i++, p += STG_ENTRY_REC_SIZE) {
@@ -262,9 +263,10 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 
 	/* each count is bounded by the body's size before it is multiplied */
 	uint64_t left = raw - STG_BODY_HEADER_SIZE;
-	if (nf > left / STG_FRAME_REC_SIZE)
+	size_t frame_rec = version >= 3 ? STG_FRAME_REC_SIZE : STG_FRAME_REC_SIZE_2;
+	if (nf > left / frame_rec)
 		return bad(ctx, "frame count exceeds the trailer");
-	left -= nf * STG_FRAME_REC_SIZE;
+	left -= nf * frame_rec;
 	if (ne > left / STG_ENTRY_REC_SIZE)
 		return bad(ctx, "entry count exceeds the trailer");
 	left -= ne * STG_ENTRY_REC_SIZE;
@@ -289,12 +291,14 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 
 	const uint8_t *p = b + STG_BODY_HEADER_SIZE;
 	uint64_t coff = 0, roff = 0;
-	for (size_t i = 0; i < nf; i++, p += STG_FRAME_REC_SIZE) {
+	for (size_t i = 0; i < nf; i++, p += frame_rec) {
 		stg_frame *f = &t->frames[i];
 		f->comp_off = stg__get64(p);
 		f->comp_size = stg__get64(p + 8);
 		f->raw_off = stg__get64(p + 16);
 		f->raw_size = stg__get64(p + 24);
+		if (version >= 3)
+			memcpy(f->xxh3, p + 32, 16);
 		if (f->comp_off != coff || f->raw_off != roff)
 			return bad(ctx, "frame table is not contiguous");
 		if (f->comp_size == 0 || !add_ok(coff, f->comp_size, data_size))

@@ -9,18 +9,18 @@
 set -eu
 
 build_pkgs="build-essential pkg-config
-libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev"
+libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev libfuse3-dev fuse3"
 test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 hostname man-db
 clang libclang-rt-14-dev
 slurm-wlm munge
-rsync libfuse3-dev fuse3 gnuplot-nox
+rsync gnuplot-nox archivemount
 openssh-server openssh-client
 bash-completion lmod"
 
 # pkg-config names (and one header) of the libraries, with their packages:
 # checked this way, not through dpkg, so a build from source works too
 build_libs="libarchive:libarchive-dev libzstd:libzstd-dev libxxhash:libxxhash-dev
-libcrypto:libssl-dev"
+libcrypto:libssl-dev fuse3:libfuse3-dev"
 
 missing_build() {
 	m=

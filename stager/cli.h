@@ -131,6 +131,8 @@ int cmd_diff(int argc, char **argv);
 int cmd_push(int argc, char **argv);
 int cmd_pull(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_mount(int argc, char **argv);
+int cmd_umount(int argc, char **argv);
 int cmd_not_built(int argc, char **argv);
 
 #endif

@@ -57,6 +57,8 @@ typedef struct status_view {
 	size_t nk;
 	const stg_holder *holders;
 	size_t nh;
+	const stg_mount_info *mounts;
+	size_t nm;
 } status_view;
 
 static void when_text(int64_t t, char *buf, size_t len)
@@ -99,6 +101,34 @@ static void print_holders_json(const stg_holder *h, size_t n)
 	printf("]");
 }
 
+/* Mounts made by stager mount, live or left by a process that died. */
+static void print_mounts_text(const stg_mount_info *m, size_t n)
+{
+	if (n)
+		printf("\nmounts\n");
+	for (size_t i = 0; i < n; i++)
+		printf("  %s  %s (%s)\n", m[i].mountpoint, m[i].pack,
+		       m[i].alive
+		               ? "served"
+		               : "its process died: `stager umount` or `stager clean` removes it");
+}
+
+static void print_mounts_json(const stg_mount_info *m, size_t n)
+{
+	printf(",\"mounts\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"mountpoint\":", i ? "," : "");
+		json_str(stdout, m[i].mountpoint);
+		printf(",\"pack\":");
+		json_str(stdout, m[i].pack);
+		printf(",\"digest\":\"%s\",\"owner\":", m[i].digest);
+		json_str(stdout, m[i].owner);
+		printf(",\"alive\":%s,\"mounted\":%s}", m[i].alive ? "true" : "false",
+		       m[i].mounted ? "true" : "false");
+	}
+	printf("]");
+}
+
 static void print_text(const status_view *sv)
 {
 	const stg_cache_info *in = sv->in;
@@ -131,6 +161,7 @@ static void print_text(const status_view *sv)
 	}
 	print_kept_text(sv->kept, sv->nk);
 	print_holders_text(sv->holders, sv->nh);
+	print_mounts_text(sv->mounts, sv->nm);
 	printf("\nsettings\n");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
@@ -169,6 +200,7 @@ static void print_json(const status_view *sv)
 	printf("]");
 	print_kept_json(sv->kept, sv->nk);
 	print_holders_json(sv->holders, sv->nh);
+	print_mounts_json(sv->mounts, sv->nm);
 	printf(",\"settings\":{");
 	for (size_t i = 0; i < stg_config_count(); i++) {
 		const char *origin;
@@ -336,16 +368,19 @@ int cmd_status(int argc, char **argv)
 		stg_cache_info *info = NULL;
 		stg_kept *kept = NULL;
 		stg_holder *holders = NULL;
-		size_t nk = 0, nh = 0;
+		stg_mount_info *mounts = NULL;
+		size_t nk = 0, nh = 0, nm = 0;
 		stg_err err = stg_cache_status(ctx, cache, &info);
 		if (!err)
 			err = stg_kept_list(ctx, cache, &kept, &nk);
 		if (!err)
 			err = stg_slot_holders(ctx, cache, &holders, &nh);
+		if (!err)
+			err = stg_mount_list(ctx, cache, &mounts, &nm);
 		if (err) {
 			rc = cli_fail(ctx, err);
 		} else {
-			status_view sv = {info, cfg, kept, nk, holders, nh};
+			status_view sv = {info, cfg, kept, nk, holders, nh, mounts, nm};
 			if (json)
 				print_json(&sv);
 			else
@@ -356,6 +391,7 @@ int cmd_status(int argc, char **argv)
 			stg_cache_info_free(info);
 		stg_kept_free(kept, nk);
 		free(holders);
+		stg_mount_list_free(mounts, nm);
 		stg_cache_close(cache);
 	}
 	stg_config_free(cfg);

@@ -350,6 +350,34 @@ const cli_cmd cli_commands[] = {
          "      --json  print {checks: [{check, status, found, fix}], failed, warnings}\n"
          "\n"
          "Exit: 0 nothing failed (warnings allowed), 7 a check failed.\n"},
+        {"mount", cmd_mount, "use a pack at once: a read-only tree, read on demand",
+         "usage: stager mount PACK MOUNTPOINT [--foreground] [--cache-size SIZE]\n"
+         "\n"
+         "Serve PACK as a read-only tree at MOUNTPOINT (an empty directory of\n"
+         "yours), without copying it and without building an index: the mount\n"
+         "reads the trailer alone, so the first file is readable at once whatever\n"
+         "the pack's size, and a read fetches and decodes only the frames it needs\n"
+         "(within the reader slots and --bwlimit, like a stage), keeping recent\n"
+         "ones in memory.  Every frame is checked before any of it is served (a\n"
+         "file of a pack from an older stager is checked whole at its first read);\n"
+         "a damaged frame fails the reads that need it (EIO) and is logged in\n"
+         "SCRATCH_ROOT/mounts/log.  A pack the node cache holds is served from\n"
+         "there, pinned while mounted.  `stager status` lists mounts, `stager\n"
+         "umount` ends one, `stager clean` removes those whose process died.\n"
+         "\n"
+         "      --foreground      serve in this process until unmounted or\n"
+         "                        interrupted (default: in the background, once\n"
+         "                        the tree can be read)\n"
+         "      --cache-size SIZE decoded frames kept in memory (default 256M)\n"
+         "\n"
+         "Exit: 0 mounted, 1 MOUNTPOINT not an empty directory, 2 PACK missing,\n"
+         "4 not a pack or a hostile one, 7 FUSE could not mount.\n"},
+        {"umount", cmd_umount, "end a mount made by stager mount",
+         "usage: stager umount MOUNTPOINT\n"
+         "\n"
+         "Unmount a tree that `stager mount` serves (also one whose process died).\n"
+         "Files still open under it stay readable until they are closed; the\n"
+         "mount's process then ends.\n"},
         {NULL, NULL, NULL, NULL},
 };
 

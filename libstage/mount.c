@@ -1,0 +1,599 @@
+/*
+ * mount.c - stg_mount: a pack as a read-only tree (FUSE), served straight
+ * from its trailer and its frames.
+ *
+ * Mounting reads the trailer (one read at the end of the pack, two for a
+ * large manifest) and builds the tree of inodes in memory (mount_tree.c);
+ * nothing else is read and no index is written, so the first file is
+ * readable at once whatever the pack's size.  stat, readdir and readlink
+ * are answered from the manifest.  A read fetches, checks and decodes only
+ * the frames it touches (mount_frames.c); a reader going through a file in
+ * order has the next frames read ahead.
+ *
+ * The pack is read as a stage reads it: within a shared-filesystem slot
+ * (taken when a fetch needs it, given back after a second without one, so
+ * an idle mount holds none) and the bandwidth limit.  The pack stays open:
+ * one replaced by a rename keeps being served as it was, from the file
+ * that was mounted.  One changed in place (its size or times differ from
+ * the mount's) is not read again: reads that need a frame not cached fail
+ * with ESTALE and the change is logged once, so the two versions never mix.
+ *
+ * A pack of format 1 or 2 has no hash per frame: a file of it is checked
+ * whole against its manifest's XXH3-128 at its first read, before any of
+ * it is served (mount_frames.c says how its frames are held to that).
+ *
+ * Every request is answered by one of libfuse's threads; what they share
+ * (the frame cache, the slot, the per-file checks) has its own lock, and
+ * messages go through one lock to the context's log callback.
+ */
+#define FUSE_USE_VERSION 31
+#include "mount.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <fuse_lowlevel.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#define TIMEOUT    86400.0 /* attributes and names never change */
+#define READ_AHEAD 4       /* frames read ahead of a reader in order */
+#define SLOT_IDLE  1.0     /* s without a fetch before the slot is given back */
+
+enum { FILE_UNCHECKED, FILE_OK, FILE_BAD };
+
+typedef struct open_file {
+	uint64_t next; /* where a reader in order reads next */
+	int fd;        /* the file in the node cache's entry, or -1 */
+} open_file;
+
+static stg_mount *req_mount(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+
+void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
+{
+	char msg[STG_ERRMSG_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&m->log_mu);
+	stg__log(m->ctx, level, "%s", msg);
+	pthread_mutex_unlock(&m->log_mu);
+}
+
+/* ---- fetching frames ------------------------------------------------------------ */
+
+/* Has the pack changed in place since it was mounted?  Logged once. */
+static bool pack_changed(stg_mount *m)
+{
+	/* a rename over the pack unlinks it, which changes its ctime but not
+	 * its bytes: the ctime counts only while the links stay as they were */
+	struct stat st;
+	if (fstat(m->pack->fd, &st) == 0 && st.st_size == m->pack_st.st_size &&
+	    st.st_mtim.tv_sec == m->pack_st.st_mtim.tv_sec &&
+	    st.st_mtim.tv_nsec == m->pack_st.st_mtim.tv_nsec &&
+	    (st.st_nlink != m->pack_st.st_nlink ||
+	     (st.st_ctim.tv_sec == m->pack_st.st_ctim.tv_sec &&
+	      st.st_ctim.tv_nsec == m->pack_st.st_ctim.tv_nsec)))
+		return false;
+	if (!atomic_exchange(&m->changed, true))
+		stg__mount_log(m, STG_LOG_WARN,
+		               "'%s' changed since it was mounted: what is not cached already "
+		               "can no longer be read (stale); mount it again",
+		               m->pack_path);
+	return true;
+}
+
+/* Hold the shared-FS slot for a fetch (taken if need be). */
+static int slot_take(stg_mount *m)
+{
+	pthread_mutex_lock(&m->slot_mu);
+	if (!m->slot_held && m->cache) {
+		stg_ctx *c = stg_ctx_new();
+		if (!c) {
+			pthread_mutex_unlock(&m->slot_mu);
+			return ENOMEM;
+		}
+		c->log_fn = NULL;
+		stg_err err = stg__slot_acquire(c, &m->cache->lim, &m->slot);
+		stg_ctx_free(c);
+		if (err) {
+			pthread_mutex_unlock(&m->slot_mu);
+			return EIO;
+		}
+		m->slot_held = true;
+	}
+	m->in_flight++;
+	pthread_mutex_unlock(&m->slot_mu);
+	return 0;
+}
+
+static void slot_done(stg_mount *m)
+{
+	pthread_mutex_lock(&m->slot_mu);
+	m->in_flight--;
+	m->slot_used = stg__now();
+	pthread_cond_signal(&m->slot_cv);
+	pthread_mutex_unlock(&m->slot_mu);
+}
+
+/* Gives the slot back once no fetch has needed it for SLOT_IDLE seconds. */
+static void *slot_keeper(void *arg)
+{
+	stg_mount *m = arg;
+	pthread_mutex_lock(&m->slot_mu);
+	while (!m->stopping) {
+		if (m->slot_held && !m->in_flight && stg__now() - m->slot_used >= SLOT_IDLE) {
+			stg__slot_release(&m->slot);
+			m->slot_held = false;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 250 * 1000 * 1000;
+		if (ts.tv_nsec >= 1000000000) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000;
+		}
+		pthread_cond_timedwait(&m->slot_cv, &m->slot_mu, &ts);
+	}
+	if (m->slot_held)
+		stg__slot_release(&m->slot);
+	m->slot_held = false;
+	pthread_mutex_unlock(&m->slot_mu);
+	return NULL;
+}
+
+static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
+{
+	stg_mount *m = arg;
+	const stg_frame *f = &m->pack->t.frames[k];
+	if (pack_changed(m))
+		return ESTALE;
+	int rc = slot_take(m);
+	if (rc)
+		return rc;
+	rc = stg__pack_pread(m->pack, buf, len, f->comp_off) ? (errno ? errno : EIO) : 0;
+	slot_done(m);
+	/* a read racing a change in place: its bytes may be of either version */
+	if (!rc && pack_changed(m))
+		rc = ESTALE;
+	return rc;
+}
+
+static void frame_bad(void *arg, size_t k, const char *why)
+{
+	stg_mount *m = arg;
+	stg__mount_log(m, STG_LOG_WARN, "'%s': frame %zu is damaged (%s): reads of it fail (EIO)",
+	               m->pack_path, k, why);
+}
+
+/* ---- reading a file ------------------------------------------------------------- */
+
+/* Copy the tar stream's bytes [off, off + len) into out; 0 or an errno. */
+static int read_stream(stg_mount *m, uint64_t off, size_t len, uint8_t *out)
+{
+	const stg_trailer *t = &m->pack->t;
+	while (len) {
+		size_t k = stg__frame_of(t, off);
+		if (k >= t->n_frames)
+			return EIO;
+		const stg_frame *f = &t->frames[k];
+		const uint8_t *data;
+		stg_fbuf *held;
+		int rc = stg__frames_get(m->frames, k, &data, &held);
+		if (rc)
+			return rc;
+		size_t in = (size_t)(off - f->raw_off);
+		size_t n = (size_t)(f->raw_size - in) < len ? (size_t)(f->raw_size - in) : len;
+		memcpy(out, data + in, n);
+		stg__frames_put(m->frames, held);
+		out += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* Format 1 and 2: a file is checked whole before any of it is served. */
+static int check_file(stg_mount *m, const stg_rec *r)
+{
+	size_t i = (size_t)(r - m->pack->t.recs);
+	uint8_t state = atomic_load(&m->file_state[i]);
+	if (state != FILE_UNCHECKED)
+		return state == FILE_OK ? 0 : EIO;
+	XXH3_state_t *xs = XXH3_createState();
+	uint8_t *buf = malloc(1 << 20);
+	int rc = xs && buf ? 0 : ENOMEM;
+	if (!rc)
+		XXH3_128bits_reset(xs);
+	for (uint64_t done = 0; !rc && done < r->size;) {
+		size_t n = r->size - done < (1 << 20) ? (size_t)(r->size - done) : (1 << 20);
+		rc = read_stream(m, r->data_off + done, n, buf);
+		if (!rc)
+			XXH3_128bits_update(xs, buf, n);
+		done += n;
+	}
+	if (!rc) {
+		XXH128_canonical_t h;
+		XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
+		if (memcmp(h.digest, r->xxh3, 16)) {
+			stg__mount_log(
+			        m, STG_LOG_WARN,
+			        "'%s': '%s' does not match its XXH3-128: reads of it fail (EIO)",
+			        m->pack_path, stg__rec_path(m->pack, r));
+			rc = EIO;
+		}
+	}
+	XXH3_freeState(xs);
+	free(buf);
+	if (rc != ENOMEM && rc != ESTALE && rc != EINTR)
+		atomic_store(&m->file_state[i], rc ? FILE_BAD : FILE_OK);
+	return rc;
+}
+
+/* ---- the filesystem's operations ------------------------------------------------ */
+
+static void fill_entry(stg_mount *m, fuse_ino_t ino, struct fuse_entry_param *e)
+{
+	memset(e, 0, sizeof *e);
+	e->ino = ino;
+	e->attr_timeout = TIMEOUT;
+	e->entry_timeout = TIMEOUT;
+	stg__mtree_stat(m->tree, ino, &e->attr);
+}
+
+static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	stg_mount *m = req_mount(req);
+	uint32_t ino = stg__mtree_lookup(m->tree, parent, name, strlen(name));
+	if (!ino) {
+		/* a negative entry, cached as long as a positive one */
+		struct fuse_entry_param e = {.entry_timeout = TIMEOUT};
+		fuse_reply_entry(req, &e);
+		return;
+	}
+	struct fuse_entry_param e;
+	fill_entry(m, ino, &e);
+	fuse_reply_entry(req, &e);
+}
+
+static void op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)fi;
+	stg_mount *m = req_mount(req);
+	if (!stg__mtree_node(m->tree, ino)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	struct stat st;
+	stg__mtree_stat(m->tree, ino, &st);
+	fuse_reply_attr(req, &st, TIMEOUT);
+}
+
+static void op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	stg_mount *m = req_mount(req);
+	const stg_mnode *n = stg__mtree_node(m->tree, ino);
+	const stg_rec *r = stg__mtree_rec(m->tree, ino);
+	if (!n || n->type != STG_SYMLINK || !r)
+		fuse_reply_err(req, EINVAL);
+	else
+		fuse_reply_readlink(req, stg__rec_link(m->pack, r));
+}
+
+static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	stg_mount *m = req_mount(req);
+	const stg_mnode *n = stg__mtree_node(m->tree, ino);
+	if (!n) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (n->type == STG_DIR) {
+		fuse_reply_err(req, EISDIR);
+		return;
+	}
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & (O_TRUNC | O_APPEND))) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	open_file *of = calloc(1, sizeof *of);
+	if (!of) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	of->fd = -1;
+	const stg_rec *r = stg__mtree_rec(m->tree, ino);
+	if (m->entry_fd >= 0 && r) {
+		of->fd = stg__open_beneath(m->entry_fd, stg__rec_path(m->pack, r), O_RDONLY, 0);
+		if (of->fd < 0) {
+			int e = errno;
+			stg__mount_log(m, STG_LOG_WARN, "'%s' in the node cache: %s",
+			               stg__rec_path(m->pack, r), strerror(e));
+			free(of);
+			fuse_reply_err(req, EIO);
+			return;
+		}
+	}
+	fi->fh = (uint64_t)(uintptr_t)of;
+	fi->keep_cache = 1; /* the content never changes */
+	fuse_reply_open(req, fi);
+}
+
+static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                    struct fuse_file_info *fi)
+{
+	stg_mount *m = req_mount(req);
+	const stg_rec *r = stg__mtree_rec(m->tree, ino);
+	open_file *of = (open_file *)(uintptr_t)fi->fh;
+	if (!r || off < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	if ((uint64_t)off >= r->size || !size) {
+		fuse_reply_buf(req, NULL, 0);
+		return;
+	}
+	if (of && of->fd >= 0) {
+		/* the node cache's entry: checked when it was staged */
+		char *b = malloc(size);
+		ssize_t got = b ? pread(of->fd, b, size, off) : -1;
+		if (got < 0)
+			fuse_reply_err(req, b ? errno : ENOMEM);
+		else
+			fuse_reply_buf(req, b, (size_t)got);
+		free(b);
+		return;
+	}
+	int rc = m->file_state ? check_file(m, r) : 0;
+	if (rc) {
+		fuse_reply_err(req, rc);
+		return;
+	}
+	size_t n = r->size - (uint64_t)off < size ? (size_t)(r->size - (uint64_t)off) : size;
+	uint8_t *buf = malloc(n);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	uint64_t at = r->data_off + (uint64_t)off;
+	/* a reader in order: have the frames after this read fetched meanwhile */
+	if (of && of->next == (uint64_t)off) {
+		const stg_trailer *t = &m->pack->t;
+		size_t last = stg__frame_of(t, at + n - 1);
+		size_t end = stg__frame_of(t, r->data_off + r->size - 1);
+		if (last < end)
+			stg__frames_prefetch(m->frames, last + 1,
+			                     end - last < READ_AHEAD ? end - last : READ_AHEAD);
+	}
+	rc = read_stream(m, at, n, buf);
+	if (of)
+		of->next = (uint64_t)off + n;
+	if (rc)
+		fuse_reply_err(req, rc);
+	else
+		fuse_reply_buf(req, (const char *)buf, n);
+	free(buf);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	open_file *of = (open_file *)(uintptr_t)fi->fh;
+	if (of && of->fd >= 0)
+		close(of->fd);
+	free(of);
+	fuse_reply_err(req, 0);
+}
+
+static void op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	stg_mount *m = req_mount(req);
+	const stg_mnode *n = stg__mtree_node(m->tree, ino);
+	if (!n)
+		fuse_reply_err(req, ENOENT);
+	else if (n->type != STG_DIR)
+		fuse_reply_err(req, ENOTDIR);
+	else {
+		fi->keep_cache = 1;
+		fi->cache_readdir = 1;
+		fuse_reply_open(req, fi);
+	}
+}
+
+/* readdir and readdirplus: offsets 1 and 2 are "." and "..", 3 + i the
+ * directory's i-th name. */
+static void list_dir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, bool plus)
+{
+	stg_mount *m = req_mount(req);
+	const stg_mnode *d = stg__mtree_node(m->tree, ino);
+	if (!d || d->type != STG_DIR) {
+		fuse_reply_err(req, ENOTDIR);
+		return;
+	}
+	char *buf = malloc(size ? size : 1);
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	size_t used = 0;
+	char name[STG_PATH_MAX + 1];
+	for (off_t i = off < 0 ? 0 : off; (uint64_t)i < 2 + (uint64_t)d->n_kids; i++) {
+		fuse_ino_t e_ino;
+		const char *nm;
+		if (i < 2) {
+			e_ino = i == 0 ? ino : d->parent;
+			nm = i == 0 ? "." : "..";
+		} else {
+			const stg_mnode *k =
+			        stg__mtree_node(m->tree, m->tree->kids[d->kids + i - 2]);
+			e_ino = k->target;
+			memcpy(name, k->name, k->name_len);
+			name[k->name_len] = '\0';
+			nm = name;
+		}
+		size_t need;
+		if (plus) {
+			struct fuse_entry_param e;
+			fill_entry(m, e_ino, &e);
+			need = fuse_add_direntry_plus(req, buf + used, size - used, nm, &e, i + 1);
+		} else {
+			struct stat st;
+			stg__mtree_stat(m->tree, e_ino, &st);
+			need = fuse_add_direntry(req, buf + used, size - used, nm, &st, i + 1);
+		}
+		if (need > size - used)
+			break;
+		used += need;
+	}
+	fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                       struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, false);
+}
+
+static void op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+                           struct fuse_file_info *fi)
+{
+	(void)fi;
+	list_dir(req, ino, size, off, true);
+}
+
+static void op_statfs(fuse_req_t req, fuse_ino_t ino)
+{
+	(void)ino;
+	stg_mount *m = req_mount(req);
+	struct statvfs sv = {0};
+	sv.f_bsize = 4096;
+	sv.f_frsize = 4096;
+	sv.f_blocks = (m->pack->t.content_size + 4095) / 4096;
+	sv.f_files = m->tree->n_nodes;
+	sv.f_namemax = 255;
+	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
+	fuse_reply_statfs(req, &sv);
+}
+
+static void op_init(void *arg, struct fuse_conn_info *conn)
+{
+	(void)arg;
+	/* the content never changes: let the kernel keep what it read */
+	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
+		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
+	conn->want &= ~FUSE_CAP_AUTO_INVAL_DATA;
+}
+
+static const struct fuse_lowlevel_ops mount_ops = {
+        .init = op_init,
+        .lookup = op_lookup,
+        .getattr = op_getattr,
+        .readlink = op_readlink,
+        .open = op_open,
+        .read = op_read,
+        .release = op_release,
+        .opendir = op_opendir,
+        .readdir = op_readdir,
+        .readdirplus = op_readdirplus,
+        .statfs = op_statfs,
+};
+
+/* ---- the mount's life ----------------------------------------------------------- */
+
+void stg_mount_opts_init(stg_mount_opts *o)
+{
+	memset(o, 0, sizeof *o);
+}
+
+stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint)
+{
+	char fsname[STG_PATH_MAX + 32];
+	snprintf(fsname, sizeof fsname, "-ofsname=stager:%s", m->pack_path);
+	/* libfuse takes its options as arguments; ',' would split ours */
+	for (char *c = fsname; *c; c++)
+		if (*c == ',')
+			*c = '_';
+	char *argv[] = {"stager", "-oro,default_permissions,subtype=stager", fsname, NULL};
+	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
+	m->se = fuse_session_new(&args, &mount_ops, sizeof mount_ops, m);
+	if (!m->se)
+		return stg__fail(ctx, STG_EIO, "cannot start a FUSE session (is /dev/fuse there?)");
+	if (fuse_session_mount(m->se, mountpoint)) {
+		fuse_session_destroy(m->se);
+		m->se = NULL;
+		return stg__fail(ctx, STG_EIO,
+		                 "cannot mount on '%s' (is it an empty directory of yours, and "
+		                 "fusermount3 installed?)",
+		                 mountpoint);
+	}
+	m->mounted = true;
+	return STG_OK;
+}
+
+stg_err stg_mount_serve(stg_mount *m)
+{
+	stg_err err = STG_OK;
+	pthread_t keeper;
+	bool keeper_started = pthread_create(&keeper, NULL, slot_keeper, m) == 0;
+	stg_frames_opts fo = {
+	        .max_bytes = m->cache_bytes,
+	        .prefetchers = 2,
+	        .fetch = fetch,
+	        .fetch_arg = m,
+	        .bad = frame_bad,
+	        .bad_arg = m,
+	};
+	if (!m->frames && (err = stg__frames_new(m->ctx, &m->pack->t, &fo, &m->frames)))
+		goto out;
+	if (fuse_session_loop_mt(m->se, 0) < 0)
+		err = stg__fail(m->ctx, STG_EIO, "the FUSE session of '%s' failed", m->mountpoint);
+out:
+	pthread_mutex_lock(&m->slot_mu);
+	m->stopping = true;
+	pthread_cond_signal(&m->slot_cv);
+	pthread_mutex_unlock(&m->slot_mu);
+	if (keeper_started)
+		pthread_join(keeper, NULL);
+	return err;
+}
+
+void stg_mount_stop(stg_mount *m)
+{
+	if (m && m->se)
+		fuse_session_exit(m->se);
+}
+
+void stg__mount_unmount(stg_mount *m)
+{
+	if (m->se && m->mounted) {
+		fuse_session_unmount(m->se);
+		m->mounted = false;
+	}
+}
+
+void stg__mount_free(stg_mount *m)
+{
+	stg__mount_unmount(m);
+	if (m->se)
+		fuse_session_destroy(m->se);
+	stg__frames_free(m->frames);
+	stg__mtree_free(m->tree);
+	stg_pack_close(m->pack);
+	free((void *)m->file_state);
+	free(m->pack_path);
+	free(m->mountpoint);
+	pthread_mutex_destroy(&m->log_mu);
+	pthread_mutex_destroy(&m->slot_mu);
+	pthread_cond_destroy(&m->slot_cv);
+	free(m);
+}

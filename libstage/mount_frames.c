@@ -1,0 +1,365 @@
+/*
+ * mount_frames.c - a pack's frames on demand, checked, in a bounded cache.
+ *
+ * A read of a mounted pack needs the decoded frames that hold its bytes.
+ * Each frame is fetched (the caller's function: the shared filesystem
+ * within its limits, or the node cache), checked, decoded and kept in a
+ * cache of at most max_bytes decoded bytes, least recently used first out.
+ * One fetch per frame at a time: a reader that wants a frame being fetched
+ * waits for it.  A held frame (between get and put) is never evicted, so a
+ * cache smaller than the frames in use grows past its bound rather than
+ * failing a read.
+ *
+ * No byte is served unchecked.  A format 3 pack lists the XXH3-128 of each
+ * frame's compressed bytes in its frame table: a fetched frame must match
+ * it before it is decoded.  Older packs have no such hash; their frames
+ * carry zstd's content checksum, which decoding checks (a frame without it
+ * is refused), and each frame's XXH3-128 is recorded when it is first
+ * fetched: a later fetch of it (after eviction) must give the same bytes.
+ * (The mount also checks a file of such a pack whole against its manifest
+ * hash before serving any of it: mount.c.)  A frame that fails its check
+ * is damaged for good: every read that needs it fails with EIO, and the
+ * caller is told once.  A frame that could not be read is tried again by
+ * the next read.
+ */
+#define ZSTD_STATIC_LINKING_ONLY
+#include "mount_frames.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zstd.h>
+
+enum { FB_LOADING, FB_READY };
+
+struct stg_fbuf {
+	size_t k;
+	int state;
+	unsigned refs;
+	uint8_t *data;
+	size_t len;
+	stg_fbuf *prev, *next; /* LRU list of unheld ready frames; head: newest */
+};
+
+struct stg_frames {
+	const stg_trailer *t;
+	stg_frames_opts o;
+	pthread_mutex_t mu;
+	pthread_cond_t cv, work;
+	stg_fbuf **slot;     /* per frame: NULL, loading or ready */
+	uint8_t *bad;        /* per frame: 1 damaged (for good) */
+	uint8_t (*seen)[16]; /* older packs: each frame's hash when first fetched */
+	uint8_t *seen_set;
+	size_t bytes; /* decoded bytes cached */
+	stg_fbuf *lru_head, *lru_tail;
+	/* read-ahead: a ring of frame numbers */
+	size_t *queue, q_head, q_len, q_cap;
+	pthread_t *threads;
+	unsigned n_threads;
+	bool stop;
+	uint64_t fetched, hits, fetched_bytes;
+};
+
+static void lru_unlink(stg_frames *f, stg_fbuf *b)
+{
+	if (b->prev)
+		b->prev->next = b->next;
+	else if (f->lru_head == b)
+		f->lru_head = b->next;
+	if (b->next)
+		b->next->prev = b->prev;
+	else if (f->lru_tail == b)
+		f->lru_tail = b->prev;
+	b->prev = b->next = NULL;
+}
+
+static void lru_push(stg_frames *f, stg_fbuf *b)
+{
+	b->prev = NULL;
+	b->next = f->lru_head;
+	if (f->lru_head)
+		f->lru_head->prev = b;
+	f->lru_head = b;
+	if (!f->lru_tail)
+		f->lru_tail = b;
+}
+
+/* Drop unheld frames, oldest first, until the cache fits (mu held). */
+static void shrink(stg_frames *f, size_t room)
+{
+	while (f->lru_tail && f->bytes + room > f->o.max_bytes) {
+		stg_fbuf *b = f->lru_tail;
+		lru_unlink(f, b);
+		f->slot[b->k] = NULL;
+		f->bytes -= b->len;
+		free(b->data);
+		free(b);
+	}
+}
+
+/* Fetch, check and decode frame k (without mu); 0 or an errno value, and
+ * why for a damaged frame. */
+static int load(stg_frames *f, size_t k, uint8_t **out, const char **why)
+{
+	const stg_frame *fr = &f->t->frames[k];
+	uint8_t *comp = malloc(fr->comp_size ? fr->comp_size : 1);
+	uint8_t *raw = malloc(fr->raw_size ? fr->raw_size : 1);
+	int rc = 0;
+	*why = NULL;
+	if (!comp || !raw) {
+		rc = ENOMEM;
+		goto out;
+	}
+	if ((rc = f->o.fetch(f->o.fetch_arg, k, comp, fr->comp_size)))
+		goto out;
+	XXH128_canonical_t h;
+	XXH128_canonicalFromHash(&h, XXH3_128bits(comp, fr->comp_size));
+	if (f->t->version >= 3) {
+		if (memcmp(h.digest, fr->xxh3, 16)) {
+			*why = "its bytes do not match the frame table's XXH3-128";
+			rc = EIO;
+			goto out;
+		}
+	} else {
+		ZSTD_frameHeader zh;
+		if (ZSTD_getFrameHeader(&zh, comp, fr->comp_size) != 0 || !zh.checksumFlag) {
+			*why = "it has no zstd content checksum";
+			rc = EIO;
+			goto out;
+		}
+		pthread_mutex_lock(&f->mu);
+		bool same = !f->seen_set[k] || memcmp(f->seen[k], h.digest, 16) == 0;
+		pthread_mutex_unlock(&f->mu);
+		if (!same) {
+			*why = "it changed since it was first read";
+			rc = EIO;
+			goto out;
+		}
+	}
+	size_t n = ZSTD_decompress(raw, fr->raw_size, comp, fr->comp_size);
+	if (ZSTD_isError(n) || n != fr->raw_size) {
+		*why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "it decodes to the wrong size";
+		rc = EIO;
+		goto out;
+	}
+	if (f->t->version < 3) {
+		pthread_mutex_lock(&f->mu);
+		if (!f->seen_set[k]) {
+			memcpy(f->seen[k], h.digest, 16);
+			f->seen_set[k] = 1;
+		}
+		pthread_mutex_unlock(&f->mu);
+	}
+	*out = raw;
+	raw = NULL;
+out:
+	free(comp);
+	free(raw);
+	return rc;
+}
+
+int stg__frames_get(stg_frames *f, size_t k, const uint8_t **data, stg_fbuf **held)
+{
+	if (k >= f->t->n_frames)
+		return EIO;
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		if (f->bad[k]) {
+			pthread_mutex_unlock(&f->mu);
+			return EIO;
+		}
+		stg_fbuf *b = f->slot[k];
+		if (!b)
+			break;
+		if (b->state == FB_READY) {
+			if (b->refs++ == 0)
+				lru_unlink(f, b);
+			f->hits++;
+			pthread_mutex_unlock(&f->mu);
+			*data = b->data;
+			*held = b;
+			return 0;
+		}
+		pthread_cond_wait(&f->cv, &f->mu);
+	}
+	stg_fbuf *b = calloc(1, sizeof *b);
+	if (!b) {
+		pthread_mutex_unlock(&f->mu);
+		return ENOMEM;
+	}
+	b->k = k;
+	b->state = FB_LOADING;
+	b->refs = 1;
+	f->slot[k] = b;
+	pthread_mutex_unlock(&f->mu);
+
+	uint8_t *raw = NULL;
+	const char *why;
+	int rc = load(f, k, &raw, &why);
+
+	pthread_mutex_lock(&f->mu);
+	if (rc) {
+		f->slot[k] = NULL;
+		free(b);
+		if (why)
+			f->bad[k] = 1;
+	} else {
+		b->data = raw;
+		b->len = f->t->frames[k].raw_size;
+		b->state = FB_READY;
+		shrink(f, b->len);
+		f->bytes += b->len;
+		f->fetched++;
+		f->fetched_bytes += f->t->frames[k].comp_size;
+	}
+	pthread_cond_broadcast(&f->cv);
+	pthread_mutex_unlock(&f->mu);
+	if (rc) {
+		if (why && f->o.bad)
+			f->o.bad(f->o.bad_arg, k, why);
+		else if (f->o.bad && rc != ENOMEM)
+			f->o.bad(f->o.bad_arg, k, strerror(rc));
+		return rc;
+	}
+	*data = b->data;
+	*held = b;
+	return 0;
+}
+
+void stg__frames_put(stg_frames *f, stg_fbuf *b)
+{
+	if (!b)
+		return;
+	pthread_mutex_lock(&f->mu);
+	if (--b->refs == 0) {
+		lru_push(f, b);
+		shrink(f, 0);
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
+static void *prefetcher(void *arg)
+{
+	stg_frames *f = arg;
+	pthread_mutex_lock(&f->mu);
+	for (;;) {
+		while (!f->stop && !f->q_len)
+			pthread_cond_wait(&f->work, &f->mu);
+		if (f->stop)
+			break;
+		size_t k = f->queue[f->q_head];
+		f->q_head = (f->q_head + 1) % f->q_cap;
+		f->q_len--;
+		if (f->slot[k] || f->bad[k])
+			continue;
+		pthread_mutex_unlock(&f->mu);
+		const uint8_t *d;
+		stg_fbuf *b;
+		if (stg__frames_get(f, k, &d, &b) == 0)
+			stg__frames_put(f, b);
+		pthread_mutex_lock(&f->mu);
+	}
+	pthread_mutex_unlock(&f->mu);
+	return NULL;
+}
+
+void stg__frames_prefetch(stg_frames *f, size_t k, size_t n)
+{
+	if (!f->n_threads)
+		return;
+	pthread_mutex_lock(&f->mu);
+	for (size_t i = k; i < k + n && i < f->t->n_frames; i++) {
+		if (f->slot[i] || f->bad[i] || f->q_len == f->q_cap)
+			continue;
+		bool queued = false;
+		for (size_t j = 0; j < f->q_len && !queued; j++)
+			queued = f->queue[(f->q_head + j) % f->q_cap] == i;
+		if (queued)
+			continue;
+		f->queue[(f->q_head + f->q_len++) % f->q_cap] = i;
+	}
+	pthread_cond_broadcast(&f->work);
+	pthread_mutex_unlock(&f->mu);
+}
+
+void stg__frames_counts(stg_frames *f, uint64_t *fetched, uint64_t *hits, uint64_t *bytes)
+{
+	pthread_mutex_lock(&f->mu);
+	*fetched = f->fetched;
+	*hits = f->hits;
+	*bytes = f->fetched_bytes;
+	pthread_mutex_unlock(&f->mu);
+}
+
+stg_err stg__frames_new(stg_ctx *ctx, const stg_trailer *t, const stg_frames_opts *o,
+                        stg_frames **out)
+{
+	stg_frames *f = calloc(1, sizeof *f);
+	*out = NULL;
+	if (!f)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	f->t = t;
+	f->o = *o;
+	/* a read may hold two frames (one ending, one starting) per thread */
+	uint64_t biggest = 0;
+	for (size_t i = 0; i < t->n_frames; i++)
+		if (t->frames[i].raw_size > biggest)
+			biggest = t->frames[i].raw_size;
+	if (f->o.max_bytes < 2 * biggest)
+		f->o.max_bytes = (size_t)(2 * biggest);
+	pthread_mutex_init(&f->mu, NULL);
+	pthread_cond_init(&f->cv, NULL);
+	pthread_cond_init(&f->work, NULL);
+	size_t n = t->n_frames ? t->n_frames : 1;
+	f->slot = calloc(n, sizeof *f->slot);
+	f->bad = calloc(n, 1);
+	f->q_cap = 64;
+	f->queue = calloc(f->q_cap, sizeof *f->queue);
+	if (t->version < 3) {
+		f->seen = calloc(n, sizeof *f->seen);
+		f->seen_set = calloc(n, 1);
+	}
+	if (!f->slot || !f->bad || !f->queue || (t->version < 3 && (!f->seen || !f->seen_set))) {
+		stg__frames_free(f);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	if (o->prefetchers && !(f->threads = calloc(o->prefetchers, sizeof *f->threads))) {
+		stg__frames_free(f);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	for (unsigned i = 0; i < o->prefetchers; i++) {
+		if (pthread_create(&f->threads[i], NULL, prefetcher, f))
+			break;
+		f->n_threads++;
+	}
+	*out = f;
+	return STG_OK;
+}
+
+void stg__frames_free(stg_frames *f)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	f->stop = true;
+	pthread_cond_broadcast(&f->work);
+	pthread_mutex_unlock(&f->mu);
+	for (unsigned i = 0; i < f->n_threads; i++)
+		pthread_join(f->threads[i], NULL);
+	for (size_t k = 0; f->slot && k < f->t->n_frames; k++) {
+		if (f->slot[k]) {
+			free(f->slot[k]->data);
+			free(f->slot[k]);
+		}
+	}
+	pthread_mutex_destroy(&f->mu);
+	pthread_cond_destroy(&f->cv);
+	pthread_cond_destroy(&f->work);
+	free(f->slot);
+	free(f->bad);
+	free(f->seen);
+	free(f->seen_set);
+	free(f->queue);
+	free(f->threads);
+	free(f);
+}

@@ -1,0 +1,421 @@
+/*
+ * mount_open.c - a mount's life outside its requests: opening the pack and
+ * the mountpoint, the node cache's entry, the record of live mounts,
+ * unmounting, and mounts whose process died.
+ *
+ * Each serving process keeps a record, SCRATCH_ROOT/mounts/<owner> (owner
+ * "pid-PID-START", as pins name a process), holding the mountpoint, the
+ * pack and its digest, so that `stager status` lists live mounts and
+ * `stager clean` finds those whose process died: their mountpoint answers
+ * ENOTCONN until it is unmounted.  A record is trusted only as far as
+ * unmounting goes, and only for a mountpoint that /proc/self/mountinfo
+ * shows as a stager mount (fuse.stager) of the record's owner's uid.
+ *
+ * A pack the node cache already holds (its identity in the index, its entry
+ * complete) is served from that entry's files, which were checked when they
+ * were staged, and the entry is pinned by the mount's process while it
+ * lives: nothing is read from the shared filesystem at all.
+ */
+#include "attach.h"
+#include "mount.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
+
+/* Is path a stager mount (in this process's mount namespace), of uid
+ * (any if uid is (uid_t)-1)? */
+static bool is_stager_mount(const char *path, uid_t uid)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char *line = NULL;
+	size_t cap = 0;
+	bool found = false;
+	while (!found && getline(&line, &cap, f) > 0) {
+		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS] - FSTYPE SOURCE SUPER */
+		char mp[STG_PATH_MAX + 1], fstype[64], super[512];
+		const char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
+		    sscanf(dash + 3, "%63s %*s %511s", fstype, super) != 2)
+			continue;
+		/* the kernel writes a space, tab, newline or '\' in octal */
+		char *o = mp;
+		for (const char *s = mp; *s; s++) {
+			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
+				*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
+				s += 3;
+			} else {
+				*o++ = *s;
+			}
+		}
+		*o = '\0';
+		if (strcmp(mp, path) || strcmp(fstype, "fuse.stager"))
+			continue;
+		char want[32];
+		snprintf(want, sizeof want, "user_id=%u", (unsigned)uid);
+		found = uid == (uid_t)-1 || strstr(super, want) != NULL;
+	}
+	free(line);
+	fclose(f);
+	return found;
+}
+
+/* Unmount a stager mount at path: umount2 as root, fusermount3 otherwise;
+ * lazily (it goes when its last open file is closed). 0 or -1/errno. */
+static int unmount_path(const char *path)
+{
+	if (geteuid() == 0)
+		return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
+	pid_t pid = fork();
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execlp("fusermount3", "fusermount3", "-u", "-z", "--", path, (char *)NULL);
+		_exit(127);
+	}
+	int st;
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR)
+			return -1;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	errno = WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ENOENT : EBUSY;
+	return -1;
+}
+
+/* ---- records ---------------------------------------------------------------------- */
+
+static int mounts_dir(stg_cache *c)
+{
+	if (mkdirat(c->rootfd, "mounts", 0700) && errno != EEXIST)
+		return -1;
+	return openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void record_write(stg_mount *m)
+{
+	int dfd = mounts_dir(m->cache);
+	if (dfd < 0)
+		return;
+	char tmp[200];
+	snprintf(tmp, sizeof tmp, "%s.tmp", m->owner);
+	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		FILE *f = fdopen(fd, "w");
+		if (f) {
+			fprintf(f, "%s\n%s\n%s\n", m->mountpoint, m->pack_path, m->digest);
+			if (fclose(f) == 0 && renameat(dfd, tmp, dfd, m->owner) == 0)
+				snprintf(m->record, sizeof m->record, "%s", m->owner);
+		} else {
+			close(fd);
+		}
+	}
+	close(dfd);
+}
+
+static void record_remove(stg_mount *m)
+{
+	if (!m->record[0])
+		return;
+	int dfd =
+	        openat(m->cache->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd >= 0) {
+		unlinkat(dfd, m->record, 0);
+		close(dfd);
+	}
+	m->record[0] = '\0';
+}
+
+/* Read the record name under dfd into mp, pack, digest; 0 or -1. */
+static int record_read(int dfd, const char *name, char *mp, char *pack, char *digest)
+{
+	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	struct stat st;
+	char buf[3 * (STG_PATH_MAX + 1)];
+	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
+	close(fd);
+	if (n <= 0)
+		return -1;
+	buf[n] = '\0';
+	char *a = buf, *b = strchr(a, '\n'), *c = b ? strchr(b + 1, '\n') : NULL;
+	char *d = c ? strchr(c + 1, '\n') : NULL;
+	if (!d || b - a > STG_PATH_MAX || c - b - 1 > STG_PATH_MAX || d - c - 1 > STG_DIGEST_HEXLEN)
+		return -1;
+	*b = *c = *d = '\0';
+	strcpy(mp, a);
+	strcpy(pack, b + 1);
+	strcpy(digest, c + 1);
+	return mp[0] == '/' ? 0 : -1;
+}
+
+stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n)
+{
+	*v = NULL;
+	*n = 0;
+	char **names;
+	size_t k;
+	if (stg__dir_names(c->rootfd, "mounts", true, &names, &k))
+		return errno == ENOENT ? STG_OK : stg__fail_errno(ctx, STG_EIO, errno, "mounts/");
+	int dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	stg_mount_info *out = calloc(k ? k : 1, sizeof *out);
+	stg_owner_cache oc = {0};
+	for (size_t i = 0; out && dfd >= 0 && i < k; i++) {
+		stg_mount_info *mi = &out[*n];
+		char mp[STG_PATH_MAX + 1], pack[STG_PATH_MAX + 1];
+		if (strncmp(names[i], "pid-", 4) || strstr(names[i], ".tmp") ||
+		    record_read(dfd, names[i], mp, pack, mi->digest))
+			continue;
+		mi->mountpoint = strdup(mp);
+		mi->pack = strdup(pack);
+		mi->owner = strdup(names[i]);
+		if (!mi->mountpoint || !mi->pack || !mi->owner) {
+			free(mi->mountpoint);
+			free(mi->pack);
+			free(mi->owner);
+			continue;
+		}
+		mi->alive = stg__owner_alive(&oc, names[i]);
+		mi->mounted = is_stager_mount(mp, getuid());
+		(*n)++;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	stg__names_free(names, k);
+	if (!out)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	*v = out;
+	return STG_OK;
+}
+
+void stg_mount_list_free(stg_mount_info *v, size_t n)
+{
+	for (size_t i = 0; v && i < n; i++) {
+		free(v[i].mountpoint);
+		free(v[i].pack);
+		free(v[i].owner);
+	}
+	free(v);
+}
+
+int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn report, void *arg)
+{
+	stg_mount_info *v;
+	size_t n;
+	if (stg_mount_list(ctx, c, &v, &n))
+		return -1;
+	int removed = 0;
+	int dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	for (size_t i = 0; dfd >= 0 && i < n; i++) {
+		if (v[i].alive)
+			continue;
+		if (report)
+			report(arg, "mount", v[i].mountpoint, 0);
+		if (dry_run)
+			continue;
+		/* the owner of the scratch root is the owner of its mounts */
+		struct stat st;
+		if (v[i].mounted && fstat(c->rootfd, &st) == 0 &&
+		    is_stager_mount(v[i].mountpoint, st.st_uid))
+			unmount_path(v[i].mountpoint);
+		unlinkat(dfd, v[i].owner, 0);
+		removed++;
+	}
+	if (dfd >= 0)
+		close(dfd);
+	stg_mount_list_free(v, n);
+	return removed;
+}
+
+stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
+{
+	char *real = realpath(mountpoint, NULL);
+	/* a dead mount's directory cannot be resolved (ENOTCONN): take it as
+	 * written, made absolute */
+	if (!real && errno == ENOTCONN) {
+		char cwd[STG_PATH_MAX + 1];
+		if (mountpoint[0] == '/')
+			real = strdup(mountpoint);
+		else if (getcwd(cwd, sizeof cwd) && asprintf(&real, "%s/%s", cwd, mountpoint) < 0)
+			real = NULL;
+	}
+	if (!real)
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", mountpoint);
+	stg_err err = STG_OK;
+	if (!is_stager_mount(real, geteuid() == 0 ? (uid_t)-1 : getuid())) {
+		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a stager mount of yours", mountpoint);
+		goto out;
+	}
+	if (unmount_path(real)) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot unmount '%s'", mountpoint);
+		goto out;
+	}
+	/* the serving process ends and removes its record once the last open
+	 * file is closed; a dead one's record goes now */
+	if (c)
+		stg__mounts_clean(ctx, c, false, NULL, NULL);
+out:
+	free(real);
+	return err;
+}
+
+/* ---- opening -------------------------------------------------------------------- */
+
+/* The node cache's entry of the pack with this identity, pinned by
+ * owner: its data directory, or -1. */
+static int cached_entry(stg_ctx *ctx, stg_mount *m, const struct stat *st)
+{
+	stg_ident id;
+	stg__ident_of(st, &id);
+	char hex[STG_DIGEST_HEXLEN + 1];
+	if (stg__index_get(m->cache, &id, hex))
+		return -1;
+	int lock = stg__cache_lock(ctx, m->cache, "cache", true, NULL);
+	if (lock < 0)
+		return -1;
+	int fd = -1;
+	if (stg__entry_exists(m->cache, hex) && stg__pin(m->cache, hex, m->owner) >= 0) {
+		char rel[STG_DIGEST_HEXLEN + 16];
+		snprintf(rel, sizeof rel, "cache/%s/data", hex);
+		fd = openat(m->cache->rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (fd >= 0) {
+			m->pinned = true;
+			snprintf(m->digest, sizeof m->digest, "%s", hex);
+		} else {
+			stg__unpin_key(m->cache, hex, m->owner);
+		}
+	}
+	stg__cache_unlock(lock);
+	return fd;
+}
+
+stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char *mountpoint,
+                       const stg_mount_opts *opts, stg_mount **out)
+{
+	*out = NULL;
+	stg_mount *m = calloc(1, sizeof *m);
+	if (!m)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	m->ctx = ctx;
+	m->cache = c;
+	m->entry_fd = -1;
+	pthread_mutex_init(&m->log_mu, NULL);
+	pthread_mutex_init(&m->slot_mu, NULL);
+	pthread_cond_init(&m->slot_cv, NULL);
+	m->cache_bytes =
+	        opts && opts->cache_bytes ? (size_t)opts->cache_bytes : DEFAULT_CACHE_BYTES;
+	char *own = stg_owner_process((int)getpid());
+	snprintf(m->owner, sizeof m->owner, "%s", own ? own : "pid-0-0");
+	free(own);
+	stg_err err = STG_OK;
+	struct stat st;
+	m->pack_path = realpath(pack, NULL);
+	m->mountpoint = realpath(mountpoint, NULL);
+	if (!m->pack_path) {
+		err = stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", pack);
+		goto fail;
+	}
+	if (!m->mountpoint || stat(m->mountpoint, &st) || !S_ISDIR(st.st_mode)) {
+		err = stg__fail(ctx, STG_EUSAGE, "mountpoint '%s' is not a directory", mountpoint);
+		goto fail;
+	}
+	int dfd = open(m->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	bool empty = dfd >= 0 && stg__dir_is_empty(dfd);
+	if (dfd >= 0)
+		close(dfd);
+	if (!empty) {
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "mountpoint '%s' is not empty: mount on an empty directory",
+		                mountpoint);
+		goto fail;
+	}
+	/* a FIFO or device put where the pack should be is refused, not waited on */
+	int fd = open(m->pack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno, "'%s'",
+		                      pack);
+		goto fail;
+	}
+	if (fstat(fd, &m->pack_st) || !S_ISREG(m->pack_st.st_mode)) {
+		close(fd);
+		err = stg__fail(ctx, STG_ENOENT, "'%s' is not a regular file", pack);
+		goto fail;
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	stg_slot slot;
+	if ((err = stg__slot_acquire(ctx, &c->lim, &slot))) {
+		close(fd);
+		goto fail;
+	}
+	err = stg_pack_open_fd(ctx, fd, &m->pack);
+	stg__slot_release(&slot);
+	close(fd);
+	if (err) {
+		char msg[STG_ERRMSG_MAX];
+		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+		stg__fail(ctx, err, "'%s': %s", pack, msg);
+		goto fail;
+	}
+	m->pack->bw = &c->lim.bw;
+	m->pack->bw_ctx = ctx;
+	stg_digest_hex(m->pack->t.digest, m->digest);
+	if ((err = stg__mtree_build(ctx, m->pack, &m->tree))) {
+		char msg[STG_ERRMSG_MAX];
+		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+		stg__fail(ctx, err, "'%s': %s", pack, msg);
+		goto fail;
+	}
+	m->tree->uid = getuid();
+	m->tree->gid = getgid();
+	m->tree->mtime = m->pack_st.st_mtim;
+	m->entry_fd = cached_entry(ctx, m, &m->pack_st);
+	if (m->entry_fd < 0 && m->pack->t.version < 3) {
+		m->file_state = calloc(m->pack->t.n_entries ? m->pack->t.n_entries : 1, 1);
+		if (!m->file_state) {
+			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
+	if ((err = stg__mount_session(ctx, m, m->mountpoint)))
+		goto fail;
+	record_write(m);
+	*out = m;
+	return STG_OK;
+fail:
+	stg_mount_close(m);
+	return err;
+}
+
+void stg_mount_close(stg_mount *m)
+{
+	if (!m)
+		return;
+	stg__mount_unmount(m);
+	record_remove(m);
+	if (m->pinned) {
+		int lock = stg__cache_lock(m->ctx, m->cache, "cache", true, NULL);
+		stg__unpin_key(m->cache, m->digest, m->owner);
+		if (lock >= 0)
+			stg__cache_unlock(lock);
+	}
+	if (m->entry_fd >= 0)
+		close(m->entry_fd);
+	stg__mount_free(m);
+}

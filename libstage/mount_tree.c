@@ -1,0 +1,323 @@
+/*
+ * mount_tree.c - a pack's manifest as a tree of inodes, for stager mount.
+ *
+ * Built once, in memory, from the trailer alone: nothing is read from the
+ * pack's frames and no index file is written.  Inode 1 is the root; the
+ * manifest's entry i is inode i + 2; directories the pack implies (a parent
+ * of an entry that the pack does not list) come after those.  Each
+ * directory's names are one run of kids[], sorted bytewise, so a lookup is
+ * a binary search and readdir's offset is an index into the run.  A
+ * hardlink is a name, not an inode: its lookup gives the inode of the file
+ * it links to, whose nlink counts it.
+ *
+ * The pack passes the rules a stage applies first (stg__select): no path
+ * twice, nothing under a non-directory, hardlinks only to an earlier file,
+ * no symlink leading out of the tree.  A pack stage refuses is not mounted.
+ */
+#include "mount_tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The node of inode ino; NULL if there is none. */
+const stg_mnode *stg__mtree_node(const stg_mtree *t, uint64_t ino)
+{
+	if (ino < 1 || ino > t->n_nodes)
+		return NULL;
+	return &t->nodes[ino - 1];
+}
+
+static int cmp_kid(const void *a, const void *b, void *arg)
+{
+	const stg_mtree *t = arg;
+	const stg_mnode *x = &t->nodes[*(const uint32_t *)a - 1];
+	const stg_mnode *y = &t->nodes[*(const uint32_t *)b - 1];
+	size_t n = x->name_len < y->name_len ? x->name_len : y->name_len;
+	int c = memcmp(x->name, y->name, n);
+	return c ? c : (x->name_len > y->name_len) - (x->name_len < y->name_len);
+}
+
+/* Room for one more node (a directory the pack implies). */
+static int grow_nodes(stg_mtree *t)
+{
+	if (t->n_nodes < t->cap)
+		return 0;
+	size_t cap = t->cap * 2;
+	stg_mnode *n = realloc(t->nodes, cap * sizeof *n);
+	if (!n)
+		return -1;
+	t->nodes = n;
+	t->cap = cap;
+	return 0;
+}
+
+/* The directories that hold the last entry placed, root first: in a pack's
+ * order (depth first, a directory before its contents) the parent of the
+ * next entry is one of them, found without hashing. */
+typedef struct dir_stack {
+	struct {
+		const char *path;
+		size_t len;
+		uint32_t ino;
+	} v[STG_PATH_MAX / 2 + 2];
+	size_t n;
+} dir_stack;
+
+/* What building needs besides the tree: the stack, and a map of every path
+ * made only when the order does not give a parent (or for hardlinks). */
+typedef struct builder {
+	stg_mtree *t;
+	dir_stack st;
+	stg_strmap map;
+	bool mapped;
+} builder;
+
+static int map_all(builder *b)
+{
+	const stg_pack *p = b->t->pack;
+	if (b->mapped)
+		return 0;
+	if (stg__strmap_init(&b->map, b->t->n_nodes))
+		return -1;
+	b->mapped = true;
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (stg__strmap_put(&b->map, stg__rec_path(p, r), r->path_len, (uint32_t)(i + 2)) <
+		    0)
+			return -1;
+	}
+	return 0;
+}
+
+static void push_dir(builder *b, const char *path, size_t len, uint32_t ino)
+{
+	dir_stack *st = &b->st;
+	while (st->n > 1 && !(st->v[st->n - 1].len < len && path[st->v[st->n - 1].len] == '/' &&
+	                      memcmp(st->v[st->n - 1].path, path, st->v[st->n - 1].len) == 0))
+		st->n--;
+	if (st->n < sizeof st->v / sizeof st->v[0]) {
+		st->v[st->n].path = path;
+		st->v[st->n].len = len;
+		st->v[st->n].ino = ino;
+		st->n++;
+	}
+}
+
+/* The inode of directory path[0, len) ("" is the root), made if the pack
+ * only implies it; 0 when out of memory. */
+static uint32_t dir_of(builder *b, const char *path, size_t len)
+{
+	stg_mtree *t = b->t;
+	if (len == 0)
+		return STG_MROOT;
+	dir_stack *st = &b->st;
+	for (size_t k = st->n; k-- > 1;)
+		if (st->v[k].len == len && memcmp(st->v[k].path, path, len) == 0)
+			return st->v[k].ino;
+	if (map_all(b))
+		return 0;
+	uint32_t ino = stg__strmap_get(&b->map, path, len);
+	if (ino != UINT32_MAX)
+		return ino;
+	size_t slash = len;
+	while (slash > 0 && path[slash - 1] != '/')
+		slash--;
+	uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
+	if (!parent || grow_nodes(t))
+		return 0;
+	ino = (uint32_t)++t->n_nodes;
+	t->nodes[ino - 1] = (stg_mnode){
+	        .parent = parent,
+	        .rec = STG_MNONE,
+	        .target = ino,
+	        .nlink = 2,
+	        .name = path + slash,
+	        .name_len = (uint32_t)(len - slash),
+	        .type = STG_DIR,
+	        .mode = 0755,
+	};
+	if (stg__strmap_put(&b->map, path, len, ino) < 0)
+		return 0;
+	push_dir(b, path, len, ino);
+	return ino;
+}
+
+stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
+{
+	const stg_trailer *tr = &p->t;
+	*out = NULL;
+	if (tr->n_entries > UINT32_MAX / 4)
+		return stg__fail(ctx, STG_ECORRUPT, "damaged pack: too many entries");
+	bool *sel = NULL;
+	stg_err err = stg__select(ctx, p, NULL, &sel);
+	free(sel);
+	if (err)
+		return err;
+	stg_mtree *t = calloc(1, sizeof *t);
+	builder *b = calloc(1, sizeof *b);
+	if (!t || !b) {
+		free(t);
+		free(b);
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	b->t = t;
+	b->st.v[0].path = "";
+	b->st.v[0].ino = STG_MROOT;
+	b->st.n = 1;
+	t->pack = p;
+	t->cap = tr->n_entries + 16;
+	t->nodes = calloc(t->cap, sizeof *t->nodes);
+	if (!t->nodes)
+		goto oom;
+	uint32_t root_mode = tr->root_mode & STG_ROOT_MODE_SET ? tr->root_mode & 07777 : 0755;
+	t->nodes[0] = (stg_mnode){.parent = STG_MROOT,
+	                          .rec = STG_MNONE,
+	                          .target = STG_MROOT,
+	                          .nlink = 2,
+	                          .name = "",
+	                          .type = STG_DIR,
+	                          .mode = root_mode & 07777 & ~(uint32_t)06000};
+	t->n_nodes = 1 + tr->n_entries;
+	for (size_t i = 0; i < tr->n_entries; i++) {
+		const stg_rec *r = &tr->recs[i];
+		const char *path = stg__rec_path(p, r);
+		size_t slash = r->path_len;
+		while (slash > 0 && path[slash - 1] != '/')
+			slash--;
+		uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
+		if (!parent)
+			goto oom;
+		if (r->type == STG_DIR)
+			push_dir(b, path, r->path_len, (uint32_t)(i + 2));
+		uint32_t ino = (uint32_t)(i + 2);
+		stg_mnode *n = &t->nodes[ino - 1];
+		*n = (stg_mnode){
+		        .parent = parent,
+		        .rec = (uint32_t)i,
+		        .target = ino,
+		        .nlink = r->type == STG_DIR ? 2 : 1,
+		        .name = path + slash,
+		        .name_len = (uint32_t)(r->path_len - slash),
+		        .type = (uint8_t)r->type,
+		        .mode = r->mode & 07777 & ~(uint32_t)06000,
+		};
+	}
+	/* links: a hardlink shows its file; a directory counts its subdirectories */
+	for (size_t i = 1; i < t->n_nodes; i++) {
+		stg_mnode *n = &t->nodes[i];
+		if (n->type == STG_HARDLINK) {
+			const stg_rec *r = &tr->recs[n->rec];
+			if (map_all(b))
+				goto oom;
+			n->target = stg__strmap_get(&b->map, stg__rec_link(p, r), r->link_len);
+			t->nodes[n->target - 1].nlink++;
+		} else if (n->type == STG_DIR) {
+			t->nodes[n->parent - 1].nlink++;
+		}
+	}
+	/* each directory's names, as one sorted run of kids[] */
+	size_t n_kids = t->n_nodes - 1;
+	if (!(t->kids = malloc((n_kids ? n_kids : 1) * sizeof *t->kids)))
+		goto oom;
+	for (size_t i = 1; i < t->n_nodes; i++)
+		t->nodes[t->nodes[i].parent - 1].n_kids++;
+	uint32_t at = 0;
+	for (size_t i = 0; i < t->n_nodes; i++) {
+		t->nodes[i].kids = at;
+		at += t->nodes[i].n_kids;
+		t->nodes[i].n_kids = 0;
+	}
+	for (size_t i = 1; i < t->n_nodes; i++) {
+		stg_mnode *d = &t->nodes[t->nodes[i].parent - 1];
+		t->kids[d->kids + d->n_kids++] = (uint32_t)(i + 1);
+	}
+	for (size_t i = 0; i < t->n_nodes; i++) {
+		stg_mnode *d = &t->nodes[i];
+		bool sorted = true;
+		for (uint32_t k = 1; sorted && k < d->n_kids; k++)
+			sorted = cmp_kid(&t->kids[d->kids + k - 1], &t->kids[d->kids + k], t) < 0;
+		if (!sorted)
+			qsort_r(&t->kids[d->kids], d->n_kids, sizeof *t->kids, cmp_kid, t);
+	}
+	stg__strmap_free(&b->map);
+	free(b);
+	*out = t;
+	return STG_OK;
+oom:
+	stg__strmap_free(&b->map);
+	free(b);
+	stg__mtree_free(t);
+	return stg__fail(ctx, STG_ENOMEM, "out of memory");
+}
+
+void stg__mtree_free(stg_mtree *t)
+{
+	if (!t)
+		return;
+	free(t->nodes);
+	free(t->kids);
+	free(t);
+}
+
+uint32_t stg__mtree_lookup(const stg_mtree *t, uint64_t dir, const char *name, size_t len)
+{
+	const stg_mnode *d = stg__mtree_node(t, dir);
+	if (!d || d->type != STG_DIR)
+		return 0;
+	size_t lo = 0, hi = d->n_kids;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const stg_mnode *k = &t->nodes[t->kids[d->kids + mid] - 1];
+		size_t n = k->name_len < len ? k->name_len : len;
+		int c = memcmp(k->name, name, n);
+		if (!c)
+			c = (k->name_len > len) - (k->name_len < len);
+		if (c == 0)
+			return k->target;
+		if (c < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return 0;
+}
+
+void stg__mtree_stat(const stg_mtree *t, uint64_t ino, struct stat *st)
+{
+	const stg_mnode *n = stg__mtree_node(t, ino);
+	memset(st, 0, sizeof *st);
+	if (!n)
+		return;
+	const stg_rec *r = n->rec == STG_MNONE ? NULL : &t->pack->t.recs[n->rec];
+	st->st_ino = ino;
+	st->st_nlink = n->nlink;
+	st->st_uid = t->uid;
+	st->st_gid = t->gid;
+	st->st_blksize = 128 * 1024;
+	switch (n->type) {
+	case STG_DIR: st->st_mode = S_IFDIR | n->mode; break;
+	case STG_SYMLINK:
+		st->st_mode = S_IFLNK | 0777;
+		st->st_size = r ? r->link_len : 0;
+		break;
+	default:
+		st->st_mode = S_IFREG | n->mode;
+		st->st_size = r ? (off_t)r->size : 0;
+		break;
+	}
+	st->st_blocks = (st->st_size + 511) / 512;
+	if (r) {
+		st->st_mtim.tv_sec = r->mtime;
+		st->st_mtim.tv_nsec = r->mtime_nsec;
+	} else {
+		st->st_mtim = t->mtime;
+	}
+	st->st_atim = st->st_mtim;
+	st->st_ctim = st->st_mtim;
+}
+
+const stg_rec *stg__mtree_rec(const stg_mtree *t, uint64_t ino)
+{
+	const stg_mnode *n = stg__mtree_node(t, ino);
+	return n && n->rec != STG_MNONE ? &t->pack->t.recs[n->rec] : NULL;
+}

@@ -1,0 +1,280 @@
+#!/usr/bin/env bats
+# stager mount and umount: real FUSE mounts of packs (CI runs as root and
+# has /dev/fuse).  Each test unmounts what it mounted, also when it fails.
+
+load helpers
+bats_require_minimum_version 1.5.0
+
+SHAREDFS=${SHAREDFS:-$BATS_TEST_DIRNAME/../../build/sharedfs}
+FIXTURES=$BATS_TEST_DIRNAME/fixtures
+
+setup() {
+	[ -e /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	T=$(reachable_mktemp stager-mount)
+	cd "$T"
+	export STAGER_SCRATCH_ROOT=$T/scratch
+	mkdir mnt
+	PIDS=
+}
+
+teardown() {
+	cd /
+	local m p
+	for m in "$T"/mnt*; do
+		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
+	done
+	for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
+	for m in "$T"/mnt* "$T"/shared; do
+		if mountpoint -q "$m" 2>/dev/null; then return 0; fi # never rm through a mount
+	done
+	chmod -R u+w "$T" 2>/dev/null || true
+	rm -rf "$T"
+}
+
+gone() { ! running "$1"; }
+# mountpoint(1) stats the directory, which fails on a dead FUSE mount
+mounted() { awk -v m="$T/$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+# The pid of the process serving the mount at mnt (from its record).
+server_pid() {
+	local r
+	for r in "$STAGER_SCRATCH_ROOT"/mounts/pid-*; do
+		if [ "$(head -1 "$r")" = "$T/${1:-mnt}" ]; then
+			r=${r##*/pid-}
+			echo "${r%%-*}"
+			return 0
+		fi
+	done
+	return 1
+}
+
+@test "mount: the tree as packed (modes, mtimes, symlinks, hardlinks), read-only, umount" {
+	make_awkward_tree src
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	run stager mount p.tar.zst mnt
+	[ "$status" -eq 0 ]
+	[ "$(tree_sig src)" = "$(tree_sig mnt)" ]
+	[ "$(tree_sig_ns src)" = "$(tree_sig_ns mnt)" ]
+	[ "$(link_groups src)" = "$(link_groups mnt)" ]
+	cmp src/big.bin mnt/big.bin
+	[ "$(readlink mnt/rel-link)" = a/hello.txt ]
+	# every change is refused: read-only
+	run -1 touch mnt/new
+	echo "$output" | grep -q "Read-only"
+	run sh -c 'echo x >>mnt/a/hello.txt'
+	[ "$status" -ne 0 ]
+	run -1 mkdir mnt/d
+	run -1 rm mnt/zero
+	run -1 mv mnt/zero mnt/zero2
+	[ "$(tree_sig src)" = "$(tree_sig mnt)" ]
+	pid=$(server_pid)
+	running "$pid"
+	run stager umount mnt
+	[ "$status" -eq 0 ]
+	! mountpoint -q mnt || false
+	wait_until 10 gone "$pid"
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+}
+
+@test "mount: refusals name the problem: not empty, missing pack, not a pack, hostile, not a mount" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	touch mnt/occupied
+	run stager mount p.tar.zst mnt
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "not empty"
+	rm mnt/occupied
+	run stager mount nothere.tar.zst mnt
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "nothere.tar.zst"
+	head -c 100000 /dev/urandom >junk.tar.zst
+	run stager mount junk.tar.zst mnt
+	[ "$status" -eq 4 ]
+	ln -s /etc/passwd src/evil
+	stager pack -q src -o evil.tar.zst
+	run stager mount evil.tar.zst mnt
+	[ "$status" -eq 4 ]
+	echo "$output" | grep -q "outside"
+	mkfifo fifo.tar.zst
+	run timeout 10 "$STAGER" mount fifo.tar.zst mnt
+	[ "$status" -eq 2 ]
+	! mountpoint -q mnt || false
+	run stager umount mnt
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "not a stager mount"
+}
+
+@test "mount: a damaged frame fails the reads that need it (EIO, logged once); the rest reads" {
+	mkdir src
+	head -c 3000000 /dev/urandom >src/big
+	echo small >src/small
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	flip_byte p.tar.zst 1500000
+	stager mount p.tar.zst mnt
+	run cat mnt/small
+	[ "$output" = small ]
+	run cat mnt/big
+	[ "$status" -ne 0 ]
+	echo "$output" | grep -q "Input/output error"
+	# a read that does not touch the frame succeeds
+	head -c 262144 mnt/big | cmp - <(head -c 262144 src/big)
+	run cat mnt/big
+	[ "$status" -ne 0 ]
+	[ "$(grep -c "frame .* is damaged" "$STAGER_SCRATCH_ROOT/mounts/log")" -eq 1 ]
+	grep -q "p.tar.zst': frame 5 is damaged" "$STAGER_SCRATCH_ROOT/mounts/log"
+}
+
+@test "mount: a pack of format 2 is served, each file checked whole before any of it" {
+	cp "$FIXTURES/format2.tar.zst" old.tar.zst
+	stager unpack -q old.tar.zst ref
+	stager mount old.tar.zst mnt
+	[ "$(tree_sig ref)" = "$(tree_sig mnt)" ]
+	stager umount mnt
+	# damage the first frame: the file that starts there fails whole, at
+	# once; the files of the last frame read
+	size=$(stat -c %s old.tar.zst)
+	off=$("$STAGER" ls --long --json old.tar.zst | jq '.frame_table[0].offset + 2000')
+	flip_byte old.tar.zst "$off"
+	stager mount old.tar.zst mnt
+	run head -c 100 mnt/a/b/multi
+	[ "$status" -ne 0 ]
+	[ "$(cat mnt/a/f1)" = "format two" ]
+	grep -q "old.tar.zst': frame 0 is damaged" "$STAGER_SCRATCH_ROOT/mounts/log"
+	[ "$size" -eq "$(stat -c %s old.tar.zst)" ]
+}
+
+@test "mount: concurrent readers each read the right bytes" {
+	mkdir src
+	for i in 1 2 3 4 5 6; do head -c 2000000 /dev/urandom >"src/f$i"; done
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	stager mount --cache-size 1M p.tar.zst mnt
+	pids=
+	for r in 1 2 3; do
+		for i in 1 2 3 4 5 6; do
+			cmp "src/f$i" "mnt/f$i" &
+			pids="$pids $!"
+		done
+	done
+	for p in $pids; do wait_pid "$p"; done
+}
+
+@test "mount: a pack larger than the scratch quota is mounted and read; nothing is copied" {
+	mkdir src
+	head -c 8000000 /dev/urandom >src/big
+	stager pack -q src -o p.tar.zst
+	export STAGER_CACHE_MAX=1M
+	stager mount p.tar.zst mnt
+	cmp src/big mnt/big
+	[ "$(du -s "$STAGER_SCRATCH_ROOT" | cut -f1)" -lt 1000 ]
+}
+
+@test "mount: kill -9 of the mount's process gives readers a clean error; umount and clean recover" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	stager mount p.tar.zst mnt
+	pid=$(server_pid)
+	kill -9 "$pid"
+	wait_until 10 gone "$pid"
+	run cat mnt/f
+	[ "$status" -ne 0 ]
+	echo "$output" | grep -q "not connected"
+	run stager status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.mounts | length')" -eq 1 ]
+	[ "$(echo "$output" | jq '.mounts[0].alive')" = false ]
+	run stager umount mnt
+	[ "$status" -eq 0 ]
+	! mounted mnt || false
+	# the same through clean
+	stager mount p.tar.zst mnt
+	pid=$(server_pid)
+	kill -9 "$pid"
+	wait_until 10 gone "$pid"
+	run stager clean --dry-run
+	echo "$output" | grep -q "mount"
+	mounted mnt
+	run stager clean
+	[ "$status" -eq 0 ]
+	! mounted mnt || false
+	[ "$(cat mnt/../src/f)" = x ]
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+}
+
+@test "mount: umount while a file is open: it stays readable until closed, then the process ends" {
+	mkdir src && head -c 3000000 /dev/urandom >src/big
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	stager mount p.tar.zst mnt
+	pid=$(server_pid)
+	exec 7<mnt/big
+	stager umount mnt
+	! mountpoint -q mnt || false
+	running "$pid"
+	cmp - src/big <&7
+	exec 7<&-
+	wait_until 10 gone "$pid"
+}
+
+@test "mount: status lists live mounts; --foreground serves until interrupted" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	stager mount p.tar.zst mnt
+	run stager status --json
+	[ "$(echo "$output" | jq -r '.mounts[0].mountpoint')" = "$T/mnt" ]
+	[ "$(echo "$output" | jq '.mounts[0].alive')" = true ]
+	run stager status
+	echo "$output" | grep -q "$T/mnt"
+	stager umount mnt
+	mkdir mnt2
+	"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log &
+	fg=$!
+	PIDS=$fg
+	wait_until 10 mountpoint -q mnt2
+	[ "$(cat mnt2/f)" = x ]
+	kill -TERM "$fg"
+	wait_pid "$fg" 10
+	! mountpoint -q mnt2 || false
+}
+
+@test "mount: a pack replaced by a rename is still served as mounted; one changed in place fails (stale), never mixed" {
+	mkdir src
+	head -c 3000000 /dev/urandom >src/big
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	cp src/big v1
+	stager mount --cache-size 1M p.tar.zst mnt
+	head -c 1000 /dev/urandom >src/other
+	stager pack -q src -o p2.tar.zst --frame-size 256K
+	mv p2.tar.zst p.tar.zst
+	cmp v1 mnt/big
+	stager umount mnt
+	stager mount --cache-size 1M p.tar.zst mnt
+	head -c 300000 mnt/big >/dev/null
+	# rewrite in place, same size: reads of frames not cached fail
+	flip_byte p.tar.zst 2000000
+	touch p.tar.zst
+	run cmp v1 mnt/big
+	[ "$status" -ne 0 ]
+	echo "$output" | grep -q "Stale\|stale\|differ"
+	run cat mnt/big
+	[ "$status" -ne 0 ]
+	grep -q "changed since it was mounted" "$STAGER_SCRATCH_ROOT/mounts/log"
+}
+
+@test "mount: through the shared filesystem, a job touching 1% of the files reads a small part of the pack" {
+	[ "$(id -u)" -eq 0 ] || skip "sharedfs mounts for all users as root"
+	[ -x "$SHAREDFS" ] || skip "sharedfs is not built"
+	mkdir back shared
+	"$GENDATA" images src --files 2000 --classes 20 >/dev/null
+	stager pack -q src -o back/p.tar.zst
+	"$SHAREDFS" --delay-ms 0 back shared
+	echo reset >shared/.sharedfs-stats
+	stager mount shared/p.tar.zst mnt
+	find mnt -type f | head -20 | while read -r f; do cat "$f" >/dev/null; done
+	read=$(awk '$1 == "bytes_read" { print $2 }' shared/.sharedfs-stats)
+	size=$(stat -c %s back/p.tar.zst)
+	echo "read $read of $size bytes"
+	[ "$read" -gt 0 ]
+	[ "$read" -lt $((size / 5)) ]
+	stager umount mnt
+	fusermount3 -u shared
+}
