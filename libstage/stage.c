@@ -328,6 +328,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	stg_err err = STG_OK;
 	stg_source s = {.fd = -1, .slot = {.fd = -1, .lease_fd = -1}};
 	struct stat st;
+	int idlock = -1;
 	/* the pack's digest is known: an entry in the cache is used without
 	 * asking the shared filesystem anything */
 	if (opts->from_copy_digest && !opts->verify &&
@@ -364,6 +365,30 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	if (S_ISREG(st.st_mode) &&
 	    (err = stage_warm(ctx, c, src, &st, opts, owner, res)) != STG_ENOENT)
 		goto out;
+	/* single flight before the source is opened: one process of this node
+	 * reads a file (its trailer too); the others wait here without a slot
+	 * and without opening it (on NFS an open drops the reader's pages), and
+	 * then find it in the index like any warm stage */
+	if (S_ISREG(st.st_mode)) {
+		char name[96];
+		bool waited = false;
+		snprintf(name, sizeof name, "id-%llx-%llx-%llx-%llx", (unsigned long long)st.st_dev,
+		         (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
+		         (unsigned long long)(st.st_mtim.tv_sec * 1000000000ll +
+		                              st.st_mtim.tv_nsec));
+		if ((idlock = stg__cache_lock(ctx, c, name, true, &waited)) < 0) {
+			err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
+			                          : stg__fail_errno(ctx, STG_EIO, errno,
+			                                            "cannot lock '%s'", name);
+			goto out;
+		}
+		if (waited &&
+		    (err = stage_warm(ctx, c, src, &st, opts, owner, res)) != STG_ENOENT) {
+			res->waited = 1;
+			goto out;
+		}
+		err = STG_OK;
+	}
 	/* a miss: the source itself, of the kind it turns out to be */
 	if ((err = stg__source_open(ctx, c, src, &st, &s)))
 		goto out;
@@ -385,6 +410,7 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 	err = stage_source(ctx, c, &s, opts, owner, res);
 out:
 	stg__source_close(&s);
+	stg__cache_unlock(idlock);
 	free(owner);
 	res->seconds = stg__now() - t0;
 	if (err) {
