@@ -10,12 +10,14 @@
  * trustworthy.
  *
  * Threads: one reader reads the needed frames in order (one sequential
- * pass, feeding the SHA-256 when every frame is read) into a bounded queue;
- * workers decode and apply frames.  A file inside one frame is created,
- * written, hashed and closed by that frame's worker.  A file spanning frames
- * is created beforehand; each worker writes its piece with pwrite, and the
- * pieces are hashed in frame order (a worker waits for the previous piece).
- * Frames are handed out in order, so such a wait always ends.
+ * pass) into a bounded set of buffers and does nothing else, so that the
+ * shared filesystem is read without a pause: the link is what a cold stage
+ * waits on.  A hasher feeds the pack's SHA-256 (when every frame is read)
+ * from the same buffers, in frame order, and workers decode and apply
+ * frames; a buffer goes back to the reader once both are done with it.  A file inside one frame is
+ * created, written, hashed and closed by that frame's worker.  A file spanning frames is created
+ * beforehand; each worker writes its piece with pwrite, and the pieces are hashed in frame order (a
+ * worker waits for the previous piece). Frames are handed out in order, so such a wait always ends.
  *
  * Safety: before anything is written the tree is checked and planned
  * (extract_tree.c, which also makes the directories and links around the
@@ -36,10 +38,12 @@
 #include <zstd.h>
 
 typedef struct ex_buf {
-	struct ex_buf *next;
+	struct ex_buf *next;     /* in the free list or the workers' queue */
+	struct ex_buf *sha_next; /* in the hasher's queue */
 	size_t frame;
 	uint8_t *data;
 	size_t cap;
+	unsigned refs; /* the worker, and the hasher when the pack is hashed */
 } ex_buf;
 
 typedef struct ex_state {
@@ -55,6 +59,7 @@ typedef struct ex_state {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	ex_buf *free_list, *qhead, *qtail;
+	ex_buf *sha_head, *sha_tail; /* read, not yet hashed (in frame order) */
 	bool reader_done;
 	stg_err err;
 	char errmsg[STG_ERRMSG_MAX];
@@ -239,6 +244,53 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 	}
 }
 
+/* One of a buffer's users is done with it; the last gives it back. */
+static void buf_done(ex_state *s, ex_buf *b)
+{
+	pthread_mutex_lock(&s->mu);
+	if (--b->refs == 0) {
+		b->next = s->free_list;
+		s->free_list = b;
+		pthread_cond_broadcast(&s->cv);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+/* The pack's SHA-256, over the frames in order as the reader reads them,
+ * on a thread of its own: the costliest thing per byte of a stage. */
+static void *ex_hasher(void *arg)
+{
+	ex_state *s = arg;
+	EVP_MD_CTX *sha = EVP_MD_CTX_new();
+	if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
+		ex_fail(s, STG_ENOMEM, "out of memory");
+	for (;;) {
+		pthread_mutex_lock(&s->mu);
+		while (!s->sha_head && !s->reader_done && !s->err)
+			pthread_cond_wait(&s->cv, &s->mu);
+		ex_buf *b = s->sha_head;
+		if (b) {
+			s->sha_head = b->sha_next;
+			if (!s->sha_head)
+				s->sha_tail = NULL;
+		}
+		bool stop = !b || s->err;
+		pthread_mutex_unlock(&s->mu);
+		if (b && !stop && sha)
+			EVP_DigestUpdate(sha, b->data, s->t->frames[b->frame].comp_size);
+		if (b)
+			buf_done(s, b);
+		if (stop && !b)
+			break;
+	}
+	if (sha) {
+		unsigned int len = 0;
+		EVP_DigestFinal_ex(sha, s->sha, &len);
+		EVP_MD_CTX_free(sha);
+	}
+	return NULL;
+}
+
 static void *ex_worker(void *arg)
 {
 	ex_state *s = arg;
@@ -298,12 +350,8 @@ static void *ex_worker(void *arg)
 				        ZSTD_isError(n) ? ": " : "",
 				        ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
 		}
-		/* the compressed buffer is free again */
-		pthread_mutex_lock(&s->mu);
-		b->next = s->free_list;
-		s->free_list = b;
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->mu);
+		/* the compressed buffer is free again (once hashed too) */
+		buf_done(s, b);
 		if (!ok)
 			break;
 		apply_frame(s, k, raw);
@@ -317,11 +365,6 @@ static void *ex_reader(void *arg)
 {
 	ex_state *s = arg;
 	stg_ctx *ctx = s->ctx;
-	EVP_MD_CTX *sha = s->hash_pack ? EVP_MD_CTX_new() : NULL;
-	if (s->hash_pack && !sha)
-		ex_fail(s, STG_ENOMEM, "out of memory");
-	if (sha)
-		EVP_DigestInit_ex(sha, EVP_sha256(), NULL);
 	if (s->p->fd >= 0)
 		posix_fadvise(s->p->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
 	uint64_t total = 0, done = 0;
@@ -367,11 +410,20 @@ static void *ex_reader(void *arg)
 		}
 		b->frame = k;
 		b->next = NULL;
+		b->sha_next = NULL;
+		b->refs = s->hash_pack ? 2 : 1;
 		if (s->qtail)
 			s->qtail->next = b;
 		else
 			s->qhead = b;
 		s->qtail = b;
+		if (s->hash_pack) {
+			if (s->sha_tail)
+				s->sha_tail->sha_next = b;
+			else
+				s->sha_head = b;
+			s->sha_tail = b;
+		}
 		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 		/* the next frame comes in (kernel readahead) while this one is
@@ -381,20 +433,10 @@ static void *ex_reader(void *arg)
 			posix_fadvise(s->p->fd, (off_t)nf->comp_off, (off_t)nf->comp_size,
 			              POSIX_FADV_WILLNEED);
 		}
-		/* b may be in use by a worker now, but its bytes are not changed
-		 * until it returns to the free list, after decoding; hash them
-		 * here, overlapped with the workers */
-		if (sha)
-			EVP_DigestUpdate(sha, b->data, f->comp_size);
 		done += f->comp_size;
 		if (ctx->progress_fn)
 			ctx->progress_fn(ctx->progress_arg, s->tr->rootfd < 0 ? "verify" : "unpack",
 			                 done, total);
-	}
-	if (sha) {
-		unsigned int len = 0;
-		EVP_DigestFinal_ex(sha, s->sha, &len);
-		EVP_MD_CTX_free(sha);
 	}
 	if (s->p->fd >= 0)
 		posix_fadvise(s->p->fd, 0, 0, POSIX_FADV_DONTNEED);
@@ -431,9 +473,11 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 	pthread_cond_init(&s.cv, NULL);
 
 	int nthreads = stg__threads(ctx);
-	size_t nbufs = (size_t)nthreads + 2;
+	/* enough buffers that the reader is never held up by a frame being
+	 * decoded or hashed: read-ahead of a few frames */
+	size_t nbufs = (size_t)nthreads + 6;
 	ex_buf *bufs = calloc(nbufs, sizeof *bufs);
-	pthread_t *tids = calloc((size_t)nthreads + 1, sizeof *tids);
+	pthread_t *tids = calloc((size_t)nthreads + 2, sizeof *tids);
 	int started = 0;
 	if (!bufs || !tids) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -450,6 +494,13 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 		goto out;
 	}
 	started++;
+	if (s.hash_pack) {
+		if (pthread_create(&tids[started], NULL, ex_hasher, &s)) {
+			ex_fail(&s, STG_ENOMEM, "cannot start threads");
+			goto out;
+		}
+		started++;
+	}
 	for (int i = 0; i < nthreads; i++, started++) {
 		if (pthread_create(&tids[started], NULL, ex_worker, &s)) {
 			ex_fail(&s, STG_ENOMEM, "cannot start threads");
