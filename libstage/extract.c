@@ -244,16 +244,24 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 	}
 }
 
-/* One of a buffer's users is done with it; the last gives it back. */
+/* One of a buffer's users is done with it; the last gives it back, and
+ * lets the kernel drop the pack's pages it held (a pack is read once: its
+ * pages would only push the job's own out), here rather than all at the
+ * end, where the reader would wait for it. */
 static void buf_done(ex_state *s, ex_buf *b)
 {
 	pthread_mutex_lock(&s->mu);
-	if (--b->refs == 0) {
+	bool last = --b->refs == 0;
+	const stg_frame *f = &s->t->frames[b->frame];
+	if (last) {
 		b->next = s->free_list;
 		s->free_list = b;
 		pthread_cond_broadcast(&s->cv);
 	}
 	pthread_mutex_unlock(&s->mu);
+	if (last && s->p->fd >= 0)
+		posix_fadvise(s->p->fd, (off_t)f->comp_off, (off_t)f->comp_size,
+		              POSIX_FADV_DONTNEED);
 }
 
 /* The pack's SHA-256, over the frames in order as the reader reads them,
@@ -438,8 +446,6 @@ static void *ex_reader(void *arg)
 			ctx->progress_fn(ctx->progress_arg, s->tr->rootfd < 0 ? "verify" : "unpack",
 			                 done, total);
 	}
-	if (s->p->fd >= 0)
-		posix_fadvise(s->p->fd, 0, 0, POSIX_FADV_DONTNEED);
 	pthread_mutex_lock(&s->mu);
 	s->reader_done = true;
 	pthread_cond_broadcast(&s->cv);
