@@ -194,15 +194,15 @@ SH
 	[ "$status" -eq 0 ]
 	run stager unpack "$v1" v1
 	[ "$status" -eq 0 ]
-	# what stager packs now is version 2
+	# what stager packs now is version 3
 	run stager ls --json ds.tar.zst
-	echo "$output" | jq -e '.format == 2'
+	echo "$output" | jq -e '.format == 3'
 	# the footer's version word, 48 - 32 = 16 bytes before the end
-	cp ds.tar.zst v3.tar.zst
-	size=$(stat -c %s v3.tar.zst)
-	printf '\003' | dd of=v3.tar.zst bs=1 seek=$((size - 16)) conv=notrunc 2>/dev/null
-	run stager verify v3.tar.zst
+	cp ds.tar.zst v4.tar.zst
+	size=$(stat -c %s v4.tar.zst)
+	printf '\004' | dd of=v4.tar.zst bs=1 seek=$((size - 16)) conv=notrunc 2>/dev/null
+	run stager verify v4.tar.zst
 	echo "$output"
 	[ "$status" -eq 4 ]
-	[[ "$output" == *"pack format version 3 is not supported"*"a newer stager made it"* ]]
+	[[ "$output" == *"pack format version 4 is not supported"*"a newer stager made it"* ]]
 }

@@ -55,7 +55,7 @@ static void test_contents(void **state)
 	assert_int_equal(i.symlinks, 1);
 	assert_int_equal(i.content_size, 200006);
 	assert_int_equal(i.deltas, 0);
-	assert_int_equal(i.format_version, 2);
+	assert_int_equal(i.format_version, 3);
 	assert_int_equal(stg_pack_count(p), 4);
 	/* entries: paths, links, sizes, hashes */
 	stg_entry e;
