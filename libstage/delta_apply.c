@@ -14,6 +14,8 @@
  * caller builds into a temporary directory and publishes only on success.
  */
 #include "delta_file.h"
+#include "rsdelta.h"
+#include "writer.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -36,7 +38,12 @@ typedef struct applier {
 	int fd;
 	XXH3_state_t *xs;
 	uint64_t size, want;
+	stg_writer *wr; /* writes a large file on a thread of its own */
+	bool writing;   /* ... this one */
 } applier;
+
+/* Files of at least this size are written by a thread of their own. */
+#define WRITER_MIN (16u << 20)
 
 typedef struct drec {
 	uint64_t idx, size;
@@ -60,6 +67,12 @@ static stg_err out_sink(void *arg, const uint8_t *p, size_t n)
 		                 (unsigned long long)a->want);
 	a->size += n;
 	XXH3_128bits_update(a->xs, p, n);
+	if (a->writing) {
+		if (stg__writer_put(a->wr, p, n))
+			return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                       "cannot write '%s'", a->path);
+		return STG_OK;
+	}
 	if (a->fd >= 0 && stg__write_full(a->fd, p, n))
 		return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot write '%s'", a->path);
@@ -126,11 +139,10 @@ out:
 	return err;
 }
 
-/* Pass a record's payload chunks to job (a patch), or to the file, or
- * (discard) nowhere. */
-static stg_err payload(applier *a, rs_job_t *job, bool discard)
+/* Pass a record's payload chunks to patch (applying a delta), or to the
+ * file, or (discard) nowhere. */
+static stg_err payload(applier *a, stg_rpatch *patch, bool discard)
 {
-	bool done = false;
 	for (;;) {
 		uint8_t len[4];
 		stg_err err = stg__zin_read(&a->z, len, 4);
@@ -141,18 +153,21 @@ static stg_err payload(applier *a, rs_job_t *job, bool discard)
 			return bad(a, "damaged delta: an oversized chunk in '%s'", a->path);
 		if (n && (err = stg__zin_read(&a->z, a->chunk, n)))
 			return err;
-		if (job && done && n)
-			return bad(a, "damaged delta: data after the end of the patch of '%s'",
-			           a->path);
 		if (discard)
 			err = STG_OK;
-		else if (job && !done)
-			err = stg__job_feed(a->ctx, job, a->chunk, n, n == 0, a->out, out_sink, a,
-			                    &done);
-		else if (!job)
+		else if (patch)
+			err = stg__rpatch_sink(patch, a->chunk, n);
+		else
 			err = out_sink(a, a->chunk, n);
-		if (err)
+		if (err) {
+			if (patch && err == STG_ECORRUPT) {
+				char msg[STG_ERRMSG_MAX];
+				snprintf(msg, sizeof msg, "%s", stg_errmsg(a->ctx));
+				return stg__fail(a->ctx, err, "%s (the patch of '%s')", msg,
+				                 a->path);
+			}
 			return err;
+		}
 		if (!n)
 			return STG_OK;
 	}
@@ -163,7 +178,7 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 {
 	const char *path = stg__rec_path(a->target, r);
 	int basis = -1;
-	rs_job_t *job = NULL;
+	stg_rpatch *patch = NULL;
 	stg_err err = STG_OK;
 	a->path = path;
 	if (!a->base && d->kind == DK_PATCH) {
@@ -173,7 +188,8 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 		return err;
 	}
 	if (d->kind == DK_PATCH) {
-		if (!base_file(a, d->basis, NULL))
+		const stg_mfile *bf = base_file(a, d->basis, NULL);
+		if (!bf)
 			return bad(a, "damaged delta: it patches '%s', which the base lacks",
 			           d->basis);
 		basis = stg__open_beneath(a->basefd, d->basis, O_RDONLY, 0);
@@ -181,7 +197,7 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 			return stg__fail_errno(a->ctx, STG_ECORRUPT, errno,
 			                       "the cached base lacks '%s' (damaged entry?)",
 			                       d->basis);
-		if (!(job = rs_patch_begin(stg__basis_copy, &basis))) {
+		if (!(patch = stg__rpatch_new(a->ctx, basis, bf->size, out_sink, a))) {
 			close(basis);
 			return stg__fail(a->ctx, STG_ENOMEM, "out of memory");
 		}
@@ -195,8 +211,20 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 	if (a->fd < 0 && a->outfd >= 0)
 		err = stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot create '%s'", path);
+	/* a large file is written by another thread while this one reads and
+	 * hashes */
+	a->writing = a->fd >= 0 && r->size >= WRITER_MIN &&
+	             (a->wr || (a->wr = stg__writer_new(1, 4u << 20)));
+	if (a->writing)
+		stg__writer_begin(a->wr, a->fd);
 	if (!err)
-		err = payload(a, job, false);
+		err = payload(a, patch, false);
+	if (a->writing) {
+		a->writing = false;
+		if (stg__writer_end(a->wr) && !err)
+			err = stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                      "cannot write '%s'", path);
+	}
 	if (!err) {
 		uint8_t h[16];
 		stg__hash_digest(a->xs, h);
@@ -217,8 +245,7 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 		a->st->patched++;
 	else if (!err)
 		a->st->whole++;
-	if (job)
-		rs_job_free(job);
+	stg__rpatch_free(patch);
 	if (basis >= 0)
 		close(basis);
 	return err;
@@ -405,6 +432,7 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 		posix_fadvise(src->fd, 0, 0, POSIX_FADV_DONTNEED);
 out:
 	stg__zin_free(&a.z);
+	stg__writer_free(a.wr);
 	free(a.chunk);
 	free(a.out);
 	XXH3_freeState(a.xs);

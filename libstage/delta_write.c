@@ -25,6 +25,7 @@
  * it stands for does not hold.
  */
 #include "delta_file.h"
+#include "rsdelta.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -120,58 +121,38 @@ typedef struct writer {
 	uint8_t *buf, *out, *out2; /* XFER_BLOCK each */
 } writer;
 
-/* The signature of the base's file r, loaded and ready for a delta: the
- * file's bytes go through a signature job into a job that loads it. */
-static stg_err base_signature(writer *w, const stg_rec *r, rs_signature_t **sig)
+/* The signature of the base's file r, from its frames. */
+static stg_err base_signature(writer *w, const stg_rec *r, stg_rsig **sig)
 {
-	rs_magic_number magic = RS_RK_BLAKE2_SIG_MAGIC;
-	size_t block_len = 0, strong_len = 0;
-	rs_sig_args((rs_long_t)r->size, &magic, &block_len, &strong_len);
-	stg_err err = STG_OK;
-	*sig = NULL;
-	stg_jobsink load = {w->ctx, rs_loadsig_begin(sig), w->out2, NULL, NULL, false};
-	stg_jobsink sign = {w->ctx, rs_sig_begin(block_len, strong_len, magic),
-	                    w->out, stg__job_sink,
-	                    &load,  false};
-	if (!sign.job || !load.job)
-		err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+	if (!(*sig = stg__rsig_new(r->size)))
+		return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+	stg_err err = base_content(&w->fr, r, stg__rsig_sink, *sig, w->xs);
 	if (!err)
-		err = base_content(&w->fr, r, stg__job_sink, &sign, w->xs);
-	if (!err)
-		err = stg__job_sink(&sign, NULL, 0);
-	if (!err)
-		err = stg__job_sink(&load, NULL, 0);
-	if (!err && rs_build_hash_table(*sig) != RS_DONE)
-		err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
-	if (sign.job)
-		rs_job_free(sign.job);
-	if (load.job)
-		rs_job_free(load.job);
-	if (err && *sig) {
-		rs_free_sumset(*sig);
+		err = stg__rsig_sink(*sig, NULL, 0);
+	if (err) {
+		stg__rsig_free(*sig);
 		*sig = NULL;
 	}
 	return err;
 }
 
 /* Read the new version of r from the tree, checking it is what was packed,
- * through job (a librsync delta) or straight into the body. */
-static stg_err new_content(writer *w, const stg_rec *r, rs_job_t *job)
+ * through delta (against the base's version) or straight into the body. */
+static stg_err new_content(writer *w, const stg_rec *r, stg_rdelta *delta)
 {
 	const char *path = stg__rec_path(w->new_, r);
 	int fd = stg__open_beneath(w->rootfd, path, O_RDONLY, 0);
 	if (fd < 0)
 		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot read '%s'", path);
-	stg_jobsink delta = {w->ctx, job, w->out, stg__zout_chunk, &w->z, false};
 	stg_hash_in in = {.fd = fd,
 	                  .off = -1,
 	                  .len = r->size,
 	                  .whole = true,
 	                  .buf = w->buf,
 	                  .buf_len = XFER_BLOCK,
-	                  .sink = job ? stg__job_sink : stg__zout_chunk,
-	                  .arg = job ? (void *)&delta : &w->z,
+	                  .sink = delta ? stg__rdelta_sink : stg__zout_chunk,
+	                  .arg = delta ? (void *)delta : &w->z,
 	                  .path = path};
 	uint64_t got;
 	XXH3_128bits_reset(w->xs);
@@ -206,22 +187,20 @@ static stg_err write_record(writer *w, uint64_t idx, int kind, const stg_rec *r,
 	stg_err err = put_record(w, idx, kind, r, basis ? stg__rec_path(w->base, basis) : NULL);
 	if (err || kind == DK_COPY)
 		return err;
-	rs_signature_t *sig = NULL;
-	rs_job_t *job = NULL;
+	stg_rsig *sig = NULL;
+	stg_rdelta *delta = NULL;
 	if (kind == DK_PATCH) {
 		if ((err = base_signature(w, basis, &sig)))
 			return err;
-		if (!(job = rs_delta_begin(sig)))
+		if (!(delta = stg__rdelta_new(sig, stg__zout_chunk, &w->z)))
 			err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
 	}
 	if (!err)
-		err = new_content(w, r, job);
+		err = new_content(w, r, delta);
 	if (!err)
 		err = stg__zout_put(&w->z, "\0\0\0\0", 4); /* the payload's end */
-	if (job)
-		rs_job_free(job);
-	if (sig)
-		rs_free_sumset(sig);
+	stg__rdelta_free(delta);
+	stg__rsig_free(sig);
 	return err;
 }
 

@@ -41,6 +41,7 @@ struct stg_mount {
 	double slot_used;
 	struct fuse_session *se;
 	bool mounted;
+	int tie_fd; /* a tied mount's end of the pipe to its caller (mount_spawn.c) */
 };
 
 void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
@@ -48,6 +49,9 @@ void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
 /* Start the FUSE session and mount it on mountpoint. */
 stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint);
 void stg__mount_unmount(stg_mount *m);
+/* Unmount a stager mount at path, lazily: umount2 as root, fusermount3
+ * otherwise.  0 or -1/errno. */
+int stg__unmount_path(const char *path);
 /* Mounts whose process died: unmounted (if still mounted) and their
  * records removed, each reported as "mount"; how many, or -1. */
 int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn report, void *arg);

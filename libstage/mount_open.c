@@ -71,9 +71,7 @@ static bool is_stager_mount(const char *path, uid_t uid)
 	return found;
 }
 
-/* Unmount a stager mount at path: umount2 as root, fusermount3 otherwise;
- * lazily (it goes when its last open file is closed). 0 or -1/errno. */
-static int unmount_path(const char *path)
+int stg__unmount_path(const char *path)
 {
 	if (geteuid() == 0)
 		return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
@@ -234,7 +232,7 @@ int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn rep
 		struct stat st;
 		if (v[i].mounted && fstat(c->rootfd, &st) == 0 &&
 		    is_stager_mount(v[i].mountpoint, st.st_uid))
-			unmount_path(v[i].mountpoint);
+			stg__unmount_path(v[i].mountpoint);
 		unlinkat(dfd, v[i].owner, 0);
 		removed++;
 	}
@@ -263,7 +261,7 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a stager mount of yours", mountpoint);
 		goto out;
 	}
-	if (unmount_path(real)) {
+	if (stg__unmount_path(real)) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot unmount '%s'", mountpoint);
 		goto out;
 	}
@@ -316,6 +314,7 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	m->ctx = ctx;
 	m->cache = c;
 	m->entry_fd = -1;
+	m->tie_fd = -1;
 	pthread_mutex_init(&m->log_mu, NULL);
 	pthread_mutex_init(&m->slot_mu, NULL);
 	pthread_cond_init(&m->slot_cv, NULL);

@@ -254,12 +254,40 @@ static uint64_t delta_need(const stg_pack *p, const stg_manifest *base)
 	return need;
 }
 
+/* Rates the choice between a delta and the whole pack assumes: the shared
+ * filesystem's (the bandwidth limit if there is one), and what one thread
+ * rebuilds locally (read, hash, write); the whole pack's files are written
+ * by two. */
+#define LINK_RATE  (1024.0 * 1024 * 1024)
+#define LOCAL_RATE (1024.0 * 1024 * 1024)
+
+/* Is reading the delta (delta bytes, then rebuild bytes made locally)
+ * expected to be faster than reading the pack?  Says why not under
+ * --verbose. */
+static bool delta_pays(stg_ctx *ctx, stg_cache *c, const stg_pack *p, const char *path,
+                       uint64_t delta, uint64_t rebuild)
+{
+	double link = c->lim.bw.rate > 0 ? c->lim.bw.rate : LINK_RATE;
+	double t_delta = (double)delta / link + (double)rebuild / LOCAL_RATE;
+	double t_pack = (double)p->size / link + (double)p->t.content_size / (2 * LOCAL_RATE);
+	if (t_delta < t_pack)
+		return true;
+	char a[16], b[16], d[16];
+	stg__log(ctx, STG_LOG_DEBUG,
+	         "reading the whole pack, not the delta '%s': the delta (%s, then %s of files "
+	         "to rebuild here) would take about %.1f s, the pack (%s) about %.1f s",
+	         path, stg_format_size(delta, a, sizeof a), stg_format_size(rebuild, b, sizeof b),
+	         t_delta, stg_format_size(p->size, d, sizeof d), t_pack);
+	return false;
+}
+
 /* Build the entry key of pack p from the delta file name (beside src)
  * against the cached entry base.  The base is pinned meanwhile, so that no
  * other process evicts it.  STG_ENOENT (quietly) if the base is not cached
- * after all. */
+ * after all, or (*declined) if reading the pack is expected to be faster. */
 static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const char *key,
-                                const stg_delta_rec *d, const char *src, stg_stage_result *res)
+                                const stg_delta_rec *d, const char *src, stg_stage_result *res,
+                                bool *declined)
 {
 	char base[STG_DIGEST_HEXLEN + 1], path[STG_PATH_MAX + 1];
 	stg_digest_hex(d->base, base);
@@ -305,9 +333,16 @@ static stg_err build_from_delta(stg_ctx *ctx, stg_cache *c, stg_pack *p, const c
 		                      base);
 		goto out;
 	}
-	if ((err = stg__entry_manifest(ctx, c, base, &man)) ||
-	    (err = stg__room_for(ctx, c, delta_need(p, &man), base)) ||
-	    (err = stg__entry_begin(ctx, c, key, &eb)))
+	if ((err = stg__entry_manifest(ctx, c, base, &man)))
+		goto out;
+	struct stat dst;
+	uint64_t need = delta_need(p, &man);
+	if (fstat(ds.fd, &dst) == 0 && !delta_pays(ctx, c, p, path, (uint64_t)dst.st_size, need)) {
+		*declined = true;
+		err = STG_ENOENT;
+		goto out;
+	}
+	if ((err = stg__room_for(ctx, c, need, base)) || (err = stg__entry_begin(ctx, c, key, &eb)))
 		goto out;
 	stg_delta_stats st;
 	err = stg__delta_apply(ctx, &ds, p, d->base, &man, basefd, eb.dfd, &st);
@@ -370,9 +405,12 @@ static stg_err build_from_deltas(stg_ctx *ctx, stg_cache *c, stg_pack *p, const 
 			         stg_errmsg(ctx), base);
 			continue;
 		}
-		stg_err err = build_from_delta(ctx, c, p, key, d, src, res);
+		bool declined = false;
+		stg_err err = build_from_delta(ctx, c, p, key, d, src, res, &declined);
 		if (err == STG_OK || err == STG_EINTR || err == STG_ENOSPC || err == STG_ENOMEM)
 			return err;
+		if (declined)
+			return STG_ENOENT;
 		if (err == STG_ENOENT && !stg__entry_exists(c, base))
 			continue; /* evicted meanwhile */
 		stg__log(ctx, STG_LOG_WARN, "%s; reading the whole pack instead", stg_errmsg(ctx));

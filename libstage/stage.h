@@ -1077,6 +1077,22 @@ STG_API void stg_mount_stop(stg_mount *m);
 /* Unmount (if still mounted) and free. */
 STG_API void stg_mount_close(stg_mount *m);
 
+/*
+ * Mount pack on mountpoint in a child process that serves it, and return
+ * once the tree can be read (*pid: the child), or with the child's error
+ * and message.  The child's messages go to SCRATCH_ROOT/mounts/log.
+ * tied: the mount lives as long as *tie_fd, which the caller keeps: when
+ * it is closed (or the caller dies) the child unmounts, lazily, and ends;
+ * the child ignores SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2, the
+ * signals a batch job's processes get, so that a command keeps its data
+ * until the caller ends the mount.  Untied (tie_fd may be NULL): the child
+ * has a session of its own, outlives the caller, and ends on SIGTERM,
+ * SIGINT or SIGHUP, or when unmounted (stg_umount).
+ */
+STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack,
+                                const char *mountpoint, const stg_mount_opts *opts, int tied,
+                                int *pid, int *tie_fd);
+
 /* Unmount the stager mount at mountpoint (lazily: it goes once its last
  * open file is closed).  STG_EUSAGE if it is not a stager mount of the
  * caller's. */

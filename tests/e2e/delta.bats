@@ -189,6 +189,23 @@ no_tmp_entry() {
 	cmp img2/image.sif s2/image.sif
 }
 
+@test "a delta that would not pay (every file changed) is passed over for the whole pack, said under -v" {
+	mkdir w1
+	for i in $(seq 1 40); do head -c 65536 /dev/urandom >"w1/f$i"; done
+	cp -a w1 w2
+	for i in $(seq 1 40); do head -c 65536 /dev/urandom >"w2/f$i"; done
+	"$STAGER" pack -q w1 -o shared/w1.tar.zst >/dev/null
+	"$STAGER" pack -q w2 -o shared/w2.tar.zst --base shared/w1.tar.zst >/dev/null
+	"$STAGER" stage -q shared/w1.tar.zst s1 >/dev/null
+	run "$STAGER" stage -v --json shared/w2.tar.zst s2
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"reading the whole pack, not the delta '"*"shared/w2.tar.zst.delta-"*"would take about"* ]]
+	[[ "$output" != *"warning"* ]]
+	jq -e '.delta == false' <<<"$(grep '^{' <<<"$output")"
+	same_tree w2 s2
+}
+
 # v1 cached, v2 with its delta: the fixture of the fallback tests
 fallback_fixture() {
 	make_v1 v1 100
