@@ -9,7 +9,6 @@
 #include "cli.h"
 
 #include <signal.h>
-
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,9 +80,8 @@ int cmd_mount(int argc, char **argv)
 	if (!foreground) {
 		int pid;
 		stg_err err = stg_mount_spawn(ctx, cache, pack, mp, &mo, 0, &pid, NULL);
-		if (err)
-			rc = cli_fail(ctx, err);
-		else
+		rc = err ? cli_fail(ctx, err) : EXIT_OK;
+		if (!err)
 			cli_info("mounted '%s' at '%s' (process %d; `stager umount %s` ends it)",
 			         pack, mp, pid, mp);
 		goto out;

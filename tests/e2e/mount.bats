@@ -21,7 +21,7 @@ setup() {
 teardown() {
 	cd /
 	local m p
-	for m in "$T"/mnt*; do
+	for m in "$T"/mnt* "$T"/shared; do
 		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
 	done
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
@@ -266,7 +266,7 @@ server_pid() {
 	mkdir back shared
 	"$GENDATA" images src --files 2000 --classes 20 >/dev/null
 	stager pack -q src -o back/p.tar.zst
-	"$SHAREDFS" --delay-ms 0 back shared
+	"$SHAREDFS" --delay-ms 0 back shared 3>&-
 	echo reset >shared/.sharedfs-stats
 	stager mount shared/p.tar.zst mnt
 	find mnt -type f | head -20 | while read -r f; do cat "$f" >/dev/null; done
