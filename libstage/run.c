@@ -47,7 +47,7 @@ static stg_err told(stg_ctx *ctx, stg_err err)
 }
 
 /* path made absolute against the job directory. */
-static char *in_jobdir(const run_state *r, const char *path)
+char *stg__run_in_jobdir(const run_state *r, const char *path)
 {
 	if (path[0] == '/')
 		return strdup(path);
@@ -58,7 +58,7 @@ static char *in_jobdir(const run_state *r, const char *path)
 	return out;
 }
 
-static void export_numbered(const char *base, size_t i, const char *value)
+void stg__run_export(const char *base, size_t i, const char *value)
 {
 	char name[64];
 	if (i == 0)
@@ -77,7 +77,7 @@ static void export_data(size_t i, const char *path)
 	if (!v)
 		return;
 	snprintf(v, n + 2, "%s%s", path, n && path[n - 1] == '/' ? "" : "/");
-	export_numbered("STAGER_DATA", i, v);
+	stg__run_export("STAGER_DATA", i, v);
 	free(v);
 }
 
@@ -137,7 +137,7 @@ static stg_err stage_all(run_state *r)
 		stg_stage_opts so;
 		stg_stage_opts_init(&so);
 		so.owner = r->owner;
-		char *dest = p->dest ? in_jobdir(r, p->dest) : NULL;
+		char *dest = p->dest ? stg__run_in_jobdir(r, p->dest) : NULL;
 		if (p->dest && !dest)
 			return told(r->ctx, stg__fail(r->ctx, STG_ENOMEM, "out of memory"));
 		so.dest = dest;
@@ -174,7 +174,7 @@ static stg_err prepare_outputs(run_state *r)
 {
 	for (size_t i = 0; i < r->n_collects; i++) {
 		run_pair *p = &r->collects[i];
-		char *abs = in_jobdir(r, p->src);
+		char *abs = stg__run_in_jobdir(r, p->src);
 		if (!abs)
 			return told(r->ctx, stg__fail(r->ctx, STG_ENOMEM, "out of memory"));
 		free(p->src);
@@ -197,7 +197,7 @@ static stg_err prepare_outputs(run_state *r)
 			return told(r->ctx, stg__fail(r->ctx, STG_EUSAGE,
 			                              "--collect: '%s' is not a directory", abs));
 		}
-		export_numbered("STAGER_OUT", i, abs);
+		stg__run_export("STAGER_OUT", i, abs);
 	}
 	return STG_OK;
 }
@@ -313,6 +313,7 @@ static void keep_results(run_state *r, const run_pair *p)
  * its job directory if empty, its pins. */
 static void clean_up(run_state *r)
 {
+	stg__run_unmount_all(r);
 	for (size_t i = 0; i < r->n_collects; i++)
 		if (r->collects[i].step.pid > 0) /* stopped early: they collect once more */
 			stg__collectors_end(r->ctx, &r->collects[i].step);
@@ -399,7 +400,8 @@ static stg_err set_up(run_state *r)
 static stg_err prepare(run_state *r)
 {
 	stg_err err;
-	if ((err = stage_all(r)) || (err = prepare_outputs(r)) || (err = record_results(r)))
+	if ((err = stage_all(r)) || (err = stg__run_mount_all(r)) || (err = prepare_outputs(r)) ||
+	    (err = record_results(r)))
 		return err;
 	/* the sources as prepare_outputs made them (in the job's directory) */
 	if (r->budget.active && !(r->srcs = calloc(r->n_collects, sizeof *r->srcs)))
@@ -426,6 +428,9 @@ static void finish(run_state *r, const sigset_t *old, bool stopped, stg_run_resu
 		         "cannot watch for signals during the last collect: %s", strerror(errno));
 	if (stopped)
 		r->co.slot_wait_max = STG_SLOT_WAIT_STOPPING;
+	/* the command has ended: its mounts go first, before KillWait could
+	 * take their processes */
+	stg__run_unmount_all(r);
 	res->collect_err = stg__run_collect_all(r);
 	if (watching && atomic_load(&w.stops) > before)
 		stopped = true;
@@ -467,6 +472,9 @@ stg_err stg_run(stg_ctx *ctx, stg_cache *cache, const stg_config *cfg, const stg
                 stg_run_result *res)
 {
 	memset(res, 0, sizeof *res);
+	if (opts->n_mounts && opts->all_nodes)
+		return told(ctx, stg__fail(ctx, STG_EUSAGE,
+		                           "mounts are of this node only: not with all_nodes"));
 	run_state r = {.ctx = ctx, .cache = cache, .cfg = cfg, .o = opts, .co = opts->collect};
 	/* in a job of one node, or none, all_nodes changes nothing */
 	r.all_nodes = opts->all_nodes && stg_job_nodes() > 1;

@@ -33,6 +33,13 @@ typedef struct run_pair {
 	stg_collectors step; /* all_nodes: its collectors */
 } run_pair;
 
+/* A pack mounted for the command (run_mount.c). */
+typedef struct run_mount {
+	char *pack, *dir; /* malloc'ed */
+	int pid, tie;     /* its process, and the descriptor that keeps it */
+	bool made;        /* stg_run made dir (and removes it after) */
+} run_mount;
+
 typedef struct run_state {
 	stg_ctx *ctx;
 	stg_cache *cache;
@@ -40,6 +47,8 @@ typedef struct run_state {
 	const stg_run_opts *o;
 	run_pair *stages, *collects;
 	size_t n_stages, n_collects;
+	run_mount *mounts;
+	size_t n_mounts;
 	char *owner;             /* pins and job directory: NULL under Slurm (the job's) */
 	char results_owner[160]; /* of the results record: owner, or job-ID */
 	bool results_recorded;
@@ -61,6 +70,16 @@ typedef struct run_state {
 /* A job being stopped has until Slurm's KillWait (30 s by default) before
  * SIGKILL: its collect waits this long at most for a shared-FS slot. */
 #define STG_SLOT_WAIT_STOPPING 10.0
+
+/* run.c: path made absolute against the job directory (malloc'ed);
+ * base (STAGER_DATA ...) exported for the i-th of its kind. */
+char *stg__run_in_jobdir(const run_state *r, const char *path);
+void stg__run_export(const char *base, size_t i, const char *value);
+
+/* run_mount.c: mount every --mount (a failure is told and returned); end
+ * them all (lazily unmounted, their processes waited for). */
+stg_err stg__run_mount_all(run_state *r);
+void stg__run_unmount_all(run_state *r);
 
 /* run_supervise.c */
 /* Start the command, with the signal mask old and default dispositions;

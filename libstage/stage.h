@@ -850,6 +850,12 @@ typedef struct stg_run_opts {
 	size_t n_stages;
 	const stg_run_pair *collects;
 	size_t n_collects;
+	/* packs mounted (stg_mount_spawn, tied) for the command's lifetime: src
+	 * a pack, dest where (relative: in the job directory; NULL: the
+	 * pack's name without .tar.zst), made if missing; exported as
+	 * STAGER_MOUNT, STAGER_MOUNT_2, ... */
+	const stg_run_pair *mounts;
+	size_t n_mounts;
 	stg_collect_opts collect; /* how each collect is made */
 	uint64_t every;           /* seconds between collects while the command
 	                             runs; 0: only at the end; default
@@ -885,7 +891,8 @@ typedef struct stg_run_result {
  * results, clean up.  In order: the job directory ($SLURM_TMPDIR, see
  * stg_job_tmpdir, else SCRATCH_ROOT/jobs/OWNER), exported as
  * STAGER_JOB_DIR; each of stages staged and exported as STAGER_DATA,
- * STAGER_DATA_2, ... (with a trailing '/'); each collect source made and
+ * STAGER_DATA_2, ... (with a trailing '/'); each of mounts mounted and
+ * exported as STAGER_MOUNT, STAGER_MOUNT_2, ...; each collect source made and
  * exported as STAGER_OUT, STAGER_OUT_2, ..., and recorded as pending
  * (stg_results_pending); kept results of earlier jobs on this node
  * collected to their dest (stg_collect_kept) by a child at idle I/O
@@ -904,9 +911,12 @@ typedef struct stg_run_result {
  * collect at normal priority (after a terminating signal, each waits at
  * most 10 s for a shared-FS slot), which a second terminating signal
  * cancels (what it sent stays whole).  Results not all collected are
- * moved to kept/ (stg_keep_results) and named in the log; then the links
- * to the cache, the collected sources stg_run made, its empty job
- * directory and its pins are removed.
+ * moved to kept/ (stg_keep_results) and named in the log; then the
+ * mounts are unmounted (always, and first: a mount's process ignores the
+ * job's signals, so the command keeps its data until it ends; files it
+ * left open stay readable until they are closed), the links to the cache,
+ * the collected sources stg_run made, its empty job directory and its
+ * pins are removed.
  *
  * Signals: from the moment the command starts until stg_run returns, it
  * takes SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2 and SIGCHLD: blocked

@@ -1,5 +1,5 @@
 /*
- * cmd_run.c - stager run [--stage SRC[:DEST]]... [--collect SRC:DEST]...
+ * cmd_run.c - stager run [--stage SRC[:DEST]]... [--mount PACK[:DIR]]... [--collect SRC:DEST]...
  *                        [--every INTERVAL] [--pack] [--grace TIME]
  *                        [--all-nodes] -- CMD...
  *
@@ -15,20 +15,28 @@
 #include <string.h>
 #include <sys/stat.h>
 
-enum { OPT_STAGE = OPT_FIRST_LOCAL, OPT_COLLECT, OPT_EVERY, OPT_PACK, OPT_GRACE, OPT_ALLNODES };
+enum {
+	OPT_STAGE = OPT_FIRST_LOCAL,
+	OPT_COLLECT,
+	OPT_EVERY,
+	OPT_PACK,
+	OPT_GRACE,
+	OPT_ALLNODES,
+	OPT_MOUNT,
+};
 
 typedef struct pair {
 	char *src, *dest; /* malloc'ed */
 } pair;
 
 typedef struct run_args {
-	pair *stages, *collects;
-	size_t n_stages, n_collects;
+	pair *stages, *collects, *mounts;
+	size_t n_stages, n_collects, n_mounts;
 	stg_run_opts o;
 } run_args;
 
-/* --stage SRC[:DEST]: split at the last ':', and a SRC whose own name has
- * a ':' is taken whole if it exists. */
+/* --stage SRC[:DEST] (and --mount PACK[:DIR]): split at the last ':', and
+ * a SRC whose own name has a ':' is taken whole if it exists. */
 static int split_stage(const char *arg, pair *p)
 {
 	const char *colon = strrchr(arg, ':');
@@ -87,6 +95,7 @@ static int parse(int argc, char **argv, run_args *r)
 	        {"pack", no_argument, NULL, OPT_PACK},
 	        {"grace", required_argument, NULL, OPT_GRACE},
 	        {"all-nodes", no_argument, NULL, OPT_ALLNODES},
+	        {"mount", required_argument, NULL, OPT_MOUNT},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -102,6 +111,10 @@ static int parse(int argc, char **argv, run_args *r)
 		case OPT_STAGE:
 			if (split_stage(optarg, &r->stages[r->n_stages++]))
 				return cli_usage("--stage: '%s' is not SRC or SRC:DEST", optarg);
+			break;
+		case OPT_MOUNT:
+			if (split_stage(optarg, &r->mounts[r->n_mounts++]))
+				return cli_usage("--mount: '%s' is not PACK or PACK:DIR", optarg);
 			break;
 		case OPT_COLLECT: {
 			pair *p = &r->collects[r->n_collects++];
@@ -126,6 +139,9 @@ static int parse(int argc, char **argv, run_args *r)
 		default: return cli_usage("unexpected option");
 		}
 	}
+	if (r->n_mounts && r->o.all_nodes)
+		return cli_usage("--mount mounts on this node only: not with --all-nodes (stage "
+		                 "with --stage instead)");
 	if (optind >= argc)
 		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
 	if (r->o.every != STG_RUN_EVERY_DEFAULT && r->o.every && !r->n_collects)
@@ -196,15 +212,23 @@ int cmd_run(int argc, char **argv)
 	stg_run_opts_init(&r.o);
 	r.stages = calloc((size_t)argc, sizeof *r.stages);
 	r.collects = calloc((size_t)argc, sizeof *r.collects);
+	r.mounts = calloc((size_t)argc, sizeof *r.mounts);
 	stg_run_pair *stages = calloc((size_t)argc, sizeof *stages);
 	stg_run_pair *collects = calloc((size_t)argc, sizeof *collects);
-	int rc = r.stages && r.collects && stages && collects ? parse(argc, argv, &r) : EXIT_IO;
+	stg_run_pair *mounts = calloc((size_t)argc, sizeof *mounts);
+	int rc = r.stages && r.collects && r.mounts && stages && collects && mounts
+	                 ? parse(argc, argv, &r)
+	                 : EXIT_IO;
 	if (rc >= 0)
 		goto out;
 	for (size_t i = 0; i < r.n_stages; i++)
 		stages[i] = (stg_run_pair){r.stages[i].src, r.stages[i].dest};
 	for (size_t i = 0; i < r.n_collects; i++)
 		collects[i] = (stg_run_pair){r.collects[i].src, r.collects[i].dest};
+	for (size_t i = 0; i < r.n_mounts; i++)
+		mounts[i] = (stg_run_pair){r.mounts[i].src, r.mounts[i].dest};
+	r.o.mounts = mounts;
+	r.o.n_mounts = r.n_mounts;
 	r.o.stages = stages;
 	r.o.n_stages = r.n_stages;
 	r.o.collects = collects;
@@ -230,7 +254,9 @@ int cmd_run(int argc, char **argv)
 out:
 	free_pairs(r.stages, r.n_stages);
 	free_pairs(r.collects, r.n_collects);
+	free_pairs(r.mounts, r.n_mounts);
 	free(stages);
 	free(collects);
+	free(mounts);
 	return rc;
 }

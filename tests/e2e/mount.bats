@@ -278,3 +278,36 @@ server_pid() {
 	stager umount mnt
 	fusermount3 -u shared
 }
+
+@test "run --mount: the command reads the pack at STAGER_MOUNT, which goes after it, also after SIGTERM" {
+	mkdir src && head -c 3000000 /dev/urandom >src/big && echo x >src/f
+	stager pack -q src -o p.tar.zst --frame-size 256K
+	export STAGER_SLOT_DIR=$T/slots
+	unset SLURM_JOB_ID SLURM_TMPDIR
+	run stager run --mount p.tar.zst -- sh -c 'cmp "$STAGER_MOUNT/big" src/big && echo "$STAGER_MOUNT" >where'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	where=$(cat where)
+	[ "$(basename "$where")" = p ]
+	! awk -v m="$where" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo || false
+	[ ! -e "$where" ]
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+	# a DIR of one's own; SIGTERM to the whole process group (as Slurm
+	# signals a job): the command still reads in its grace time
+	mkdir mnt2
+	setsid "$STAGER" run --grace 10s --mount p.tar.zst:"$T/mnt2" -- sh -c '
+		trap "cat \"\$STAGER_MOUNT/f\" >after; cmp \"\$STAGER_MOUNT/big\" src/big && echo same >>after; exit 0" TERM
+		touch started; while :; do sleep 0.1; done' &
+	pid=$!
+	PIDS=$pid
+	wait_until 10 test -e started
+	kill -TERM -- "-$pid"
+	wait_pid "$pid" 30 || true
+	[ "$(cat after)" = "x
+same" ]
+	! mounted mnt2 || false
+	[ -d mnt2 ] # not stg_run's to remove
+	run stager run --all-nodes --mount p.tar.zst -- true
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "not with --all-nodes"
+}
