@@ -46,28 +46,6 @@ static stg_err told(stg_ctx *ctx, stg_err err)
 	return err;
 }
 
-/* path made absolute against the job directory. */
-char *stg__run_in_jobdir(const run_state *r, const char *path)
-{
-	if (path[0] == '/')
-		return strdup(path);
-	size_t n = strlen(r->jobdir) + strlen(path) + 2;
-	char *out = malloc(n);
-	if (out)
-		snprintf(out, n, "%s/%s", r->jobdir, path);
-	return out;
-}
-
-void stg__run_export(const char *base, size_t i, const char *value)
-{
-	char name[64];
-	if (i == 0)
-		snprintf(name, sizeof name, "%s", base);
-	else
-		snprintf(name, sizeof name, "%s_%zu", base, i + 1);
-	setenv(name, value, 1);
-}
-
 /* STAGER_DATA with a trailing '/': find, du and cp -r see the dataset, not
  * the link to it (as stager stage prints it) */
 static void export_data(size_t i, const char *path)

@@ -71,7 +71,7 @@ typedef struct run_state {
  * SIGKILL: its collect waits this long at most for a shared-FS slot. */
 #define STG_SLOT_WAIT_STOPPING 10.0
 
-/* run.c: path made absolute against the job directory (malloc'ed);
+/* run_env.c: path made absolute against the job directory (malloc'ed);
  * base (STAGER_DATA ...) exported for the i-th of its kind. */
 char *stg__run_in_jobdir(const run_state *r, const char *path);
 void stg__run_export(const char *base, size_t i, const char *value);
