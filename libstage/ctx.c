@@ -202,6 +202,23 @@ int stg__pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
+{
+	const uint8_t *p = buf;
+	while (len) {
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -1;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
 void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)
 {
 	static const char hex[] = "0123456789abcdef";

@@ -120,23 +120,6 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fr
 	return false;
 }
 
-/* Write one piece of a file at its offset. */
-static int write_at(int fd, const uint8_t *p, size_t len, uint64_t off)
-{
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
-	}
-	return 0;
-}
-
 static void io_fail(ex_state *s, const char *what, const char *path)
 {
 	int e = errno;
@@ -188,7 +171,8 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 				io_fail(s, "cannot create", path);
 				return;
 			}
-			if (write_at(fd, piece, plen, 0) || stg__ex_set_meta(s->tr, fd, r, false)) {
+			if (stg__pwrite_full(fd, piece, plen, 0) ||
+			    stg__ex_set_meta(s->tr, fd, r, false)) {
 				io_fail(s, "cannot write", path);
 				close(fd);
 				return;
@@ -205,7 +189,7 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 		int fd = -1;
 		if (s->tr->rootfd >= 0) {
 			fd = openat(s->tr->rootfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0 || write_at(fd, piece, plen, a - r->data_off)) {
+			if (fd < 0 || stg__pwrite_full(fd, piece, plen, a - r->data_off)) {
 				io_fail(s, "cannot write", path);
 				if (fd >= 0)
 					close(fd);

@@ -75,6 +75,7 @@ static inline void stg__put64(uint8_t *p, uint64_t v)
  * pread_full reports a short file as -1 with errno = 0. */
 int stg__write_full(int fd, const void *buf, size_t len);
 int stg__pread_full(int fd, void *buf, size_t len, uint64_t off);
+int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 
 /* Name a temporary sibling of path: "<dir>/.stager-<tag>.<base>.<pid>.<n>"
  * (malloc'ed).  NULL when out of memory. */

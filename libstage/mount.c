@@ -150,10 +150,21 @@ static void *slot_keeper(void *arg)
 	return NULL;
 }
 
+/* Does buf hold frame f as its frame table says (format 3)? */
+static bool frame_ok(const stg_frame *f, const uint8_t *buf)
+{
+	XXH128_canonical_t h;
+	XXH128_canonicalFromHash(&h, XXH3_128bits(buf, f->comp_size));
+	return memcmp(h.digest, f->xxh3, 16) == 0;
+}
+
 static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 {
 	stg_mount *m = arg;
 	const stg_frame *f = &m->pack->t.frames[k];
+	/* kept on this node by an earlier mount (--cache): no shared FS at all */
+	if (m->keep && stg__keep_get(m->keep, f, k, buf) == 0 && frame_ok(f, buf))
+		return 0;
 	if (pack_changed(m))
 		return ESTALE;
 	int rc = slot_take(m);
@@ -164,6 +175,8 @@ static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 	/* a read racing a change in place: its bytes may be of either version */
 	if (!rc && pack_changed(m))
 		rc = ESTALE;
+	if (!rc && m->keep && frame_ok(f, buf))
+		stg__keep_put(m, m->keep, f, k, buf);
 	return rc;
 }
 

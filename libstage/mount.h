@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 struct fuse_session;
+typedef struct stg_keep stg_keep;
 
 struct stg_mount {
 	stg_ctx *ctx; /* the caller's: messages go to its log callback */
@@ -41,7 +42,8 @@ struct stg_mount {
 	double slot_used;
 	struct fuse_session *se;
 	bool mounted;
-	int tie_fd; /* a tied mount's end of the pipe to its caller (mount_spawn.c) */
+	int tie_fd;     /* a tied mount's end of the pipe to its caller (mount_spawn.c) */
+	stg_keep *keep; /* --cache: frames kept in the node cache (mount_keep.c) */
 };
 
 void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
@@ -55,6 +57,14 @@ int stg__unmount_path(const char *path);
 /* Mounts whose process died: unmounted (if still mounted) and their
  * records removed, each reported as "mount"; how many, or -1. */
 int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn report, void *arg);
+/* mount_keep.c: the frames of m's pack kept in the node cache (--cache;
+ * m->keep stays NULL for a pack whose frames cannot be checked alone);
+ * frame i read from there (0, or -1 if not kept), kept there (when room
+ * can be made), and let go of. */
+stg_err stg__keep_open(stg_ctx *ctx, stg_mount *m);
+int stg__keep_get(stg_keep *k, const stg_frame *f, size_t i, uint8_t *buf);
+void stg__keep_put(stg_mount *m, stg_keep *k, const stg_frame *f, size_t i, const uint8_t *buf);
+void stg__keep_close(stg_mount *m, stg_keep *k);
 /* Unmount if mounted, and free everything. */
 void stg__mount_free(stg_mount *m);
 

@@ -392,6 +392,8 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 			goto fail;
 		}
 	}
+	if (opts && opts->keep_frames && m->entry_fd < 0 && (err = stg__keep_open(ctx, m)))
+		goto fail;
 	if ((err = stg__mount_session(ctx, m, m->mountpoint)))
 		goto fail;
 	record_write(m);
@@ -408,6 +410,7 @@ void stg_mount_close(stg_mount *m)
 		return;
 	stg__mount_unmount(m);
 	record_remove(m);
+	stg__keep_close(m, m->keep);
 	if (m->pinned) {
 		int lock = stg__cache_lock(m->ctx, m->cache, "cache", true, NULL);
 		stg__unpin_key(m->cache, m->digest, m->owner);

@@ -1066,6 +1066,12 @@ typedef struct stg_mount stg_mount;
 
 typedef struct stg_mount_opts {
 	uint64_t cache_bytes; /* decoded frames kept in memory (0: 256 MiB) */
+	int keep_frames;      /* also keep the frames fetched in the node cache
+	                         (an entry "<digest>-f" of kind "frames", within
+	                         the cache's quota, least recently used out
+	                         first), read from there by later mounts of the
+	                         pack; packs of format 3 only (a warning for
+	                         older ones) */
 } stg_mount_opts;
 
 STG_API void stg_mount_opts_init(stg_mount_opts *opts);

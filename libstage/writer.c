@@ -7,8 +7,9 @@
  * bytes are gathered into pieces, and each full piece is written at its
  * offset (pwrite) by a writer thread while the caller goes on reading and
  * hashing the next bytes.  (More than one writer rarely helps: writes to
- * one file take its inode's lock on tmpfs, ext4 and most others.)  A piece is a copy: the caller's
- * buffer is its own again as soon as put returns.  The first write that
+ * one file take its inode's lock on tmpfs, ext4 and most others.)  A
+ * piece is a copy: the caller's buffer is its own again as soon as put
+ * returns.  The first write that
  * fails is remembered and reported; pieces after it are not written.
  */
 #include "writer.h"
@@ -55,15 +56,7 @@ static void *write_loop(void *arg)
 			w->qtail = NULL;
 		int fd = w->fd, failed = w->err;
 		pthread_mutex_unlock(&w->mu);
-		int e = 0;
-		for (size_t done = 0; !failed && !e && done < p->len;) {
-			ssize_t n =
-			        pwrite(fd, p->data + done, p->len - done, (off_t)(p->off + done));
-			if (n < 0 && errno != EINTR)
-				e = errno;
-			else if (n > 0)
-				done += (size_t)n;
-		}
+		int e = !failed && stg__pwrite_full(fd, p->data, p->len, p->off) ? errno : 0;
 		pthread_mutex_lock(&w->mu);
 		if (e && !w->err)
 			w->err = e;

@@ -1,5 +1,5 @@
 /*
- * cmd_mount.c - stager mount PACK MOUNTPOINT [--foreground] [--cache-size SIZE]
+ * cmd_mount.c - stager mount PACK MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]
  *               stager umount MOUNTPOINT
  *
  * In the background (the default), a process of its own mounts and serves
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE };
+enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE, OPT_CACHE };
 
 static stg_mount *volatile serving;
 
@@ -45,6 +45,7 @@ int cmd_mount(int argc, char **argv)
 	static const struct option lo[] = {
 	        {"foreground", no_argument, NULL, OPT_FOREGROUND},
 	        {"cache-size", required_argument, NULL, OPT_CACHE_SIZE},
+	        {"cache", no_argument, NULL, OPT_CACHE},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -60,6 +61,7 @@ int cmd_mount(int argc, char **argv)
 			continue;
 		switch (c) {
 		case OPT_FOREGROUND: foreground = true; break;
+		case OPT_CACHE: mo.keep_frames = 1; break;
 		case OPT_CACHE_SIZE:
 			if (stg_parse_size(optarg, &mo.cache_bytes) || !mo.cache_bytes)
 				return cli_usage("--cache-size: '%s' is not a size (e.g. 512M)",

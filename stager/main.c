@@ -357,7 +357,7 @@ const cli_cmd cli_commands[] = {
          "\n"
          "Exit: 0 nothing failed (warnings allowed), 7 a check failed.\n"},
         {"mount", cmd_mount, "use a pack at once: a read-only tree, read on demand",
-         "usage: stager mount PACK MOUNTPOINT [--foreground] [--cache-size SIZE]\n"
+         "usage: stager mount PACK MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]\n"
          "\n"
          "Serve PACK as a read-only tree at MOUNTPOINT (an empty directory of\n"
          "yours), without copying it and without building an index: the mount\n"
@@ -374,6 +374,9 @@ const cli_cmd cli_commands[] = {
          "      --foreground      serve in this process until unmounted or\n"
          "                        interrupted (default: in the background, once\n"
          "                        the tree can be read)\n"
+         "      --cache           also keep the frames read in the node cache, within\n"
+         "                        its quota (least recently used out first), for the\n"
+         "                        mounts of later jobs on this node\n"
          "      --cache-size SIZE decoded frames kept in memory (default 256M)\n"
          "\n"
          "Exit: 0 mounted, 1 MOUNTPOINT not an empty directory, 2 PACK missing,\n"

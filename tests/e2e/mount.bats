@@ -311,3 +311,42 @@ same" ]
 	[ "$status" -eq 1 ]
 	echo "$output" | grep -q "not with --all-nodes"
 }
+
+@test "mount --cache: frames read are kept in the node cache; a later mount reads them from there, checked" {
+	[ "$(id -u)" -eq 0 ] || skip "sharedfs mounts for all users as root"
+	[ -x "$SHAREDFS" ] || skip "sharedfs is not built"
+	mkdir back shared src
+	for i in 1 2 3; do head -c 1000000 /dev/urandom >"src/f$i"; done
+	stager pack -q src -o back/p.tar.zst --frame-size 256K
+	"$SHAREDFS" --delay-ms 0 back shared 3>&-
+	stager mount --cache shared/p.tar.zst mnt
+	for i in 1 2 3; do cmp "src/f$i" "mnt/f$i"; done
+	stager umount mnt
+	wait_until 10 gone "$(server_pid 2>/dev/null || echo 0)"
+	run stager status --json
+	[ "$(echo "$output" | jq '[.entries[] | select(.kind == "frames")] | length')" -eq 1 ]
+	kept=$(echo "$output" | jq '[.entries[] | select(.kind == "frames")][0].size')
+	[ "$kept" -gt 3000000 ]
+	# the next mount reads the frames here: only the trailer crosses
+	echo reset >shared/.sharedfs-stats
+	stager mount --cache shared/p.tar.zst mnt
+	for i in 1 2 3; do cmp "src/f$i" "mnt/f$i"; done
+	read=$(awk '$1 == "bytes_read" { print $2 }' shared/.sharedfs-stats)
+	echo "read $read bytes"
+	[ "$read" -lt 1100000 ]
+	stager umount mnt
+	# a kept frame damaged on disk is fetched from the pack again
+	key=$(echo "$output" | jq -r '[.entries[] | select(.kind == "frames")][0].key')
+	chmod -R u+w "$STAGER_SCRATCH_ROOT/cache/$key"
+	flip_byte "$STAGER_SCRATCH_ROOT/cache/$key/frames" 300000
+	stager mount --cache --cache-size 1M shared/p.tar.zst mnt
+	for i in 1 2 3; do cmp "src/f$i" "mnt/f$i"; done
+	stager umount mnt
+	# an older pack's frames are not kept, with a warning
+	cp "$FIXTURES/format2.tar.zst" old.tar.zst
+	run stager mount --cache old.tar.zst mnt
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "format 2: its frames cannot be checked alone, so they are not kept (--cache)"
+	stager umount mnt
+	fusermount3 -u shared
+}
