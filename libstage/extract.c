@@ -321,6 +321,21 @@ static void *ex_worker(void *arg)
 				ok = false;
 			}
 		}
+		if (ok && s->t->version >= 3) {
+			/* format 3: the frame is the one its table names, before it is
+			 * decoded (the SHA-256 says so too, but only at the end) */
+			XXH128_canonical_t h;
+			XXH128_canonicalFromHash(&h, XXH3_128bits(b->data, f->comp_size));
+			if (memcmp(h.digest, f->xxh3, 16)) {
+				ex_fail(s, STG_ECORRUPT,
+				        "damaged pack: frame %zu (bytes %llu-%llu) does not match "
+				        "its "
+				        "XXH3-128",
+				        k, (unsigned long long)f->comp_off,
+				        (unsigned long long)(f->comp_off + f->comp_size));
+				ok = false;
+			}
+		}
 		if (ok) {
 			/* exactly one frame, of exactly the size the table says */
 			size_t fsz = ZSTD_findFrameCompressedSize(b->data, f->comp_size);
