@@ -53,7 +53,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 # tests/fuzz/corpus/NAME/, replayed by $(B)/fuzz/replay_NAME in `make test`
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
-TOOLS    := $(B)/gendata $(B)/runstat $(FUZZ_REPLAY) $(B)/sharedfs
+TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
 	format format-check deps check-deps help bench-multinode soak
@@ -113,6 +113,9 @@ $(B)/gendata: bench/gendata.c | check-deps
 $(B)/runstat: bench/runstat.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<
+$(B)/randread: bench/randread.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 -pthread $(WARN) -o $@ $<
 # the emulated shared filesystem (FUSE) of the benchmarks and tests
 $(B)/sharedfs: bench/sharedfs.c | check-deps
 	@mkdir -p $(dir $@)
