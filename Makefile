@@ -56,7 +56,7 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps check-deps help bench-multinode soak
+	format format-check deps check-deps help bench-multinode bench-mount soak
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -65,7 +65,7 @@ lib: $(STATIC) $(SHARED)
 ifneq ($(filter deps,$(MAKECMDGOALS)),)
 DEPS_FIRST := deps
 endif
-CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode soak,$(MAKECMDGOALS)),test,build)
+CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount soak,$(MAKECMDGOALS)),test,build)
 check-deps: | $(DEPS_FIRST)
 	@sh scripts/deps.sh check $(CHECK_LEVEL)
 
@@ -160,6 +160,9 @@ soak: all $(TOOLS)
 # shared-FS load of 1 to 4 nodes on a real Slurm (needs root)
 bench-multinode: all $(TOOLS)
 	B=$(B) bash bench/multinode.sh
+# stager mount vs archivemount vs staging first (needs /dev/fuse)
+bench-mount: all $(TOOLS)
+	B=$(B) bash bench/mount.sh
 
 demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
@@ -222,6 +225,8 @@ help:
 	@echo "                local disk; writes bench/results.md and bench/results.png; push vs"
 	@echo "                scp -r and rsync -az over a local sshd to bench/results-push.md"
 	@echo "make bench-multinode  shared-FS load of 1 to 4 Slurm nodes (bench/multinode.md)"
+	@echo "make bench-mount  stager mount vs archivemount vs staging first: first file, random"
+	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
 	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
 	@echo "make format     clang-format the sources (format-check to check)"
