@@ -334,6 +334,11 @@ static void *sfs_init(struct fuse_conn_info *conn, struct fuse_config *cfg)
 	cfg->negative_timeout = 0;
 	cfg->kernel_cache = 0; /* drop the page cache at open */
 	cfg->auto_cache = 0;
+	/* an unlink that arrives before the RELEASE of the file's last close
+	 * (FUSE sends RELEASE asynchronously) would otherwise be a rename to
+	 * .fuse_hidden*: an operation no client asked for, which an injected
+	 * rename fault could hit */
+	cfg->hard_remove = 1;
 	return NULL;
 }
 
