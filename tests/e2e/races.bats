@@ -14,7 +14,10 @@ setup() {
 }
 
 teardown() {
-	for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	# the loops stop at their next turn (killing a loop would leave its
+	# stager running, writing in $T while it is removed)
+	: >"$T/stop"
+	for p in "${pids[@]}"; do wait_pid "$p" 30 || true; done
 	cd /
 	rm -rf "$T"
 }
@@ -29,7 +32,7 @@ mkver() { # DIR SEED: a small dataset whose content depends on SEED
 	# another process cleans everything it may, again and again
 	(
 		exec 3>&-
-		while :; do "$STAGER" clean --all -q >/dev/null 2>&1; done
+		while [ ! -e "$T/stop" ]; do "$STAGER" clean --all -q >/dev/null 2>&1; done
 	) &
 	pids+=($!)
 	ok=0
