@@ -26,7 +26,7 @@
  * (the frame cache, the slot, the per-file checks) has its own lock, and
  * messages go through one lock to the context's log callback.
  */
-#define FUSE_USE_VERSION 31
+#define FUSE_USE_VERSION 312
 #include "mount.h"
 
 #include <errno.h>
@@ -165,19 +165,27 @@ static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 	/* kept on this node by an earlier mount (--cache): no shared FS at all */
 	if (m->keep && stg__keep_get(m->keep, f, k, buf) == 0 && frame_ok(f, buf))
 		return 0;
-	if (pack_changed(m))
+	/* Format 3: the frame's own hash says whether these are the bytes
+	 * mounted, so the pack's attributes (one round trip on NFS) are asked
+	 * only when they are not: changed (stale) or damaged (EIO, below).
+	 * Older formats have no such hash: asked before and after each read,
+	 * as a read racing a change in place may return bytes of either. */
+	bool hashed = m->pack->t.version >= 3;
+	if (!hashed && pack_changed(m))
 		return ESTALE;
 	int rc = slot_take(m);
 	if (rc)
 		return rc;
 	rc = stg__pack_pread(m->pack, buf, len, f->comp_off) ? (errno ? errno : EIO) : 0;
 	slot_done(m);
-	/* a read racing a change in place: its bytes may be of either version */
-	if (!rc && pack_changed(m))
-		rc = ESTALE;
-	if (!rc && m->keep && frame_ok(f, buf))
+	if (rc)
+		return rc;
+	bool good = hashed && frame_ok(f, buf);
+	if (!good && pack_changed(m))
+		return ESTALE;
+	if (good && m->keep)
 		stg__keep_put(m, m->keep, f, k, buf);
-	return rc;
+	return 0;
 }
 
 static void frame_bad(void *arg, size_t k, const char *why)
@@ -539,6 +547,7 @@ stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint)
 	char *argv[] = {"stager", "-oro,default_permissions,subtype=stager", fsname, NULL};
 	struct fuse_args args = FUSE_ARGS_INIT(3, argv);
 	m->se = fuse_session_new(&args, &mount_ops, sizeof mount_ops, m);
+	fuse_opt_free_args(&args);
 	if (!m->se)
 		return stg__fail(ctx, STG_EIO, "cannot start a FUSE session (is /dev/fuse there?)");
 	if (fuse_session_mount(m->se, mountpoint)) {
@@ -568,8 +577,16 @@ stg_err stg_mount_serve(stg_mount *m)
 	};
 	if (!m->frames && (err = stg__frames_new(m->ctx, &m->pack->t, &fo, &m->frames)))
 		goto out;
-	if (fuse_session_loop_mt(m->se, 0) < 0)
+	/* a configuration of our own: libfuse 3.14 leaks the one it makes */
+	struct fuse_loop_config *lc = fuse_loop_cfg_create();
+	if (!lc) {
+		err = stg__fail(m->ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	fuse_loop_cfg_set_clone_fd(lc, 0);
+	if (fuse_session_loop_mt(m->se, lc) < 0)
 		err = stg__fail(m->ctx, STG_EIO, "the FUSE session of '%s' failed", m->mountpoint);
+	fuse_loop_cfg_destroy(lc);
 out:
 	pthread_mutex_lock(&m->slot_mu);
 	m->stopping = true;
