@@ -165,11 +165,12 @@ void stg__log(stg_ctx *ctx, stg_log_level level, const char *fmt, ...)
 	ctx->log_fn(ctx->log_arg, level, buf);
 }
 
-int stg__write_full(int fd, const void *buf, size_t len)
+/* All of buf written at off, or where fd stands when off < 0 (a pipe). */
+static int write_all(int fd, const void *buf, size_t len, int64_t off)
 {
 	const uint8_t *p = buf;
 	while (len) {
-		ssize_t n = write(fd, p, len);
+		ssize_t n = off < 0 ? write(fd, p, len) : pwrite(fd, p, len, (off_t)off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -177,8 +178,15 @@ int stg__write_full(int fd, const void *buf, size_t len)
 		}
 		p += n;
 		len -= (size_t)n;
+		if (off >= 0)
+			off += n;
 	}
 	return 0;
+}
+
+int stg__write_full(int fd, const void *buf, size_t len)
+{
+	return write_all(fd, buf, len, -1);
 }
 
 int stg__pread_full(int fd, void *buf, size_t len, uint64_t off)
@@ -204,19 +212,11 @@ int stg__pread_full(int fd, void *buf, size_t len, uint64_t off)
 
 int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 {
-	const uint8_t *p = buf;
-	while (len) {
-		ssize_t n = pwrite(fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -1;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
+	if (off > INT64_MAX) {
+		errno = EINVAL;
+		return -1;
 	}
-	return 0;
+	return write_all(fd, buf, len, (int64_t)off);
 }
 
 void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)

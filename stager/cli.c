@@ -175,6 +175,23 @@ int cli_global_option(int c, const char *arg)
 	return -1;
 }
 
+int cli_global_options_only(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
+	};
+	int c;
+	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+		int rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -1)
+			return cli_usage("unexpected option");
+	}
+	return -1;
+}
+
 stg_config *cli_config(stg_ctx *ctx)
 {
 	stg_config *cfg = stg_config_new();

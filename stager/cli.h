@@ -76,6 +76,9 @@ enum {
 /* Handle a global option (or -h/--help); returns -1 if c is not one,
  * else an exit status to return now (or -2 to go on). */
 int cli_global_option(int c, const char *arg);
+/* Parse a command line that takes only the global options: -1 when they
+ * parsed (optind at the first operand), else an exit status to return. */
+int cli_global_options_only(int argc, char **argv);
 /* Check the global options make sense for a command that does not go
  * through the shared-FS limits; an exit status or 0. */
 int cli_check_globals(void);

@@ -106,19 +106,9 @@ out:
 
 int cmd_umount(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	        CLI_GLOBAL_OPTIONS,
-	        {NULL, 0, NULL, 0},
-	};
-	int c, rc;
-	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
-		rc = cli_global_option(c, optarg);
-		if (rc >= 0)
-			return rc;
-		if (rc == -2)
-			continue;
-		return cli_usage("unexpected option");
-	}
+	int rc = cli_global_options_only(argc, argv);
+	if (rc >= 0)
+		return rc;
 	if (argc - optind != 1)
 		return cli_usage(argc - optind < 1 ? "stager umount MOUNTPOINT"
 		                                   : "too many arguments");

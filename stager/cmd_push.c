@@ -126,19 +126,9 @@ int cmd_pull(int argc, char **argv)
 
 int cmd_serve(int argc, char **argv)
 {
-	static const struct option lo[] = {
-	        CLI_GLOBAL_OPTIONS,
-	        {NULL, 0, NULL, 0},
-	};
-	int c, rc;
-	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
-		rc = cli_global_option(c, optarg);
-		if (rc >= 0)
-			return rc;
-		if (rc == -2)
-			continue;
-		return cli_usage("unexpected option");
-	}
+	int rc = cli_global_options_only(argc, argv);
+	if (rc >= 0)
+		return rc;
 	if (argc != optind)
 		return cli_usage("serve takes no arguments: the client says what to do");
 	if (isatty(STDIN_FILENO) || isatty(STDOUT_FILENO))
