@@ -17,7 +17,8 @@
 # bytes read and bytes written on the shared filesystem.  Scenarios:
 #   stage cold   stager stage of the dataset's pack (cache emptied with
 #                `stager clean --all`) vs rsync -a of the tree vs
-#                tar -I zstd -xf of the pack vs cp -r of the tree, for the
+#                tar -I zstd -xf of the pack vs cp -r of the tree vs
+#                cat of the pack to /dev/null (the link alone), for the
 #                image-folder dataset (20,000 files, 256 MiB), 8 large
 #                shards (8 x 256 MiB) and a 1 GiB container image
 #   stage warm   the same datasets again on the same node: stager stage to
@@ -381,6 +382,8 @@ cell() {
 	f=$(nfail "$TMP/$label.fail")
 	if ((f)); then
 		echo "**failed in $f of $((f + $(nlines "$TMP/$label.wall"))) runs** ($($fmt "$(median "$TMP/$label.wall")") median of the rest)"
+	elif (($(nlines "$TMP/$label.wall") > 1)); then
+		echo "$($fmt "$(median "$TMP/$label.wall")") ($($fmt "$(minof "$TMP/$label.wall")")–$($fmt "$(maxof "$TMP/$label.wall")"))"
 	else
 		$fmt "$(median "$TMP/$label.wall")"
 	fi
@@ -606,10 +609,10 @@ TOUT=$OUT/out-tar
 COUT=$OUT/out-cp
 CDEST=$OUT/stage-conc # CDEST.1 ... CDEST.4
 
-COLD_TOOLS=(stager tar cp)
+COLD_TOOLS=(stager tar cp cat)
 WARM_TOOLS=(stager)
 if ((HAVE_RSYNC)); then
-	COLD_TOOLS=(stager rsync tar cp)
+	COLD_TOOLS=(stager rsync tar cp cat)
 	WARM_TOOLS=(stager rsync)
 fi
 
@@ -665,6 +668,11 @@ cold_tar() {
 	sfs_timed "cold_${DS}_tar" tar -I zstd -xf "$DS_PACK" -C "$TOUT"
 	((LAST_OK)) && same_tree "cold_${DS}_tar" "$DS_BACK" "$TOUT"
 	rm -rf "$TOUT"
+}
+# the link's speed: one sequential read of the pack, nothing written
+cold_cat() {
+	warm_pack
+	sfs_timed "cold_${DS}_cat" sh -c 'cat "$1" >/dev/null' cat "$DS_PACK"
 }
 cold_cp() {
 	rm -rf "$COUT"
@@ -905,6 +913,7 @@ tool_desc() { # SCENARIO TOOL
 	warm:rsync) echo "\`rsync -a\` re-run into a complete copy" ;;
 	cold:tar) echo "\`tar -I zstd -xf\` of the pack" ;;
 	cold:cp) echo "\`cp -r\` of the tree" ;;
+	cold:cat) echo "\`cat\` of the pack to /dev/null (the link alone)" ;;
 	conc:stager) echo "$CONC × \`stager stage\` of the pack" ;;
 	conc:rsync) echo "$CONC × \`rsync -a\` of the tree" ;;
 	collect_*:stager) echo "\`stager collect SRC DEST\`" ;;
@@ -954,6 +963,11 @@ fi
 ((!$(nfail "$TMP/conc_images_stager.fail"))) || T_CONC_MET="**no** (failed runs)"
 SCS=$(med cold_images_stager wall); SCT=$(med cold_images_tar wall)
 SCTR=$(ratio "$SCS" "$SCT")
+# large files: stager against cp -r of the tree and against one read of the pack
+for ds in shards container; do
+	printf -v "LCP_$ds" %s "$(ratio "$(med "cold_${ds}_stager" wall)" "$(med "cold_${ds}_cp" wall)")"
+	printf -v "LCAT_$ds" %s "$(ratio "$(med "cold_${ds}_stager" wall)" "$(med "cold_${ds}_cat" wall)")"
+done
 
 # the chart's data: median seconds, then median metadata operations
 # (a 0 cannot be drawn on a log scale: left out) of stager, rsync, tar, cp
@@ -1028,7 +1042,8 @@ raw_line() { # TEXT LABEL
 		"(close-to-open, as NFS). Sources are read through the mount; stage destinations and collect's" \
 		"source are on $OUT_DESC. *Speed-up* = the tool's median time / stager's (higher: stager faster);" \
 		"*meta ops* = the metadata operations the shared filesystem served (each one round trip);" \
-		"read and written = bytes through the emulated link; medians over the repetitions."
+		"read and written = bytes through the emulated link; medians over the repetitions, and in" \
+		"parentheses the fastest and the slowest repetition (the spread)."
 	echo
 	((SFS_OK)) || { echo "**Skipped**: $SFS_NOTE."; echo; }
 	echo "| dataset, scenario | tool | time | stager speed-up | meta ops | read | written | peak RSS |"
@@ -1068,6 +1083,11 @@ raw_line() { # TEXT LABEL
 	if [[ $T_CONC_READERS_MIN == "$T_CONC_READERS" ]]; then readers="$T_CONC_READERS of $CONC in every repetition"; else readers="$T_CONC_READERS_MIN to $T_CONC_READERS of $CONC"; fi
 	echo "| $CONC concurrent stages of the images on one node read the pack once | $(awk -v r="$T_CONC_READ" 'BEGIN { if (r == "NA") print "—"; else printf "%.3f×", r }') the pack's size read from the shared FS (largest of the repetitions); stages that read the pack (\"hit\": false): $readers, the others \"waited\" for it | $T_CONC_MET |"
 	echo "| cold stage ≤ 0.8 × \`tar -I zstd -x\` of the same pack (images) | $SCTR | $(met "$SCTR" 0.8 cold_images_stager cold_images_tar) |"
+	for ds in shards container; do
+		lcp=LCP_$ds lcat=LCAT_$ds
+		echo "| cold stage of the $ds ≤ 1.0 × \`cp -r\` of the tree | ${!lcp} | $(met "${!lcp}" 1.0 "cold_${ds}_stager" "cold_${ds}_cp") |"
+		echo "| cold stage of the $ds ≤ 1.2 × \`cat\` of the pack | ${!lcat} | $(met "${!lcat}" 1.2 "cold_${ds}_stager" "cold_${ds}_cat") |"
+	done
 	echo
 	echo "## Local disk"
 	echo
