@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
+#define UMOUNT_WAIT 3 /* seconds stg_umount waits for the serving process to end */
 
 /* Is path a stager mount (in this process's mount namespace), of uid
  * (any if uid is (uid_t)-1)? */
@@ -242,6 +243,20 @@ int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn rep
 	return removed;
 }
 
+/* The owner of the live mount recorded at mountpoint, or "". */
+static void serving_owner(stg_ctx *ctx, stg_cache *c, const char *mountpoint, char *owner,
+                          size_t len)
+{
+	stg_mount_info *v = NULL;
+	size_t n = 0;
+	if (stg_mount_list(ctx, c, &v, &n))
+		return;
+	for (size_t i = 0; i < n; i++)
+		if (v[i].alive && v[i].mountpoint && v[i].owner && !strcmp(v[i].mountpoint, mountpoint))
+			snprintf(owner, len, "%s", v[i].owner);
+	stg_mount_list_free(v, n);
+}
+
 stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 {
 	char *real = realpath(mountpoint, NULL);
@@ -261,12 +276,29 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a stager mount of yours", mountpoint);
 		goto out;
 	}
+	char owner[160] = "";
+	if (c)
+		serving_owner(ctx, c, real, owner, sizeof owner);
 	if (stg__unmount_path(real)) {
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot unmount '%s'", mountpoint);
 		goto out;
 	}
-	/* the serving process ends and removes its record once the last open
-	 * file is closed; a dead one's record goes now */
+	/* the serving process ends once the last open file is closed: unless
+	 * one stays open, it has let go of the pack when this returns (so that
+	 * the pack's filesystem can be unmounted, the pack removed) */
+	if (owner[0]) {
+		stg_owner_cache oc = {0};
+		for (int i = 0; i < UMOUNT_WAIT * 10 && stg__owner_alive(&oc, owner); i++) {
+			stg__nap(ctx, 0.1);
+			oc.n = 0;
+		}
+		if (stg__owner_alive(&oc, owner))
+			stg__log(ctx, STG_LOG_INFO,
+			         "unmounted '%s'; a file in it is still open: its process ends when "
+			         "the last one is closed",
+			         mountpoint);
+	}
+	/* a dead one's record goes now */
 	if (c)
 		stg__mounts_clean(ctx, c, false, NULL, NULL);
 out:

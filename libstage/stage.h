@@ -1110,8 +1110,10 @@ STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack
                                 int *pid, int *tie_fd);
 
 /* Unmount the stager mount at mountpoint (lazily: it goes once its last
- * open file is closed).  STG_EUSAGE if it is not a stager mount of the
- * caller's. */
+ * open file is closed).  With a cache, waits up to 3 s for the mount's
+ * process to end, so that on return it no longer holds the pack open
+ * unless a file in the mount is still open (said at STG_LOG_INFO).
+ * STG_EUSAGE if it is not a stager mount of the caller's. */
 STG_API stg_err stg_umount(stg_ctx *ctx, stg_cache *cache, const char *mountpoint);
 
 /* A mount of this cache's user: where, of what, by which process, and
