@@ -171,6 +171,15 @@ free_bytes() { df --output=avail -B1 "$1" | tail -1 | tr -d ' '; }
 hb() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else printf "%.1f KiB", b / 1024 }'; }
 count() { printf "%'d" "$1"; }
 
+# failed KEY WHAT: recorded for the results (with stager's message), the
+# cache emptied; the run goes on with the next size
+failed() {
+	log "$1: $2"
+	echo "- $1: $2: $(head -n 2 "$TMP/$1.err" 2>/dev/null | tr '\n' ' ')" >>"$TMP/failures"
+	"$STAGER" clean --all --quiet >/dev/null 2>&1 || true
+	rm -f "$W/dest"
+}
+
 # ---- one dataset: pack it, then stage it cold ------------------------------------
 # measure KEY SRC SCRATCH: figures to $TMP/KEY.*; the pack is $BACK/KEY.tar.zst.
 # RMSRC=1: the source is removed after the pack (before the stage).
@@ -178,8 +187,8 @@ measure() {
 	local key=$1 src=$2 scratch=$3 pack=$BACK/$1.tar.zst
 	log "$key: pack"
 	sync
-	"$RUNSTAT" -o "$TMP/$key.pack.rs" -- "$STAGER" pack -q --json "$src" -o "$pack" >"$TMP/$key.pack.json" ||
-		{ log "$key: stager pack failed"; exit 1; }
+	"$RUNSTAT" -o "$TMP/$key.pack.rs" -- "$STAGER" pack -q --json "$src" -o "$pack" >"$TMP/$key.pack.json" \
+		2>"$TMP/$key.err" || { failed "$key" "stager pack failed"; return 1; }
 	# the footer: data size, body size (compressed), body size (decoded)
 	tail -c 48 "$pack" | od -An -t u8 -w24 -N 24 | awk '{ print $1, $2, $3 }' >"$TMP/$key.footer"
 	if ((${RMSRC:-0})); then
@@ -200,23 +209,24 @@ measure() {
 	echo reset >"$STATS"
 	log "$key: stage"
 	"$RUNSTAT" -o "$TMP/$key.stage.rs" -- "$STAGER" stage --json -q "$SHARED/$key.tar.zst" "$W/dest" \
-		>"$TMP/$key.stage.json" || { log "$key: stager stage failed"; exit 1; }
+		>"$TMP/$key.stage.json" 2>"$TMP/$key.err" || { failed "$key" "stager stage failed"; return 1; }
 	quiet_fs
 	cp "$STATS" "$TMP/$key.stats"
 	[[ $(json_field "$TMP/$key.stage.json" hit) == false ]] ||
-		{ log "$key: the stage was not cold (\"hit\" is not false)"; exit 1; }
+		{ failed "$key" "the stage was not cold (\"hit\" is not false)"; return 1; }
 	local pf sf pc sc
 	pf=$(json_field "$TMP/$key.pack.json" files) sf=$(json_field "$TMP/$key.stage.json" files)
 	pc=$(json_field "$TMP/$key.pack.json" content_size) sc=$(json_field "$TMP/$key.stage.json" content_bytes)
 	[[ $pf == "$sf" && $pc == "$sc" ]] ||
-		{ log "$key: staged $sf files, $sc bytes; the pack holds $pf, $pc"; exit 1; }
+		{ failed "$key" "staged $sf files, $sc bytes; the pack holds $pf, $pc"; return 1; }
 	echo "$sf files, $sc bytes as in the pack" >"$TMP/$key.check"
 	if [[ -d $src ]] && ((sf <= 100000)); then
-		diff -r "$src" "$W/dest/" >/dev/null || { log "$key: the staged tree differs from the source"; exit 1; }
+		diff -r "$src" "$W/dest/" >/dev/null || { failed "$key" "the staged tree differs from the source"; return 1; }
 		echo "identical (diff -r)" >"$TMP/$key.check"
 	fi
 	"$STAGER" clean --all --quiet >/dev/null
 	rm -f "$W/dest"
+	touch "$TMP/$key.ok"
 	log "$key: pack $(field "$TMP/$key.pack.rs" wall) s, stage $(field "$TMP/$key.stage.rs" wall) s," \
 		"$(stat_of meta_ops) meta ops"
 }
@@ -227,17 +237,21 @@ for n in "${COUNTS[@]}"; do
 	log "$key: generating $(count "$n") files"
 	classes=$(((n + 999) / 1000))
 	"$GENDATA" images "$W/$key" --files "$n" --classes "$classes" --sizes 1K-4K --seed 1 2>"$TMP/$key.gen"
-	RMSRC=0 measure "$key" "$W/$key" "$OUT/scratch"
+	RMSRC=0 measure "$key" "$W/$key" "$OUT/scratch" || true
 	echo "$(du -s --apparent-size -B1 "$W/$key" | cut -f1)" >"$TMP/$key.bytes"
 	rm -rf "${W:?}/$key" "$BACK/$key.tar.zst"
 done
 
 # ---- size axis --------------------------------------------------------------------------
 SKIPPED=()
+# min_free's default, 5% of the file system (12.6 GiB of this VM's 252 GB
+# disk), would refuse the 50 GiB stage beside its pack on an 80 GB disk
+export STAGER_MIN_FREE=1G
 for m in "${SIZES_MIB[@]}"; do
 	key=size-$m
 	bytes=$((m * MiB))
-	# the source and its pack (a quarter, and some), with 4 GiB to spare
+	# the source and its pack (a quarter, and some), with 4 GiB to spare;
+	# then the pack and the staged copy (the source is removed first)
 	need=$((bytes + bytes * 3 / 10 + 4 * GiB))
 	have=$(free_bytes "$W")
 	if ((have < need)); then
@@ -248,8 +262,9 @@ for m in "${SIZES_MIB[@]}"; do
 	log "$key: generating $(hb "$bytes")"
 	"$GENDATA" shards "$W/$key" --count $((m / FILE_MIB)) --size "${FILE_MIB}M" --bits 2 --seed 1 2>"$TMP/$key.gen"
 	echo "$bytes" >"$TMP/$key.bytes"
-	RMSRC=1 measure "$key" "$W/$key" "$DISK/scratch"
-	rm -f "$BACK/$key.tar.zst"
+	RMSRC=1 measure "$key" "$W/$key" "$DISK/scratch" || true
+	chmod -R u+w "$W/$key" 2>/dev/null || true
+	rm -rf "${W:?}/$key" "$BACK/$key.tar.zst"
 done
 UPTIME_END=$(uptime)
 END_S=$(date +%s)
@@ -303,6 +318,7 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	p0= s0= x0=
 	for n in "${COUNTS[@]}"; do
+		[[ -e $TMP/files-$n.ok ]] || continue
 		figures "files-$n"
 		echo "| $(count "$n") | $(hb "$DATA_B") | $(hb "$PACK_B") | ${P_S} s |" \
 			"$(awk -v t="$P_S" -v n="$n" 'BEGIN { printf "%.1f", t * 1e6 / n }') | $(slope "$P_S" "$p0" "$n" "$x0") |" \
@@ -320,7 +336,7 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	p0= s0= x0=
 	for m in "${SIZES_MIB[@]}"; do
-		[[ -e $TMP/size-$m.stats ]] || continue
+		[[ -e $TMP/size-$m.ok ]] || continue
 		figures "size-$m"
 		g=$(awk -v m="$m" 'BEGIN { printf "%g", m / 1024 }')
 		echo "| $(hb "$DATA_B") | $((m / FILE_MIB)) | $(hb "$PACK_B") | ${P_S} s |" \
@@ -333,6 +349,12 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 	done
 	for s in "${SKIPPED[@]}"; do echo; echo "Skipped: $s."; done
 	for s in "${LEFT_OUT[@]}"; do echo; echo "Left out: $s."; done
+	if [[ -s $TMP/failures ]]; then
+		echo
+		echo "**Failed** (no row):"
+		echo
+		cat "$TMP/failures"
+	fi
 	echo
 	echo "Chart: CHART_NOTE"
 	echo
@@ -353,7 +375,8 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 		"then \`stager stage --json -q MNT/KEY.tar.zst DEST\` (its \"hit\" must be false), then the counters of" \
 		"\`MNT/.sharedfs-stats\` once no file is open. Both under \`bench/runstat\` (wall time from" \
 		"CLOCK_MONOTONIC, peak RSS from wait4). STAGER_SCRATCH_ROOT: $OUT_DESC for the file-count axis," \
-		"the disk for the size axis; STAGER_SITE_CONFIG=/dev/null; other STAGER_* and SLURM_* unset."
+		"the disk for the size axis; STAGER_MIN_FREE=1G for the size axis (the default, 5% of the disk, would refuse the 50 GiB" \
+		"stage beside its pack); STAGER_SITE_CONFIG=/dev/null; other STAGER_* and SLURM_* unset."
 	echo "- Shared filesystem: \`bench/sharedfs --delay-ms $DELAY_MS --bw $BW --attr-timeout $ATTR BACK MNT\`;" \
 		"every operation but read, write, flush and release is a metadata operation."
 	echo "- The pack reads the tree just generated: in the page cache where it fits (every file-count" \
@@ -392,3 +415,4 @@ fi
 sed "s|^Chart: CHART_NOTE\$|Chart: $CHART_NOTE|" "$TMP/results.md" >"$RESULTS"
 cat "$RESULTS"
 log "results written to ${RESULTS#"$ROOT"/}$([[ -f $CHART ]] && echo ", chart to ${CHART#"$ROOT"/}")"
+[[ ! -s $TMP/failures ]] || { log "some runs failed: see ${RESULTS#"$ROOT"/}"; exit 1; }
