@@ -56,7 +56,7 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps check-deps help bench-multinode bench-mount soak
+	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -65,7 +65,7 @@ lib: $(STATIC) $(SHARED)
 ifneq ($(filter deps,$(MAKECMDGOALS)),)
 DEPS_FIRST := deps
 endif
-CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount soak,$(MAKECMDGOALS)),test,build)
+CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount bench-scale soak,$(MAKECMDGOALS)),test,build)
 check-deps: | $(DEPS_FIRST)
 	@sh scripts/deps.sh check $(CHECK_LEVEL)
 
@@ -152,6 +152,10 @@ fuzz:
 
 bench: all $(TOOLS)
 	B=$(B) bash bench/run.sh
+# pack and cold-stage time, peak RSS and shared-FS operations over 1k to 1M
+# files and 1 to 50 GiB (bench/results-scale.md; ARGS=--quick, --max-gib N)
+bench-scale: all $(TOOLS)
+	B=$(B) bash bench/scale.sh $(ARGS)
 # the long form of the crash tests: 320 rounds of kill -9 at random
 # moments of stage, collect, push, pull and clean, over 200 of them
 # midway (make test runs 25)
@@ -227,6 +231,8 @@ help:
 	@echo "make bench-multinode  shared-FS load of 1 to 4 Slurm nodes (bench/multinode.md)"
 	@echo "make bench-mount  stager mount vs archivemount vs staging first: first file, random"
 	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md)"
+	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
+	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
 	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
 	@echo "make format     clang-format the sources (format-check to check)"

@@ -1,18 +1,22 @@
 /*
  * gendata - deterministic benchmark datasets for stager.
  *
- *   gendata images DIR [--files N] [--classes N] [--seed S]
- *   gendata shards DIR [--count N] [--size SIZE] [--seed S]
- *   gendata file PATH --size SIZE [--seed S]
+ *   gendata images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] [--seed S]
+ *   gendata shards DIR [--count N] [--size SIZE] [--bits B] [--seed S]
+ *   gendata file PATH --size SIZE [--bits B] [--seed S]
  *
  * images: an image-folder dataset, N files (default 20000) spread evenly
  *   over C class folders (default 100) class_000/ ..., named
  *   img_000000.jpg ...; sizes lognormal with median 8 KiB and sigma 1.0
- *   (mean about 13.5 KB), clamped to [256 B, 4 MiB].
+ *   (mean about 13.5 KB), clamped to [256 B, 4 MiB]; with --sizes, uniform
+ *   in [MIN, MAX] instead.
  * shards: N files shard_000.bin ... of SIZE bytes each (default 8 x 256M).
  * file:   one file of SIZE bytes (created or truncated).
  *
- * Contents are incompressible (xoshiro256** output).  The same arguments
+ * Contents are incompressible (xoshiro256** output); --bits B (1 to 8, default
+ * 8) keeps only the low B bits of each byte: B bits of entropy a byte, no
+ * repeats to find, so zstd compresses it to about B/8 by entropy coding alone
+ * (compressible, but not trivially: every byte goes through the coder).  The same arguments
  * and seed give byte-identical trees; every file and directory gets the
  * same fixed mtime (2024-01-01T00:00:00Z) so packs of them are reproducible.
  * DIR must not exist or be empty.  SIZE takes K, M, G, T (powers of 1024).
@@ -113,6 +117,23 @@ static void rng_fill(rng *r, unsigned char *buf, size_t n)
 	}
 }
 
+/* rng_fill, then only the low bits of each byte that mask keeps */
+static void fill(rng *r, unsigned char *buf, size_t n, uint64_t mask)
+{
+	rng_fill(r, buf, n);
+	if (mask == UINT64_MAX)
+		return;
+	size_t i = 0;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t v;
+		memcpy(&v, buf + i, 8);
+		v &= mask;
+		memcpy(buf + i, &v, 8);
+	}
+	for (; i < n; i++)
+		buf[i] &= (unsigned char)mask;
+}
+
 /* ---- errors ----------------------------------------------------------- */
 
 static void usage_error(const char *fmt, ...)
@@ -123,9 +144,9 @@ static void usage_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr,
-	        "\nusage: %s images DIR [--files N] [--classes N] [--seed S]\n"
-	        "       %s shards DIR [--count N] [--size SIZE] [--seed S]\n"
-	        "       %s file PATH --size SIZE [--seed S]\n",
+	        "\nusage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] [--seed S]\n"
+	        "       %s shards DIR [--count N] [--size SIZE] [--bits B] [--seed S]\n"
+	        "       %s file PATH --size SIZE [--bits B] [--seed S]\n",
 	        prog, prog, prog);
 	exit(EXIT_USAGE);
 }
@@ -199,6 +220,8 @@ typedef struct opts {
 	const char *cmd;
 	const char *path;
 	uint64_t files, classes, count, size, seed;
+	uint64_t min_size, max_size; /* --sizes; 0: lognormal */
+	uint64_t mask;               /* --bits, applied to every 8 bytes */
 	int have_size;
 } opts;
 
@@ -243,7 +266,23 @@ static void parse_args(int argc, char **argv, opts *o)
 			o->files = parse_u64(name, val);
 		else if (images && !strcmp(name, "--classes"))
 			o->classes = parse_u64(name, val);
-		else if (shards && !strcmp(name, "--count"))
+		else if (images && !strcmp(name, "--sizes")) {
+			const char *dash = strchr(val, '-');
+			if (!dash || dash == val || (size_t)(dash - val) >= 32)
+				usage_error("%s: want MIN-MAX, not '%s'", name, val);
+			char lo[32];
+			memcpy(lo, val, (size_t)(dash - val));
+			lo[dash - val] = '\0';
+			o->min_size = parse_size(name, lo);
+			o->max_size = parse_size(name, dash + 1);
+			if (o->min_size == 0 || o->min_size > o->max_size || o->max_size > IMG_MAX)
+				usage_error("%s: want 1 <= MIN <= MAX <= 4M, not '%s'", name, val);
+		} else if (!strcmp(name, "--bits")) {
+			uint64_t b = parse_u64(name, val);
+			if (b < 1 || b > 8)
+				usage_error("%s: want 1 to 8, not '%s'", name, val);
+			o->mask = 0x0101010101010101ULL * ((1u << b) - 1);
+		} else if (shards && !strcmp(name, "--count"))
 			o->count = parse_u64(name, val);
 		else if (!images && !strcmp(name, "--size")) {
 			o->size = parse_size(name, val);
@@ -328,7 +367,8 @@ static void write_all(int fd, const unsigned char *buf, size_t n, const char *pa
 }
 
 /* Write a file of size bytes of PRNG output. */
-static void gen_file(const char *path, uint64_t size, rng *r, unsigned char *buf, int excl)
+static void gen_file(const char *path, uint64_t size, rng *r, unsigned char *buf, int excl,
+                     uint64_t mask)
 {
 	int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (excl ? O_EXCL : O_TRUNC);
 	int fd = open(path, flags, 0644);
@@ -340,7 +380,7 @@ static void gen_file(const char *path, uint64_t size, rng *r, unsigned char *buf
 		io_error("cannot create", path);
 	while (size) {
 		size_t n = size < BUF_SIZE ? (size_t)size : BUF_SIZE;
-		rng_fill(r, buf, n);
+		fill(r, buf, n, mask);
 		write_all(fd, buf, n, path);
 		size -= n;
 	}
@@ -393,11 +433,16 @@ static void cmd_images(const opts *o, unsigned char *buf)
 		char *dir = join(o->path, name);
 		make_empty_dir(dir);
 		for (; i < end; i++) {
-			double s = exp(mu + IMG_SIGMA * rng_normal(&r));
-			uint64_t size = s < IMG_MIN ? IMG_MIN : s > IMG_MAX ? IMG_MAX : (uint64_t)s;
+			uint64_t size;
+			if (o->max_size) {
+				size = o->min_size + rng_next(&r) % (o->max_size - o->min_size + 1);
+			} else {
+				double s = exp(mu + IMG_SIGMA * rng_normal(&r));
+				size = s < IMG_MIN ? IMG_MIN : s > IMG_MAX ? IMG_MAX : (uint64_t)s;
+			}
 			snprintf(name, sizeof name, "img_%06" PRIu64 ".jpg", i);
 			char *p = join(dir, name);
-			gen_file(p, size, &r, buf, 1);
+			gen_file(p, size, &r, buf, 1, o->mask);
 			free(p);
 			total += size;
 		}
@@ -421,7 +466,7 @@ static void cmd_shards(const opts *o, unsigned char *buf)
 		char name[32];
 		snprintf(name, sizeof name, "shard_%03" PRIu64 ".bin", i);
 		char *p = join(o->path, name);
-		gen_file(p, o->size, &r, buf, 1);
+		gen_file(p, o->size, &r, buf, 1, o->mask);
 		free(p);
 	}
 	set_fixed_mtime(o->path);
@@ -434,17 +479,18 @@ static void cmd_file(const opts *o, unsigned char *buf)
 		usage_error("file: --size is required");
 	rng r;
 	rng_seed(&r, o->seed);
-	gen_file(o->path, o->size, &r, buf, 0);
+	gen_file(o->path, o->size, &r, buf, 0, o->mask);
 	summary("file", 1, o->size, o->path);
 }
 
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: %s images DIR [--files N] [--classes N] [--seed S]\n"
-		       "       %s shards DIR [--count N] [--size SIZE] [--seed S]\n"
-		       "       %s file PATH --size SIZE [--seed S]\n"
-		       "Deterministic, incompressible benchmark data (default seed 1).\n"
+		printf("usage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] [--seed S]\n"
+		       "       %s shards DIR [--count N] [--size SIZE] [--bits B] [--seed S]\n"
+		       "       %s file PATH --size SIZE [--bits B] [--seed S]\n"
+		       "Deterministic benchmark data (default seed 1), incompressible unless\n"
+		       "--bits B < 8 (B random bits a byte: zstd gets it to about B/8).\n"
 		       "SIZE takes K M G T (powers of 1024).  Exit: 0 ok, 1 usage, 7 I/O.\n",
 		       prog, prog, prog);
 		return 0;
@@ -456,7 +502,8 @@ int main(int argc, char **argv)
 	          .classes = 100,
 	          .count = 8,
 	          .size = 256ull << 20,
-	          .seed = 1};
+	          .seed = 1,
+	          .mask = UINT64_MAX};
 	if (strcmp(o.cmd, "images") && strcmp(o.cmd, "shards") && strcmp(o.cmd, "file"))
 		usage_error("unknown subcommand '%s'", o.cmd);
 	parse_args(argc, argv, &o);
