@@ -24,6 +24,9 @@
 #           (its cache, where a stage extracts to) is a tmpfs for the
 #           file-count axis (root: mounted with size= under the work
 #           directory; else the disk) and the disk for the size axis.
+#   mount   (file-count axis) stager mount of the same pack through
+#           sharedfs, cold, and cat of one of its files: the time to the
+#           first file, which must stay under a second at any size
 # The size axis's source is removed once packed (before the stage), to keep
 # the disk free: the stage is checked against the pack's file count and
 # bytes (stager checks every file's XXH3 as it extracts); the file-count
@@ -123,6 +126,7 @@ BACK=$W/back SHARED=$W/shared OUT=$W/out DISK=$W/disk TMP=$W/tmp
 log() { echo "scale.sh: $*" >&2; }
 cleanup() {
 	set +e
+	mountpoint -q "$W/mnt" 2>/dev/null && { "$STAGER" umount "$W/mnt" 2>/dev/null || fusermount3 -u -z "$W/mnt"; }
 	mountpoint -q "$SHARED" 2>/dev/null && { fusermount3 -u "$SHARED" 2>/dev/null || umount -l "$SHARED"; }
 	chmod -R u+w "$OUT" "$DISK" 2>/dev/null
 	mountpoint -q "$OUT" 2>/dev/null && umount "$OUT"
@@ -226,6 +230,20 @@ measure() {
 	fi
 	"$STAGER" clean --all --quiet >/dev/null
 	rm -f "$W/dest"
+	# the file-count axis: stager mount of the same pack, cold, until a
+	# file of it has been read (no index is built: a trailer read)
+	if [[ $key == files-* && -d $src ]]; then
+		local one
+		one=$(cd "$src" && find . -type f -print -quit)
+		mkdir -p "$W/mnt"
+		sleep "$SETTLE"
+		quiet_fs
+		"$RUNSTAT" -o "$TMP/$key.mount.rs" -- sh -c '"$1" mount -q "$2" "$3" && cat "$3/$4" >/dev/null' \
+			sh "$STAGER" "$SHARED/$key.tar.zst" "$W/mnt" "$one" 2>"$TMP/$key.err" ||
+			{ failed "$key" "stager mount failed"; return 1; }
+		cmp -s "$W/mnt/$one" "$src/$one" || { failed "$key" "the mount's '$one' differs"; return 1; }
+		"$STAGER" umount "$W/mnt" 2>>"$TMP/$key.err" || { failed "$key" "stager umount failed"; return 1; }
+	fi
 	touch "$TMP/$key.ok"
 	log "$key: pack $(field "$TMP/$key.pack.rs" wall) s, stage $(field "$TMP/$key.stage.rs" wall) s," \
 		"$(stat_of meta_ops) meta ops"
@@ -314,8 +332,8 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 	echo
 	echo "## Number of files (1 to 4 KiB each, 1,000 a folder; stage onto $OUT_DESC)"
 	echo
-	echo "| files | data | pack | pack time | µs/file | slope | pack RSS | manifest (stored) | pack RSS − manifest ≤ 64 MiB | stage time | µs/file | slope | stage RSS | stage RSS − manifest ≤ 64 MiB | meta ops | read from shared FS | check |"
-	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	echo "| files | data | pack | pack time | µs/file | slope | pack RSS | manifest (stored) | pack RSS − manifest ≤ 64 MiB | stage time | µs/file | slope | stage RSS | stage RSS − manifest ≤ 64 MiB | meta ops | read from shared FS | mount + first file (< 1 s) | check |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 	p0= s0= x0=
 	for n in "${COUNTS[@]}"; do
 		[[ -e $TMP/files-$n.ok ]] || continue
@@ -324,7 +342,9 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 			"$(awk -v t="$P_S" -v n="$n" 'BEGIN { printf "%.1f", t * 1e6 / n }') | $(slope "$P_S" "$p0" "$n" "$x0") |" \
 			"$(mib "$P_RSS") MiB | $(hb "$MAN_RAW") ($(hb "$MAN_Z")) | $(within "$P_RSS" "$MAN_RAW") |" \
 			"${S_S} s | $(awk -v t="$S_S" -v n="$n" 'BEGIN { printf "%.1f", t * 1e6 / n }') | $(slope "$S_S" "$s0" "$n" "$x0") |" \
-			"$(mib "$S_RSS") MiB | $(within "$S_RSS" "$MAN_RAW") | $META | $(hb "$READ_B") | $(cat "$TMP/files-$n.check") |"
+			"$(mib "$S_RSS") MiB | $(within "$S_RSS" "$MAN_RAW") | $META | $(hb "$READ_B") |" \
+			"$(awk -v t="$(field "$TMP/files-$n.mount.rs" wall)" 'BEGIN { if (t == "") print "—"; else printf "%.3f s%s", t, (t < 1 ? "" : " **over**") }') |" \
+			"$(cat "$TMP/files-$n.check") |"
 		printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$P_S" "$S_S" "$(mib "$P_RSS")" "$(mib "$S_RSS")" \
 			"$(awk -v m="$MAN_RAW" 'BEGIN { printf "%.3f", m / 1048576 }')" "$META" >>"$TMP/count.dat"
 		p0=$P_S s0=$S_S x0=$n

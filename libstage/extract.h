@@ -24,7 +24,7 @@ typedef struct ex_span {
 /* What an extraction takes from a pack, once its tree is known to be
  * safe. */
 typedef struct ex_plan {
-	stg_strmap map;    /* path -> entry */
+	stg_strmap map;    /* path -> entry, while planning (freed by stg__ex_plan) */
 	bool *sel;         /* the entries taken */
 	uint32_t *span_of; /* entry -> its span (NONE: within one frame) */
 	ex_span *spans;

@@ -199,6 +199,9 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 		XXH3_128bits_reset(sp->xs);
 		pl->span_of[i] = (uint32_t)(pl->n_spans - 1);
 	}
+	/* the paths' map served the checks and the selection; extraction does
+	 * not need it (32 MiB at a million entries) */
+	stg__strmap_free(&pl->map);
 	return STG_OK;
 }
 

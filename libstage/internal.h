@@ -282,11 +282,14 @@ bool stg__path_match(const char *pattern, const char *path);
 
 /* ---- a hash set of strings (path.c) ----------------------------------- */
 
+/* 16 bytes a slot: a map of a million paths is 32 MiB of slots */
 typedef struct stg_strslot {
-	const char *key; /* NULL: empty */
-	uint32_t len, val;
-	uint32_t tag; /* the top bits of the key's hash */
+	const char *key;  /* NULL: empty */
+	uint32_t val;
+	uint32_t lentag; /* the key's length (low STG_STRMAP_LEN_BITS bits), then
+	                  * the top bits of its hash */
 } stg_strslot;
+#define STG_STRMAP_LEN_BITS 20 /* keys are shorter than 1 MiB */
 
 typedef struct stg_strmap {
 	size_t cap, count;
@@ -295,7 +298,8 @@ typedef struct stg_strmap {
 
 int stg__strmap_init(stg_strmap *m, size_t expected);
 void stg__strmap_free(stg_strmap *m);
-/* Insert (key, val); key is not copied.  Returns 1 inserted, 0 present, -1 OOM. */
+/* Insert (key, val); key is not copied.  Returns 1 inserted, 0 present,
+ * -1 out of memory (or a key of 1 MiB or more). */
 int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val);
 /* Insert, or replace the value of an existing key; 0, or -1 OOM. */
 int stg__strmap_set(stg_strmap *m, const char *key, size_t len, uint32_t val);

@@ -134,9 +134,13 @@ static uint64_t hash(const char *s, size_t len)
 	return XXH3_64bits(s, len);
 }
 
-static uint32_t tag_of(uint64_t h)
+#define LEN_MASK ((1u << STG_STRMAP_LEN_BITS) - 1)
+
+/* The key's length and the top bits of its hash, as a slot keeps them. */
+static uint32_t lentag_of(uint64_t h, size_t len)
 {
-	return (uint32_t)(h >> 32);
+	return (uint32_t)(h >> (64 - (32 - STG_STRMAP_LEN_BITS))) << STG_STRMAP_LEN_BITS |
+	       (uint32_t)len;
 }
 
 int stg__strmap_init(stg_strmap *m, size_t expected)
@@ -163,11 +167,11 @@ void stg__strmap_free(stg_strmap *m)
 /* The slot of key, or the empty slot where it would go. */
 static stg_strslot *find(const stg_strmap *m, const char *key, size_t len, uint64_t h)
 {
-	uint32_t tag = tag_of(h);
+	uint32_t lt = lentag_of(h, len);
 	size_t i = h & (m->cap - 1);
 	for (;;) {
 		stg_strslot *s = &m->slots[i];
-		if (!s->key || (s->tag == tag && s->len == len && memcmp(s->key, key, len) == 0))
+		if (!s->key || (s->lentag == lt && memcmp(s->key, key, len) == 0))
 			return s;
 		i = (i + 1) & (m->cap - 1);
 	}
@@ -180,7 +184,8 @@ static int grow(stg_strmap *m)
 		return -1;
 	for (size_t i = 0; i < m->cap; i++)
 		if (m->slots[i].key)
-			stg__strmap_put(&n, m->slots[i].key, m->slots[i].len, m->slots[i].val);
+			stg__strmap_put(&n, m->slots[i].key, m->slots[i].lentag & LEN_MASK,
+			                m->slots[i].val);
 	stg__strmap_free(m);
 	*m = n;
 	return 0;
@@ -188,20 +193,20 @@ static int grow(stg_strmap *m)
 
 int stg__strmap_put(stg_strmap *m, const char *key, size_t len, uint32_t val)
 {
-	if ((m->count + 1) * 2 > m->cap && grow(m))
+	if (len > LEN_MASK || ((m->count + 1) * 2 > m->cap && grow(m)))
 		return -1;
 	uint64_t h = hash(key, len);
 	stg_strslot *s = find(m, key, len, h);
 	if (s->key)
 		return 0;
-	*s = (stg_strslot){key, (uint32_t)len, val, tag_of(h)};
+	*s = (stg_strslot){key, val, lentag_of(h, len)};
 	m->count++;
 	return 1;
 }
 
 uint32_t stg__strmap_get(const stg_strmap *m, const char *key, size_t len)
 {
-	if (!m->cap)
+	if (!m->cap || len > LEN_MASK)
 		return UINT32_MAX;
 	const stg_strslot *s = find(m, key, len, hash(key, len));
 	return s->key ? s->val : UINT32_MAX;

@@ -8,10 +8,9 @@
  *
  * Decoding treats every byte as hostile.  The order matters: the footer's
  * sizes are checked against the file size, the compressed body against its
- * XXH3-64, the body is decompressed into a buffer that grows only as real
- * output appears (capped by the declared size, itself capped), and every
- * count is checked against the decoded body's size before an array is
- * allocated.  Offsets are then checked for order and range, so that later
+ * XXH3-64, and the body is decompressed and parsed a piece at a time (never
+ * whole in memory); its counts are checked against its declared size before
+ * anything is read, and arrays grow only as their records really appear.  Offsets are then checked for order and range, so that later
  * stages (extraction, verification) may index without further checks.
  */
 #include "internal.h"
@@ -177,63 +176,80 @@ static stg_err bad(stg_ctx *ctx, const char *what)
 	return stg__fail(ctx, STG_ECORRUPT, "damaged pack: %s", what);
 }
 
-/* Decompress exactly raw bytes from src, growing the buffer only as output
- * appears. */
-static stg_err inflate_body(stg_ctx *ctx, const uint8_t *src, size_t len, size_t raw, uint8_t **out)
+/* The decoded body, taken in order a piece at a time: the whole of it is
+ * never in memory at once (a million entries make about 100 MiB). */
+#define BODY_CHUNK ((size_t)64 << 10)
+
+typedef struct body_in {
+	stg_ctx *ctx;
+	ZSTD_DStream *ds;
+	ZSTD_inBuffer in;
+	uint8_t *buf; /* decoded bytes not yet taken: buf[pos, len) */
+	size_t pos, len;
+	uint64_t made, raw; /* bytes decoded so far; the size the footer declares */
+	bool ended;         /* the zstd frame is complete */
+} body_in;
+
+/* Decode until at least n bytes (n <= BODY_CHUNK) are there; a pointer to
+ * them, taken.  NULL on error (said on ctx). */
+static const uint8_t *body_next(body_in *b, size_t n, stg_err *err)
 {
-	stg_err err = STG_OK;
-	ZSTD_DStream *ds = ZSTD_createDStream();
-	size_t cap = raw < (1u << 20) ? raw : (1u << 20);
-	uint8_t *buf = malloc(cap ? cap : 1);
-	if (!ds || !buf) {
-		err = stg__fail(ctx, STG_ENOMEM, "out of memory reading the trailer");
-		goto out;
-	}
-	/* bound the decoder's window too: a hostile frame header could ask for
-	 * a huge one */
-	ZSTD_DCtx_setParameter(ds, ZSTD_d_windowLogMax, 27);
-	ZSTD_inBuffer in = {src, len, 0};
-	ZSTD_outBuffer ob = {buf, cap, 0};
-	for (;;) {
-		size_t r = ZSTD_decompressStream(ds, &ob, &in);
+	while (b->len - b->pos < n) {
+		if (b->ended) {
+			*err = bad(b->ctx, "trailer body truncated");
+			return NULL;
+		}
+		if (b->pos) {
+			memmove(b->buf, b->buf + b->pos, b->len - b->pos);
+			b->len -= b->pos;
+			b->pos = 0;
+		}
+		ZSTD_outBuffer ob = {b->buf, BODY_CHUNK, b->len};
+		size_t r = ZSTD_decompressStream(b->ds, &ob, &b->in);
 		if (ZSTD_isError(r)) {
-			err = stg__fail(ctx, STG_ECORRUPT,
-			                "damaged pack: trailer does not decompress (%s)",
-			                ZSTD_getErrorName(r));
-			goto out;
+			*err = stg__fail(b->ctx, STG_ECORRUPT,
+			                 "damaged pack: trailer does not decompress (%s)",
+			                 ZSTD_getErrorName(r));
+			return NULL;
+		}
+		b->made += ob.pos - b->len;
+		b->len = ob.pos;
+		if (b->made > b->raw) {
+			*err = bad(b->ctx, "trailer body longer than its footer says");
+			return NULL;
 		}
 		if (r == 0)
-			break;
-		if (ob.pos == ob.size) {
-			if (ob.size == raw) {
-				err = bad(ctx, "trailer body longer than its footer says");
-				goto out;
-			}
-			size_t ncap = ob.size * 2 > raw ? raw : ob.size * 2;
-			uint8_t *nb = realloc(buf, ncap);
-			if (!nb) {
-				err = stg__fail(ctx, STG_ENOMEM,
-				                "out of memory reading the trailer");
-				goto out;
-			}
-			buf = nb;
-			ob.dst = buf;
-			ob.size = ncap;
-		} else if (in.pos == in.size) {
-			err = bad(ctx, "trailer body truncated");
-			goto out;
+			b->ended = true;
+		else if (ob.pos < ob.size && b->in.pos == b->in.size) {
+			*err = bad(b->ctx, "trailer body truncated");
+			return NULL;
 		}
 	}
-	if (ob.pos != raw || in.pos != in.size) {
-		err = bad(ctx, "trailer body size does not match its footer");
-		goto out;
+	const uint8_t *p = b->buf + b->pos;
+	b->pos += n;
+	return p;
+}
+
+/* Is the body over, exactly at its declared size, with its frame ended? */
+static stg_err body_end(body_in *b)
+{
+	while (!b->ended) {
+		ZSTD_outBuffer ob = {b->buf, BODY_CHUNK, 0};
+		size_t r = ZSTD_decompressStream(b->ds, &ob, &b->in);
+		if (ZSTD_isError(r))
+			return stg__fail(b->ctx, STG_ECORRUPT,
+			                 "damaged pack: trailer does not decompress (%s)",
+			                 ZSTD_getErrorName(r));
+		if (ob.pos)
+			return bad(b->ctx, "trailer body longer than its footer says");
+		if (r == 0)
+			b->ended = true;
+		else if (b->in.pos == b->in.size)
+			return bad(b->ctx, "trailer body truncated");
 	}
-	*out = buf;
-	buf = NULL;
-out:
-	free(buf);
-	ZSTD_freeDStream(ds);
-	return err;
+	if (b->len != b->pos || b->made != b->raw || b->in.pos != b->in.size)
+		return bad(b->ctx, "trailer body size does not match its footer");
+	return STG_OK;
 }
 
 static bool add_ok(uint64_t a, uint64_t b, uint64_t limit)
@@ -241,82 +257,80 @@ static bool add_ok(uint64_t a, uint64_t b, uint64_t limit)
 	return a <= limit && b <= limit - a;
 }
 
-static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t data_size,
-                          uint32_t version, stg_trailer *t)
+/* Room for n elements of size in *v (capacity *cap, at most max, the
+ * declared count): grown by doubling as elements really appear, so that a
+ * hostile count costs nothing until its bytes do; new room is zeroed. */
+static int room(void **v, size_t *cap, size_t n, size_t size, size_t max)
 {
-	if (raw < STG_BODY_HEADER_SIZE || memcmp(b, STG_BODY_MAGIC, 4))
-		return bad(ctx, "trailer body has no header");
-	if (stg__get32(b + 4) != version)
-		return bad(ctx, "trailer body version does not match its footer");
-	uint64_t nf = stg__get64(b + 8), ne = stg__get64(b + 16), nd = stg__get64(b + 24);
-	uint64_t names_size = stg__get64(b + 32);
-	t->tar_size = stg__get64(b + 40);
-	t->content_size = stg__get64(b + 48);
-	memcpy(t->digest, b + 56, STG_DIGEST_LEN);
-	t->version = version;
-	/* version 2: the packed directory's mode at 88 */
-	t->root_mode = version >= 2 ? stg__get32(b + 88) : 0;
-	if ((version < 2 && stg__get32(b + 88)) || stg__get32(b + 92) ||
-	    (t->root_mode & ~(STG_ROOT_MODE_SET | 07777u)) ||
-	    (t->root_mode && !(t->root_mode & STG_ROOT_MODE_SET)))
-		return bad(ctx, "trailer header has unknown fields set");
+	if (n <= *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	if (c < n)
+		c = n;
+	if (c > max)
+		c = max;
+	if (c < n)
+		return -1;
+	void *nv = realloc(*v, c * size);
+	if (!nv)
+		return -1;
+	memset((char *)nv + *cap * size, 0, (c - *cap) * size);
+	*v = nv;
+	*cap = c;
+	return 0;
+}
 
-	/* each count is bounded by the body's size before it is multiplied */
-	uint64_t left = raw - STG_BODY_HEADER_SIZE;
-	size_t frame_rec = version >= 3 ? STG_FRAME_REC_SIZE : STG_FRAME_REC_SIZE_2;
-	if (nf > left / frame_rec)
-		return bad(ctx, "frame count exceeds the trailer");
-	left -= nf * frame_rec;
-	if (ne > left / STG_ENTRY_REC_SIZE)
-		return bad(ctx, "entry count exceeds the trailer");
-	left -= ne * STG_ENTRY_REC_SIZE;
-	if (nd > left / STG_DELTA_REC_SIZE)
-		return bad(ctx, "delta count exceeds the trailer");
-	left -= nd * STG_DELTA_REC_SIZE;
-	if (names_size != left)
-		return bad(ctx, "trailer sections do not add up to its size");
-	if (nf == 0)
-		return bad(ctx, "no frames");
-
-	t->n_frames = nf;
-	t->n_entries = ne;
-	t->n_deltas = nd;
-	t->frames = calloc(nf, sizeof *t->frames);
-	t->recs = calloc(ne ? ne : 1, sizeof *t->recs);
-	t->deltas = calloc(nd ? nd : 1, sizeof *t->deltas);
-	/* names with a NUL after each string */
-	t->names = malloc(names_size + 2 * ne + nd + 1);
-	if (!t->frames || !t->recs || !t->deltas || !t->names)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory reading the trailer");
-
-	const uint8_t *p = b + STG_BODY_HEADER_SIZE;
+/* The frame records, checked for order and range. */
+static stg_err parse_frames(body_in *b, uint64_t nf, uint64_t data_size, stg_trailer *t)
+{
+	stg_err err = STG_OK;
+	size_t frame_rec = t->version >= 3 ? STG_FRAME_REC_SIZE : STG_FRAME_REC_SIZE_2;
+	size_t cap = 0;
 	uint64_t coff = 0, roff = 0;
-	for (size_t i = 0; i < nf; i++, p += frame_rec) {
+	for (size_t i = 0; i < nf; i++) {
+		const uint8_t *p = body_next(b, frame_rec, &err);
+		if (!p)
+			return err;
+		if (room((void **)&t->frames, &cap, i + 1, sizeof *t->frames, nf))
+			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_frame *f = &t->frames[i];
 		f->comp_off = stg__get64(p);
 		f->comp_size = stg__get64(p + 8);
 		f->raw_off = stg__get64(p + 16);
 		f->raw_size = stg__get64(p + 24);
-		if (version >= 3)
+		if (t->version >= 3)
 			memcpy(f->xxh3, p + 32, 16);
 		if (f->comp_off != coff || f->raw_off != roff)
-			return bad(ctx, "frame table is not contiguous");
+			return bad(b->ctx, "frame table is not contiguous");
 		if (f->comp_size == 0 || !add_ok(coff, f->comp_size, data_size))
-			return bad(ctx, "frame table runs past the data");
+			return bad(b->ctx, "frame table runs past the data");
 		if (f->raw_size == 0 || f->raw_size > STG_FRAME_RAW_MAX)
-			return bad(ctx, "frame larger than a reader accepts");
+			return bad(b->ctx, "frame larger than a reader accepts");
 		coff += f->comp_size;
 		roff += f->raw_size;
+		t->n_frames = i + 1;
 	}
 	if (coff != data_size)
-		return bad(ctx, "frame table does not cover the data");
+		return bad(b->ctx, "frame table does not cover the data");
 	if (roff != t->tar_size)
-		return bad(ctx, "frame table does not match the tar size");
+		return bad(b->ctx, "frame table does not match the tar size");
+	return STG_OK;
+}
 
-	const uint8_t *names = b + raw - names_size;
-	size_t mo = 0; /* offset in t->names */
-	uint64_t content = 0, prev_end = 0, next_name = 0;
-	for (size_t i = 0; i < ne; i++, p += STG_ENTRY_REC_SIZE) {
+/* The entry records; their names come later in the body (path_off is the
+ * offset in the name table until then). */
+static stg_err parse_entries(body_in *b, uint64_t ne, uint64_t names_size, stg_trailer *t,
+                             uint64_t *next_name)
+{
+	stg_err err = STG_OK;
+	size_t cap = 0;
+	uint64_t content = 0, prev_end = 0;
+	for (size_t i = 0; i < ne; i++) {
+		const uint8_t *p = body_next(b, STG_ENTRY_REC_SIZE, &err);
+		if (!p)
+			return err;
+		if (room((void **)&t->recs, &cap, i + 1, sizeof *t->recs, ne))
+			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_rec *r = &t->recs[i];
 		r->tar_off = stg__get64(p);
 		r->data_off = stg__get64(p + 8);
@@ -324,78 +338,175 @@ static stg_err parse_body(stg_ctx *ctx, const uint8_t *b, size_t raw, uint64_t d
 		r->mtime = (int64_t)stg__get64(p + 24);
 		r->mtime_nsec = stg__get32(p + 32);
 		r->mode = stg__get32(p + 36);
-		uint64_t poff = stg__get64(p + 40);
+		r->path_off = stg__get64(p + 40);
 		r->path_len = stg__get32(p + 48);
 		r->link_len = stg__get32(p + 52);
 		r->type = p[56];
 		memcpy(r->xxh3, p + 64, 16);
 		static const uint8_t zero[7];
 		if (memcmp(p + 57, zero, 7))
-			return bad(ctx, "entry has reserved bytes set");
+			return bad(b->ctx, "entry has reserved bytes set");
+		t->n_entries = i + 1;
 
 		if (r->type < STG_FILE || r->type > STG_HARDLINK)
-			return bad(ctx, "entry of unknown type");
+			return bad(b->ctx, "entry of unknown type");
 		if (r->mode & ~07777u || r->mtime_nsec >= 1000000000u)
-			return bad(ctx, "entry with invalid mode or time");
+			return bad(b->ctx, "entry with invalid mode or time");
 		if (r->tar_off < prev_end || r->data_off < r->tar_off ||
 		    r->data_off - r->tar_off < 512 || !add_ok(r->data_off, r->size, t->tar_size))
-			return bad(ctx, "entry offsets out of order or range");
+			return bad(b->ctx, "entry offsets out of order or range");
 		prev_end = r->data_off + r->size;
 		if (r->type != STG_FILE && r->size)
-			return bad(ctx, "non-file entry with content");
+			return bad(b->ctx, "non-file entry with content");
 		if ((r->type == STG_SYMLINK || r->type == STG_HARDLINK) != (r->link_len > 0))
-			return bad(ctx, "link entry without target, or target on a non-link");
+			return bad(b->ctx, "link entry without target, or target on a non-link");
 		/* names lie in entry order, so the table is read once and the
 		 * decoded copy cannot outgrow it */
 		if (r->path_len == 0 || r->path_len > STG_PATH_MAX || r->link_len > STG_PATH_MAX ||
-		    poff != next_name ||
-		    !add_ok(poff, (uint64_t)r->path_len + r->link_len, names_size))
-			return bad(ctx, "entry name out of range");
-		next_name = poff + r->path_len + r->link_len;
-		if (!stg__path_ok((const char *)names + poff, r->path_len))
-			return bad(ctx, "entry with an unsafe or malformed path");
-		if (memchr(names + poff + r->path_len, 0, r->link_len))
-			return bad(ctx, "link target contains a NUL byte");
-		if (r->type == STG_HARDLINK &&
-		    !stg__path_ok((const char *)names + poff + r->path_len, r->link_len))
-			return bad(ctx, "hardlink with an unsafe target");
-		memcpy(t->names + mo, names + poff, r->path_len);
-		t->names[mo + r->path_len] = '\0';
-		memcpy(t->names + mo + r->path_len + 1, names + poff + r->path_len, r->link_len);
-		t->names[mo + r->path_len + 1 + r->link_len] = '\0';
-		r->path_off = mo;
-		mo += r->path_len + r->link_len + 2;
+		    r->path_off != *next_name ||
+		    !add_ok(r->path_off, (uint64_t)r->path_len + r->link_len, names_size))
+			return bad(b->ctx, "entry name out of range");
+		*next_name = r->path_off + r->path_len + r->link_len;
 		if (r->type == STG_FILE)
 			content += r->size;
 	}
 	if (content != t->content_size)
-		return bad(ctx, "content total does not match the manifest");
+		return bad(b->ctx, "content total does not match the manifest");
 	if (prev_end > t->tar_size)
-		return bad(ctx, "entries run past the tar stream");
+		return bad(b->ctx, "entries run past the tar stream");
+	return STG_OK;
+}
 
-	for (size_t i = 0; i < nd; i++, p += STG_DELTA_REC_SIZE) {
+static stg_err parse_deltas(body_in *b, uint64_t nd, uint64_t names_size, stg_trailer *t,
+                            uint64_t *next_name)
+{
+	stg_err err = STG_OK;
+	size_t cap = 0;
+	for (size_t i = 0; i < nd; i++) {
+		const uint8_t *p = body_next(b, STG_DELTA_REC_SIZE, &err);
+		if (!p)
+			return err;
+		if (room((void **)&t->deltas, &cap, i + 1, sizeof *t->deltas, nd))
+			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_delta_rec *d = &t->deltas[i];
 		memcpy(d->base, p, STG_DIGEST_LEN);
 		uint64_t noff = stg__get64(p + 32);
 		d->name_len = stg__get32(p + 40);
+		t->n_deltas = i + 1;
 		if (stg__get32(p + 44) != 0)
-			return bad(ctx, "delta record has reserved bytes set");
-		if (d->name_len == 0 || d->name_len > 255 || noff != next_name ||
+			return bad(b->ctx, "delta record has reserved bytes set");
+		if (d->name_len == 0 || d->name_len > 255 || noff != *next_name ||
 		    !add_ok(noff, d->name_len, names_size))
-			return bad(ctx, "delta record name out of range");
-		next_name = noff + d->name_len;
-		if (!stg__path_ok((const char *)names + noff, d->name_len) ||
-		    memchr(names + noff, '/', d->name_len))
-			return bad(ctx, "delta record with an unsafe name");
-		memcpy(t->names + mo, names + noff, d->name_len);
+			return bad(b->ctx, "delta record name out of range");
+		*next_name = noff + d->name_len;
+	}
+	if (*next_name != names_size)
+		return bad(b->ctx, "name table has bytes no entry uses");
+	return STG_OK;
+}
+
+/* The name table, in the order of the entries and then the delta records
+ * that use it: each name checked and copied with a NUL after it. */
+static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
+{
+	stg_err err = STG_OK;
+	size_t cap = 0, mo = 0;
+	/* each name with a NUL after it: no more than this */
+	size_t max = (size_t)names_size + 2 * t->n_entries + t->n_deltas + 1;
+	for (size_t i = 0; i < t->n_entries; i++) {
+		stg_rec *r = &t->recs[i];
+		size_t n = (size_t)r->path_len + r->link_len;
+		const uint8_t *nm = body_next(b, n, &err);
+		if (!nm)
+			return err;
+		if (!stg__path_ok((const char *)nm, r->path_len))
+			return bad(b->ctx, "entry with an unsafe or malformed path");
+		if (memchr(nm + r->path_len, 0, r->link_len))
+			return bad(b->ctx, "link target contains a NUL byte");
+		if (r->type == STG_HARDLINK && !stg__path_ok((const char *)nm + r->path_len, r->link_len))
+			return bad(b->ctx, "hardlink with an unsafe target");
+		if (room((void **)&t->names, &cap, mo + n + 2, 1, max))
+			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+		memcpy(t->names + mo, nm, r->path_len);
+		t->names[mo + r->path_len] = '\0';
+		memcpy(t->names + mo + r->path_len + 1, nm + r->path_len, r->link_len);
+		t->names[mo + n + 1] = '\0';
+		r->path_off = mo;
+		mo += n + 2;
+	}
+	for (size_t i = 0; i < t->n_deltas; i++) {
+		stg_delta_rec *d = &t->deltas[i];
+		const uint8_t *nm = body_next(b, d->name_len, &err);
+		if (!nm)
+			return err;
+		if (!stg__path_ok((const char *)nm, d->name_len) || memchr(nm, '/', d->name_len))
+			return bad(b->ctx, "delta record with an unsafe name");
+		if (room((void **)&t->names, &cap, mo + d->name_len + 1, 1, max))
+			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+		memcpy(t->names + mo, nm, d->name_len);
 		t->names[mo + d->name_len] = '\0';
 		d->name_off = mo;
 		mo += d->name_len + 1;
 	}
-	if (next_name != names_size)
-		return bad(ctx, "name table has bytes no entry uses");
+	if (room((void **)&t->names, &cap, mo + 1, 1, max))
+		return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+	t->names[mo] = '\0';
 	t->names_len = mo;
 	return STG_OK;
+}
+
+static stg_err parse_body(body_in *b, uint64_t data_size, uint32_t version, stg_trailer *t)
+{
+	stg_err err = STG_OK;
+	if (b->raw < STG_BODY_HEADER_SIZE)
+		return bad(b->ctx, "trailer body has no header");
+	const uint8_t *h = body_next(b, STG_BODY_HEADER_SIZE, &err);
+	if (!h)
+		return err;
+	if (memcmp(h, STG_BODY_MAGIC, 4))
+		return bad(b->ctx, "trailer body has no header");
+	if (stg__get32(h + 4) != version)
+		return bad(b->ctx, "trailer body version does not match its footer");
+	uint64_t nf = stg__get64(h + 8), ne = stg__get64(h + 16), nd = stg__get64(h + 24);
+	uint64_t names_size = stg__get64(h + 32);
+	t->tar_size = stg__get64(h + 40);
+	t->content_size = stg__get64(h + 48);
+	memcpy(t->digest, h + 56, STG_DIGEST_LEN);
+	t->version = version;
+	/* version 2: the packed directory's mode at 88 */
+	t->root_mode = version >= 2 ? stg__get32(h + 88) : 0;
+	if ((version < 2 && stg__get32(h + 88)) || stg__get32(h + 92) ||
+	    (t->root_mode & ~(STG_ROOT_MODE_SET | 07777u)) ||
+	    (t->root_mode && !(t->root_mode & STG_ROOT_MODE_SET)))
+		return bad(b->ctx, "trailer header has unknown fields set");
+
+	/* the counts must add up to the declared size before any is read */
+	uint64_t left = b->raw - STG_BODY_HEADER_SIZE;
+	size_t frame_rec = version >= 3 ? STG_FRAME_REC_SIZE : STG_FRAME_REC_SIZE_2;
+	if (nf > left / frame_rec)
+		return bad(b->ctx, "frame count exceeds the trailer");
+	left -= nf * frame_rec;
+	if (ne > left / STG_ENTRY_REC_SIZE)
+		return bad(b->ctx, "entry count exceeds the trailer");
+	left -= ne * STG_ENTRY_REC_SIZE;
+	if (nd > left / STG_DELTA_REC_SIZE)
+		return bad(b->ctx, "delta count exceeds the trailer");
+	left -= nd * STG_DELTA_REC_SIZE;
+	if (names_size != left)
+		return bad(b->ctx, "trailer sections do not add up to its size");
+	if (nf == 0)
+		return bad(b->ctx, "no frames");
+
+	uint64_t next_name = 0;
+	if ((err = parse_frames(b, nf, data_size, t)) ||
+	    (err = parse_entries(b, ne, names_size, t, &next_name)) ||
+	    (err = parse_deltas(b, nd, names_size, t, &next_name)) || (err = parse_names(b, names_size, t)))
+		return err;
+	/* at least one element each, as the readers expect */
+	if ((!t->recs && !(t->recs = calloc(1, sizeof *t->recs))) ||
+	    (!t->deltas && !(t->deltas = calloc(1, sizeof *t->deltas))))
+		return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+	return body_end(b);
 }
 
 stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
@@ -446,13 +557,23 @@ stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, 
 	if (XXH3_64bits(body, (size_t)body_size) != check)
 		return bad(ctx, "trailer checksum mismatch");
 
-	uint8_t *raw = NULL;
-	stg_err err = inflate_body(ctx, body, (size_t)body_size, (size_t)body_raw, &raw);
-	if (err == STG_OK) {
+	body_in b = {.ctx = ctx,
+	             .ds = ZSTD_createDStream(),
+	             .in = {body, (size_t)body_size, 0},
+	             .buf = malloc(BODY_CHUNK),
+	             .raw = body_raw};
+	stg_err err = STG_OK;
+	if (!b.ds || !b.buf)
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory reading the trailer");
+	else {
+		/* bound the decoder's window too: a hostile frame header could
+		 * ask for a huge one */
+		ZSTD_DCtx_setParameter(b.ds, ZSTD_d_windowLogMax, 27);
 		t->data_size = data_size;
-		err = parse_body(ctx, raw, (size_t)body_raw, data_size, version, t);
+		err = parse_body(&b, data_size, version, t);
 	}
-	free(raw);
+	free(b.buf);
+	ZSTD_freeDStream(b.ds);
 	if (err)
 		stg__trailer_free(t);
 	return err;

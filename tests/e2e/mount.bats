@@ -281,6 +281,39 @@ server_pid() {
 	fusermount3 -u shared
 }
 
+@test "mount: reads are paced by --bwlimit and hold a reader slot only while they read" {
+	mkdir src other third
+	head -c 6000000 /dev/urandom >src/big
+	head -c 2000000 /dev/urandom >other/f
+	head -c 2000000 /dev/urandom >third/f
+	stager pack -q src -o p.tar.zst --frame-size 1M
+	stager pack -q other -o o.tar.zst
+	stager pack -q third -o t.tar.zst
+	export STAGER_SLOT_DIR=$T/slots STAGER_MAX_READERS_PER_NODE=1
+	stager mount --bwlimit 2M p.tar.zst mnt
+	t0=$(date +%s.%N)
+	cat mnt/big >got &
+	reader=$!
+	PIDS=$reader
+	sleep 0.5
+	# the node's one slot is the mount's while it reads: a stage waits for it
+	"$STAGER" stage -v o.tar.zst s1 >/dev/null 2>stage1.err
+	wait "$reader"
+	t=$(echo "$(date +%s.%N) - $t0" | bc -l)
+	echo "6 MB read at --bwlimit 2M in $t s"
+	cmp got src/big
+	grep -q "waiting for a shared-FS slot" stage1.err
+	# 6 MB at 2 MB/s, less the burst allowed at the start
+	[ "$(echo "$t >= 2.4" | bc -l)" -eq 1 ]
+	# idle, the mount gives its slot back: the next stage does not wait
+	sleep 2
+	"$STAGER" stage -v t.tar.zst s2 >/dev/null 2>stage2.err
+	! grep -q "waiting for a shared-FS slot" stage2.err || false
+	diff -r other s1
+	diff -r third s2
+	stager umount mnt
+}
+
 @test "run --mount: the command reads the pack at STAGER_MOUNT, which goes after it, also after SIGTERM" {
 	mkdir src && head -c 3000000 /dev/urandom >src/big && echo x >src/f
 	stager pack -q src -o p.tar.zst --frame-size 256K
