@@ -16,6 +16,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -202,6 +205,12 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 	/* the paths' map served the checks and the selection; extraction does
 	 * not need it (32 MiB at a million entries) */
 	stg__strmap_free(&pl->map);
+#ifdef __GLIBC__
+	/* and its pages go back now: glibc keeps freed blocks below its
+	 * (growing) mmap threshold in the heap, counted in the process's
+	 * memory for the whole extraction */
+	malloc_trim(0);
+#endif
 	return STG_OK;
 }
 

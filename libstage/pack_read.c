@@ -5,6 +5,10 @@
  */
 #include "pace.h"
 
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -70,6 +74,13 @@ static stg_err read_trailer(stg_ctx *ctx, stg_pack *p)
 	err = stg__trailer_decode(ctx, tail, need, p->size, &p->t, &need);
 	if (!err && need)
 		err = stg__fail(ctx, STG_ECORRUPT, "damaged pack: trailer size changed");
+	free(tail);
+#ifdef __GLIBC__
+	/* a large trailer's buffers go back to the system now, not at exit
+	 * (glibc keeps freed blocks below its growing mmap threshold) */
+	malloc_trim(0);
+#endif
+	return err;
 out:
 	free(tail);
 	return err;

@@ -6,7 +6,6 @@
  */
 #include "cli.h"
 
-#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -460,13 +459,6 @@ int main(int argc, char **argv)
 		rl.rlim_cur = rl.rlim_max > 65536 ? 65536 : rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
-#ifdef M_MMAP_THRESHOLD
-	/* blocks of 1 MiB and more mapped, and given back when freed: glibc's
-	 * own threshold grows with the blocks freed, and a pack's trailer, its
-	 * path map and the like then stay in the heap after use (a stage of
-	 * 200,000 files peaked at 83 MiB instead of 65) */
-	mallopt(M_MMAP_THRESHOLD, 1 << 20);
-#endif
 	int i = 1;
 	/* global options before the command */
 	for (; i < argc && argv[i][0] == '-'; i++) {
