@@ -295,10 +295,10 @@ server_pid() {
 	cat mnt/big >got &
 	reader=$!
 	PIDS=$reader
-	sleep 0.5
+	wait_until 10 test -s got
 	# the node's one slot is the mount's while it reads: a stage waits for it
 	"$STAGER" stage -v o.tar.zst s1 >/dev/null 2>stage1.err
-	wait "$reader"
+	wait_pid "$reader" 30
 	t=$(echo "$(date +%s.%N) - $t0" | bc -l)
 	echo "6 MB read at --bwlimit 2M in $t s"
 	cmp got src/big
@@ -306,7 +306,7 @@ server_pid() {
 	# 6 MB at 2 MB/s, less the burst allowed at the start
 	[ "$(echo "$t >= 2.4" | bc -l)" -eq 1 ]
 	# idle, the mount gives its slot back: the next stage does not wait
-	sleep 2
+	sleep 2 # check-tests: the mount gives its slot back after 1 s without a read
 	"$STAGER" stage -v t.tar.zst s2 >/dev/null 2>stage2.err
 	! grep -q "waiting for a shared-FS slot" stage2.err || false
 	diff -r other s1
