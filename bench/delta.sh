@@ -36,6 +36,8 @@ while (($#)); do
 done
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 B=${B:-build}
 [[ $B == /* ]] || B=$ROOT/$B
 B=$(cd "$B" && pwd)
@@ -70,8 +72,7 @@ if (($(id -u) == 0)) && mount -t tmpfs -o size=8G tmpfs "$OUT" 2>/dev/null; then
 	OUT_DESC="a tmpfs"
 fi
 
-while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
-unset SLURM_JOB_ID SLURM_TMPDIR
+bench_clean_env
 export STAGER_SCRATCH_ROOT=$OUT/scratch STAGER_SITE_CONFIG=/dev/null
 export STAGER_SLOT_DIR=$W/slots XDG_CONFIG_HOME=$W/no-config
 
@@ -113,7 +114,6 @@ done
 
 # the page cache holds the backing files, as in run.sh: the cost model is
 # sharedfs's, not this machine's disk
-warm() { find "$@" -type f -exec cat {} + >/dev/null; }
 declare -A DELTA_B PACK_B
 for ds in images image; do
 	"$STAGER" pack -q "$BACK/$ds-v1" -o "$BACK/$ds-v1.tar.zst" >/dev/null
@@ -198,7 +198,6 @@ for ((i = 1; i <= REPS; i++)); do
 done
 
 # ---- report ----------------------------------------------------------------------
-median() { sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 hb() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else printf "%.1f KiB", b / 1024 }'; }
 spread() { sort -g "$1" | awk 'NR == 1 { lo = $1 } { hi = $1 } END { printf "%.3f–%.3f s", lo, hi }'; }
 meets() { if ((QUICK)); then echo "(quick)"; else awk -v r="$1" -v t="$2" 'BEGIN { print (r != "—" && r + 0 <= t + 0) ? "yes" : "**no**" }'; fi; }

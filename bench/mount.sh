@@ -83,6 +83,8 @@ fi
 [[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "mount.sh: --reps wants a positive integer, not '$REPS'" >&2; exit 1; }
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 cd "$ROOT"
 B=${B:-build}
 [[ $B == /* ]] || B=$ROOT/$B
@@ -206,8 +208,7 @@ mount -t tmpfs -o size=$OUT_SIZE tmpfs "$OUT" || die "cannot mount a tmpfs on $O
 
 # stager's settings: nothing from this machine's files or environment (as
 # in run.sh); the mount's process, like a stage, runs with these
-while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
-unset SLURM_JOB_ID SLURM_TMPDIR
+bench_clean_env
 SCRATCH=$OUT/scratch
 export STAGER_SCRATCH_ROOT=$SCRATCH STAGER_SITE_CONFIG=/dev/null
 export STAGER_SLOT_DIR=$WORK/slots XDG_CONFIG_HOME=$WORK/no-config
@@ -218,18 +219,6 @@ T_START=$(date +%s)
 
 # ---- helpers (those of run.sh) ----------------------------------------------------
 
-# limited CMD...: CMD under timeout; LIMIT_RC its status; what is left of
-# its process group is killed after a time-out
-limited() {
-	timeout -k 10 "$TIMEOUT" "$@" </dev/null &
-	CUR_PGID=$!
-	LIMIT_RC=0
-	wait "$CUR_PGID" || LIMIT_RC=$?
-	if ((LIMIT_RC == 124 || LIMIT_RC == 137)); then
-		kill -KILL -- "-$CUR_PGID" 2>/dev/null || true
-	fi
-	CUR_PGID=
-}
 # fail LABEL WHY: record a failed run (left out of the figures)
 fail() {
 	echo "$2" >>"$TMP/$1.fail"
@@ -287,7 +276,6 @@ sfs_timed() {
 	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
 	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
 }
-warm() { cat "$@" >/dev/null; }
 empty_cache() {
 	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
 	((LIMIT_RC == 0)) || { log "WARNING: stager clean --all failed (status $LIMIT_RC)"; head -n 3 "$TMP/clean.err" >&2; }
@@ -335,22 +323,6 @@ cold_hit() {
 }
 check_of() { if [[ -s $TMP/$1.check ]]; then cat "$TMP/$1.check"; else echo "not checked"; fi; }
 
-order() { # I TOOL...: rotated by I-1, reversed in even repetitions
-	local i=$1 n k
-	shift
-	local t=("$@") o=()
-	n=${#t[@]}
-	for ((k = 0; k < n; k++)); do o+=("${t[(k + i - 1) % n]}"); done
-	if ((i % 2 == 0)); then
-		for ((k = n - 1; k >= 0; k--)); do echo "${o[k]}"; done
-	else
-		printf '%s\n' "${o[@]}"
-	fi
-}
-
-median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
-maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
 nlines() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 raw() { if [[ -s $1 ]]; then paste -sd' ' "$1"; else echo "(none)"; fi; }
 bytes_h() { awk -v b="$1" 'BEGIN { if (b == "NA" || b == "") print "—"; else if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else if (b >= 1024) printf "%.1f KiB", b / 1024; else printf "%d B", b }'; }

@@ -91,6 +91,8 @@ if ! [[ $REPS =~ ^[1-9][0-9]*$ ]]; then
 fi
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 cd "$ROOT"
 B=${B:-build}
 KEEP=${KEEP:-0}
@@ -242,8 +244,7 @@ fi
 # benchmark's own.  A stage pins its cache entry for its parent process (or
 # the Slurm job, hence the unset): every stage below runs under runstat or
 # timeout, gone right after, so `stager clean --all` can empty the cache.
-while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
-unset SLURM_JOB_ID SLURM_TMPDIR
+bench_clean_env
 SCRATCH=$OUT/scratch
 export STAGER_SCRATCH_ROOT=$SCRATCH STAGER_SITE_CONFIG=/dev/null
 export STAGER_SLOT_DIR=$WORK/slots XDG_CONFIG_HOME=$WORK/no-config
@@ -251,21 +252,7 @@ mkdir -p "$SCRATCH"
 
 # ---- helpers ------------------------------------------------------------------
 
-# limited CMD...: run CMD under timeout; LIMIT_RC is its status.  timeout
-# puts itself in a process group of its own, so after a time-out (or when the
-# suite is interrupted) we kill what is left of that group: a command that
-# ignores SIGTERM would outlive runstat.
-CUR_PGID=
-limited() {
-	timeout -k 10 "$TIMEOUT" "$@" </dev/null &
-	CUR_PGID=$!
-	LIMIT_RC=0
-	wait "$CUR_PGID" || LIMIT_RC=$?
-	if ((LIMIT_RC == 124 || LIMIT_RC == 137)); then
-		kill -KILL -- "-$CUR_PGID" 2>/dev/null || true
-	fi
-	CUR_PGID=
-}
+# limited, warm, order, json_field, median, minof, maxof: bench/lib.sh
 
 # timed LABEL CMD...: sync (unless NOSYNC=1), run CMD under runstat (and
 # timeout).  On success append its wall seconds to $TMP/LABEL.wall and its
@@ -360,9 +347,6 @@ sfs_timed() {
 }
 
 # stats over a LABEL's runs (file $TMP/LABEL.KIND, one number a line)
-median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
-maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
-minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
 med() { median "$TMP/$1.$2"; }
 nlines() { if [[ -f $1 ]]; then wc -l <"$1"; else echo 0; fi; }
 nfail() { nlines "$1"; }
@@ -408,23 +392,6 @@ met() {
 	if ((QUICK)); then echo "(quick)"; return; fi
 	awk -v r="$r" -v t="$t" 'BEGIN { if (r == "—" || r == "NA") print "—"; else print (r + 0 <= t + 0) ? "yes" : "**no**" }'
 }
-warm() { find "$@" -type f -exec cat {} + >/dev/null; }
-# order I TOOL...: the tools in the order of repetition I: rotated by I-1,
-# reversed in even repetitions
-order() {
-	local i=$1 n k
-	shift
-	local t=("$@") o=()
-	n=${#t[@]}
-	for ((k = 0; k < n; k++)); do o+=("${t[(k + i - 1) % n]}"); done
-	if ((i % 2 == 0)); then
-		for ((k = n - 1; k >= 0; k--)); do echo "${o[k]}"; done
-	else
-		printf '%s\n' "${o[@]}"
-	fi
-}
-# json_field FILE FIELD: a number or true/false from a --json output
-json_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$1" 2>/dev/null | sed -n 1p; }
 empty_cache() {
 	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
 	if ((LIMIT_RC)); then

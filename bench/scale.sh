@@ -75,6 +75,8 @@ while (($#)); do
 done
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck source=bench/lib.sh
+. "$ROOT/bench/lib.sh"
 cd "$ROOT"
 B=${B:-build}
 [[ $B == /* ]] || B=$ROOT/$B
@@ -157,8 +159,7 @@ fi
 # stager's settings: nothing from this machine's files or environment.  A
 # stage pins its entry for its parent process: every stage runs under
 # runstat, gone right after, so `stager clean --all` can empty the cache.
-while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
-unset SLURM_JOB_ID SLURM_TMPDIR
+bench_clean_env
 export STAGER_SITE_CONFIG=/dev/null STAGER_SLOT_DIR=$W/slots XDG_CONFIG_HOME=$W/no-config
 
 "$SHAREDFS" --delay-ms "$DELAY_MS" --bw "$BW" --attr-timeout "$ATTR" "$BACK" "$SHARED"
@@ -169,7 +170,6 @@ quiet_fs() {
 	local i
 	for i in $(seq 1 200); do [[ $(stat_of open_now) == 0 ]] && return; sleep 0.05; done
 }
-json_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$1" | sed -n 1p; }
 field() { sed -n "s/.*$2=\\([0-9.]*\\).*/\\1/p" "$1" | tail -1; }
 free_bytes() { df --output=avail -B1 "$1" | tail -1 | tr -d ' '; }
 hb() { awk -v b="$1" 'BEGIN { if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else printf "%.1f KiB", b / 1024 }'; }

@@ -1,0 +1,53 @@
+# bench/lib.sh - what the benchmark scripts share (sourced by run.sh,
+# mount.sh, delta.sh and scale.sh).  Needs TIMEOUT for `limited`.
+
+# stager's settings come from nothing on this machine: every STAGER_* and
+# the Slurm job's variables unset (each script then sets its own)
+bench_clean_env() {
+	local v
+	while IFS= read -r v; do unset "$v"; done < <(compgen -e | grep '^STAGER_' || true)
+	unset SLURM_JOB_ID SLURM_TMPDIR
+}
+
+# limited CMD...: CMD under timeout (TIMEOUT seconds), its status in
+# LIMIT_RC.  timeout puts itself in a process group of its own, so after a
+# time-out (or when the suite is interrupted) what is left of that group is
+# killed: a command that ignores SIGTERM would outlive it.
+CUR_PGID=
+limited() {
+	timeout -k 10 "$TIMEOUT" "$@" </dev/null &
+	CUR_PGID=$!
+	LIMIT_RC=0
+	wait "$CUR_PGID" || LIMIT_RC=$?
+	if ((LIMIT_RC == 124 || LIMIT_RC == 137)); then
+		kill -KILL -- "-$CUR_PGID" 2>/dev/null || true
+	fi
+	CUR_PGID=
+}
+
+# warm PATH...: read the files (untimed) into the page cache, as a file
+# server's cache would hold a dataset being staged
+warm() { find "$@" -type f -exec cat {} + >/dev/null; }
+
+# order I TOOL...: the tools in the order of repetition I: rotated by I-1,
+# reversed in even repetitions
+order() {
+	local i=$1 n k
+	shift
+	local t=("$@") o=()
+	n=${#t[@]}
+	for ((k = 0; k < n; k++)); do o+=("${t[(k + i - 1) % n]}"); done
+	if ((i % 2 == 0)); then
+		for ((k = n - 1; k >= 0; k--)); do echo "${o[k]}"; done
+	else
+		printf '%s\n' "${o[@]}"
+	fi
+}
+
+# json_field FILE FIELD: a number or true/false from a --json output
+json_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$1" 2>/dev/null | sed -n 1p; }
+
+# median FILE, minof FILE, maxof FILE: of one number a line; NA if none
+median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
+maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
