@@ -24,6 +24,9 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -351,6 +354,13 @@ static stg_err write_trailer(packer *pk, int fd, stg_framed *framed, int level,
 		off += d->name_len + 1;
 	}
 	t->n_entries = pk->w.n;
+	/* the walk's list (a path and a stat for each entry) is done with:
+	 * its memory goes before the trailer is encoded (about 200 bytes an
+	 * entry, 200 MiB at a million) */
+	stg__walk_free(&pk->w);
+#ifdef __GLIBC__
+	malloc_trim(0);
+#endif
 	t->frames = framed->frames;
 	t->n_frames = framed->n_frames;
 	framed->frames = NULL; /* t's now */
@@ -372,11 +382,11 @@ static stg_err write_trailer(packer *pk, int fd, stg_framed *framed, int level,
 		info->data_size = t->data_size;
 		info->tar_size = t->tar_size;
 		info->content_size = t->content_size;
-		info->entries = pk->w.n;
+		info->entries = t->n_entries;
 		info->frames = t->n_frames;
 		info->deltas = t->n_deltas;
 		info->format_version = STG_FORMAT_VERSION;
-		for (size_t i = 0; i < pk->w.n; i++) {
+		for (size_t i = 0; i < t->n_entries; i++) {
 			switch (t->recs[i].type) {
 			case STG_FILE: info->files++; break;
 			case STG_DIR: info->dirs++; break;

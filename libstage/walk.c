@@ -119,4 +119,6 @@ void stg__walk_free(stg_walk *w)
 		free(w->v[i].link);
 	}
 	free(w->v);
+	w->v = NULL;
+	w->n = w->cap = 0;
 }
