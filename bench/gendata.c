@@ -144,7 +144,8 @@ static void usage_error(const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr,
-	        "\nusage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] [--seed S]\n"
+	        "\nusage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] "
+	        "[--seed S]\n"
 	        "       %s shards DIR [--count N] [--size SIZE] [--bits B] [--seed S]\n"
 	        "       %s file PATH --size SIZE [--bits B] [--seed S]\n",
 	        prog, prog, prog);
@@ -486,7 +487,8 @@ static void cmd_file(const opts *o, unsigned char *buf)
 int main(int argc, char **argv)
 {
 	if (argc >= 2 && (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h"))) {
-		printf("usage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits B] [--seed S]\n"
+		printf("usage: %s images DIR [--files N] [--classes N] [--sizes MIN-MAX] [--bits "
+		       "B] [--seed S]\n"
 		       "       %s shards DIR [--count N] [--size SIZE] [--bits B] [--seed S]\n"
 		       "       %s file PATH --size SIZE [--bits B] [--seed S]\n"
 		       "Deterministic benchmark data (default seed 1), incompressible unless\n"

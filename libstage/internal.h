@@ -284,7 +284,7 @@ bool stg__path_match(const char *pattern, const char *path);
 
 /* 16 bytes a slot: a map of a million paths is 32 MiB of slots */
 typedef struct stg_strslot {
-	const char *key;  /* NULL: empty */
+	const char *key; /* NULL: empty */
 	uint32_t val;
 	uint32_t lentag; /* the key's length (low STG_STRMAP_LEN_BITS bits), then
 	                  * the top bits of its hash */

@@ -31,7 +31,7 @@
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
-#define UMOUNT_WAIT 3 /* seconds stg_umount waits for the serving process to end */
+#define UMOUNT_WAIT         3 /* seconds stg_umount waits for the serving process to end */
 
 /* Is path a stager mount (in this process's mount namespace), of uid
  * (any if uid is (uid_t)-1)? */
@@ -252,7 +252,8 @@ static void serving_owner(stg_ctx *ctx, stg_cache *c, const char *mountpoint, ch
 	if (stg_mount_list(ctx, c, &v, &n))
 		return;
 	for (size_t i = 0; i < n; i++)
-		if (v[i].alive && v[i].mountpoint && v[i].owner && !strcmp(v[i].mountpoint, mountpoint))
+		if (v[i].alive && v[i].mountpoint && v[i].owner &&
+		    !strcmp(v[i].mountpoint, mountpoint))
 			snprintf(owner, len, "%s", v[i].owner);
 	stg_mount_list_free(v, n);
 }
@@ -293,10 +294,11 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 			oc.n = 0;
 		}
 		if (stg__owner_alive(&oc, owner))
-			stg__log(ctx, STG_LOG_INFO,
-			         "unmounted '%s'; a file in it is still open: its process ends when "
-			         "the last one is closed",
-			         mountpoint);
+			stg__log(
+			        ctx, STG_LOG_INFO,
+			        "unmounted '%s'; a file in it is still open: its process ends when "
+			        "the last one is closed",
+			        mountpoint);
 	}
 	/* a dead one's record goes now */
 	if (c)

@@ -10,8 +10,9 @@
  * sizes are checked against the file size, the compressed body against its
  * XXH3-64, and the body is decompressed and parsed a piece at a time (never
  * whole in memory); its counts are checked against its declared size before
- * anything is read, and arrays grow only as their records really appear.  Offsets are then checked for order and range, so that later
- * stages (extraction, verification) may index without further checks.
+ * anything is read, and arrays grow only as their records really appear.  Offsets are then checked
+ * for order and range, so that later stages (extraction, verification) may index without further
+ * checks.
  */
 #include "internal.h"
 
@@ -423,7 +424,8 @@ static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
 			return bad(b->ctx, "entry with an unsafe or malformed path");
 		if (memchr(nm + r->path_len, 0, r->link_len))
 			return bad(b->ctx, "link target contains a NUL byte");
-		if (r->type == STG_HARDLINK && !stg__path_ok((const char *)nm + r->path_len, r->link_len))
+		if (r->type == STG_HARDLINK &&
+		    !stg__path_ok((const char *)nm + r->path_len, r->link_len))
 			return bad(b->ctx, "hardlink with an unsafe target");
 		if (room((void **)&t->names, &cap, mo + n + 2, 1, max))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
@@ -500,7 +502,8 @@ static stg_err parse_body(body_in *b, uint64_t data_size, uint32_t version, stg_
 	uint64_t next_name = 0;
 	if ((err = parse_frames(b, nf, data_size, t)) ||
 	    (err = parse_entries(b, ne, names_size, t, &next_name)) ||
-	    (err = parse_deltas(b, nd, names_size, t, &next_name)) || (err = parse_names(b, names_size, t)))
+	    (err = parse_deltas(b, nd, names_size, t, &next_name)) ||
+	    (err = parse_names(b, names_size, t)))
 		return err;
 	/* at least one element each, as the readers expect */
 	if ((!t->recs && !(t->recs = calloc(1, sizeof *t->recs))) ||
