@@ -310,3 +310,31 @@ bool stg__nap(stg_ctx *ctx, double s)
 	}
 	return !(ctx && stg__cancelled(ctx));
 }
+
+int stg__grow(void **v, size_t *cap, size_t n, size_t size, size_t max)
+{
+	if (n <= *cap)
+		return 0;
+	size_t c = *cap ? *cap * 2 : 64;
+	if (c < n)
+		c = n;
+	if (c > max)
+		c = max;
+	if (c < n || c > SIZE_MAX / size)
+		return -1;
+	void *nv = realloc(*v, c * size);
+	if (!nv)
+		return -1;
+	*v = nv;
+	*cap = c;
+	return 0;
+}
+
+int stg__room(void **v, size_t *cap, size_t n, size_t size, size_t max)
+{
+	size_t old = *cap;
+	if (stg__grow(v, cap, n, size, max))
+		return -1;
+	memset((char *)*v + old * size, 0, (*cap - old) * size);
+	return 0;
+}

@@ -74,6 +74,14 @@ static inline void stg__put64(uint8_t *p, uint64_t v)
 /* Full-length I/O that retries on EINTR and short counts.  0 or -1/errno;
  * pread_full reports a short file as -1 with errno = 0. */
 int stg__write_full(int fd, const void *buf, size_t len);
+/* Room for n elements of size in *v (capacity *cap, at most max, say a
+ * declared count): grown by doubling as elements really appear, so that a
+ * hostile count costs nothing until its bytes do.  -1 when n is over max
+ * or memory is short (*v is then unchanged).  stg__room zeroes the new
+ * room; stg__grow leaves it untouched, so that the pages a large array
+ * has not used yet cost nothing. */
+int stg__grow(void **v, size_t *cap, size_t n, size_t size, size_t max);
+int stg__room(void **v, size_t *cap, size_t n, size_t size, size_t max);
 int stg__pread_full(int fd, void *buf, size_t len, uint64_t off);
 int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
 

@@ -2,7 +2,8 @@
  * pack_write.c - make a pack from a directory tree.
  *
  * The tree is walked first (walk.c: sorted, so the same tree gives the
- * same pack), then each entry is written in that order: its tar header
+ * same pack) straight into the manifest, then each entry is written in
+ * that order: its tar header
  * through libarchive, and a file's data read once, hashed (XXH3-128, the
  * one loop of hash.c) and passed on in pieces that fill the current frame
  * exactly.  The frame pipeline (pack_frames.c) compresses and writes the
@@ -13,7 +14,7 @@
  * or in the middle of a large file's data, so headers never straddle
  * frames.  A file that changes size while it is read stops the pack: its
  * bytes would not be what the manifest says.  Memory is bounded whatever
- * the tree's size, but for the list of entries.
+ * the tree's size, but for the manifest.
  */
 #include "hash.h"
 #include "pack_bases.h"
@@ -24,9 +25,6 @@
 #include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,12 +41,34 @@ void stg_pack_opts_init(stg_pack_opts *o)
 	o->frame_size = 4u << 20;
 }
 
-/* A pack being made. */
+/* One owner for a run of entries, from entry `from` on (a tree mostly
+ * has one: a list of owners costs nothing an entry). */
+typedef struct pk_owner {
+	size_t from;
+	uid_t uid;
+	gid_t gid;
+} pk_owner;
+
+/* A file with other links, matched with them once the tree is walked. */
+typedef struct pk_inode {
+	dev_t dev;
+	ino_t ino;
+	size_t i;
+} pk_inode;
+
+/* A pack being made.  The walk fills in the manifest itself (t's records
+ * and names, about 100 bytes an entry) and keeps nothing else an entry:
+ * at a million files the pack's memory is its manifest and its buffers. */
 typedef struct packer {
 	stg_ctx *ctx;
 	int rootfd;
-	stg_walk w;    /* the tree, in pack order */
-	stg_trailer t; /* w's records, filled in as they are written */
+	stg_walk w;
+	stg_trailer t; /* the records are completed as entries are written */
+	size_t recs_cap, names_cap;
+	pk_owner *own;
+	size_t n_own, own_cap;
+	pk_inode *linked;
+	size_t n_linked, linked_cap;
 	stg_framer *fr;
 	struct archive *a;
 	const char *path; /* the entry being written */
@@ -88,72 +108,128 @@ static void skip_inode(pk_skip *k, const struct stat *st)
 	k->ino[k->n++] = st->st_ino;
 }
 
+/* A name into t.names: the bytes and a NUL. */
+static int put_name(packer *pk, const char *s, size_t n)
+{
+	if (stg__grow((void **)&pk->t.names, &pk->names_cap, pk->t.names_len + n + 1, 1, SIZE_MAX))
+		return -1;
+	memcpy(pk->t.names + pk->t.names_len, s, n);
+	pk->t.names[pk->t.names_len + n] = '\0';
+	pk->t.names_len += n + 1;
+	return 0;
+}
+
+/* The walk's visitor: an entry's record and names (path, then a link's
+ * target or ""), its owner when it is not the last one's, and a file with
+ * other links to be matched. */
+static stg_err pack_visit(void *arg, const char *path, const struct stat *st, const char *link)
+{
+	packer *pk = arg;
+	size_t i = pk->t.n_entries;
+	if (stg__grow((void **)&pk->t.recs, &pk->recs_cap, i + 1, sizeof *pk->t.recs, SIZE_MAX))
+		return stg__fail(pk->ctx, STG_ENOMEM, "out of memory walking the tree");
+	stg_rec *r = &pk->t.recs[i];
+	memset(r, 0, sizeof *r);
+	r->type = S_ISREG(st->st_mode) ? STG_FILE : S_ISDIR(st->st_mode) ? STG_DIR : STG_SYMLINK;
+	r->mode = st->st_mode & 07777;
+	r->size = r->type == STG_FILE ? (uint64_t)st->st_size : 0;
+	r->mtime = st->st_mtim.tv_sec;
+	r->mtime_nsec = (uint32_t)st->st_mtim.tv_nsec;
+	r->path_off = pk->t.names_len;
+	r->path_len = (uint32_t)strlen(path);
+	r->link_len = link ? (uint32_t)strlen(link) : 0;
+	if (put_name(pk, path, r->path_len) || put_name(pk, link ? link : "", r->link_len))
+		return stg__fail(pk->ctx, STG_ENOMEM, "out of memory walking the tree");
+	const pk_owner *last = pk->n_own ? &pk->own[pk->n_own - 1] : NULL;
+	if (!last || last->uid != st->st_uid || last->gid != st->st_gid) {
+		if (stg__room((void **)&pk->own, &pk->own_cap, pk->n_own + 1, sizeof *pk->own,
+		              SIZE_MAX))
+			return stg__fail(pk->ctx, STG_ENOMEM, "out of memory walking the tree");
+		pk->own[pk->n_own++] = (pk_owner){i, st->st_uid, st->st_gid};
+	}
+	if (r->type == STG_FILE && st->st_nlink > 1) {
+		if (stg__room((void **)&pk->linked, &pk->linked_cap, pk->n_linked + 1,
+		              sizeof *pk->linked, SIZE_MAX))
+			return stg__fail(pk->ctx, STG_ENOMEM, "out of memory walking the tree");
+		pk->linked[pk->n_linked++] = (pk_inode){st->st_dev, st->st_ino, i};
+	}
+	pk->t.n_entries++;
+	return STG_OK;
+}
+
 static int cmp_inode(const void *a, const void *b)
 {
-	const stg_witem *x = *(stg_witem *const *)a, *y = *(stg_witem *const *)b;
-	if (x->st.st_dev != y->st.st_dev)
-		return x->st.st_dev < y->st.st_dev ? -1 : 1;
-	if (x->st.st_ino != y->st.st_ino)
-		return x->st.st_ino < y->st.st_ino ? -1 : 1;
-	return x < y ? -1 : x > y;
+	const pk_inode *x = a, *y = b;
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	if (x->ino != y->ino)
+		return x->ino < y->ino ? -1 : 1;
+	return x->i < y->i ? -1 : x->i > y->i;
 }
 
 /* Files with several links in the tree: the first in pack order keeps the
- * content, the others become hardlinks to it (its path goes where a
- * symlink's target would, in the item's link). */
-static stg_err find_hardlinks(packer *pk, size_t m)
+ * content, the others become hardlinks to it, its path where a symlink's
+ * target would be.  The names are laid out again, once, when there are
+ * any. */
+static stg_err find_hardlinks(packer *pk)
 {
-	stg_witem *v0 = pk->w.v;
-	if (m < 2)
-		return STG_OK;
-	stg_witem **v = malloc(m * sizeof *v);
-	if (!v)
-		return stg__fail(pk->ctx, STG_ENOMEM, "out of memory");
-	m = 0;
-	for (size_t i = 0; i < pk->w.n; i++)
-		if (pk->t.recs[i].type == STG_FILE && v0[i].st.st_nlink > 1)
-			v[m++] = &v0[i];
-	qsort(v, m, sizeof *v, cmp_inode);
-	stg_err err = STG_OK;
-	for (size_t i = 1; i < m && !err; i++) {
-		size_t first = i - 1;
-		while (i < m && v[i]->st.st_dev == v[first]->st.st_dev &&
-		       v[i]->st.st_ino == v[first]->st.st_ino) {
-			stg_rec *r = &pk->t.recs[v[i] - v0];
+	stg_trailer *t = &pk->t;
+	qsort(pk->linked, pk->n_linked, sizeof *pk->linked, cmp_inode);
+	size_t more = 0;
+	for (size_t g = 0, e; g < pk->n_linked; g = e) {
+		const pk_inode *first = &pk->linked[g];
+		for (e = g + 1; e < pk->n_linked && pk->linked[e].dev == first->dev &&
+		                pk->linked[e].ino == first->ino;
+		     e++) {
+			stg_rec *r = &t->recs[pk->linked[e].i];
 			r->type = STG_HARDLINK;
 			r->size = 0;
-			if (!(v[i]->link = strdup(v[first]->path))) {
-				err = stg__fail(pk->ctx, STG_ENOMEM, "out of memory");
-				break;
-			}
-			i++;
+			r->link_len = t->recs[first->i].path_len;
+			r->tar_off = first->i; /* the target, until the names are laid out */
+			more += r->link_len;
 		}
 	}
-	free(v);
-	return err;
+	if (!more)
+		return STG_OK;
+	/* laid out again in one piece, so that a link copied from a target
+	 * already laid out never moves under the copy */
+	char *old = t->names;
+	pk->names_cap = t->names_len + more;
+	if (!(t->names = malloc(pk->names_cap))) {
+		t->names = old;
+		return stg__fail(pk->ctx, STG_ENOMEM, "out of memory");
+	}
+	t->names_len = 0;
+	for (size_t i = 0; i < t->n_entries; i++) {
+		stg_rec *r = &t->recs[i];
+		const char *path = old + r->path_off;
+		/* a target comes first in pack order: it is laid out already */
+		const char *link = r->type == STG_HARDLINK ? t->names + t->recs[r->tar_off].path_off
+		                                           : path + r->path_len + 1;
+		r->path_off = t->names_len;
+		put_name(pk, path, r->path_len);
+		put_name(pk, link, r->link_len);
+	}
+	free(old);
+	return STG_OK;
 }
 
-/* The trailer's record of each entry walked, as far as the walk tells. */
-static stg_err make_records(packer *pk)
+/* The tree walked into the manifest. */
+static stg_err walk_tree(packer *pk, pk_skip *skip)
 {
-	pk->t.recs = calloc(pk->w.n ? pk->w.n : 1, sizeof *pk->t.recs);
-	if (!pk->t.recs)
-		return stg__fail(pk->ctx, STG_ENOMEM, "out of memory walking the tree");
-	size_t linked = 0;
-	for (size_t i = 0; i < pk->w.n; i++) {
-		const stg_witem *it = &pk->w.v[i];
-		stg_rec *r = &pk->t.recs[i];
-		r->type = S_ISREG(it->st.st_mode)   ? STG_FILE
-		          : S_ISDIR(it->st.st_mode) ? STG_DIR
-		                                    : STG_SYMLINK;
-		r->mode = it->st.st_mode & 07777;
-		r->size = r->type == STG_FILE ? (uint64_t)it->st.st_size : 0;
-		r->mtime = it->st.st_mtim.tv_sec;
-		r->mtime_nsec = (uint32_t)it->st.st_mtim.tv_nsec;
-		r->path_len = (uint32_t)strlen(it->path);
-		linked += r->type == STG_FILE && it->st.st_nlink > 1;
-	}
-	return find_hardlinks(pk, linked);
+	pk->w = (stg_walk){.ctx = pk->ctx,
+	                   .keep = pack_keep,
+	                   .keep_arg = skip,
+	                   .visit = pack_visit,
+	                   .visit_arg = pk};
+	stg_err err = stg__walk_tree(&pk->w, pk->rootfd, "");
+	if (!err && !pk->t.recs && !(pk->t.recs = calloc(1, sizeof *pk->t.recs)))
+		err = stg__fail(pk->ctx, STG_ENOMEM, "out of memory");
+	if (!err && pk->n_linked > 1)
+		err = find_hardlinks(pk);
+	free(pk->linked);
+	pk->linked = NULL;
+	return err;
 }
 
 /* ---- the tar stream ------------------------------------------------------ */
@@ -250,23 +326,26 @@ static stg_err write_entries(packer *pk)
 	if (!ae)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	uint64_t total = 0, done = 0;
-	for (size_t i = 0; i < pk->w.n; i++)
+	for (size_t i = 0; i < pk->t.n_entries; i++)
 		total += pk->t.recs[i].size;
+	const pk_owner *own = pk->own;
 	XXH128_canonical_t empty;
 	XXH128_canonicalFromHash(&empty, XXH3_128bits(NULL, 0));
 
-	for (size_t i = 0; i < pk->w.n && !err; i++) {
-		const stg_witem *it = &pk->w.v[i];
+	for (size_t i = 0; i < pk->t.n_entries && !err; i++) {
 		stg_rec *r = &pk->t.recs[i];
-		pk->path = it->path;
+		const char *path = pk->t.names + r->path_off, *link = path + r->path_len + 1;
+		pk->path = path;
+		if (own + 1 < pk->own + pk->n_own && own[1].from == i)
+			own++;
 		if ((err = stg__framer_cut(pk->fr)))
 			break;
 		archive_entry_clear(ae);
-		archive_entry_copy_pathname(ae, it->path);
+		archive_entry_copy_pathname(ae, path);
 		archive_entry_set_perm(ae, r->mode);
 		archive_entry_set_mtime(ae, r->mtime, r->mtime_nsec);
-		archive_entry_set_uid(ae, it->st.st_uid);
-		archive_entry_set_gid(ae, it->st.st_gid);
+		archive_entry_set_uid(ae, own->uid);
+		archive_entry_set_gid(ae, own->gid);
 		switch (r->type) {
 		case STG_FILE:
 			archive_entry_set_filetype(ae, AE_IFREG);
@@ -275,17 +354,17 @@ static stg_err write_entries(packer *pk)
 		case STG_DIR: archive_entry_set_filetype(ae, AE_IFDIR); break;
 		case STG_SYMLINK:
 			archive_entry_set_filetype(ae, AE_IFLNK);
-			archive_entry_copy_symlink(ae, it->link);
+			archive_entry_copy_symlink(ae, link);
 			break;
 		case STG_HARDLINK:
 			archive_entry_set_filetype(ae, AE_IFREG);
-			archive_entry_copy_hardlink(ae, it->link);
+			archive_entry_copy_hardlink(ae, link);
 			archive_entry_set_size(ae, 0);
 			break;
 		}
 		r->tar_off = stg__framer_pos(pk->fr);
 		if (archive_write_header(pk->a, ae) < ARCHIVE_WARN) {
-			err = tar_failed(pk, "writing the header of '%s'", it->path);
+			err = tar_failed(pk, "writing the header of '%s'", path);
 			break;
 		}
 		r->data_off = stg__framer_pos(pk->fr);
@@ -294,7 +373,7 @@ static stg_err write_entries(packer *pk)
 		else
 			memcpy(r->xxh3, empty.digest, 16);
 		if (!err && archive_write_finish_entry(pk->a) < ARCHIVE_WARN)
-			err = tar_failed(pk, "finishing '%s'", it->path);
+			err = tar_failed(pk, "finishing '%s'", path);
 		done += r->size;
 		if (!err && ctx->progress_fn)
 			ctx->progress_fn(ctx->progress_arg, "pack", done, total);
@@ -315,52 +394,25 @@ static stg_err write_trailer(packer *pk, int fd, stg_framed *framed, int level,
 	stg_trailer *t = &pk->t;
 	stg_err err = STG_OK;
 	uint8_t *frame = NULL;
-	size_t frame_len = 0, names = 0;
-	size_t nd = deltas ? deltas->n : 0;
+	size_t frame_len = 0, nd = deltas ? deltas->n : 0;
 	memcpy(t->digest, framed->digest, STG_DIGEST_LEN);
-	for (size_t i = 0; i < pk->w.n; i++)
-		names += t->recs[i].path_len + (pk->w.v[i].link ? strlen(pk->w.v[i].link) : 0) + 2;
-	for (size_t i = 0; i < nd; i++)
-		names += strlen(deltas->name[i]) + 1;
+	for (size_t i = 0; i < t->n_entries; i++)
+		if (t->recs[i].type == STG_FILE)
+			t->content_size += t->recs[i].size;
 	t->deltas = calloc(nd ? nd : 1, sizeof *t->deltas);
-	t->names = malloc(names + 1);
-	if (!t->deltas || !t->names)
+	if (!t->deltas)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	size_t off = 0;
-	for (size_t i = 0; i < pk->w.n; i++) {
-		const stg_witem *it = &pk->w.v[i];
-		stg_rec *r = &t->recs[i];
-		r->path_off = off;
-		memcpy(t->names + off, it->path, r->path_len + 1);
-		off += r->path_len + 1;
-		size_t ll = it->link ? strlen(it->link) : 0;
-		r->link_len = (uint32_t)ll;
-		if (ll)
-			memcpy(t->names + off, it->link, ll);
-		t->names[off + ll] = '\0';
-		off += ll + 1;
-		if (r->type == STG_FILE)
-			t->content_size += r->size;
-	}
 	for (size_t i = 0; i < nd; i++) {
 		/* the same tree packed again: no delta from itself */
 		if (!memcmp(deltas->base[i], t->digest, STG_DIGEST_LEN))
 			continue;
 		stg_delta_rec *d = &t->deltas[t->n_deltas++];
 		memcpy(d->base, deltas->base[i], STG_DIGEST_LEN);
-		d->name_off = off;
+		d->name_off = t->names_len;
 		d->name_len = (uint32_t)strlen(deltas->name[i]);
-		memcpy(t->names + off, deltas->name[i], d->name_len + 1);
-		off += d->name_len + 1;
+		if (put_name(pk, deltas->name[i], d->name_len))
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	}
-	t->n_entries = pk->w.n;
-	/* the walk's list (a path and a stat for each entry) is done with:
-	 * its memory goes before the trailer is encoded (about 200 bytes an
-	 * entry, 200 MiB at a million) */
-	stg__walk_free(&pk->w);
-#ifdef __GLIBC__
-	malloc_trim(0);
-#endif
 	t->frames = framed->frames;
 	t->n_frames = framed->n_frames;
 	framed->frames = NULL; /* t's now */
@@ -418,12 +470,8 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 		return stg__fail(ctx, STG_EUSAGE, "frame size out of range (64 KiB to %u MiB)",
 		                 STG_FRAME_RAW_MAX / 2 >> 20);
 
-	packer pk = {.ctx = ctx,
-	             .rootfd = rootfd,
-	             .w = {.ctx = ctx, .keep = pack_keep, .keep_arg = skip}};
-	stg_err err = stg__walk_tree(&pk.w, rootfd, "");
-	if (!err)
-		err = make_records(&pk);
+	packer pk = {.ctx = ctx, .rootfd = rootfd};
+	stg_err err = walk_tree(&pk, skip);
 	struct stat rst;
 	if (fstat(rootfd, &rst) == 0)
 		pk.t.root_mode = STG_ROOT_MODE_SET | (uint32_t)(rst.st_mode & 07777);
@@ -460,7 +508,7 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 out:
 	free(pk.buf);
 	XXH3_freeState(pk.xs);
-	stg__walk_free(&pk.w);
+	free(pk.own);
 	free(pk.t.recs);
 	free(pk.t.deltas);
 	free(pk.t.names);

@@ -50,11 +50,109 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off)
 
 /* ---- encoding ---------------------------------------------------------- */
 
+/* The body, compressed as it is laid out: a chunk at a time, so that a
+ * million entries cost their compressed size, not their body's as well. */
+typedef struct body_out {
+	ZSTD_CCtx *cc;
+	ZSTD_outBuffer out;
+	uint8_t chunk[64 * 1024];
+	size_t n;
+	size_t zerr; /* a zstd error, once */
+} body_out;
+
+static void body_flush(body_out *o, ZSTD_EndDirective end)
+{
+	ZSTD_inBuffer in = {o->chunk, o->n, 0};
+	size_t left;
+	do {
+		left = ZSTD_compressStream2(o->cc, &o->out, &in, end);
+		if (ZSTD_isError(left)) {
+			o->zerr = left;
+			return;
+		}
+	} while (end == ZSTD_e_end ? left != 0 : in.pos < in.size);
+	o->n = 0;
+}
+
+static void body_put(body_out *o, const void *p, size_t len)
+{
+	const uint8_t *b = p;
+	while (len && !o->zerr) {
+		size_t k = sizeof o->chunk - o->n < len ? sizeof o->chunk - o->n : len;
+		memcpy(o->chunk + o->n, b, k);
+		o->n += k;
+		b += k;
+		len -= k;
+		if (o->n == sizeof o->chunk)
+			body_flush(o, ZSTD_e_continue);
+	}
+}
+
+/* The body's records and names, in format order. */
+static void body_write(body_out *o, const stg_trailer *t, uint64_t names_size)
+{
+	uint8_t p[STG_BODY_HEADER_SIZE] = {0};
+	memcpy(p, STG_BODY_MAGIC, 4);
+	stg__put32(p + 4, STG_FORMAT_VERSION);
+	stg__put64(p + 8, t->n_frames);
+	stg__put64(p + 16, t->n_entries);
+	stg__put64(p + 24, t->n_deltas);
+	stg__put64(p + 32, names_size);
+	stg__put64(p + 40, t->tar_size);
+	stg__put64(p + 48, t->content_size);
+	memcpy(p + 56, t->digest, STG_DIGEST_LEN);
+	stg__put32(p + 88, t->root_mode);
+	body_put(o, p, STG_BODY_HEADER_SIZE);
+
+	for (size_t i = 0; i < t->n_frames; i++) {
+		uint8_t f[STG_FRAME_REC_SIZE] = {0};
+		stg__put64(f, t->frames[i].comp_off);
+		stg__put64(f + 8, t->frames[i].comp_size);
+		stg__put64(f + 16, t->frames[i].raw_off);
+		stg__put64(f + 24, t->frames[i].raw_size);
+		memcpy(f + 32, t->frames[i].xxh3, 16);
+		body_put(o, f, sizeof f);
+	}
+	uint64_t noff = 0;
+	for (size_t i = 0; i < t->n_entries; i++) {
+		const stg_rec *r = &t->recs[i];
+		uint8_t e[STG_ENTRY_REC_SIZE] = {0};
+		stg__put64(e, r->tar_off);
+		stg__put64(e + 8, r->data_off);
+		stg__put64(e + 16, r->size);
+		stg__put64(e + 24, (uint64_t)r->mtime);
+		stg__put32(e + 32, r->mtime_nsec);
+		stg__put32(e + 36, r->mode);
+		stg__put64(e + 40, noff);
+		stg__put32(e + 48, r->path_len);
+		stg__put32(e + 52, r->link_len);
+		e[56] = r->type;
+		memcpy(e + 64, r->xxh3, 16);
+		body_put(o, e, sizeof e);
+		noff += r->path_len + r->link_len;
+	}
+	for (size_t i = 0; i < t->n_deltas; i++) {
+		uint8_t d[STG_DELTA_REC_SIZE] = {0};
+		memcpy(d, t->deltas[i].base, STG_DIGEST_LEN);
+		stg__put64(d + 32, noff);
+		stg__put32(d + 40, t->deltas[i].name_len);
+		body_put(o, d, sizeof d);
+		noff += t->deltas[i].name_len;
+	}
+	for (size_t i = 0; i < t->n_entries; i++) {
+		const stg_rec *r = &t->recs[i];
+		body_put(o, t->names + r->path_off, r->path_len);
+		body_put(o, t->names + r->path_off + r->path_len + 1, r->link_len);
+	}
+	for (size_t i = 0; i < t->n_deltas; i++)
+		body_put(o, t->names + t->deltas[i].name_off, t->deltas[i].name_len);
+}
+
 stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8_t **out,
                             size_t *out_len)
 {
 	stg_err err = STG_OK;
-	uint8_t *body = NULL, *frame = NULL;
+	uint8_t *frame = NULL;
 	size_t names_size = 0;
 	for (size_t i = 0; i < t->n_entries; i++)
 		names_size += t->recs[i].path_len + t->recs[i].link_len;
@@ -67,86 +165,27 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 	if (raw > STG_BODY_RAW_MAX)
 		return stg__fail(ctx, STG_ENOTSUP, "manifest too large (%zu bytes, at most %llu)",
 		                 raw, (unsigned long long)STG_BODY_RAW_MAX);
-	body = calloc(1, raw);
-	if (!body)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory encoding the trailer");
-
-	uint8_t *p = body;
-	memcpy(p, STG_BODY_MAGIC, 4);
-	stg__put32(p + 4, STG_FORMAT_VERSION);
-	stg__put64(p + 8, t->n_frames);
-	stg__put64(p + 16, t->n_entries);
-	stg__put64(p + 24, t->n_deltas);
-	stg__put64(p + 32, names_size);
-	stg__put64(p + 40, t->tar_size);
-	stg__put64(p + 48, t->content_size);
-	memcpy(p + 56, t->digest, STG_DIGEST_LEN);
-	stg__put32(p + 88, t->root_mode);
-	p += STG_BODY_HEADER_SIZE;
-
-	for (size_t i = 0; i < t->n_frames; i++, p += STG_FRAME_REC_SIZE) {
-		stg__put64(p, t->frames[i].comp_off);
-		stg__put64(p + 8, t->frames[i].comp_size);
-		stg__put64(p + 16, t->frames[i].raw_off);
-		stg__put64(p + 24, t->frames[i].raw_size);
-		memcpy(p + 32, t->frames[i].xxh3, 16);
-	}
-	uint64_t noff = 0;
-	for (size_t i = 0; i < t->n_entries; i++, p += STG_ENTRY_REC_SIZE) {
-		const stg_rec *r = &t->recs[i];
-		stg__put64(p, r->tar_off);
-		stg__put64(p + 8, r->data_off);
-		stg__put64(p + 16, r->size);
-		stg__put64(p + 24, (uint64_t)r->mtime);
-		stg__put32(p + 32, r->mtime_nsec);
-		stg__put32(p + 36, r->mode);
-		stg__put64(p + 40, noff);
-		stg__put32(p + 48, r->path_len);
-		stg__put32(p + 52, r->link_len);
-		p[56] = r->type;
-		memcpy(p + 64, r->xxh3, 16);
-		noff += r->path_len + r->link_len;
-	}
-	for (size_t i = 0; i < t->n_deltas; i++, p += STG_DELTA_REC_SIZE) {
-		memcpy(p, t->deltas[i].base, STG_DIGEST_LEN);
-		stg__put64(p + 32, noff);
-		stg__put32(p + 40, t->deltas[i].name_len);
-		noff += t->deltas[i].name_len;
-	}
-	for (size_t i = 0; i < t->n_entries; i++) {
-		const stg_rec *r = &t->recs[i];
-		memcpy(p, t->names + r->path_off, r->path_len);
-		p += r->path_len;
-		if (r->link_len) {
-			memcpy(p, t->names + r->path_off + r->path_len + 1, r->link_len);
-			p += r->link_len;
-		}
-	}
-	for (size_t i = 0; i < t->n_deltas; i++) {
-		memcpy(p, t->names + t->deltas[i].name_off, t->deltas[i].name_len);
-		p += t->deltas[i].name_len;
-	}
-
+	/* room for the worst case; only the pages written are ever touched */
 	size_t bound = ZSTD_compressBound(raw);
+	body_out *o = calloc(1, sizeof *o);
 	frame = malloc(8 + bound + STG_FOOTER_SIZE);
-	if (!frame) {
+	if (!o || !frame || !(o->cc = ZSTD_createCCtx())) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory encoding the trailer");
 		goto out;
 	}
-	ZSTD_CCtx *cc = ZSTD_createCCtx();
-	if (!cc) {
-		err = stg__fail(ctx, STG_ENOMEM, "out of memory encoding the trailer");
-		goto out;
-	}
-	ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
-	ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
-	size_t clen = ZSTD_compress2(cc, frame + 8, bound, body, raw);
-	ZSTD_freeCCtx(cc);
-	if (ZSTD_isError(clen)) {
+	ZSTD_CCtx_setParameter(o->cc, ZSTD_c_compressionLevel, level);
+	ZSTD_CCtx_setParameter(o->cc, ZSTD_c_checksumFlag, 1);
+	ZSTD_CCtx_setPledgedSrcSize(o->cc, raw);
+	o->out = (ZSTD_outBuffer){frame + 8, bound, 0};
+	body_write(o, t, names_size);
+	if (!o->zerr)
+		body_flush(o, ZSTD_e_end);
+	if (o->zerr) {
 		err = stg__fail(ctx, STG_EIO, "compressing the trailer: %s",
-		                ZSTD_getErrorName(clen));
+		                ZSTD_getErrorName(o->zerr));
 		goto out;
 	}
+	size_t clen = o->out.pos;
 	if (clen + STG_FOOTER_SIZE > UINT32_MAX) {
 		err = stg__fail(ctx, STG_ENOTSUP, "manifest too large for one trailer frame");
 		goto out;
@@ -165,7 +204,9 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 	*out_len = 8 + clen + STG_FOOTER_SIZE;
 	frame = NULL;
 out:
-	free(body);
+	if (o)
+		ZSTD_freeCCtx(o->cc);
+	free(o);
 	free(frame);
 	return err;
 }
@@ -258,29 +299,6 @@ static bool add_ok(uint64_t a, uint64_t b, uint64_t limit)
 	return a <= limit && b <= limit - a;
 }
 
-/* Room for n elements of size in *v (capacity *cap, at most max, the
- * declared count): grown by doubling as elements really appear, so that a
- * hostile count costs nothing until its bytes do; new room is zeroed. */
-static int room(void **v, size_t *cap, size_t n, size_t size, size_t max)
-{
-	if (n <= *cap)
-		return 0;
-	size_t c = *cap ? *cap * 2 : 64;
-	if (c < n)
-		c = n;
-	if (c > max)
-		c = max;
-	if (c < n)
-		return -1;
-	void *nv = realloc(*v, c * size);
-	if (!nv)
-		return -1;
-	memset((char *)nv + *cap * size, 0, (c - *cap) * size);
-	*v = nv;
-	*cap = c;
-	return 0;
-}
-
 /* The frame records, checked for order and range. */
 static stg_err parse_frames(body_in *b, uint64_t nf, uint64_t data_size, stg_trailer *t)
 {
@@ -292,7 +310,7 @@ static stg_err parse_frames(body_in *b, uint64_t nf, uint64_t data_size, stg_tra
 		const uint8_t *p = body_next(b, frame_rec, &err);
 		if (!p)
 			return err;
-		if (room((void **)&t->frames, &cap, i + 1, sizeof *t->frames, nf))
+		if (stg__room((void **)&t->frames, &cap, i + 1, sizeof *t->frames, nf))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_frame *f = &t->frames[i];
 		f->comp_off = stg__get64(p);
@@ -330,7 +348,7 @@ static stg_err parse_entries(body_in *b, uint64_t ne, uint64_t names_size, stg_t
 		const uint8_t *p = body_next(b, STG_ENTRY_REC_SIZE, &err);
 		if (!p)
 			return err;
-		if (room((void **)&t->recs, &cap, i + 1, sizeof *t->recs, ne))
+		if (stg__room((void **)&t->recs, &cap, i + 1, sizeof *t->recs, ne))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_rec *r = &t->recs[i];
 		r->tar_off = stg__get64(p);
@@ -387,7 +405,7 @@ static stg_err parse_deltas(body_in *b, uint64_t nd, uint64_t names_size, stg_tr
 		const uint8_t *p = body_next(b, STG_DELTA_REC_SIZE, &err);
 		if (!p)
 			return err;
-		if (room((void **)&t->deltas, &cap, i + 1, sizeof *t->deltas, nd))
+		if (stg__room((void **)&t->deltas, &cap, i + 1, sizeof *t->deltas, nd))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		stg_delta_rec *d = &t->deltas[i];
 		memcpy(d->base, p, STG_DIGEST_LEN);
@@ -427,7 +445,7 @@ static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
 		if (r->type == STG_HARDLINK &&
 		    !stg__path_ok((const char *)nm + r->path_len, r->link_len))
 			return bad(b->ctx, "hardlink with an unsafe target");
-		if (room((void **)&t->names, &cap, mo + n + 2, 1, max))
+		if (stg__room((void **)&t->names, &cap, mo + n + 2, 1, max))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		memcpy(t->names + mo, nm, r->path_len);
 		t->names[mo + r->path_len] = '\0';
@@ -443,14 +461,14 @@ static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
 			return err;
 		if (!stg__path_ok((const char *)nm, d->name_len) || memchr(nm, '/', d->name_len))
 			return bad(b->ctx, "delta record with an unsafe name");
-		if (room((void **)&t->names, &cap, mo + d->name_len + 1, 1, max))
+		if (stg__room((void **)&t->names, &cap, mo + d->name_len + 1, 1, max))
 			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 		memcpy(t->names + mo, nm, d->name_len);
 		t->names[mo + d->name_len] = '\0';
 		d->name_off = mo;
 		mo += d->name_len + 1;
 	}
-	if (room((void **)&t->names, &cap, mo + 1, 1, max))
+	if (stg__room((void **)&t->names, &cap, mo + 1, 1, max))
 		return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 	t->names[mo] = '\0';
 	t->names_len = mo;

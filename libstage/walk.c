@@ -28,19 +28,39 @@ static bool plain(stg_walk *w, const char *path, const struct stat *st)
 	return false;
 }
 
-/* A symlink's target into it->link. */
-static stg_err read_link(stg_walk *w, int dfd, const char *name, const char *path, stg_witem *it)
+/* A symlink's target into t (STG_PATH_MAX + 2 bytes), NUL-ended. */
+static stg_err read_link(stg_walk *w, int dfd, const char *name, const char *path, char *t)
 {
-	char t[STG_PATH_MAX + 2];
 	w->ops++;
 	stg__bucket_take(w->ctx, w->opl, 1);
-	ssize_t k = readlinkat(dfd, name, t, sizeof t);
+	ssize_t k = readlinkat(dfd, name, t, STG_PATH_MAX + 1);
 	if (k < 0)
 		return stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read link '%s'", path);
 	if (k == 0 || (size_t)k > STG_PATH_MAX)
 		return stg__fail(w->ctx, STG_ENOTSUP, "symlink target too long: '%s'", path);
-	if (!(it->link = strndup(t, (size_t)k)))
+	t[k] = '\0';
+	return STG_OK;
+}
+
+/* The default visitor: the entry appended to the list. */
+static stg_err append(stg_walk *w, const char *path, const struct stat *st, const char *link)
+{
+	if (w->n == w->cap) {
+		size_t ncap = w->cap ? w->cap * 2 : 1024;
+		stg_witem *nv = realloc(w->v, ncap * sizeof *nv);
+		if (!nv)
+			return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+		w->v = nv;
+		w->cap = ncap;
+	}
+	stg_witem *it = &w->v[w->n];
+	memset(it, 0, sizeof *it);
+	it->st = *st;
+	if (!(it->path = strdup(path)) || (link && !(it->link = strdup(link)))) {
+		free(it->path);
 		return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+	}
+	w->n++;
 	return STG_OK;
 }
 
@@ -73,37 +93,22 @@ stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 			                rel, sep, names[i]);
 			break;
 		}
-		if (w->n == w->cap) {
-			size_t ncap = w->cap ? w->cap * 2 : 1024;
-			stg_witem *nv = realloc(w->v, ncap * sizeof *nv);
-			if (!nv) {
-				err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
-				break;
-			}
-			w->v = nv;
-			w->cap = ncap;
-		}
-		stg_witem *it = &w->v[w->n];
-		memset(it, 0, sizeof *it);
+		struct stat st;
 		w->ops++;
 		stg__bucket_take(w->ctx, w->opl, 1);
-		if (fstatat(dfd, names[i], &it->st, AT_SYMLINK_NOFOLLOW)) {
+		if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW)) {
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}
-		if (w->keep ? !w->keep(w->keep_arg, path, &it->st) : !plain(w, path, &it->st))
+		if (w->keep ? !w->keep(w->keep_arg, path, &st) : !plain(w, path, &st))
 			continue;
-		if (!(it->path = strdup(path))) {
-			err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+		/* in w, not on a stack as deep as the tree */
+		const char *link = S_ISLNK(st.st_mode) ? w->target : NULL;
+		if (link && (err = read_link(w, dfd, names[i], path, w->target)))
 			break;
-		}
-		if (S_ISLNK(it->st.st_mode) && (err = read_link(w, dfd, names[i], path, it))) {
-			free(it->path);
-			free(it->link);
-			break;
-		}
-		w->n++;
-		if (S_ISDIR(it->st.st_mode))
+		err = w->visit ? w->visit(w->visit_arg, path, &st, link)
+		               : append(w, path, &st, link);
+		if (!err && S_ISDIR(st.st_mode))
 			err = stg__walk_tree(w, rootfd, path);
 	}
 	if (dfd >= 0)

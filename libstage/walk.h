@@ -26,6 +26,14 @@ typedef struct stg_walk {
 	 * keep_arg is keep's first argument. */
 	bool (*keep)(void *arg, const char *path, const struct stat *st);
 	void *keep_arg;
+	/* What is done with an entry kept: NULL appends it to v (a path and
+	 * a stat an entry, about 200 bytes); a visitor that keeps less is how
+	 * a million entries stay small (the pack writer's).  link is a
+	 * symlink's target, NULL for the rest; a visitor's error stops the
+	 * walk. */
+	stg_err (*visit)(void *arg, const char *path, const struct stat *st, const char *link);
+	void *visit_arg;
+	char target[STG_PATH_MAX + 2]; /* the link being visited */
 } stg_walk;
 
 /* Append what is under rel (relative to rootfd; "" for all), sorted

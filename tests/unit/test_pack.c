@@ -1,6 +1,8 @@
 /* test_pack.c - pack, verify and unpack through the library on real trees. */
 #include "unit.h"
 
+#include <archive.h>
+#include <archive_entry.h>
 #include <dirent.h>
 #include <errno.h>
 
@@ -332,10 +334,103 @@ static void test_cancel(void **state)
 	free(out);
 }
 
+/* The tar header of path in the pack at out (read with libarchive, as tar
+ * would): its owner and hardlink target ("" for none). */
+static void tar_header(const char *out, const char *path, long *uid, long *gid, char *hard)
+{
+	struct archive *a = archive_read_new();
+	archive_read_support_filter_zstd(a);
+	archive_read_support_format_tar(a);
+	assert_int_equal(archive_read_open_filename(a, out, 1 << 16), ARCHIVE_OK);
+	struct archive_entry *ae;
+	bool found = false;
+	while (!found && archive_read_next_header(a, &ae) == ARCHIVE_OK) {
+		if (strcmp(archive_entry_pathname(ae), path))
+			continue;
+		found = true;
+		*uid = (long)archive_entry_uid(ae);
+		*gid = (long)archive_entry_gid(ae);
+		const char *h = archive_entry_hardlink(ae);
+		snprintf(hard, 256, "%s", h ? h : "");
+	}
+	assert_true(found);
+	archive_read_free(a);
+}
+
+/* Several groups of links, and owners that change from entry to entry:
+ * the first of each group in pack order keeps the content, the others
+ * are hardlinks to it; every header carries its own entry's owner. */
+static void test_links_and_owners(void **state)
+{
+	fx *f = *state;
+	const char *src = f->src;
+	ut_mkdir(src, "g");
+	ut_write(src, "g/x1", "x", 1);
+	ut_write(src, "g/y1", "yy", 2);
+	const char *links[][2] = {{"g/x1", "g/x2"}, {"g/x1", "g/x3"}, {"g/y1", "g/z_y"}};
+	for (size_t i = 0; i < 3; i++) {
+		char *a = ut_join(src, links[i][0]), *b = ut_join(src, links[i][1]);
+		assert_int_equal(link(a, b), 0);
+		free(a);
+		free(b);
+	}
+	bool root = geteuid() == 0;
+	if (root) {
+		char *y = ut_join(src, "g/y1"), *z = ut_join(src, "zero");
+		assert_int_equal(lchown(y, 1234, 5678), 0);
+		assert_int_equal(lchown(z, 4321, 8765), 0);
+		free(y);
+		free(z);
+	}
+	stg_pack_info info;
+	char *out = pack_to(f, "l.tar.zst", &info);
+	assert_int_equal(info.hardlinks, 4); /* hard, x2, x3, z_y */
+	long uid, gid;
+	char hard[256];
+	tar_header(out, "g/x1", &uid, &gid, hard);
+	assert_string_equal(hard, "");
+	tar_header(out, "g/x3", &uid, &gid, hard);
+	assert_string_equal(hard, "g/x1");
+	tar_header(out, "g/z_y", &uid, &gid, hard);
+	assert_string_equal(hard, "g/y1");
+	tar_header(out, "link", &uid, &gid, hard);
+	assert_int_equal(uid, (long)geteuid());
+	if (root) {
+		tar_header(out, "g/y1", &uid, &gid, hard);
+		assert_int_equal(uid, 1234);
+		assert_int_equal(gid, 5678);
+		tar_header(out, "g/z_y", &uid, &gid, hard);
+		assert_int_equal(uid, 1234);
+		tar_header(out, "hard", &uid, &gid, hard);
+		assert_int_equal(uid, 0);
+		tar_header(out, "zero", &uid, &gid, hard);
+		assert_int_equal(uid, 4321);
+		assert_int_equal(gid, 8765);
+	}
+	/* and they come back as links */
+	stg_pack *p;
+	assert_int_equal(stg_pack_open(f->ctx, out, &p), STG_OK);
+	char *dst = ut_join(f->dir, "dst");
+	assert_int_equal(stg_unpack(f->ctx, p, dst, NULL, NULL), STG_OK);
+	stg_pack_close(p);
+	ut_tree_holds(src, dst, true);
+	const char *same[] = {"g/x1", "g/x2", "g/x3"};
+	struct stat s0, s;
+	for (size_t i = 0; i < 3; i++) {
+		char *q = ut_join(dst, same[i]);
+		assert_int_equal(stat(q, i ? &s : &s0), 0);
+		if (i)
+			assert_int_equal(s.st_ino, s0.st_ino);
+		free(q);
+	}
+	free(dst);
+	free(out);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_round_trip),       T(test_deterministic), T(test_include), T(test_damage),
-        T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),
+        T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),  T(test_links_and_owners),
 };
 
 UT_MAIN(tests)
