@@ -54,6 +54,10 @@ typedef struct ex_state {
 	ex_span *spans;
 	const size_t *frames; /* needed frames, in order */
 	size_t n_frames;
+	/* the largest of those frames, compressed and not: each buffer is
+	 * made once at that size (grown frame by frame, freed holes the next
+	 * frame does not fit in crept the heap up by megabytes) */
+	size_t comp_max, raw_max;
 	bool hash_pack;
 
 	pthread_mutex_t mu;
@@ -314,8 +318,8 @@ static void *ex_worker(void *arg)
 		bool ok = true;
 		if (raw_cap < f->raw_size) {
 			free(raw);
-			raw = malloc(f->raw_size);
-			raw_cap = raw ? f->raw_size : 0;
+			raw = malloc(s->raw_max);
+			raw_cap = raw ? s->raw_max : 0;
 			if (!raw) {
 				ex_fail(s, STG_ENOMEM, "out of memory");
 				ok = false;
@@ -393,8 +397,8 @@ static void *ex_reader(void *arg)
 
 		if (b->cap < f->comp_size) {
 			free(b->data);
-			b->data = malloc(f->comp_size);
-			b->cap = b->data ? f->comp_size : 0;
+			b->data = malloc(s->comp_max);
+			b->cap = b->data ? s->comp_max : 0;
 		}
 		bool ok = b->data != NULL;
 		if (!ok)
@@ -473,6 +477,11 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 	s.spans = pl.spans;
 	s.frames = pl.frames;
 	s.n_frames = pl.n_frames;
+	for (size_t i = 0; i < pl.n_frames; i++) {
+		const stg_frame *f = &p->t.frames[pl.frames[i]];
+		s.comp_max = f->comp_size > s.comp_max ? f->comp_size : s.comp_max;
+		s.raw_max = f->raw_size > s.raw_max ? f->raw_size : s.raw_max;
+	}
 	s.hash_pack = pl.n_frames == p->t.n_frames;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
