@@ -40,6 +40,8 @@ typedef struct applier {
 	uint64_t size, want;
 	stg_writer *wr; /* writes a large file on a thread of its own */
 	bool writing;   /* ... this one */
+	bool patching;  /* ... or this one is patched: written at a->size */
+	bool sharing;   /* outfd's filesystem shares blocks between files */
 } applier;
 
 /* Files of at least this size are written by a thread of their own. */
@@ -58,24 +60,77 @@ static stg_err bad(applier *a, const char *fmt, const char *path)
 	return stg__fail(a->ctx, STG_ECORRUPT, fmt, path);
 }
 
+static stg_err too_large(applier *a)
+{
+	return stg__fail(a->ctx, STG_ECORRUPT,
+	                 "damaged delta: it makes '%s' larger than its %llu bytes", a->path,
+	                 (unsigned long long)a->want);
+}
+
+static stg_err write_failed(applier *a)
+{
+	return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+	                       "cannot write '%s'", a->path);
+}
+
 static stg_err out_sink(void *arg, const uint8_t *p, size_t n)
 {
 	applier *a = arg;
 	if (n > a->want - a->size)
-		return stg__fail(a->ctx, STG_ECORRUPT,
-		                 "damaged delta: it makes '%s' larger than its %llu bytes", a->path,
-		                 (unsigned long long)a->want);
+		return too_large(a);
+	uint64_t at = a->size;
 	a->size += n;
 	XXH3_128bits_update(a->xs, p, n);
-	if (a->writing) {
-		if (stg__writer_put(a->wr, p, n))
-			return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-			                       "cannot write '%s'", a->path);
+	if (a->writing)
+		return stg__writer_put(a->wr, p, n) ? write_failed(a) : STG_OK;
+	if (a->fd < 0)
 		return STG_OK;
+	if (a->patching ? stg__pwrite_full(a->fd, p, n, at) : stg__write_full(a->fd, p, n))
+		return write_failed(a);
+	return STG_OK;
+}
+
+/* On a filesystem that shares blocks between files (XFS, btrfs), a
+ * patch's COPY of the base's [pos, pos + len): the kernel shares the
+ * blocks (a new version of an image costs its changes on disk, not its
+ * size), and the base is read for the hash; where it cannot, the bytes
+ * read are written.  (Elsewhere copy_file_range copies the bytes, and
+ * does that slower than the writer thread: COPY goes through out_sink.) */
+static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint8_t *buf,
+                         size_t cap)
+{
+	applier *a = arg;
+	if (len > a->want - a->size)
+		return too_large(a);
+	uint64_t at = a->size;
+	bool copied = false;
+	if (a->fd >= 0 && a->sharing) {
+		int rc = stg__copy_range(basefd, pos, a->fd, at, len);
+		if (rc < 0 && !errno)
+			return bad(a, "the cached base's '%s' is shorter than its manifest says",
+			           a->path);
+		if (rc < 0)
+			return write_failed(a);
+		copied = rc == 0;
+		a->sharing = rc == 0;
 	}
-	if (a->fd >= 0 && stg__write_full(a->fd, p, n))
-		return stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                       "cannot write '%s'", a->path);
+	for (uint64_t done = 0; done < len;) {
+		size_t k = len - done < cap ? (size_t)(len - done) : cap;
+		if (stg__pread_full(basefd, buf, k, pos + done))
+			return errno ? stg__fail_errno(a->ctx, STG_EIO, errno,
+			                               "reading the base of '%s'", a->path)
+			             : bad(a,
+			                   "the cached base's '%s' is shorter than its manifest "
+			                   "says",
+			                   a->path);
+		XXH3_128bits_update(a->xs, buf, k);
+		if (!copied && a->fd >= 0 && stg__pwrite_full(a->fd, buf, k, at + done))
+			return write_failed(a);
+		done += k;
+		if (stg__cancelled(a->ctx))
+			return stg__fail(a->ctx, STG_EINTR, "interrupted");
+	}
+	a->size += len;
 	return STG_OK;
 }
 
@@ -201,6 +256,8 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 			close(basis);
 			return stg__fail(a->ctx, STG_ENOMEM, "out of memory");
 		}
+		if (a->sharing && a->outfd >= 0)
+			stg__rpatch_set_copy(patch, copy_sink);
 	}
 	a->size = 0;
 	a->want = r->size;
@@ -211,9 +268,10 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 	if (a->fd < 0 && a->outfd >= 0)
 		err = stg__fail_errno(a->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                      "cannot create '%s'", path);
-	/* a large file is written by another thread while this one reads and
-	 * hashes */
-	a->writing = a->fd >= 0 && r->size >= WRITER_MIN &&
+	/* a patched file is written where each command puts it; a large one
+	 * sent whole, by another thread while this one reads and hashes */
+	a->patching = patch && a->sharing;
+	a->writing = a->fd >= 0 && !a->patching && r->size >= WRITER_MIN &&
 	             (a->wr || (a->wr = stg__writer_new(1, 4u << 20)));
 	if (a->writing)
 		stg__writer_begin(a->wr, a->fd);
@@ -425,6 +483,7 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 		goto out;
 	if (src->fd >= 0)
 		posix_fadvise(src->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	a.sharing = outfd >= 0 && stg__fs_shares_blocks(outfd);
 	if (!(err = apply_files(&a, h.n_records, h.n_removed)) &&
 	    !(err = stg__zin_end(&a.z, h.body_xxh)) && outfd >= 0)
 		err = stg__tree_finish(ctx, target, sel, outfd, true);

@@ -10,6 +10,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <sys/statfs.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/fs.h>
@@ -267,35 +268,66 @@ int stg__absolute(const char *path, char *out, size_t len)
 
 /* Copy one file: a reflink where the filesystem shares blocks, else
  * copy_file_range, else read and write. */
-int stg__copy_file(int sfd, int dfd, uint64_t size)
+int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len)
 {
-	if (ioctl(dfd, FICLONE, sfd) == 0)
-		return 0;
+	loff_t in = (loff_t)soff, out = (loff_t)doff;
 	uint64_t done = 0;
-	while (done < size) {
-		ssize_t n = copy_file_range(sfd, NULL, dfd, NULL, size - done, 0);
+	while (done < len) {
+		ssize_t n = copy_file_range(sfd, &in, dfd, &out, len - done, 0);
 		if (n > 0) {
 			done += (uint64_t)n;
 			continue;
 		}
-		if (n == 0)
-			break;
+		if (n == 0) {
+			errno = 0; /* sfd ended first */
+			return -1;
+		}
 		if (errno == EINTR)
 			continue;
-		if (errno != EXDEV && errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+		if (!done &&
+		    (errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP))
+			return 1;
+		return -1;
+	}
+	return 0;
+}
+
+bool stg__fs_shares_blocks(int fd)
+{
+	struct statfs sf;
+	if (fstatfs(fd, &sf))
+		return false;
+	switch ((unsigned long)sf.f_type) {
+	case 0x58465342: /* XFS (reflink=1 by default since 2019) */
+	case 0x9123683e: /* btrfs */
+	case 0xca451a4e: /* bcachefs */ return true;
+	default: return false;
+	}
+}
+
+int stg__copy_file(int sfd, int dfd, uint64_t size)
+{
+	if (ioctl(dfd, FICLONE, sfd) == 0)
+		return 0;
+	int r = stg__copy_range(sfd, 0, dfd, 0, size);
+	if (r < 0 && !errno)
+		errno = EIO;
+	if (r <= 0)
+		return r;
+	/* the plain way */
+	char buf[1 << 16];
+	for (uint64_t done = 0; done < size;) {
+		ssize_t n = pread(sfd, buf, sizeof buf, (off_t)done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			if (!n)
+				errno = EIO;
 			return -1;
-		/* the plain way */
-		char buf[1 << 16];
-		while (done < size) {
-			ssize_t r = pread(sfd, buf, sizeof buf, (off_t)done);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0)
-				return -1;
-			if (stg__write_full(dfd, buf, (size_t)r))
-				return -1;
-			done += (uint64_t)r;
 		}
+		if (stg__write_full(dfd, buf, (size_t)n))
+			return -1;
+		done += (uint64_t)n;
 	}
 	return 0;
 }

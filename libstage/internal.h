@@ -255,6 +255,13 @@ int stg__replace(const char *tmp, const char *path, bool durable);
  * filesystem shares blocks, else copy_file_range, else read and write.
  * 0 or -1/errno. */
 int stg__copy_file(int sfd, int dfd, uint64_t size);
+/* len bytes of sfd at soff into dfd at doff, in the kernel (blocks shared
+ * where the filesystem can).  0 done; 1 when the kernel cannot copy
+ * between these two (nothing was copied: copy another way); -1/errno, or
+ * -1 with errno 0 when sfd ends first. */
+int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len);
+/* Whether fd's filesystem can share blocks between files (a reflink). */
+bool stg__fs_shares_blocks(int fd);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */
 int stg__mkdirs_parent(const char *path);
 /* mkdir -p of path itself, each directory made with mode; 0 (also if it

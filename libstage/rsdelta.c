@@ -409,6 +409,7 @@ struct stg_rpatch {
 	int basefd;
 	uint64_t base_size;
 	stg_sink_fn out;
+	stg_copy_fn copy; /* NULL: COPY's bytes go to out */
 	void *arg;
 	int state;
 	uint8_t op;
@@ -435,6 +436,11 @@ stg_rpatch *stg__rpatch_new(stg_ctx *ctx, int basefd, uint64_t base_size, stg_si
 	return r;
 }
 
+void stg__rpatch_set_copy(stg_rpatch *r, stg_copy_fn copy)
+{
+	r->copy = copy;
+}
+
 void stg__rpatch_free(stg_rpatch *r)
 {
 	if (r)
@@ -459,6 +465,8 @@ static stg_err do_copy(stg_rpatch *r, uint64_t pos, uint64_t len)
 {
 	if (!len || pos > r->base_size || len > r->base_size - pos)
 		return damaged(r, "it copies from past the end of the older version");
+	if (r->copy)
+		return r->copy(r->arg, r->basefd, pos, len, r->cbuf, COPY_BUF);
 	while (len) {
 		size_t k = len < COPY_BUF ? (size_t)len : COPY_BUF;
 		ssize_t n = pread(r->basefd, r->cbuf, k, (off_t)pos);

@@ -37,4 +37,13 @@ stg_rpatch *stg__rpatch_new(stg_ctx *ctx, int basefd, uint64_t base_size, stg_si
 stg_err stg__rpatch_sink(void *arg, const uint8_t *p, size_t n);
 void stg__rpatch_free(stg_rpatch *p);
 
+/* A COPY done by the caller instead of as bytes through out: the range
+ * (checked to lie within the base) and a buffer to read it with, so the
+ * caller can copy in the kernel or share the blocks (copy_file_range)
+ * and still see the bytes.  The delta's commands reach out and copy in
+ * the new file's order. */
+typedef stg_err (*stg_copy_fn)(void *arg, int basefd, uint64_t pos, uint64_t len, uint8_t *buf,
+                               size_t cap);
+void stg__rpatch_set_copy(stg_rpatch *r, stg_copy_fn copy);
+
 #endif

@@ -13,7 +13,7 @@ libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev libfuse3-dev fu
 test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 hostname man-db
 clang libclang-rt-14-dev
 slurm-wlm munge
-rsync gnuplot-nox archivemount
+rsync gnuplot-nox archivemount xfsprogs
 openssh-server openssh-client
 bash-completion lmod"
 

@@ -16,6 +16,7 @@ setup() {
 
 teardown() {
 	cd /
+	if mountpoint -q "$T/x" 2>/dev/null; then umount "$T/x" || umount -l "$T/x"; fi
 	chmod -R u+w "$T" 2>/dev/null || true
 	rm -rf "$T"
 }
@@ -187,6 +188,37 @@ no_tmp_entry() {
 	[ "$bytes" -gt 0 ] # the trace sees the reads of the delta at all
 	[ "$bytes" -le $((8 * 1048576)) ]
 	cmp img2/image.sif s2/image.sif
+}
+
+@test "on XFS (reflink) a patched image shares the base's blocks: its changes cost disk, not its size" {
+	command -v mkfs.xfs >/dev/null || skip "no mkfs.xfs (xfsprogs)"
+	truncate -s 400M xfs.img
+	mkfs.xfs -q xfs.img
+	mkdir x
+	mount -o loop xfs.img x || skip "cannot loop-mount here"
+	mkdir img1
+	head -c 67108864 /dev/urandom >img1/image.sif
+	cp -a img1 img2
+	head -c 1048576 /dev/urandom | dd of=img2/image.sif bs=1M seek=40 conv=notrunc status=none
+	printf 'tail' >>img2/image.sif # and an unaligned end
+	"$STAGER" pack -q img1 -o shared/img1.tar.zst >/dev/null
+	"$STAGER" pack -q img2 -o shared/img2.tar.zst --base shared/img1.tar.zst >/dev/null
+	STAGER_SCRATCH_ROOT="$T/x/scratch" "$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
+	sync
+	before=$(df -k --output=used x | tail -1)
+	STAGER_SCRATCH_ROOT="$T/x/scratch" "$STAGER" stage --json shared/img2.tar.zst s2 >out.json
+	sync
+	after=$(df -k --output=used x | tail -1)
+	cat out.json
+	jq -e '.delta == true' out.json
+	cmp img2/image.sif s2/image.sif
+	echo "used $before KiB before, $after KiB after"
+	# 64 MiB written as 1 MiB of its own and 63 shared
+	[ $((after - before)) -lt 16384 ]
+	filefrag -v "$(readlink -f s2)/image.sif" | grep -q shared
+	STAGER_SCRATCH_ROOT="$T/x/scratch" "$STAGER" verify shared/img2.tar.zst >/dev/null
+	rm -rf s1 s2 x/scratch
+	umount x
 }
 
 @test "a delta that would not pay (every file changed) is passed over for the whole pack, said under -v" {
