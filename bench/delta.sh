@@ -156,6 +156,7 @@ run() {
 	quiet_fs
 	echo reset >"$STATS"
 	: >"$W/rs"
+	fresh_pages
 	"$RUNSTAT" -o "$W/rs" -- "$@" >"$W/$label.out" 2>"$W/err" || { cat "$W/err" >&2; log "$label failed"; exit 1; }
 	quiet_fs
 	sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$W/rs" >>"$W/$label.wall"

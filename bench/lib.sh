@@ -25,6 +25,25 @@ limited() {
 	CUR_PGID=
 }
 
+# fresh_pages: touch and free BENCH_FRESH_MIB (default 3072, at most half
+# of what is available) of memory just before a timed run.  A VM with
+# free page reporting (virtio-balloon, as here) hands freed pages back to
+# its host a few seconds after they are freed, and the next touch of each
+# costs the host a fault: a run that writes 1 GiB took 0.4 s or 1.9 s
+# depending on how long ago that memory was freed, which made one tool's
+# run pay for another's.  Freshly freed pages are what a real node has.
+# Not with --quick (QUICK=1: tiny data).
+fresh_pages() {
+	local mib=${BENCH_FRESH_MIB:-3072} avail f
+	((${QUICK:-0})) && return 0 # tiny data
+	avail=$(awk '/^MemAvailable:/ { print int($2 / 2048) }' /proc/meminfo 2>/dev/null || echo 0)
+	((mib > avail)) && mib=$avail
+	((mib > 0)) || return 0
+	f=$(mktemp /dev/shm/stager-bench-pages.XXXXXX 2>/dev/null) || return 0
+	dd if=/dev/zero of="$f" bs=1M count="$mib" status=none 2>/dev/null || true
+	rm -f "$f"
+}
+
 # warm PATH...: read the files (untimed) into the page cache, as a file
 # server's cache would hold a dataset being staged
 warm() { find "$@" -type f -exec cat {} + >/dev/null; }
