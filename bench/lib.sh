@@ -32,7 +32,10 @@ limited() {
 # costs the host a fault: a run that writes 1 GiB took 0.4 s or 1.9 s
 # depending on how long ago that memory was freed, which made one tool's
 # run pay for another's.  Freshly freed pages are what a real node has.
-# Not with --quick (QUICK=1: tiny data).
+# Not with --quick (QUICK=1: tiny data).  Used by delta.sh, whose runs
+# start cold anyway; not by run.sh, where the second it takes would let
+# the attribute cache of a warm stage expire (it starts each comparison
+# with an untimed round instead).
 fresh_pages() {
 	local mib=${BENCH_FRESH_MIB:-3072} avail f
 	((${QUICK:-0})) && return 0 # tiny data

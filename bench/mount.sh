@@ -233,7 +233,6 @@ timed() {
 	local label=$1 rs=$TMP/runstat.line
 	shift
 	: >"$rs"
-	fresh_pages
 	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
 	if [[ -s $TMP/$label.err ]]; then
 		sed "s/^/[$label] /" "$TMP/$label.err" >&2

@@ -264,7 +264,6 @@ timed() {
 	shift
 	: >"$rs"
 	[[ ${NOSYNC:-0} == 1 ]] || sync
-	fresh_pages
 	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
 	rc=$LIMIT_RC
 	if [[ -s $TMP/$label.err ]]; then
