@@ -381,8 +381,8 @@ slope() { # T1 T0 X1 X0: the log-log slope, or — for the first point
 	echo "## Method"
 	echo
 	echo "- Machine: $(nproc) CPUs ($model), $memtotal RAM, Linux $(uname -r); work directory on $fstype."
-	echo "- Load: \`uptime\` at the start: \`$UPTIME_START\`; at the end: \`$UPTIME_END\`." \
-		"Another benchmark (bench/mount.sh of another worktree) may have run on this machine at the same time."
+	echo "- Load: \`uptime\` at the start: \`$UPTIME_START\`; at the end: \`$UPTIME_END\` (the" \
+		"benchmark's own: it keeps both CPUs busy)."
 	echo "- Tools: $stager_v (\`$STAGER\`, built \`-O2 -g\`); libzstd $zstd_v; libarchive $archive_v; $gnuplot_v."
 	echo "- Datasets (\`bench/gendata\`, seed 1): \`gendata images DIR --files N --classes N/1000 --sizes 1K-4K\`" \
 		"(incompressible); \`gendata shards DIR --count G --size ${FILE_MIB}M --bits 2\` (each byte two random" \
