@@ -35,6 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum */
 #include <zstd.h>
 
 typedef struct ex_buf {
@@ -298,6 +299,11 @@ static void *ex_worker(void *arg)
 		return NULL;
 	}
 	ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, 27);
+	/* format 3: each frame is checked against its XXH3-128 before it is
+	 * decoded, so the frame's own checksum (XXH64 of what it decodes to,
+	 * a second pass over every byte) adds nothing */
+	if (s->t->version >= 3)
+		ZSTD_DCtx_setParameter(dc, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->qhead && !s->reader_done && !s->err)
