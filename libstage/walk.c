@@ -45,14 +45,8 @@ static stg_err read_link(stg_walk *w, int dfd, const char *name, const char *pat
 /* The default visitor: the entry appended to the list. */
 static stg_err append(stg_walk *w, const char *path, const struct stat *st, const char *link)
 {
-	if (w->n == w->cap) {
-		size_t ncap = w->cap ? w->cap * 2 : 1024;
-		stg_witem *nv = realloc(w->v, ncap * sizeof *nv);
-		if (!nv)
-			return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
-		w->v = nv;
-		w->cap = ncap;
-	}
+	if (stg__grow((void **)&w->v, &w->cap, w->n + 1, sizeof *w->v, SIZE_MAX))
+		return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
 	stg_witem *it = &w->v[w->n];
 	memset(it, 0, sizeof *it);
 	it->st = *st;
