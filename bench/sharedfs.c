@@ -3,7 +3,7 @@
  * for benchmarks and tests of stager.
  *
  *   sharedfs [--delay-ms MS] [--bw RATE] [--attr-timeout S] [--direct-io]
- *            [--foreground] BACKING_DIR MOUNTPOINT
+ *            [--pass-direct] [--foreground] BACKING_DIR MOUNTPOINT
  *
  * MOUNTPOINT shows BACKING_DIR.  The costs:
  *
@@ -21,8 +21,13 @@
  * (default 1, a short actimeo), failed lookups not at all, and the page
  * cache is dropped at each open (close-to-open).  --direct-io bypasses the
  * page cache altogether, so every read reaches the counters: the "nodes" of
- * a test cluster on one machine would otherwise share the host's cache.  An open file that is
- * unlinked becomes .fuse_hiddenNNN until closed, as with NFS's .nfsNNN.
+ * a test cluster on one machine would otherwise share the host's cache.
+ * A caller's O_DIRECT bypasses the client's page cache only, as on NFS:
+ * the server reads its own files as it always does (--pass-direct passes
+ * it on to BACKING_DIR's files, as a plain passthrough does, so that a
+ * disk that wants aligned direct I/O refuses the reads with EINVAL).  An
+ * open file that is unlinked becomes .fuse_hiddenNNN until closed, as with
+ * NFS's .nfsNNN.
  * Unlike NFS, open does not revalidate attributes: a file changed through
  * another hard link, another mount or BACKING_DIR may show its old size for
  * up to --attr-timeout seconds.  Inode numbers are the backing ones.  Run
@@ -74,6 +79,7 @@ static long delay_ns = 500000;           /* per metadata operation */
 static double bw = 1024.0 * 1024 * 1024; /* bytes/s; 0 = unlimited */
 static double attr_timeout = 1.0;        /* seconds */
 static int direct_io;                    /* --direct-io */
+static int pass_direct;                  /* --pass-direct */
 static int bfd = -1;                     /* the backing directory */
 static int as_root;                      /* mounted allow_other */
 static struct stat stats_st;             /* the stats file's attributes */
@@ -473,7 +479,7 @@ static int sfs_open(const char *path, struct fuse_file_info *fi)
 	if (is_stats(path))
 		return stats_open(fi);
 	meta(C_open);
-	int fd = openat(bfd, rel(path), fi->flags);
+	int fd = openat(bfd, rel(path), pass_direct ? fi->flags : fi->flags & ~O_DIRECT);
 	if (fd < 0)
 		return -errno;
 	fi->fh = (uint64_t)fd;
@@ -490,7 +496,8 @@ static int sfs_create(const char *path, mode_t mode, struct fuse_file_info *fi)
 	int f = fault(F_create);
 	if (f)
 		return f;
-	int fd = openat(bfd, rel(path), fi->flags | O_CREAT, mode);
+	int fd = openat(bfd, rel(path), (pass_direct ? fi->flags : fi->flags & ~O_DIRECT) | O_CREAT,
+	                mode);
 	if (fd < 0)
 		return -errno;
 	int r = give_to_caller(path);
@@ -510,6 +517,12 @@ static int sfs_read(const char *path, char *buf, size_t size, off_t off, struct 
 		return stats_read(buf, size, off, fi);
 	add(C_read, 1);
 	add(C_read_calls, 1);
+	if (pass_direct) {
+		/* as the caller has it now (fcntl may have changed it since open) */
+		int fl = fcntl((int)fi->fh, F_GETFL);
+		if (fl >= 0 && ((fl ^ fi->flags) & O_DIRECT))
+			fcntl((int)fi->fh, F_SETFL, (fl & ~O_DIRECT) | (fi->flags & O_DIRECT));
+	}
 	ssize_t n = pread((int)fi->fh, buf, size, off);
 	if (n < 0)
 		return -errno;
@@ -680,6 +693,7 @@ static const char usage_text[] =
         "                    powers of 1024 (default 1G; 0 = unlimited)\n"
         "  --attr-timeout S  kernel attribute and name cache, seconds (default 1)\n"
         "  --direct-io       no page cache: every read and write reaches the counters\n"
+        "  --pass-direct     a caller's O_DIRECT reaches BACKING_DIR's files too\n"
         "  -f, --foreground  do not daemonize\n"
         "Counters: cat MOUNTPOINT/" STATS_NAME "; echo reset > MOUNTPOINT/" STATS_NAME "\n"
         "Unmount with fusermount3 -u MOUNTPOINT.\n";
@@ -716,6 +730,7 @@ int main(int argc, char **argv)
 	        {"bw", required_argument, NULL, 'b'},
 	        {"attr-timeout", required_argument, NULL, 'a'},
 	        {"direct-io", no_argument, NULL, 'D'},
+	        {"pass-direct", no_argument, NULL, 'P'},
 	        {"foreground", no_argument, NULL, 'f'},
 	        {"help", no_argument, NULL, 'h'},
 	        {NULL, 0, NULL, 0},
@@ -728,6 +743,7 @@ int main(int argc, char **argv)
 		case 'b': bw = parse_num("--bw", optarg, 1); break;
 		case 'a': attr_timeout = parse_num("--attr-timeout", optarg, 0); break;
 		case 'D': direct_io = 1; break;
+		case 'P': pass_direct = 1; break;
 		case 'f': foreground = 1; break;
 		case 'h': fputs(usage_text, stdout); return 0;
 		default: usage_error("unknown option", argv[optind - 1]);

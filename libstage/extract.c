@@ -9,15 +9,20 @@
  * compressed bytes) and each file's XXH3-128 are what make the result
  * trustworthy.
  *
- * Threads: one reader reads the needed frames in order (one sequential
+ * Threads: a reader reads the needed frames in order (one sequential
  * pass) into a bounded set of buffers and does nothing else, so that the
  * shared filesystem is read without a pause: the link is what a cold stage
- * waits on.  A hasher feeds the pack's SHA-256 (when every frame is read)
- * from the same buffers, in frame order, and workers decode and apply
- * frames; a buffer goes back to the reader once both are done with it.  A file inside one frame is
- * created, written, hashed and closed by that frame's worker.  A file spanning frames is created
- * beforehand; each worker writes its piece with pwrite, and the pieces are hashed in frame order (a
- * worker waits for the previous piece). Frames are handed out in order, so such a wait always ends.
+ * waits on.  A pack on a network filesystem is read past the page cache
+ * (O_DIRECT) by two readers, each with a frame in flight (extract_read.c).
+ * A hasher feeds the pack's SHA-256 (when every frame is read) from the
+ * same buffers, in frame order, and workers decode and apply frames; a
+ * buffer goes back to the readers once both are done with it.  A frame of
+ * raw blocks (incompressible data) is not decoded: its blocks are written
+ * from where they were read.  A file inside one frame is created, written,
+ * hashed and closed by that frame's worker.  A file spanning frames is
+ * created beforehand; each worker writes its piece with pwritev, and the
+ * pieces are hashed in frame order (a worker waits for the previous
+ * piece).  Frames are handed out in order, so such a wait always ends.
  *
  * Safety: before anything is written the tree is checked and planned
  * (extract_tree.c, which also makes the directories and links around the
@@ -33,72 +38,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 #include <unistd.h>
 #include <xxhash.h>
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum */
 #include <zstd.h>
-
-typedef struct ex_buf {
-	struct ex_buf *next;     /* in the free list or the workers' queue */
-	struct ex_buf *sha_next; /* in the hasher's queue */
-	size_t frame;
-	uint8_t *data;
-	size_t cap;
-	unsigned refs; /* the worker, and the hasher when the pack is hashed */
-} ex_buf;
-
-typedef struct ex_state {
-	stg_ctx *ctx;
-	stg_pack *p;
-	const stg_trailer *t;
-	const ex_tree *tr; /* where the files go (rootfd -1: verify only) */
-	ex_span *spans;
-	const size_t *frames; /* needed frames, in order */
-	size_t n_frames;
-	/* the largest of those frames, compressed and not: each buffer is
-	 * made once at that size (grown frame by frame, freed holes the next
-	 * frame does not fit in crept the heap up by megabytes) */
-	size_t comp_max, raw_max;
-	bool hash_pack;
-
-	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	ex_buf *free_list, *qhead, *qtail;
-	ex_buf *sha_head, *sha_tail; /* read, not yet hashed (in frame order) */
-	bool reader_done;
-	stg_err err;
-	char errmsg[STG_ERRMSG_MAX];
-	uint8_t sha[STG_DIGEST_LEN];
-} ex_state;
-
-static void ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
-        __attribute__((format(printf, 3, 4)));
-
-static void ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
-{
-	pthread_mutex_lock(&s->mu);
-	if (!s->err) {
-		s->err = err;
-		va_list ap;
-		va_start(ap, fmt);
-		vsnprintf(s->errmsg, sizeof s->errmsg, fmt, ap);
-		va_end(ap);
-	}
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
-}
-
-/* Has the run failed or been cancelled?  A cancel becomes an error here, so
- * that every waiter (for a buffer, or a previous piece of a file) wakes. */
-static bool ex_failed(ex_state *s)
-{
-	if (stg__cancelled(s->ctx))
-		ex_fail(s, STG_EINTR, "interrupted");
-	pthread_mutex_lock(&s->mu);
-	bool f = s->err != STG_OK;
-	pthread_mutex_unlock(&s->mu);
-	return f;
-}
 
 static void hex16(const uint8_t *h, char *out)
 {
@@ -110,29 +54,103 @@ static void hex16(const uint8_t *h, char *out)
 	out[32] = '\0';
 }
 
-/* Compare a finished hash with the manifest's; fail naming the file. */
-static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t frame)
+/* Compare a finished hash with the manifest's; fail naming the file and
+ * the frames that hold it (first..last), where the damage is. */
+static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t first, size_t last)
 {
 	XXH128_canonical_t c;
 	XXH128_canonicalFromHash(&c, h);
 	if (memcmp(c.digest, r->xxh3, 16) == 0)
 		return true;
-	char want[33], got[33];
+	char want[33], got[33], where[64];
 	hex16(r->xxh3, want);
 	hex16(c.digest, got);
-	ex_fail(s, STG_ECORRUPT, "'%s' is damaged (frame %zu): expected xxh3 %s, found %s",
-	        stg__rec_path(s->p, r), frame, want, got);
+	if (first == last)
+		snprintf(where, sizeof where, "frame %zu", first);
+	else
+		snprintf(where, sizeof where, "in frames %zu-%zu", first, last);
+	stg__ex_fail(s, STG_ECORRUPT, "'%s' is damaged (%s): expected xxh3 %s, found %s",
+	             stg__rec_path(s->p, r), where, want, got);
 	return false;
 }
 
 static void io_fail(ex_state *s, const char *what, const char *path)
 {
 	int e = errno;
-	ex_fail(s, stg__err_from_errno(e, STG_EIO), "%s '%s': %s", what, path, strerror(e));
+	stg__ex_fail(s, stg__err_from_errno(e, STG_EIO), "%s '%s': %s", what, path, strerror(e));
+}
+
+/* A frame's content as pieces in order: the buffer the decoder wrote (one
+ * piece), or a raw frame's blocks where they lie in what was read. */
+#define EX_SEGS_MAX 1024 /* IOV_MAX: a piece of a file is one pwritev */
+typedef struct ex_content {
+	struct iovec seg[EX_SEGS_MAX];
+	uint64_t at[EX_SEGS_MAX]; /* where seg[i] starts in the frame's content */
+	size_t n;
+	struct iovec iov[EX_SEGS_MAX]; /* the part that one file takes */
+	XXH3_state_t *xs;              /* for a file of several pieces */
+} ex_content;
+
+/* c->iov = the bytes [a, b) of the frame's content; their number. */
+static int take(ex_content *c, uint64_t a, uint64_t b)
+{
+	size_t lo = 0, hi = c->n;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (c->at[mid] + c->seg[mid].iov_len <= a)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	int n = 0;
+	for (size_t i = lo; i < c->n && c->at[i] < b; i++) {
+		uint64_t x = a > c->at[i] ? a : c->at[i];
+		uint64_t y = b < c->at[i] + c->seg[i].iov_len ? b : c->at[i] + c->seg[i].iov_len;
+		c->iov[n].iov_base = (uint8_t *)c->seg[i].iov_base + (x - c->at[i]);
+		c->iov[n++].iov_len = (size_t)(y - x);
+	}
+	return n;
+}
+
+/* All of iov[0..n) written at off. */
+static int pwritev_full(int fd, struct iovec *iov, int n, uint64_t off)
+{
+	while (n > 0) {
+		ssize_t w = pwritev(fd, iov, n, (off_t)off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			if (!w)
+				errno = EIO;
+			return -1;
+		}
+		off += (uint64_t)w;
+		for (size_t left = (size_t)w; left;) {
+			size_t t = left < iov->iov_len ? left : iov->iov_len;
+			iov->iov_base = (uint8_t *)iov->iov_base + t;
+			iov->iov_len -= t;
+			left -= t;
+			if (!iov->iov_len) {
+				iov++;
+				n--;
+			}
+		}
+		while (n > 0 && !iov->iov_len) {
+			iov++;
+			n--;
+		}
+	}
+	return 0;
+}
+
+static void hash_iov(XXH3_state_t *xs, const struct iovec *iov, int n)
+{
+	for (int i = 0; i < n; i++)
+		XXH3_128bits_update(xs, iov[i].iov_base, iov[i].iov_len);
 }
 
 /* Apply a decoded frame: every selected file overlapping it. */
-static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
+static void apply_frame(ex_state *s, size_t k, ex_content *c)
 {
 	const stg_trailer *t = s->t;
 	const stg_frame *f = &t->frames[k];
@@ -153,19 +171,25 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 			break;
 		if (r->type != STG_FILE || r->size == 0 || !s->tr->sel[i])
 			continue;
-		if (ex_failed(s))
+		if (stg__ex_failed(s))
 			return;
 		uint64_t a = r->data_off > f->raw_off ? r->data_off : f->raw_off;
 		uint64_t b = r->data_off + r->size < fend ? r->data_off + r->size : fend;
-		const uint8_t *piece = raw + (a - f->raw_off);
-		size_t plen = (size_t)(b - a);
+		int niov = take(c, a - f->raw_off, b - f->raw_off);
 		const char *path = stg__rec_path(s->p, r);
 		uint32_t si = s->tr->span_of[i];
 
 		if (si == NONE) {
 			/* the whole file is in this frame */
-			XXH128_hash_t h = XXH3_128bits(piece, plen);
-			if (!check_hash(s, r, h, k))
+			XXH128_hash_t h;
+			if (niov == 1) {
+				h = XXH3_128bits(c->iov[0].iov_base, c->iov[0].iov_len);
+			} else {
+				XXH3_128bits_reset(c->xs);
+				hash_iov(c->xs, c->iov, niov);
+				h = XXH3_128bits_digest(c->xs);
+			}
+			if (!check_hash(s, r, h, k, k))
 				return;
 			if (s->tr->rootfd < 0)
 				continue;
@@ -176,7 +200,7 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 				io_fail(s, "cannot create", path);
 				return;
 			}
-			if (stg__pwrite_full(fd, piece, plen, 0) ||
+			if (pwritev_full(fd, c->iov, niov, 0) ||
 			    stg__ex_set_meta(s->tr, fd, r, false)) {
 				io_fail(s, "cannot write", path);
 				close(fd);
@@ -189,17 +213,19 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 			continue;
 		}
 
-		/* a piece of a file that spans frames */
+		/* a piece of a file that spans frames (hashed below, after the
+		 * write: pwritev moved c->iov along, so take it again) */
 		ex_span *sp = &s->spans[si];
 		int fd = -1;
 		if (s->tr->rootfd >= 0) {
 			fd = openat(s->tr->rootfd, path, O_WRONLY | O_NOFOLLOW | O_CLOEXEC);
-			if (fd < 0 || stg__pwrite_full(fd, piece, plen, a - r->data_off)) {
+			if (fd < 0 || pwritev_full(fd, c->iov, niov, a - r->data_off)) {
 				io_fail(s, "cannot write", path);
 				if (fd >= 0)
 					close(fd);
 				return;
 			}
+			niov = take(c, a - f->raw_off, b - f->raw_off);
 		}
 		pthread_mutex_lock(&s->mu);
 		while (sp->next != k && !s->err)
@@ -211,10 +237,10 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 				close(fd);
 			return;
 		}
-		XXH3_128bits_update(sp->xs, piece, plen);
+		hash_iov(sp->xs, c->iov, niov);
 		bool ok = true;
 		if (k == sp->last) {
-			ok = check_hash(s, r, XXH3_128bits_digest(sp->xs), k);
+			ok = check_hash(s, r, XXH3_128bits_digest(sp->xs), sp->first, k);
 			if (ok && fd >= 0 && stg__ex_set_meta(s->tr, fd, r, true)) {
 				io_fail(s, "cannot write", path);
 				ok = false;
@@ -233,6 +259,42 @@ static void apply_frame(ex_state *s, size_t k, const uint8_t *raw)
 	}
 }
 
+/* A format-3 frame made only of raw blocks (what zstd writes for data it
+ * cannot compress) is its content already, in pieces between the block
+ * headers: c gets them, and nothing is copied.  false for any other
+ * frame, and for anything the decoder would judge (a block over 128 KiB or
+ * the window, a window over 2^27, sizes that do not add up): the decoder
+ * then decides. */
+static bool raw_blocks(const ex_state *s, const uint8_t *src, const stg_frame *f, ex_content *c)
+{
+	ZSTD_frameHeader h;
+	if (s->t->version < 3 || ZSTD_getFrameHeader(&h, src, f->comp_size) != 0 ||
+	    h.frameType != ZSTD_frame || h.dictID || h.windowSize > (1ull << 27))
+		return false;
+	size_t pos = h.headerSize, len = f->comp_size;
+	uint64_t out = 0,
+	         bmax = h.windowSize < ZSTD_BLOCKSIZE_MAX ? h.windowSize : ZSTD_BLOCKSIZE_MAX;
+	c->n = 0;
+	for (bool last = false; !last;) {
+		if (len - pos < 3)
+			return false;
+		uint32_t bh = src[pos] | (uint32_t)src[pos + 1] << 8 | (uint32_t)src[pos + 2] << 16;
+		size_t bsize = bh >> 3;
+		last = bh & 1;
+		pos += 3;
+		if ((bh >> 1 & 3) != 0 || bsize > bmax || bsize > len - pos || c->n == EX_SEGS_MAX)
+			return false;
+		if (bsize) {
+			c->seg[c->n].iov_base = (void *)(src + pos);
+			c->seg[c->n].iov_len = bsize;
+			c->at[c->n++] = out;
+		}
+		pos += bsize;
+		out += bsize;
+	}
+	return len - pos == (h.checksumFlag ? 4u : 0u) && out == f->raw_size;
+}
+
 /* One of a buffer's users is done with it; the last gives it back, and
  * lets the kernel drop the pack's pages it held (a pack is read once: its
  * pages would only push the job's own out), here rather than all at the
@@ -247,8 +309,9 @@ static void buf_done(ex_state *s, ex_buf *b)
 		s->free_list = b;
 		pthread_cond_broadcast(&s->cv);
 	}
+	bool cached = !s->direct || s->direct_refused;
 	pthread_mutex_unlock(&s->mu);
-	if (last && s->p->fd >= 0)
+	if (last && cached && s->p->fd >= 0)
 		posix_fadvise(s->p->fd, (off_t)f->comp_off, (off_t)f->comp_size,
 		              POSIX_FADV_DONTNEED);
 }
@@ -260,7 +323,7 @@ static void *ex_hasher(void *arg)
 	ex_state *s = arg;
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	if (!sha || !EVP_DigestInit_ex(sha, EVP_sha256(), NULL))
-		ex_fail(s, STG_ENOMEM, "out of memory");
+		stg__ex_fail(s, STG_ENOMEM, "out of memory");
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->sha_head && !s->reader_done && !s->err)
@@ -292,16 +355,19 @@ static void *ex_worker(void *arg)
 {
 	ex_state *s = arg;
 	ZSTD_DCtx *dc = ZSTD_createDCtx();
+	ex_content *c = malloc(sizeof *c);
+	XXH3_state_t *xs = XXH3_createState();
 	uint8_t *raw = NULL;
-	size_t raw_cap = 0;
-	if (!dc) {
-		ex_fail(s, STG_ENOMEM, "out of memory");
-		return NULL;
+	if (!dc || !c || !xs) {
+		stg__ex_fail(s, STG_ENOMEM, "out of memory");
+		goto out;
 	}
+	c->xs = xs;
 	ZSTD_DCtx_setParameter(dc, ZSTD_d_windowLogMax, 27);
 	/* format 3: each frame is checked against its XXH3-128 before it is
-	 * decoded, so the frame's own checksum (XXH64 of what it decodes to,
-	 * a second pass over every byte) adds nothing */
+	 * decoded, or the whole pack against its SHA-256, so the frame's own
+	 * checksum (XXH64 of what it decodes to, a second pass over every
+	 * byte) adds nothing */
 	if (s->t->version >= 3)
 		ZSTD_DCtx_setParameter(dc, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
 	for (;;) {
@@ -322,143 +388,74 @@ static void *ex_worker(void *arg)
 		const size_t k = b->frame; /* b is reused once it is back on the free list */
 		const stg_frame *f = &s->t->frames[k];
 		bool ok = true;
-		if (raw_cap < f->raw_size) {
-			free(raw);
-			raw = malloc(s->raw_max);
-			raw_cap = raw ? s->raw_max : 0;
-			if (!raw) {
-				ex_fail(s, STG_ENOMEM, "out of memory");
-				ok = false;
-			}
-		}
-		if (ok && s->t->version >= 3) {
+		if (s->t->version >= 3 && !s->hash_pack) {
 			/* format 3: the frame is the one its table names, before it is
-			 * decoded (the SHA-256 says so too, but only at the end) */
+			 * decoded.  Not when the whole pack is read: the SHA-256 says
+			 * so too (at the end, before anything is kept), each file's
+			 * XXH3-128 is checked as it is written, and zstd decodes
+			 * hostile input safely into a buffer of the size the table
+			 * gives; a second pass over every byte bought only an earlier
+			 * error */
 			XXH128_canonical_t h;
 			XXH128_canonicalFromHash(&h, XXH3_128bits(b->data, f->comp_size));
 			if (memcmp(h.digest, f->xxh3, 16)) {
-				ex_fail(s, STG_ECORRUPT,
-				        "damaged pack: frame %zu (bytes %llu-%llu) does not match "
-				        "its "
-				        "XXH3-128",
-				        k, (unsigned long long)f->comp_off,
-				        (unsigned long long)(f->comp_off + f->comp_size));
+				stg__ex_fail(s, STG_ECORRUPT,
+				             "damaged pack: frame %zu (bytes %llu-%llu) does not "
+				             "match its XXH3-128",
+				             k, (unsigned long long)f->comp_off,
+				             (unsigned long long)(f->comp_off + f->comp_size));
 				ok = false;
 			}
 		}
-		if (ok) {
-			/* exactly one frame, of exactly the size the table says */
-			size_t fsz = ZSTD_findFrameCompressedSize(b->data, f->comp_size);
-			unsigned long long csz = ZSTD_getFrameContentSize(b->data, f->comp_size);
-			size_t n = 0;
-			if (ZSTD_isError(fsz) || fsz != f->comp_size || csz != f->raw_size) {
-				ok = false;
-			} else {
-				n = ZSTD_decompressDCtx(dc, raw, f->raw_size, b->data,
-				                        f->comp_size);
-				ok = !ZSTD_isError(n) && n == f->raw_size;
-			}
-			if (!ok)
-				ex_fail(s, STG_ECORRUPT,
-				        "damaged pack: frame %zu (bytes %llu-%llu) does not "
-				        "decode%s%s",
-				        k, (unsigned long long)f->comp_off,
-				        (unsigned long long)(f->comp_off + f->comp_size),
-				        ZSTD_isError(n) ? ": " : "",
-				        ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
-		}
-		/* the compressed buffer is free again (once hashed too) */
-		buf_done(s, b);
-		if (!ok)
-			break;
-		apply_frame(s, k, raw);
-	}
-	free(raw);
-	ZSTD_freeDCtx(dc);
-	return NULL;
-}
-
-static void *ex_reader(void *arg)
-{
-	ex_state *s = arg;
-	stg_ctx *ctx = s->ctx;
-	if (s->p->fd >= 0)
-		posix_fadvise(s->p->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	uint64_t total = 0, done = 0;
-	for (size_t i = 0; i < s->n_frames; i++)
-		total += s->t->frames[s->frames[i]].comp_size;
-	for (size_t i = 0; i < s->n_frames && !ex_failed(s); i++) {
-		size_t k = s->frames[i];
-		const stg_frame *f = &s->t->frames[k];
-		pthread_mutex_lock(&s->mu);
-		while (!s->free_list && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
-		ex_buf *b = s->free_list;
-		if (s->err || !b) {
-			pthread_mutex_unlock(&s->mu);
-			break;
-		}
-		s->free_list = b->next;
-		pthread_mutex_unlock(&s->mu);
-
-		if (b->cap < f->comp_size) {
-			free(b->data);
-			b->data = malloc(s->comp_max);
-			b->cap = b->data ? s->comp_max : 0;
-		}
-		bool ok = b->data != NULL;
-		if (!ok)
-			ex_fail(s, STG_ENOMEM, "out of memory");
-		else if (stg__pack_pread(s->p, b->data, f->comp_size, f->comp_off)) {
-			int e = errno;
-			if (e)
-				ex_fail(s, STG_EIO, "reading frame %zu of the pack: %s", k,
-				        strerror(e));
-			else
-				ex_fail(s, STG_ECORRUPT, "damaged pack: frame %zu is truncated", k);
+		/* exactly one frame, of exactly the size the table says */
+		size_t fsz = ok ? ZSTD_findFrameCompressedSize(b->data, f->comp_size) : 0;
+		unsigned long long csz = ok ? ZSTD_getFrameContentSize(b->data, f->comp_size) : 0;
+		bool in_place = false;
+		if (ok && (ZSTD_isError(fsz) || fsz != f->comp_size || csz != f->raw_size)) {
+			stg__ex_fail(s, STG_ECORRUPT,
+			             "damaged pack: frame %zu (bytes %llu-%llu) does not decode", k,
+			             (unsigned long long)f->comp_off,
+			             (unsigned long long)(f->comp_off + f->comp_size));
 			ok = false;
+		} else if (ok && !(in_place = raw_blocks(s, b->data, f, c))) {
+			if (!raw && !(raw = malloc(s->raw_max ? s->raw_max : 1))) {
+				stg__ex_fail(s, STG_ENOMEM, "out of memory");
+				ok = false;
+			}
+			size_t n = ok ? ZSTD_decompressDCtx(dc, raw, f->raw_size, b->data,
+			                                    f->comp_size)
+			              : 0;
+			if (ok && (ZSTD_isError(n) || n != f->raw_size)) {
+				stg__ex_fail(s, STG_ECORRUPT,
+				             "damaged pack: frame %zu (bytes %llu-%llu) does not "
+				             "decode%s%s",
+				             k, (unsigned long long)f->comp_off,
+				             (unsigned long long)(f->comp_off + f->comp_size),
+				             ZSTD_isError(n) ? ": " : "",
+				             ZSTD_isError(n) ? ZSTD_getErrorName(n) : "");
+				ok = false;
+			}
+			c->seg[0].iov_base = raw;
+			c->seg[0].iov_len = f->raw_size;
+			c->at[0] = 0;
+			c->n = 1;
 		}
-		pthread_mutex_lock(&s->mu);
-		if (!ok) {
-			b->next = s->free_list;
-			s->free_list = b;
-			pthread_mutex_unlock(&s->mu);
+		/* the compressed buffer is free again (once hashed too); a raw
+		 * frame's content is in it until it is applied */
+		if (!in_place)
+			buf_done(s, b);
+		if (ok)
+			apply_frame(s, k, c);
+		if (in_place)
+			buf_done(s, b);
+		if (!ok)
 			break;
-		}
-		b->frame = k;
-		b->next = NULL;
-		b->sha_next = NULL;
-		b->refs = s->hash_pack ? 2 : 1;
-		if (s->qtail)
-			s->qtail->next = b;
-		else
-			s->qhead = b;
-		s->qtail = b;
-		if (s->hash_pack) {
-			if (s->sha_tail)
-				s->sha_tail->sha_next = b;
-			else
-				s->sha_head = b;
-			s->sha_tail = b;
-		}
-		pthread_cond_broadcast(&s->cv);
-		pthread_mutex_unlock(&s->mu);
-		/* the next frame comes in (kernel readahead) while this one is
-		 * hashed: on a network filesystem reading and hashing overlap */
-		if (s->p->fd >= 0 && i + 1 < s->n_frames) {
-			const stg_frame *nf = &s->t->frames[s->frames[i + 1]];
-			posix_fadvise(s->p->fd, (off_t)nf->comp_off, (off_t)nf->comp_size,
-			              POSIX_FADV_WILLNEED);
-		}
-		done += f->comp_size;
-		if (ctx->progress_fn)
-			ctx->progress_fn(ctx->progress_arg, s->tr->rootfd < 0 ? "verify" : "unpack",
-			                 done, total);
 	}
-	pthread_mutex_lock(&s->mu);
-	s->reader_done = true;
-	pthread_cond_broadcast(&s->cv);
-	pthread_mutex_unlock(&s->mu);
+out:
+	free(raw);
+	free(c);
+	XXH3_freeState(xs);
+	ZSTD_freeDCtx(dc);
 	return NULL;
 }
 
@@ -490,15 +487,19 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 	}
 	s.hash_pack = pl.n_frames == p->t.n_frames;
 	pthread_mutex_init(&s.mu, NULL);
+	pthread_mutex_init(&s.progress_mu, NULL);
 	pthread_cond_init(&s.cv, NULL);
 
+	for (size_t i = 0; i < pl.n_frames; i++)
+		s.total += p->t.frames[pl.frames[i]].comp_size;
+
 	int nthreads = stg__threads(ctx);
-	/* enough buffers that the reader is never held up by a frame being
+	/* enough buffers that the readers are never held up by a frame being
 	 * decoded or hashed: read-ahead of a few frames */
 	size_t nbufs = (size_t)nthreads + 6;
 	ex_buf *bufs = calloc(nbufs, sizeof *bufs);
-	pthread_t *tids = calloc((size_t)nthreads + 2, sizeof *tids);
-	int started = 0;
+	pthread_t *tids = calloc((size_t)nthreads + 3, sizeof *tids);
+	int started = 0, fd_flags = -1;
 	if (!bufs || !tids) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
@@ -509,27 +510,46 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 	}
 	if ((err = stg__ex_prepare(&tr)))
 		goto out;
-	if (pthread_create(&tids[started], NULL, ex_reader, &s)) {
-		err = stg__fail(ctx, STG_ENOMEM, "cannot start threads");
-		goto out;
+	fd_flags = stg__ex_direct_begin(&s);
+	if (!s.direct && p->fd >= 0)
+		posix_fadvise(p->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+	s.readers = s.direct ? 2 : 1;
+	for (int i = 0, n = s.readers; i < n; i++) {
+		if (pthread_create(&tids[started], NULL, stg__ex_reader, &s)) {
+			pthread_mutex_lock(&s.mu);
+			s.readers -= n - i; /* the ones never started */
+			s.reader_done = s.readers == 0;
+			pthread_mutex_unlock(&s.mu);
+			if (!i) {
+				err = stg__fail(ctx, STG_ENOMEM, "cannot start threads");
+				goto out;
+			}
+			break;
+		}
+		started++;
 	}
-	started++;
 	if (s.hash_pack) {
 		if (pthread_create(&tids[started], NULL, ex_hasher, &s)) {
-			ex_fail(&s, STG_ENOMEM, "cannot start threads");
+			stg__ex_fail(&s, STG_ENOMEM, "cannot start threads");
 			goto out;
 		}
 		started++;
 	}
 	for (int i = 0; i < nthreads; i++, started++) {
 		if (pthread_create(&tids[started], NULL, ex_worker, &s)) {
-			ex_fail(&s, STG_ENOMEM, "cannot start threads");
+			stg__ex_fail(&s, STG_ENOMEM, "cannot start threads");
 			break;
 		}
 	}
 out:
 	for (int i = 0; i < started; i++)
 		pthread_join(tids[i], NULL);
+	if (fd_flags >= 0)
+		fcntl(p->fd, F_SETFL, fd_flags);
+	if (s.direct_refused)
+		stg__log(ctx, STG_LOG_DEBUG,
+		         "the filesystem refused a direct read (EINVAL): the rest of the pack was "
+		         "read through the page cache");
 	if (!err && s.err) {
 		err = s.err;
 		stg__fail(ctx, err, "%s", s.errmsg);
@@ -558,14 +578,17 @@ out:
 		}
 		stats->frames_read = pl.n_frames;
 		stats->frames_total = p->t.n_frames;
-		for (size_t i = 0; i < pl.n_frames; i++)
-			stats->pack_bytes_read += p->t.frames[pl.frames[i]].comp_size;
+		for (size_t i = 0; i < pl.n_frames; i++) {
+			const stg_frame *f = &p->t.frames[pl.frames[i]];
+			stats->pack_bytes_read += stg__pack_unread(p, f->comp_off, f->comp_size);
+		}
 	}
 	for (size_t i = 0; bufs && i < nbufs; i++)
 		free(bufs[i].data);
 	free(bufs);
 	free(tids);
 	pthread_mutex_destroy(&s.mu);
+	pthread_mutex_destroy(&s.progress_mu);
 	pthread_cond_destroy(&s.cv);
 	stg__ex_plan_free(&pl);
 	return err;

@@ -1,13 +1,15 @@
 /*
- * extract.h - what the two halves of extraction share: the plan and the
- * tree around the files (extract_tree.c), and the parallel decode that
- * writes the files (extract.c).
+ * extract.h - what the parts of extraction share: the plan and the tree
+ * around the files (extract_tree.c), and the parallel decode that writes
+ * the files (extract.c) from the frames its readers bring in
+ * (extract_read.c).
  */
 #ifndef STG_EXTRACT_H
 #define STG_EXTRACT_H
 
 #include "internal.h"
 
+#include <pthread.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -16,8 +18,9 @@
 /* A file whose content spans frames: its pieces are hashed in frame
  * order. */
 typedef struct ex_span {
-	uint32_t next; /* frame whose piece is to be hashed next */
-	uint32_t last; /* last frame holding this file */
+	uint32_t first; /* first frame holding this file */
+	uint32_t next;  /* frame whose piece is to be hashed next */
+	uint32_t last;  /* last frame holding this file */
 	XXH3_state_t *xs;
 } ex_span;
 
@@ -62,5 +65,59 @@ mode_t stg__ex_umask(void);
  * mode only if the umask took some of it, or if forced). */
 mode_t stg__ex_create_mode(const stg_rec *r, bool read_only);
 int stg__ex_set_meta(const ex_tree *tr, int fd, const stg_rec *r, bool force_chmod);
+
+/* ---- the parallel decode (extract.c) and its readers (extract_read.c) -- */
+
+typedef struct ex_buf {
+	struct ex_buf *next;     /* in the free list or the workers' queue */
+	struct ex_buf *sha_next; /* in the hasher's queue */
+	size_t frame;
+	uint8_t *data;
+	size_t cap;
+	unsigned refs; /* the worker, and the hasher when the pack is hashed */
+} ex_buf;
+
+typedef struct ex_state {
+	stg_ctx *ctx;
+	stg_pack *p;
+	const stg_trailer *t;
+	const ex_tree *tr; /* where the files go (rootfd -1: verify only) */
+	ex_span *spans;
+	const size_t *frames; /* needed frames, in order */
+	size_t n_frames;
+	/* the largest of those frames, compressed and not: each buffer is
+	 * made once at that size (grown frame by frame, freed holes the next
+	 * frame does not fit in crept the heap up by megabytes) */
+	size_t comp_max, raw_max;
+	bool hash_pack;
+
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	ex_buf *free_list, *qhead, *qtail;
+	ex_buf *sha_head, *sha_tail;   /* read, not yet hashed (in frame order) */
+	size_t next_read, next_queued; /* of frames[]: claimed by a reader, queued */
+	uint64_t done, total;          /* compressed bytes queued, and to read */
+	pthread_mutex_t progress_mu;   /* progress_fn's calls, one at a time */
+	uint64_t reported;             /* done, as progress_fn last heard it */
+	int readers;                   /* reader threads still running */
+	bool reader_done;
+	bool direct;         /* the pack is read past the page cache (O_DIRECT) */
+	bool direct_refused; /* ... until a read said EINVAL: through it since */
+	stg_err err;
+	char errmsg[STG_ERRMSG_MAX];
+	uint8_t sha[STG_DIGEST_LEN];
+} ex_state;
+
+/* Fail the run (the first error is kept) and wake every waiter. */
+void stg__ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* Has the run failed or been cancelled?  A cancel becomes an error here, so
+ * that every waiter (for a buffer, or a previous piece of a file) wakes. */
+bool stg__ex_failed(ex_state *s);
+/* Switch s->p's fd to direct reads where that pays (a network filesystem,
+ * large frames): the fd's flags to restore after, or -1 (nothing changed). */
+int stg__ex_direct_begin(ex_state *s);
+/* A reader thread (s->readers of them run). */
+void *stg__ex_reader(void *arg);
 
 #endif

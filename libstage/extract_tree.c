@@ -194,7 +194,7 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 		if (a == b)
 			continue;
 		ex_span *sp = &pl->spans[pl->n_spans];
-		sp->next = (uint32_t)a;
+		sp->first = sp->next = (uint32_t)a;
 		sp->last = (uint32_t)b;
 		if (!(sp->xs = XXH3_createState()))
 			return stg__fail(ctx, STG_ENOMEM, "out of memory");

@@ -14,6 +14,7 @@
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/fs.h>
+#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -290,6 +291,32 @@ int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len
 		return -1;
 	}
 	return 0;
+}
+
+const char *stg__fs_kind(long type, bool *network)
+{
+	static const struct {
+		long magic;
+		const char *name;
+		bool net;
+	} fs[] = {
+	        {NFS_SUPER_MAGIC, "nfs", true},  {0xFF534D42, "cifs", true},
+	        {0xFE534D42, "smb2", true},      {0x0BD00BD0, "lustre", true},
+	        {0x47504653, "gpfs", true},      {0x00C36400, "ceph", true},
+	        {0x65735546, "fuse", true},      {0x6B414653, "afs", true},
+	        {0x19830326, "beegfs", true},    {EXT4_SUPER_MAGIC, "ext4", false},
+	        {XFS_SUPER_MAGIC, "xfs", false}, {BTRFS_SUPER_MAGIC, "btrfs", false},
+	        {TMPFS_MAGIC, "tmpfs", false},   {0x794C7630, "overlayfs", false},
+	        {0x2FC12FC1, "zfs", false},
+	};
+	for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+		if (fs[i].magic == type) {
+			*network = fs[i].net;
+			return fs[i].name;
+		}
+	}
+	*network = false;
+	return "other";
 }
 
 bool stg__fs_shares_blocks(int fd)

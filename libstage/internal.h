@@ -184,10 +184,17 @@ struct stg_pack {
 	stg_trailer t;
 	struct stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
 	stg_ctx *bw_ctx;
+	uint8_t *tail;     /* the pack's last tail_len bytes, from tail_off, when the */
+	uint64_t tail_off; /* trailer fit in them (NULL otherwise) */
+	size_t tail_len;
 };
 
-/* Read len bytes at off of the pack's data. */
+/* Read len bytes at off of the pack's data (what the trailer's read at
+ * open brought in, from memory). */
 int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off);
+/* How many of those bytes a read takes from the source, not from what the
+ * trailer's read kept. */
+uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len);
 const char *stg__rec_path(const stg_pack *p, const stg_rec *r);
 const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 
@@ -260,6 +267,9 @@ int stg__copy_file(int sfd, int dfd, uint64_t size);
  * between these two (nothing was copied: copy another way); -1/errno, or
  * -1 with errno 0 when sfd ends first. */
 int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len);
+/* A filesystem's name from statfs's f_type ("other" if unknown), and
+ * whether it is a network one (its bytes cross a link to a server). */
+const char *stg__fs_kind(long type, bool *network);
 /* Whether fd's filesystem can share blocks between files (a reflink). */
 bool stg__fs_shares_blocks(int fd);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */

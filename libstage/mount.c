@@ -17,6 +17,8 @@
  * that was mounted.  One changed in place (its size or times differ from
  * the mount's) is not read again: reads that need a frame not cached fail
  * with ESTALE and the change is logged once, so the two versions never mix.
+ * The pack's last MiB, read with the trailer at mount, is served as it was
+ * then (stg_pack_open).
  *
  * A pack of format 1 or 2 has no hash per frame: a file of it is checked
  * whole against its manifest's XXH3-128 at its first read, before any of

@@ -20,6 +20,21 @@
 int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off)
 {
 	if (p->fd >= 0) {
+		/* what the trailer's read brought in is not read again (the last
+		 * frame, a whole small pack): the page cache may not hold it */
+		if (p->tail_len && off + len > p->tail_off && off < p->size) {
+			uint64_t from = off > p->tail_off ? off : p->tail_off;
+			uint64_t to = off + len < p->size ? off + len : p->size;
+			memcpy((uint8_t *)buf + (from - off), p->tail + (from - p->tail_off),
+			       (size_t)(to - from));
+			if (to < off + len) { /* past the end */
+				errno = 0;
+				return -1;
+			}
+			len = (size_t)(from - off);
+			if (!len)
+				return 0;
+		}
 		if (p->bw)
 			stg__bucket_take(p->bw_ctx, p->bw, (double)len);
 		return stg__pread_full(p->fd, buf, len, off);
@@ -30,6 +45,13 @@ int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off)
 	}
 	memcpy(buf, p->mem + off, len);
 	return 0;
+}
+
+uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len)
+{
+	if (p->fd < 0 || !p->tail_len || off + len <= p->tail_off)
+		return len;
+	return off < p->tail_off ? p->tail_off - off : 0;
 }
 
 const char *stg__rec_path(const stg_pack *p, const stg_rec *r)
@@ -55,6 +77,13 @@ static stg_err read_trailer(stg_ctx *ctx, stg_pack *p)
 	}
 	size_t need = 0;
 	err = stg__trailer_decode(ctx, tail, first, p->size, &p->t, &need);
+	if (!err && !need && p->fd >= 0) {
+		/* kept: the frames it ends with need not be read again */
+		p->tail = tail;
+		p->tail_len = first;
+		p->tail_off = p->size - first;
+		return STG_OK;
+	}
 	if (err || !need)
 		goto out;
 	/* the manifest is larger than the first read: read the rest of it.
@@ -161,6 +190,7 @@ void stg_pack_close(stg_pack *p)
 	if (p->fd >= 0)
 		close(p->fd);
 	stg__trailer_free(&p->t);
+	free(p->tail);
 	free(p);
 }
 

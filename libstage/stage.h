@@ -160,12 +160,16 @@ typedef struct stg_pack_info {
 /*
  * Open a pack and read its trailer.  Reads only the end of the file (one
  * read of at most 1 MiB when the trailer fits, else two), whatever the
- * pack's size.  STG_ENOENT if the file cannot be opened, STG_ECORRUPT if it
- * is not a valid pack.
+ * pack's size; when one read held the trailer, the pack keeps it (up to
+ * 1 MiB while open), and later reads of those bytes are served from it, as
+ * they were at open.  STG_ENOENT if the file cannot be opened,
+ * STG_ECORRUPT if it is not a valid pack.
  */
 STG_API stg_err stg_pack_open(stg_ctx *ctx, const char *path, stg_pack **out);
 
-/* The same over an open, seekable descriptor; the pack dups fd. */
+/* The same over an open, seekable descriptor; the pack dups fd.  While a
+ * pack on a network filesystem is unpacked or verified, that open file
+ * (shared with fd) reads with O_DIRECT; its flags are put back after. */
 STG_API stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out);
 
 /* The same over a whole pack image in memory (copied as needed); for tests
@@ -223,7 +227,8 @@ typedef struct stg_unpack_stats {
 	uint64_t bytes;       /* content bytes written */
 	uint64_t frames_read; /* frames decoded, of ... */
 	uint64_t frames_total;
-	uint64_t pack_bytes_read; /* compressed bytes read from the pack */
+	uint64_t pack_bytes_read; /* compressed bytes read from the pack (not
+	                           * those its open read with the trailer) */
 } stg_unpack_stats;
 
 /*

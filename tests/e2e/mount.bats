@@ -251,8 +251,10 @@ server_pid() {
 	stager umount mnt
 	stager mount --cache-size 1M p.tar.zst mnt
 	head -c 300000 mnt/big >/dev/null
-	# rewrite in place, same size: reads of frames not cached fail
-	flip_byte p.tar.zst 2000000
+	# rewrite in place, same size: reads of frames not cached fail (not
+	# in the pack's last MiB: read with the trailer at mount, it is
+	# served as it was then)
+	flip_byte p.tar.zst 1200000
 	touch p.tar.zst
 	run cmp v1 mnt/big
 	[ "$status" -ne 0 ]
