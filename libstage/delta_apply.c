@@ -90,12 +90,19 @@ static stg_err out_sink(void *arg, const uint8_t *p, size_t n)
 	return STG_OK;
 }
 
-/* On a filesystem that shares blocks between files (XFS, btrfs), a
- * patch's COPY of the base's [pos, pos + len): the kernel shares the
- * blocks (a new version of an image costs its changes on disk, not its
- * size), and the base is read for the hash; where it cannot, the bytes
- * read are written.  (Elsewhere copy_file_range copies the bytes, and
- * does that slower than the writer thread: COPY goes through out_sink.) */
+static stg_err short_base(applier *a)
+{
+	return errno ? stg__fail_errno(a->ctx, STG_EIO, errno, "reading the base of '%s'", a->path)
+	             : bad(a, "the cached base's '%s' is shorter than its manifest says", a->path);
+}
+
+/* A patch's COPY of the base's [pos, pos + len).  On a filesystem that
+ * shares blocks between files (XFS, btrfs) the kernel shares them (a new
+ * version of an image costs its changes on disk, not its size), and the
+ * base is read for the hash; where it cannot, the bytes read are written.
+ * (Elsewhere copy_file_range copies the bytes, and does that slower than
+ * the writer thread.)  A file the writer thread writes gets the base's
+ * bytes read straight into the writer's buffer. */
 static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint8_t *buf,
                          size_t cap)
 {
@@ -103,6 +110,25 @@ static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint
 	if (len > a->want - a->size)
 		return too_large(a);
 	uint64_t at = a->size;
+	if (a->writing) {
+		for (uint64_t done = 0; done < len;) {
+			size_t k;
+			uint8_t *room = stg__writer_room(a->wr, &k);
+			if (!room)
+				return write_failed(a);
+			k = len - done < k ? (size_t)(len - done) : k;
+			if (stg__pread_full(basefd, room, k, pos + done))
+				return short_base(a);
+			XXH3_128bits_update(a->xs, room, k);
+			if (stg__writer_commit(a->wr, k))
+				return write_failed(a);
+			done += k;
+			if (stg__cancelled(a->ctx))
+				return stg__fail(a->ctx, STG_EINTR, "interrupted");
+		}
+		a->size += len;
+		return STG_OK;
+	}
 	bool copied = false;
 	if (a->fd >= 0 && a->sharing) {
 		int rc = stg__copy_range(basefd, pos, a->fd, at, len);
@@ -117,14 +143,12 @@ static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint
 	for (uint64_t done = 0; done < len;) {
 		size_t k = len - done < cap ? (size_t)(len - done) : cap;
 		if (stg__pread_full(basefd, buf, k, pos + done))
-			return errno ? stg__fail_errno(a->ctx, STG_EIO, errno,
-			                               "reading the base of '%s'", a->path)
-			             : bad(a,
-			                   "the cached base's '%s' is shorter than its manifest "
-			                   "says",
-			                   a->path);
+			return short_base(a);
 		XXH3_128bits_update(a->xs, buf, k);
-		if (!copied && a->fd >= 0 && stg__pwrite_full(a->fd, buf, k, at + done))
+		/* as out_sink writes: at its place when patching, else in order */
+		if (!copied && a->fd >= 0 &&
+		    (a->patching ? stg__pwrite_full(a->fd, buf, k, at + done)
+		                 : stg__write_full(a->fd, buf, k)))
 			return write_failed(a);
 		done += k;
 		if (stg__cancelled(a->ctx))
@@ -256,8 +280,7 @@ static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 			close(basis);
 			return stg__fail(a->ctx, STG_ENOMEM, "out of memory");
 		}
-		if (a->sharing && a->outfd >= 0)
-			stg__rpatch_set_copy(patch, copy_sink);
+		stg__rpatch_set_copy(patch, copy_sink);
 	}
 	a->size = 0;
 	a->want = r->size;

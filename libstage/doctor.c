@@ -15,6 +15,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -46,6 +47,32 @@ static void check(doctor *d, stg_check_level level, const char *name, const char
 	va_end(ap);
 	stg_check c = {.level = level, .name = name, .found = found, .fix = fix};
 	d->fn(d->arg, &c);
+}
+
+/* A filesystem's name from statfs, and whether it is a network one. */
+static const char *fs_kind(long type, bool *network)
+{
+	static const struct {
+		long magic;
+		const char *name;
+		bool net;
+	} fs[] = {
+	        {NFS_SUPER_MAGIC, "nfs", true},  {0xFF534D42, "cifs", true},
+	        {0x0BD00BD0, "lustre", true},    {0x47504653, "gpfs", true},
+	        {0x65735546, "fuse", true},      {0x6B414653, "afs", true},
+	        {0x19830326, "beegfs", true},    {EXT4_SUPER_MAGIC, "ext4", false},
+	        {XFS_SUPER_MAGIC, "xfs", false}, {BTRFS_SUPER_MAGIC, "btrfs", false},
+	        {TMPFS_MAGIC, "tmpfs", false},   {0x794C7630, "overlayfs", false},
+	        {0x2FC12FC1, "zfs", false},
+	};
+	for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
+		if (fs[i].magic == type) {
+			*network = fs[i].net;
+			return fs[i].name;
+		}
+	}
+	*network = false;
+	return "other";
 }
 
 /* Read throughput of fd from offset 0 (up to max bytes), past the page
@@ -116,7 +143,7 @@ static void check_scratch(doctor *d, stg_cache *cache)
 		return;
 	}
 	bool net;
-	const char *kind = stg__fs_kind((long)sf.f_type, &net);
+	const char *kind = fs_kind((long)sf.f_type, &net);
 	if (net)
 		check(d, STG_CHECK_WARN, "scratch root",
 		      "point scratch_root at the node's local disk",
@@ -290,7 +317,7 @@ static void probe(const char *path, char *out, size_t len)
 		return;
 	}
 	bool net;
-	const char *kind = stg__fs_kind((long)sf.f_type, &net);
+	const char *kind = fs_kind((long)sf.f_type, &net);
 	/* metadata latency: stat() of the path, 200 times */
 	double t0 = stg__now();
 	for (int i = 0; i < 200; i++)

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statfs.h>
 #include <unistd.h>
 
 void stg__ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
@@ -175,11 +174,10 @@ void *stg__ex_reader(void *arg)
 int stg__ex_direct_begin(ex_state *s)
 {
 	int fd = s->p->fd;
-	struct statfs sf;
-	bool net = false;
-	if (fd < 0 || !s->n_frames || s->total / s->n_frames < DIRECT_MIN_FRAME || fstatfs(fd, &sf))
+	char kind[64];
+	if (fd < 0 || !s->n_frames || s->total / s->n_frames < DIRECT_MIN_FRAME)
 		return -1;
-	const char *kind = stg__fs_kind((long)sf.f_type, &net);
+	bool net = stg__dev_is_network(s->p->dev, kind, sizeof kind);
 	int fl = fcntl(fd, F_GETFL);
 	if (!net || fl < 0)
 		return -1;

@@ -8,18 +8,19 @@
  */
 #include "internal.h"
 
+#include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <sys/statfs.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
 #include <linux/fs.h>
-#include <linux/magic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/sysmacros.h>
 #include <stdio.h>
 #include <unistd.h>
 
@@ -293,30 +294,44 @@ int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len
 	return 0;
 }
 
-const char *stg__fs_kind(long type, bool *network)
+/* A filesystem type of /proc/self/mountinfo whose bytes cross a link. */
+static bool network_type(const char *t)
 {
-	static const struct {
-		long magic;
-		const char *name;
-		bool net;
-	} fs[] = {
-	        {NFS_SUPER_MAGIC, "nfs", true},  {0xFF534D42, "cifs", true},
-	        {0xFE534D42, "smb2", true},      {0x0BD00BD0, "lustre", true},
-	        {0x47504653, "gpfs", true},      {0x00C36400, "ceph", true},
-	        {0x65735546, "fuse", true},      {0x6B414653, "afs", true},
-	        {0x19830326, "beegfs", true},    {EXT4_SUPER_MAGIC, "ext4", false},
-	        {XFS_SUPER_MAGIC, "xfs", false}, {BTRFS_SUPER_MAGIC, "btrfs", false},
-	        {TMPFS_MAGIC, "tmpfs", false},   {0x794C7630, "overlayfs", false},
-	        {0x2FC12FC1, "zfs", false},
-	};
-	for (size_t i = 0; i < sizeof fs / sizeof fs[0]; i++) {
-		if (fs[i].magic == type) {
-			*network = fs[i].net;
-			return fs[i].name;
-		}
+	static const char *const net[] = {"nfs",  "cifs",   "smb", "lustre",    "gpfs",
+	                                  "ceph", "beegfs", "afs", "glusterfs", "fuse"};
+	if (!strcmp(t, "fuseblk")) /* a FUSE driver of a local disk (ntfs-3g) */
+		return false;
+	for (size_t i = 0; i < sizeof net / sizeof net[0]; i++) {
+		size_t n = strlen(net[i]);
+		if (!strncmp(t, net[i], n) &&
+		    (!t[n] || isdigit((unsigned char)t[n]) || t[n] == '.'))
+			return true;
 	}
-	*network = false;
-	return "other";
+	return false;
+}
+
+bool stg__dev_is_network(dev_t dev, char *type, size_t len)
+{
+	snprintf(type, len, "unknown");
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return false;
+	char *line = NULL, fstype[64];
+	size_t cap = 0;
+	bool net = false;
+	while (getline(&line, &cap, f) > 0) {
+		unsigned a, b;
+		const char *dash = strstr(line, " - ");
+		if (sscanf(line, "%*s %*s %u:%u", &a, &b) != 2 || a != major(dev) ||
+		    b != minor(dev) || !dash || sscanf(dash + 3, "%63s", fstype) != 1)
+			continue;
+		snprintf(type, len, "%s", fstype);
+		net = network_type(fstype);
+		break;
+	}
+	free(line);
+	fclose(f);
+	return net;
 }
 
 bool stg__fs_shares_blocks(int fd)

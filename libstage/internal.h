@@ -184,6 +184,7 @@ struct stg_pack {
 	stg_trailer t;
 	struct stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
 	stg_ctx *bw_ctx;
+	dev_t dev;         /* the file's device (st_dev) */
 	uint8_t *tail;     /* the pack's last tail_len bytes, from tail_off, when the */
 	uint64_t tail_off; /* trailer fit in them (NULL otherwise) */
 	size_t tail_len;
@@ -267,9 +268,10 @@ int stg__copy_file(int sfd, int dfd, uint64_t size);
  * between these two (nothing was copied: copy another way); -1/errno, or
  * -1 with errno 0 when sfd ends first. */
 int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len);
-/* A filesystem's name from statfs's f_type ("other" if unknown), and
- * whether it is a network one (its bytes cross a link to a server). */
-const char *stg__fs_kind(long type, bool *network);
+/* Whether the filesystem of device dev (st_dev) is a network one, and its
+ * type into type[len], from /proc/self/mountinfo: no call reaches the
+ * filesystem (statfs is a round trip on NFS). */
+bool stg__dev_is_network(dev_t dev, char *type, size_t len);
 /* Whether fd's filesystem can share blocks between files (a reflink). */
 bool stg__fs_shares_blocks(int fd);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */

@@ -134,6 +134,7 @@ stg_err stg_pack_open_fd(stg_ctx *ctx, int fd, stg_pack **out)
 		return stg__fail_errno(ctx, STG_EIO, errno, "dup");
 	}
 	p->size = (uint64_t)st.st_size;
+	p->dev = st.st_dev;
 	stg_err err = read_trailer(ctx, p);
 	if (err) {
 		stg_pack_close(p);

@@ -146,38 +146,58 @@ static void queue_cur(stg_writer *w)
 	pthread_cond_broadcast(&w->cv);
 }
 
-int stg__writer_put(stg_writer *w, const uint8_t *data, size_t n)
+uint8_t *stg__writer_room(stg_writer *w, size_t *n)
 {
 	pthread_mutex_lock(&w->mu);
-	while (n && !w->err) {
-		if (!w->cur) {
-			while (!w->free_list && !w->err)
-				pthread_cond_wait(&w->cv, &w->mu);
-			if (w->err)
-				break;
+	if (!w->cur && !w->err) {
+		while (!w->free_list && !w->err)
+			pthread_cond_wait(&w->cv, &w->mu);
+		if (!w->err) {
 			w->cur = w->free_list;
 			w->free_list = w->cur->next;
 			w->cur->len = 0;
 			w->cur->off = w->off;
 		}
-		piece *p = w->cur;
-		size_t k = w->size - p->len < n ? w->size - p->len : n;
-		/* the copy outside the lock: this piece is ours alone */
-		pthread_mutex_unlock(&w->mu);
-		memcpy(p->data + p->len, data, k);
-		pthread_mutex_lock(&w->mu);
-		p->len += k;
-		w->off += k;
-		data += k;
-		n -= k;
-		if (p->len == w->size)
-			queue_cur(w);
 	}
 	int e = w->err;
+	/* the room is filled outside the lock: this piece is ours alone */
+	uint8_t *room = e ? NULL : w->cur->data + w->cur->len;
+	*n = e ? 0 : w->size - w->cur->len;
 	pthread_mutex_unlock(&w->mu);
-	if (e) {
+	if (e)
 		errno = e;
-		return -1;
+	return room;
+}
+
+int stg__writer_commit(stg_writer *w, size_t k)
+{
+	pthread_mutex_lock(&w->mu);
+	int e = w->err;
+	if (!e) {
+		w->cur->len += k;
+		w->off += k;
+		if (w->cur->len == w->size)
+			queue_cur(w);
+	}
+	pthread_mutex_unlock(&w->mu);
+	if (e)
+		errno = e;
+	return e ? -1 : 0;
+}
+
+int stg__writer_put(stg_writer *w, const uint8_t *data, size_t n)
+{
+	while (n) {
+		size_t k;
+		uint8_t *room = stg__writer_room(w, &k);
+		if (!room)
+			return -1;
+		k = k < n ? k : n;
+		memcpy(room, data, k);
+		if (stg__writer_commit(w, k))
+			return -1;
+		data += k;
+		n -= k;
 	}
 	return 0;
 }

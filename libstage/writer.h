@@ -17,6 +17,11 @@ void stg__writer_free(stg_writer *w);
 void stg__writer_begin(stg_writer *w, int fd);
 /* Append n bytes (copied); -1/errno if a write failed already. */
 int stg__writer_put(stg_writer *w, const uint8_t *p, size_t n);
+/* Or fill the writer's own buffer, with no copy: room for *n (> 0) bytes
+ * to append (NULL/errno if a write failed already), then commit the k <=
+ * *n bytes put there. */
+uint8_t *stg__writer_room(stg_writer *w, size_t *n);
+int stg__writer_commit(stg_writer *w, size_t k);
 /* Write what is left and wait for every write of the file; 0, or -1 with
  * the errno of the first write that failed. */
 int stg__writer_end(stg_writer *w);
