@@ -110,27 +110,8 @@ static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint
 	if (len > a->want - a->size)
 		return too_large(a);
 	uint64_t at = a->size;
-	if (a->writing) {
-		for (uint64_t done = 0; done < len;) {
-			size_t k;
-			uint8_t *room = stg__writer_room(a->wr, &k);
-			if (!room)
-				return write_failed(a);
-			k = len - done < k ? (size_t)(len - done) : k;
-			if (stg__pread_full(basefd, room, k, pos + done))
-				return short_base(a);
-			XXH3_128bits_update(a->xs, room, k);
-			if (stg__writer_commit(a->wr, k))
-				return write_failed(a);
-			done += k;
-			if (stg__cancelled(a->ctx))
-				return stg__fail(a->ctx, STG_EINTR, "interrupted");
-		}
-		a->size += len;
-		return STG_OK;
-	}
 	bool copied = false;
-	if (a->fd >= 0 && a->sharing) {
+	if (a->fd >= 0 && a->sharing) { /* (sharing means patching: no writer) */
 		int rc = stg__copy_range(basefd, pos, a->fd, at, len);
 		if (rc < 0 && !errno)
 			return bad(a, "the cached base's '%s' is shorter than its manifest says",
@@ -141,14 +122,22 @@ static stg_err copy_sink(void *arg, int basefd, uint64_t pos, uint64_t len, uint
 		a->sharing = rc == 0;
 	}
 	for (uint64_t done = 0; done < len;) {
-		size_t k = len - done < cap ? (size_t)(len - done) : cap;
-		if (stg__pread_full(basefd, buf, k, pos + done))
+		size_t k = cap;
+		uint8_t *to = a->writing ? stg__writer_room(a->wr, &k) : buf;
+		if (!to)
+			return write_failed(a);
+		k = len - done < k ? (size_t)(len - done) : k;
+		if (stg__pread_full(basefd, to, k, pos + done))
 			return short_base(a);
-		XXH3_128bits_update(a->xs, buf, k);
+		XXH3_128bits_update(a->xs, to, k);
 		/* as out_sink writes: at its place when patching, else in order */
-		if (!copied && a->fd >= 0 &&
-		    (a->patching ? stg__pwrite_full(a->fd, buf, k, at + done)
-		                 : stg__write_full(a->fd, buf, k)))
+		int rc = 0;
+		if (a->writing)
+			rc = stg__writer_commit(a->wr, k);
+		else if (!copied && a->fd >= 0)
+			rc = a->patching ? stg__pwrite_full(a->fd, to, k, at + done)
+			                 : stg__write_full(a->fd, to, k);
+		if (rc)
 			return write_failed(a);
 		done += k;
 		if (stg__cancelled(a->ctx))

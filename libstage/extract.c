@@ -309,7 +309,7 @@ static void buf_done(ex_state *s, ex_buf *b)
 		s->free_list = b;
 		pthread_cond_broadcast(&s->cv);
 	}
-	bool cached = !s->direct || s->direct_refused;
+	bool cached = stg__ex_cached(s);
 	pthread_mutex_unlock(&s->mu);
 	if (last && cached && s->p->fd >= 0)
 		posix_fadvise(s->p->fd, (off_t)f->comp_off, (off_t)f->comp_size,
@@ -326,7 +326,7 @@ static void *ex_hasher(void *arg)
 		stg__ex_fail(s, STG_ENOMEM, "out of memory");
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
-		while (!s->sha_head && !s->reader_done && !s->err)
+		while (!s->sha_head && s->readers && !s->err)
 			pthread_cond_wait(&s->cv, &s->mu);
 		ex_buf *b = s->sha_head;
 		if (b) {
@@ -372,7 +372,7 @@ static void *ex_worker(void *arg)
 		ZSTD_DCtx_setParameter(dc, ZSTD_d_forceIgnoreChecksum, ZSTD_d_ignoreChecksum);
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
-		while (!s->qhead && !s->reader_done && !s->err)
+		while (!s->qhead && s->readers && !s->err)
 			pthread_cond_wait(&s->cv, &s->mu);
 		if (s->err || !s->qhead) {
 			pthread_mutex_unlock(&s->mu);
@@ -518,7 +518,6 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 		if (pthread_create(&tids[started], NULL, stg__ex_reader, &s)) {
 			pthread_mutex_lock(&s.mu);
 			s.readers -= n - i; /* the ones never started */
-			s.reader_done = s.readers == 0;
 			pthread_mutex_unlock(&s.mu);
 			if (!i) {
 				err = stg__fail(ctx, STG_ENOMEM, "cannot start threads");

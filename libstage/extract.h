@@ -99,14 +99,19 @@ typedef struct ex_state {
 	uint64_t done, total;          /* compressed bytes queued, and to read */
 	pthread_mutex_t progress_mu;   /* progress_fn's calls, one at a time */
 	uint64_t reported;             /* done, as progress_fn last heard it */
-	int readers;                   /* reader threads still running */
-	bool reader_done;
-	bool direct;         /* the pack is read past the page cache (O_DIRECT) */
-	bool direct_refused; /* ... until a read said EINVAL: through it since */
+	int readers;                   /* reader threads still running (0: every frame queued) */
+	bool direct;                   /* the pack is read past the page cache (O_DIRECT) */
+	bool direct_refused;           /* ... until a read said EINVAL: through it since */
 	stg_err err;
 	char errmsg[STG_ERRMSG_MAX];
 	uint8_t sha[STG_DIGEST_LEN];
 } ex_state;
+
+/* Is the pack read through the page cache (not, or no longer, direct)? */
+static inline bool stg__ex_cached(const ex_state *s)
+{
+	return !s->direct || s->direct_refused;
+}
 
 /* Fail the run (the first error is kept) and wake every waiter. */
 void stg__ex_fail(ex_state *s, stg_err err, const char *fmt, ...)

@@ -96,7 +96,7 @@ void *stg__ex_reader(void *arg)
 		ex_buf *b = s->free_list;
 		s->free_list = b->next;
 		size_t i = s->next_read++;
-		bool cached = !s->direct || s->direct_refused;
+		bool cached = stg__ex_cached(s);
 		pthread_mutex_unlock(&s->mu);
 
 		size_t k = s->frames[i];
@@ -152,8 +152,7 @@ void *stg__ex_reader(void *arg)
 		}
 	}
 	pthread_mutex_lock(&s->mu);
-	if (--s->readers == 0)
-		s->reader_done = true;
+	s->readers--;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	return NULL;

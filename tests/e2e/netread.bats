@@ -152,6 +152,14 @@ set_byte() { # FILE OFFSET VALUE
 	printf "$(printf '\\%03o' "$3")" | dd of="$1" bs=1 seek="$2" conv=notrunc 2>/dev/null
 }
 
+refused() { # NAME [SAID]: stage NAME.tar.zst: exit 4 (saying SAID), nothing at NAME
+	run "$STAGER" stage "$1.tar.zst" "$1"
+	echo "$output"
+	[ "$status" -eq 4 ]
+	[[ "$output" == *"${2:-}"* ]]
+	[ ! -e "$1" ]
+}
+
 @test "raw frames: damage in a block or in a block header is caught, nothing is published" {
 	make_data src
 	"$STAGER" pack -q src -o ds.tar.zst >/dev/null
@@ -168,25 +176,14 @@ set_byte() { # FILE OFFSET VALUE
 	# a byte of content
 	cp ds.tar.zst content.tar.zst
 	flip_byte content.tar.zst $((b + 3 + 70000))
-	run "$STAGER" stage content.tar.zst d1
-	echo "$output"
-	[ "$status" -eq 4 ]
-	[[ "$output" == *"damaged"* ]]
-	[ ! -e d1 ]
+	refused content damaged
 	# a block header: a reserved block type, then a size past the frame
 	cp ds.tar.zst type.tar.zst
 	set_byte type.tar.zst "$b" $(((hdr | 6) & 255))
-	run "$STAGER" stage type.tar.zst d2
-	echo "$output"
-	[ "$status" -eq 4 ]
-	[[ "$output" == *"does not decode"* ]]
-	[ ! -e d2 ]
+	refused type "does not decode"
 	cp ds.tar.zst size.tar.zst
 	set_byte size.tar.zst $((b + 2)) 255
-	run "$STAGER" stage size.tar.zst d3
-	echo "$output"
-	[ "$status" -eq 4 ]
-	[ ! -e d3 ]
+	refused size
 	[ -z "$(ls scratch/cache)" ]
 	run "$STAGER" stage ds.tar.zst good
 	[ "$status" -eq 0 ]
