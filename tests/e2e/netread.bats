@@ -166,7 +166,7 @@ refused() { # NAME [SAID]: stage NAME.tar.zst: exit 4 (saying SAID), nothing at 
 	# a frame of raw blocks: compressed a little larger than its content
 	off=$("$STAGER" ls --json --long ds.tar.zst |
 		jq '[.frame_table[] | select(.size > .tar_size)][0].offset')
-	[ "$off" != null ]
+	[[ $off =~ ^[0-9]+$ ]]
 	b=$(first_block ds.tar.zst "$off")
 	hdr=$(dd if=ds.tar.zst bs=1 skip="$b" count=1 2>/dev/null | od -An -tu1 | tr -d ' ')
 	[ $(((hdr >> 1) & 3)) -eq 0 ] # a raw block
