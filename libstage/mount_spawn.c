@@ -14,7 +14,9 @@
  * job gets (SIGTERM from scancel or the time limit, the early warning), so
  * that the command keeps its data for as long as it runs; the caller ends
  * it after the command.  An untied mount has a session of its own and
- * ends on SIGTERM, SIGINT or SIGHUP, or when unmounted.
+ * ends on SIGTERM, SIGINT or SIGHUP, or when unmounted: it is served as
+ * `stager mount --foreground` serves (stg_mount_foreground), which catches
+ * those signals from before the mount appears.
  */
 #include "mount.h"
 
@@ -27,13 +29,20 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static stg_mount *volatile serving;
+/* The mount served in the foreground, for the stop signals' handler; a
+ * signal that comes before it serves is remembered and stops it at once. */
+static _Atomic(stg_mount *) serving;
+static atomic_bool stop_asked;
+static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
+#define N_STOPS (sizeof stops / sizeof stops[0])
 
 static void on_stop(int sig)
 {
 	(void)sig;
-	if (serving)
-		stg_mount_stop(serving);
+	atomic_store(&stop_asked, true);
+	stg_mount *m = atomic_load(&serving);
+	if (m)
+		stg_mount_stop(m);
 }
 
 /* Reads the caller's end of the tie until it closes, then unmounts. */
@@ -68,30 +77,87 @@ static void log_to_scratch(stg_cache *cache)
 		close(null);
 }
 
-static int serve_child(stg_ctx *ctx, stg_mount *m, bool tied)
+stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
+                            const char *mountpoint, const stg_mount_opts *opts,
+                            void (*ready)(void *arg), void *arg)
+{
+	/* the handlers go in before the mount appears: a stop signal sent as
+	 * soon as the tree shows must stop the serving, not end the process
+	 * and leave a dead mount behind.  One that came earlier, to a handler
+	 * of the caller's, has cancelled ctx.  No SA_RESTART: libfuse's main
+	 * thread waits in sem_wait() and must see the signal.  SIGINT and
+	 * SIGHUP ignored (nohup, a background job) stay ignored. */
+	struct sigaction sa, old[N_STOPS];
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	atomic_store(&stop_asked, false);
+	for (size_t i = 0; i < N_STOPS; i++) {
+		sigaction(stops[i], NULL, &old[i]);
+		if (old[i].sa_handler != SIG_IGN || stops[i] == SIGTERM)
+			sigaction(stops[i], &sa, NULL);
+	}
+	stg_mount *m;
+	stg_err err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+	if (!err) {
+		if (ready)
+			ready(arg);
+		atomic_store(&serving, m);
+		if (atomic_load(&stop_asked) || stg__cancelled(ctx))
+			stg_mount_stop(m);
+		err = stg_mount_serve(m);
+		atomic_store(&serving, NULL);
+		stg_mount_close(m);
+	}
+	for (size_t i = 0; i < N_STOPS; i++)
+		sigaction(stops[i], &old[i], NULL);
+	return err;
+}
+
+/* The untied child: once mounted, tell the caller and log to scratch. */
+struct child_ready {
+	stg_cache *cache;
+	int fd;
+	bool told;
+};
+
+static bool tell(int fd, stg_ctx *ctx, stg_err err)
+{
+	char msg[STG_ERRMSG_MAX + 16];
+	int n = snprintf(msg, sizeof msg, "%d %s", (int)err, err ? stg_errmsg(ctx) : "");
+	if (n >= (int)sizeof msg)
+		n = (int)sizeof msg - 1;
+	bool told = write(fd, msg, (size_t)n) == n;
+	close(fd);
+	return told;
+}
+
+static void child_ready(void *arg)
+{
+	struct child_ready *r = arg;
+	r->told = true;
+	if (!tell(r->fd, NULL, STG_OK))
+		raise(SIGTERM); /* nobody waits for the tree: unmount */
+	log_to_scratch(r->cache);
+}
+
+/* The tied child: mounted and told already; serves until the caller's
+ * descriptor closes, deaf to the job's signals. */
+static int serve_tied(stg_ctx *ctx, stg_mount *m)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
 	sigemptyset(&sa.sa_mask);
-	if (tied) {
-		sa.sa_handler = SIG_IGN;
-		const int job[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
-		for (size_t i = 0; i < sizeof job / sizeof job[0]; i++)
-			sigaction(job[i], &sa, NULL);
-		pthread_t t;
-		if (pthread_create(&t, NULL, tie_watch, m) == 0)
-			pthread_detach(t);
-	} else {
-		sa.sa_handler = on_stop; /* no SA_RESTART: a blocked read returns */
-		serving = m;
-		sigaction(SIGTERM, &sa, NULL);
-		sigaction(SIGINT, &sa, NULL);
-		sigaction(SIGHUP, &sa, NULL);
-	}
+	sa.sa_handler = SIG_IGN;
+	const int job[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+	for (size_t i = 0; i < sizeof job / sizeof job[0]; i++)
+		sigaction(job[i], &sa, NULL);
+	pthread_t t;
+	if (pthread_create(&t, NULL, tie_watch, m) == 0)
+		pthread_detach(t);
 	stg_err err = stg_mount_serve(m);
 	if (err)
 		stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));
-	serving = NULL;
 	stg_mount_close(m);
 	return stg_exit_status(err);
 }
@@ -119,23 +185,32 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 	}
 	if (child == 0) {
 		close(ready[0]);
-		if (tied)
-			close(tie[1]);
-		else
+		stg_err err;
+		if (!tied) {
 			setsid();
+			struct child_ready r = {cache, ready[1], false};
+			err = stg_mount_foreground(ctx, cache, pack, mountpoint, opts, child_ready, &r);
+			if (r.told) {
+				if (err)
+					stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));
+				_exit(stg_exit_status(err));
+			}
+			tell(ready[1], ctx, err);
+			_exit(stg_exit_status(err));
+		}
+		close(tie[1]);
 		stg_mount *m;
-		stg_err err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
-		char msg[STG_ERRMSG_MAX + 16];
-		int n = snprintf(msg, sizeof msg, "%d %s", (int)err, err ? stg_errmsg(ctx) : "");
-		if (n >= (int)sizeof msg)
-			n = (int)sizeof msg - 1;
-		bool told = write(ready[1], msg, (size_t)n) == n;
-		close(ready[1]);
-		if (err || !told)
-			_exit(err ? stg_exit_status(err) : 7);
+		err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+		bool told = tell(ready[1], ctx, err);
+		if (err)
+			_exit(stg_exit_status(err));
+		if (!told) {
+			stg_mount_close(m);
+			_exit(7);
+		}
 		m->tie_fd = tie[0];
 		log_to_scratch(cache);
-		_exit(serve_child(ctx, m, tied));
+		_exit(serve_tied(ctx, m));
 	}
 	close(ready[1]);
 	if (tied)

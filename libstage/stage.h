@@ -1097,6 +1097,17 @@ STG_API stg_err stg_mount_serve(stg_mount *m);
 STG_API void stg_mount_stop(stg_mount *m);
 /* Unmount (if still mounted) and free. */
 STG_API void stg_mount_close(stg_mount *m);
+/* Open, mount and serve in this process until the mount is unmounted or a
+ * stop signal (SIGTERM, SIGINT, SIGHUP) comes, then unmount and close.
+ * The signals are caught from before the mount appears: one sent as soon
+ * as the tree shows stops the serving, rather than ending the process with
+ * a dead mount left behind; so does a ctx cancelled (stg_cancel) before
+ * the serving begins.  SIGINT and SIGHUP stay ignored if they were.
+ * ready(arg), if given, is called once the tree can be read.  Errors as stg_mount_open's and stg_mount_serve's; the
+ * signals' handlers are as they were on return. */
+STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
+                                     const char *mountpoint, const stg_mount_opts *opts,
+                                     void (*ready)(void *arg), void *arg);
 
 /*
  * Mount pack on mountpoint in a child process that serves it, and return

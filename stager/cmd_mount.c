@@ -4,40 +4,25 @@
  *
  * In the background (the default), a process of its own mounts and serves
  * (stg_mount_spawn); `stager mount` returns when the tree can be read, with
- * the error's exit status if it cannot.  --foreground serves here.
+ * the error's exit status if it cannot.  --foreground serves here, until
+ * unmounted or SIGTERM, SIGINT or SIGHUP.
  */
 #include "cli.h"
 
-#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 
 enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE, OPT_CACHE };
 
-static stg_mount *volatile serving;
+struct mounted {
+	const char *pack, *mp;
+};
 
-static void on_stop(int sig)
+static void say_mounted(void *arg)
 {
-	(void)sig;
-	if (serving)
-		stg_mount_stop(serving);
-}
-
-/* Serve until unmounted or told to stop (SIGTERM, SIGINT, SIGHUP). */
-static int serve(stg_ctx *ctx, stg_mount *m)
-{
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop; /* no SA_RESTART: a blocked read returns */
-	sigemptyset(&sa.sa_mask);
-	serving = m;
-	sigaction(SIGTERM, &sa, NULL);
-	sigaction(SIGINT, &sa, NULL);
-	sigaction(SIGHUP, &sa, NULL);
-	stg_err err = stg_mount_serve(m);
-	serving = NULL;
-	stg_mount_close(m);
-	return err ? cli_fail(ctx, err) : EXIT_OK;
+	const struct mounted *w = arg;
+	cli_info("mounted '%s' at '%s'; serving until it is unmounted (`stager umount %s`)",
+	         w->pack, w->mp, w->mp);
 }
 
 int cmd_mount(int argc, char **argv)
@@ -88,15 +73,9 @@ int cmd_mount(int argc, char **argv)
 			         pack, mp, pid, mp);
 		goto out;
 	}
-	stg_mount *m;
-	stg_err err = stg_mount_open(ctx, cache, pack, mp, &mo, &m);
-	if (err) {
-		rc = cli_fail(ctx, err);
-		goto out;
-	}
-	cli_info("mounted '%s' at '%s'; serving until it is unmounted (`stager umount %s`)", pack,
-	         mp, mp);
-	rc = serve(ctx, m);
+	struct mounted w = {pack, mp};
+	stg_err err = stg_mount_foreground(ctx, cache, pack, mp, &mo, say_mounted, &w);
+	rc = err ? cli_fail(ctx, err) : EXIT_OK;
 out:
 	stg_cache_close(cache);
 	stg_config_free(cfg);

@@ -21,12 +21,13 @@ setup() {
 teardown() {
 	cd /
 	local m p
+	# by /proc/self/mountinfo: mountpoint(1) fails on a dead FUSE mount
 	for m in "$T"/mnt* "$T"/shared; do
-		mountpoint -q "$m" 2>/dev/null && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
+		mounted "${m#"$T"/}" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
 	done
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
 	for m in "$T"/mnt* "$T"/shared; do
-		if mountpoint -q "$m" 2>/dev/null; then return 0; fi # never rm through a mount
+		if mounted "${m#"$T"/}"; then return 0; fi # never rm through a mount
 	done
 	chmod -R u+w "$T" 2>/dev/null || true
 	rm -rf "$T"
@@ -236,6 +237,39 @@ server_pid() {
 	kill -TERM "$fg"
 	wait_pid "$fg" 10
 	! mountpoint -q mnt2 || false
+	# a stop signal the moment the tree shows (or before) is not lost, nor
+	# does it end the process with a dead mount left behind
+	# (SIGINT stays ignored, as a background job of a script starts with it)
+	for sig in TERM HUP TERM HUP TERM HUP; do
+		"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log &
+		fg=$!
+		PIDS=$fg
+		until mountpoint -q mnt2 || ! running "$fg"; do :; done
+		kill -"$sig" "$fg"
+		wait_pid "$fg" 10
+		! mounted mnt2
+		"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log &
+		fg=$!
+		PIDS=$fg
+		sleep 0.0$((RANDOM % 10))
+		kill -"$sig" "$fg"
+		rc=0
+		wait_pid "$fg" 10 || rc=$?
+		[ "$rc" -eq 0 ] || [ "$rc" -eq 5 ] || [ "$rc" -eq $((128 + $(kill -l "$sig"))) ] # done, interrupted, or killed before it mounted
+		! mounted mnt2 # not even a dead one
+	done
+	# SIGINT ignored from the start (a script's background job) stays so
+	"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log &
+	fg=$!
+	PIDS=$fg
+	wait_until 10 mountpoint -q mnt2
+	kill -INT "$fg"
+	sleep 0.3
+	running "$fg"
+	[ "$(cat mnt2/f)" = x ]
+	kill -TERM "$fg"
+	wait_pid "$fg" 10
+	! mounted mnt2
 }
 
 @test "mount: a pack replaced by a rename is still served as mounted; one changed in place fails (stale), never mixed" {
