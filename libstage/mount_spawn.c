@@ -78,8 +78,8 @@ static void log_to_scratch(stg_cache *cache)
 }
 
 stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
-                            const char *mountpoint, const stg_mount_opts *opts,
-                            void (*ready)(void *arg), void *arg)
+                             const char *mountpoint, const stg_mount_opts *opts,
+                             void (*ready)(void *arg), void *arg)
 {
 	/* the handlers go in before the mount appears: a stop signal sent as
 	 * soon as the tree shows must stop the serving, not end the process
@@ -189,7 +189,8 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 		if (!tied) {
 			setsid();
 			struct child_ready r = {cache, ready[1], false};
-			err = stg_mount_foreground(ctx, cache, pack, mountpoint, opts, child_ready, &r);
+			err = stg_mount_foreground(ctx, cache, pack, mountpoint, opts, child_ready,
+			                           &r);
 			if (r.told) {
 				if (err)
 					stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));

@@ -1103,8 +1103,9 @@ STG_API void stg_mount_close(stg_mount *m);
  * as the tree shows stops the serving, rather than ending the process with
  * a dead mount left behind; so does a ctx cancelled (stg_cancel) before
  * the serving begins.  SIGINT and SIGHUP stay ignored if they were.
- * ready(arg), if given, is called once the tree can be read.  Errors as stg_mount_open's and stg_mount_serve's; the
- * signals' handlers are as they were on return. */
+ * ready(arg), if given, is called once the tree can be read.  Errors as
+ * stg_mount_open's and stg_mount_serve's; the signals' handlers are as
+ * they were on return. */
 STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
                                      const char *mountpoint, const stg_mount_opts *opts,
                                      void (*ready)(void *arg), void *arg);
