@@ -141,9 +141,8 @@ static void child_ready(void *arg)
 	log_to_scratch(r->cache);
 }
 
-/* The tied child: mounted and told already; serves until the caller's
- * descriptor closes, deaf to the job's signals. */
-static int serve_tied(stg_ctx *ctx, stg_mount *m)
+/* The tied child, from its first step: deaf to the job's signals. */
+static void ignore_job_signals(void)
 {
 	struct sigaction sa;
 	memset(&sa, 0, sizeof sa);
@@ -152,6 +151,12 @@ static int serve_tied(stg_ctx *ctx, stg_mount *m)
 	const int job[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
 	for (size_t i = 0; i < sizeof job / sizeof job[0]; i++)
 		sigaction(job[i], &sa, NULL);
+}
+
+/* The tied child: mounted and told already; serves until the caller's
+ * descriptor closes. */
+static int serve_tied(stg_ctx *ctx, stg_mount *m)
+{
 	pthread_t t;
 	if (pthread_create(&t, NULL, tie_watch, m) == 0)
 		pthread_detach(t);
@@ -199,6 +204,7 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 			tell(ready[1], ctx, err);
 			_exit(stg_exit_status(err));
 		}
+		ignore_job_signals();
 		close(tie[1]);
 		stg_mount *m;
 		err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);

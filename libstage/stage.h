@@ -1120,7 +1120,8 @@ STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char 
  * signals a batch job's processes get, so that a command keeps its data
  * until the caller ends the mount.  Untied (tie_fd may be NULL): the child
  * has a session of its own, outlives the caller, and ends on SIGTERM,
- * SIGINT or SIGHUP, or when unmounted (stg_umount).
+ * SIGINT or SIGHUP (as stg_mount_foreground), or when unmounted
+ * (stg_umount).
  */
 STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack,
                                 const char *mountpoint, const stg_mount_opts *opts, int tied,
