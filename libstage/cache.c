@@ -326,15 +326,12 @@ const char *stg_job_tmpdir(const stg_cache *c, const char **var)
 
 /* ---- locks ------------------------------------------------------------------ */
 
-int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited)
+/* One try at flock on locks/<name>, made if missing. */
+static int lock_once(stg_ctx *ctx, stg_cache *c, const char *path, bool wait, bool *waited)
 {
-	char path[STG_PATH_MAX];
-	snprintf(path, sizeof path, "locks/%s", name);
 	int fd = openat(c->rootfd, path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
-	if (waited)
-		*waited = false;
 	if (flock(fd, LOCK_EX | LOCK_NB) == 0)
 		return fd;
 	if (errno != EWOULDBLOCK || !wait) {
@@ -353,6 +350,56 @@ int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, boo
 		}
 	}
 	return fd;
+}
+
+int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited)
+{
+	char path[STG_PATH_MAX];
+	snprintf(path, sizeof path, "locks/%s", name);
+	if (waited)
+		*waited = false;
+	/* clean removes lock files nobody holds (stg__clean_locks): a file
+	 * removed between our open and our flock is no lock any more, so the
+	 * lock held must still be the file under the name */
+	for (int tries = 0;; tries++) {
+		int fd = lock_once(ctx, c, path, wait, waited);
+		if (fd < 0)
+			return -1;
+		struct stat held, named;
+		if (fstat(fd, &held) == 0 &&
+		    fstatat(c->rootfd, path, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+			return fd;
+		close(fd);
+		if (tries >= 100) {
+			errno = EAGAIN;
+			return -1;
+		}
+	}
+}
+
+void stg__clean_locks(stg_cache *c)
+{
+	char **v = NULL;
+	size_t n = 0;
+	if (stg__dir_names(c->rootfd, "locks", false, &v, &n))
+		return;
+	for (size_t i = 0; i < n; i++) {
+		if (!strcmp(v[i], "cache") || !strcmp(v[i], "index"))
+			continue; /* the cache's own, always in use */
+		char path[STG_PATH_MAX];
+		snprintf(path, sizeof path, "locks/%s", v[i]);
+		int fd = openat(c->rootfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st;
+		if (fd < 0)
+			continue;
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+			unlinkat(c->rootfd, path, 0);
+		close(fd); /* drops the flock: a waiter finds the file gone and retries */
+	}
+	for (size_t i = 0; i < n; i++)
+		free(v[i]);
+	free(v);
 }
 
 void stg__cache_unlock(int fd)

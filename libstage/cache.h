@@ -52,6 +52,10 @@ typedef struct stg_owner_cache {
  * says whether it had to wait. */
 int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited);
 void stg__cache_unlock(int fd);
+/* Remove the lock files nobody holds (one is made per pack staged, per
+ * source archive and per collect's DEST, and they would pile up); safe
+ * against a process that opened one and waits for it. */
+void stg__clean_locks(stg_cache *c);
 
 char *stg__default_owner(void);
 bool stg__owner_alive(stg_owner_cache *oc, const char *owner);

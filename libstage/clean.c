@@ -6,9 +6,10 @@
  * evictions that were interrupted, pins of owners that are gone (a finished
  * Slurm job, a dead process), job directories of such owners, and then
  * entries: all unpinned ones (--all), those unused for a while
- * (--older-than), and least recently used ones until the quotas hold.  An
- * entry pinned by a live owner is never removed.  Everything happens
- * relative to the scratch root's descriptor, never through a symlink.
+ * (--older-than), and least recently used ones until the quotas hold; last
+ * the lock files nobody holds.  An entry pinned by a live owner is never
+ * removed.  Everything happens relative to the scratch root's descriptor,
+ * never through a symlink.
  */
 #include "mount.h"
 #include "results.h"
@@ -534,6 +535,8 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 	clean_records(&r);
 	clean_kept(&r);
 	clean_entries(&r);
+	if (!opts->dry_run)
+		stg__clean_locks(c);
 	stg__cache_unlock(lk);
 	if (freed)
 		*freed = r.freed;

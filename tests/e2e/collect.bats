@@ -268,7 +268,7 @@ tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -
 	jq -e '.sent_files == 0' c.json
 }
 
-@test "clean removes the records of sources that are gone, not the others" {
+@test "clean removes the records of sources that are gone, not the others, and free lock files" {
 	mkdir src keep && echo a >src/a && echo k >keep/k
 	stager collect -q src dest
 	stager collect -q keep dest2
@@ -278,8 +278,11 @@ tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "record"
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 2 ]
+	[ "$(ls "$STAGER_SCRATCH_ROOT/locks" | grep -c '^collect-')" -eq 2 ]
 	stager clean -q
 	[ "$(ls "$STAGER_SCRATCH_ROOT/collect" | wc -l)" -eq 1 ]
+	# and the lock files nobody holds
+	[ "$(ls "$STAGER_SCRATCH_ROOT/locks" | grep -c -v -x -e cache -e index)" -eq 0 ]
 	# the remaining record still works: nothing to send
 	stager collect --json keep dest2 2>/dev/null >c.json
 	jq -e '.sent_files == 0' c.json

@@ -1,6 +1,7 @@
 /* test_cache.c - the per-node cache on scratch (cache.c): opening a root
  * (private 0700, $USER expanded, shared parents sticky, links and files
- * refused), the job's own scratch, locks, owners and their liveness,
+ * refused), the job's own scratch, locks (and clean's removal of free
+ * ones, safe against a waiter), owners and their liveness,
  * keys, meta, pins, listing least recently used first, eviction under
  * cache_max and min_free with pinned entries kept and the figures named. */
 #include "unit.h"
@@ -220,6 +221,73 @@ static void test_locks(void **state)
 	assert_int_equal(lstat(p, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
 	free(p);
+}
+
+typedef struct waiter {
+	fx *f;
+	bool waited;
+	int fd;
+} waiter;
+
+static void *lock_k(void *arg)
+{
+	waiter *w = arg;
+	w->fd = stg__cache_lock(w->f->ctx, w->f->c, "k", true, &w->waited);
+	return NULL;
+}
+
+static bool lock_exists(fx *f, const char *name)
+{
+	char *p = ut_join(stg_cache_root(f->c), name);
+	struct stat st;
+	bool there = lstat(p, &st) == 0;
+	free(p);
+	return there;
+}
+
+/* clean removes the lock files nobody holds; a process that opened one
+ * before it went and then got its flock takes the lock anew, so that two
+ * processes never both hold "k" */
+static void test_locks_cleaned(void **state)
+{
+	fx *f = *state;
+	f->c = ut_cache(f->ctx, f->dir, NULL);
+	int held = stg__cache_lock(f->ctx, f->c, "held", false, NULL);
+	assert_true(held >= 0);
+	stg__cache_unlock(stg__cache_lock(f->ctx, f->c, "free", false, NULL));
+	stg__cache_unlock(stg__cache_lock(f->ctx, f->c, "index", false, NULL));
+	stg__clean_locks(f->c);
+	assert_true(lock_exists(f, "locks/held"));
+	assert_false(lock_exists(f, "locks/free"));
+	assert_true(lock_exists(f, "locks/index"));
+	stg__cache_unlock(held);
+	stg__clean_locks(f->c);
+	assert_false(lock_exists(f, "locks/held"));
+
+	/* the race: a waiter has opened locks/k; clean (holding its flock)
+	 * removes it and lets go */
+	int a = stg__cache_lock(f->ctx, f->c, "k", false, NULL);
+	assert_true(a >= 0);
+	waiter w = {f, false, -1};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, lock_k, &w), 0);
+	for (int i = 0; i < 500 && !__atomic_load_n(&w.waited, __ATOMIC_SEQ_CST); i++)
+		stg__nap(NULL, 0.01);
+	assert_true(__atomic_load_n(&w.waited, __ATOMIC_SEQ_CST));
+	char *k = ut_join(stg_cache_root(f->c), "locks/k");
+	assert_int_equal(unlink(k), 0);
+	stg__cache_unlock(a);
+	pthread_join(th, NULL);
+	assert_true(w.fd >= 0);
+	/* the waiter holds the file now under the name, so nobody else can */
+	struct stat held_st, named;
+	assert_int_equal(fstat(w.fd, &held_st), 0);
+	assert_int_equal(lstat(k, &named), 0);
+	assert_true(held_st.st_ino == named.st_ino);
+	assert_int_equal(stg__cache_lock(f->ctx, f->c, "k", false, NULL), -1);
+	assert_int_equal(errno, EWOULDBLOCK);
+	stg__cache_unlock(w.fd);
+	free(k);
 }
 
 static void test_owners(void **state)
@@ -535,10 +603,10 @@ static void test_min_free(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, ut_setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_open),     T(test_open_user),   T(test_open_refused), T(test_job_tmpdir),
-        T(test_locks),    T(test_owners),      T(test_keys),         T(test_meta),
-        T(test_pins),     T(test_entries_lru), T(test_space),        T(test_make_room),
-        T(test_min_free),
+        T(test_open),      T(test_open_user),     T(test_open_refused), T(test_job_tmpdir),
+        T(test_locks),     T(test_locks_cleaned), T(test_owners),       T(test_keys),
+        T(test_meta),      T(test_pins),          T(test_entries_lru),  T(test_space),
+        T(test_make_room), T(test_min_free),
 };
 
 UT_MAIN(tests)
