@@ -150,14 +150,8 @@ static bool clean_path(const char *in, char *out, size_t cap)
 static stg_err remember(ar_state *s, const char *path, const char *link, uint8_t type,
                         uint32_t mode, int64_t mtime, long nsec)
 {
-	if (s->n == s->cap) {
-		size_t ncap = s->cap ? s->cap * 2 : 256;
-		ar_item *n = realloc(s->items, ncap * sizeof *n);
-		if (!n)
-			return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
-		s->items = n;
-		s->cap = ncap;
-	}
+	if (stg__grow((void **)&s->items, &s->cap, s->n + 1, sizeof *s->items, SIZE_MAX))
+		return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 	ar_item *it = &s->items[s->n];
 	it->path = strdup(path);
 	it->link = link ? strdup(link) : NULL;

@@ -39,14 +39,8 @@ static stg_err add_entry(void *arg, const uint8_t *p, uint32_t len)
 	receiver *rc = arg;
 	if (rc->n >= ENTRIES_MAX)
 		return stg__fail(rc->ctx, STG_ECORRUPT, "over %u entries", ENTRIES_MAX);
-	if (rc->n == rc->cap) {
-		size_t cap = rc->cap ? rc->cap * 2 : 1024;
-		rentry *nv = realloc(rc->r, cap * sizeof *nv);
-		if (!nv)
-			return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
-		rc->r = nv;
-		rc->cap = cap;
-	}
+	if (stg__grow((void **)&rc->r, &rc->cap, rc->n + 1, sizeof *rc->r, ENTRIES_MAX))
+		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 	rentry *re = &rc->r[rc->n];
 	memset(re, 0, sizeof *re);
 	stg_err err = stg__wentry_decode(rc->ctx, p, len, &re->e);
