@@ -151,6 +151,7 @@ quiet_fs() {
 run() {
 	local label=$1
 	shift
+	sfs_forget "$BACK" "$SHARED"
 	sync
 	sleep "$(awk -v a="$ATTR" 'BEGIN { print a + 0.1 }')"
 	quiet_fs

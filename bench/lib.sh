@@ -47,6 +47,22 @@ fresh_pages() {
 	rm -f "$f"
 }
 
+# sfs_forget BACK MNT: the mount's page cache of BACK's large files
+# dropped, untimed, before a timed run.  sharedfs drops a file's cache at
+# each open (close-to-open, as NFS), and the kernel does that work inside
+# the open(2): after `cat` or `tar` had read a 2 GiB pack through the
+# cache, the next tool's open of it took 0.4 s (measured), charged to
+# whichever tool the rotation put next.  A real node never pays it: a
+# fresh node has nothing cached, and NFS keeps the pages of a file that
+# did not change.  One open each, here, does the dropping; the small files
+# of a tree (a few KiB each) are left, their share is negligible.
+sfs_forget() {
+	local back=$1 mnt=$2 f
+	while IFS= read -r -d '' f; do
+		: <"$mnt/${f#"$back"/}" 2>/dev/null || true
+	done < <(find "$back" -type f -size +1M -print0 2>/dev/null)
+}
+
 # warm PATH...: read the files (untimed) into the page cache, as a file
 # server's cache would hold a dataset being staged
 warm() { find "$@" -type f -exec cat {} + >/dev/null; }

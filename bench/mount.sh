@@ -265,6 +265,7 @@ sfs_quiesce() {
 # after it (a mount's process holds its pack open while it lives)
 sfs_timed() {
 	local label=$1
+	sfs_forget "$BACK" "$SHARED"
 	sync
 	sleep "$SETTLE"
 	sfs_quiesce "${OPEN_BEFORE:-0}"

@@ -207,6 +207,7 @@ measure() {
 	# as in run.sh: the backing file in memory, as an NFS server's cache
 	# would hold it; the cost model is sharedfs's, not this disk's
 	cat "$pack" >/dev/null
+	sfs_forget "$BACK" "$SHARED"
 	sync
 	sleep "$SETTLE"
 	quiet_fs
