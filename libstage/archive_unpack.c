@@ -525,7 +525,7 @@ stg_err stg__archive_unpack(stg_ctx *ctx, stg_cache *c, const stg_source *from, 
 	ar_src src = {.src = from, .size = (uint64_t)from->st.st_size, .progress = progress};
 	ar_state s = {.ctx = ctx, .rootfd = dfd, .progress = progress};
 	struct archive *a = archive_read_new();
-	src.buf = malloc(BLOCK);
+	src.buf = stg__io_alloc(BLOCK);
 	src.sha = EVP_MD_CTX_new();
 	int mfd = -1;
 	if (!a || !src.buf || !src.sha || stg__strmap_init(&s.map, 1024)) {

@@ -98,7 +98,7 @@ static int copy_out(collector *k, int s, const char *path, const char *tmp, cons
 		return -1;
 	XXH3_state_t *xs = XXH3_createState();
 	const size_t bs = 1 << 20;
-	uint8_t *buf = malloc(bs);
+	uint8_t *buf = stg__io_alloc(bs);
 	int rc = -1, e = ENOMEM;
 	if (!xs || !buf)
 		goto out;

@@ -311,6 +311,16 @@ bool stg__nap(stg_ctx *ctx, double s)
 	return !(ctx && stg__cancelled(ctx));
 }
 
+void *stg__io_alloc(size_t n)
+{
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	void *p = NULL;
+	if (n > SIZE_MAX - page)
+		return NULL;
+	n = n ? (n + page - 1) / page * page : page;
+	return posix_memalign(&p, page, n) ? NULL : p;
+}
+
 int stg__grow(void **v, size_t *cap, size_t n, size_t size, size_t max)
 {
 	if (n <= *cap)

@@ -44,7 +44,10 @@ typedef struct applier {
 	bool sharing;   /* outfd's filesystem shares blocks between files */
 } applier;
 
-/* Files of at least this size are written by a thread of their own. */
+/* Files of at least this size are written by a thread of their own.  (A
+ * second writer only waits for the first: writes to one file take its
+ * inode's lock; a delta stage of a 1 GiB image took 0.70 s with two
+ * against 0.61 s with one.) */
 #define WRITER_MIN (16u << 20)
 
 typedef struct drec {
@@ -487,7 +490,7 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 	             .fd = -1};
 	err = stg__zin_init(&a.z, ctx, src, h.body_size, &st->bytes_read);
 	a.chunk = malloc(DELTA_CHUNK_MAX);
-	a.out = malloc(XFER_BLOCK);
+	a.out = stg__io_alloc(XFER_BLOCK);
 	a.xs = XXH3_createState();
 	if (!err && (!a.chunk || !a.out || !a.xs))
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");

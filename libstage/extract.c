@@ -418,7 +418,7 @@ static void *ex_worker(void *arg)
 			             (unsigned long long)(f->comp_off + f->comp_size));
 			ok = false;
 		} else if (ok && !(in_place = raw_blocks(s, b->data, f, c))) {
-			if (!raw && !(raw = malloc(s->raw_max ? s->raw_max : 1))) {
+			if (!raw && !(raw = stg__io_alloc(s->raw_max))) {
 				stg__ex_fail(s, STG_ENOMEM, "out of memory");
 				ok = false;
 			}

@@ -47,7 +47,7 @@ static bool read_frame(ex_state *s, size_t k, ex_buf *b)
 	const stg_frame *f = &s->t->frames[k];
 	if (b->cap < f->comp_size) {
 		free(b->data);
-		b->data = malloc(s->comp_max);
+		b->data = stg__io_alloc(s->comp_max);
 		b->cap = b->data ? s->comp_max : 0;
 		if (!b->data) {
 			stg__ex_fail(s, STG_ENOMEM, "out of memory");

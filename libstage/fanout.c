@@ -23,7 +23,7 @@
 static stg_err copy_hashing(stg_ctx *ctx, stg_cache *c, int s, int d, uint64_t size,
                             uint64_t hashed, EVP_MD_CTX *sha, const char *src, const char *dst)
 {
-	uint8_t *buf = malloc(COPY_CHUNK);
+	uint8_t *buf = stg__io_alloc(COPY_CHUNK);
 	if (!buf)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	stg_err err = STG_OK;

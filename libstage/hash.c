@@ -112,7 +112,7 @@ int stg__hash_file(int dirfd, const char *path, uint8_t xxh3[16], uint64_t *size
 	if (fd < 0)
 		return -1;
 	const size_t len = 1 << 20;
-	uint8_t *buf = malloc(len);
+	uint8_t *buf = stg__io_alloc(len);
 	int rc = buf ? stg__hash_fd(fd, buf, len, xxh3, size) : -1;
 	int e = buf ? errno : ENOMEM;
 	free(buf);

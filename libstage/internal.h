@@ -84,6 +84,12 @@ int stg__grow(void **v, size_t *cap, size_t n, size_t size, size_t max);
 int stg__room(void **v, size_t *cap, size_t n, size_t size, size_t max);
 int stg__pread_full(int fd, void *buf, size_t len, uint64_t off);
 int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* A buffer that read(2) fills: n bytes (at least 1) on a page boundary,
+ * freed with free().  The kernel copies into a page-aligned buffer about 3x
+ * faster than into malloc's (16 bytes past a page: 0.65 against 0.21 s for
+ * 1 GiB from tmpfs on these AMD EPYC machines, where rep movsb slows down
+ * on a misaligned destination), and O_DIRECT wants one. */
+void *stg__io_alloc(size_t n);
 
 /* Name a temporary sibling of path: "<dir>/.stager-<tag>.<base>.<pid>.<n>"
  * (malloc'ed).  NULL when out of memory. */

@@ -232,7 +232,7 @@ static int check_file(stg_mount *m, const stg_rec *r)
 	if (state != FILE_UNCHECKED)
 		return state == FILE_OK ? 0 : EIO;
 	XXH3_state_t *xs = XXH3_createState();
-	uint8_t *buf = malloc(1 << 20);
+	uint8_t *buf = stg__io_alloc(1 << 20);
 	int rc = xs && buf ? 0 : ENOMEM;
 	if (!rc)
 		XXH3_128bits_reset(xs);

@@ -102,8 +102,8 @@ static void shrink(stg_frames *f, size_t room)
 static int load(stg_frames *f, size_t k, uint8_t **out, const char **why)
 {
 	const stg_frame *fr = &f->t->frames[k];
-	uint8_t *comp = malloc(fr->comp_size ? fr->comp_size : 1);
-	uint8_t *raw = malloc(fr->raw_size ? fr->raw_size : 1);
+	uint8_t *comp = stg__io_alloc(fr->comp_size);
+	uint8_t *raw = stg__io_alloc(fr->raw_size);
 	int rc = 0;
 	*why = NULL;
 	if (!comp || !raw) {

@@ -480,7 +480,7 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	if (err)
 		goto out;
 	pk.a = archive_write_new();
-	pk.buf = malloc(READ_CHUNK);
+	pk.buf = stg__io_alloc(READ_CHUNK);
 	pk.xs = XXH3_createState();
 	if (!pk.a || !pk.buf || !pk.xs) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");

@@ -423,7 +423,7 @@ stg_rpatch *stg__rpatch_new(stg_ctx *ctx, int basefd, uint64_t base_size, stg_si
                             void *arg)
 {
 	stg_rpatch *r = calloc(1, sizeof *r);
-	if (!r || !(r->cbuf = malloc(COPY_BUF))) {
+	if (!r || !(r->cbuf = stg__io_alloc(COPY_BUF))) {
 		free(r);
 		return NULL;
 	}

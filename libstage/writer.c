@@ -81,7 +81,7 @@ stg_writer *stg__writer_new(int threads, size_t buf_size)
 	pthread_mutex_init(&w->mu, NULL);
 	pthread_cond_init(&w->cv, NULL);
 	for (size_t i = 0; w->pieces && i < n; i++) {
-		if (!(w->pieces[i].data = malloc(buf_size)))
+		if (!(w->pieces[i].data = stg__io_alloc(buf_size)))
 			break;
 		w->pieces[i].next = w->free_list;
 		w->free_list = &w->pieces[i];

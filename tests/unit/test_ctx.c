@@ -353,12 +353,30 @@ static void test_digest_hex(void **state)
 	assert_true(a > 0);
 }
 
+/* I/O buffers start on a page and hold what was asked, 0 bytes included */
+static void test_io_alloc(void **state)
+{
+	(void)state;
+	size_t page = (size_t)sysconf(_SC_PAGESIZE);
+	size_t sizes[] = {0, 1, 4096, 4097, 1u << 20, (4u << 20) + 110};
+	for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+		uint8_t *p = stg__io_alloc(sizes[i]);
+		assert_non_null(p);
+		assert_int_equal((uintptr_t)p % page, 0);
+		memset(p, 0xa5, sizes[i] ? sizes[i] : 1); /* all of it is ours */
+		free(p);
+	}
+	assert_null(stg__io_alloc(SIZE_MAX));
+	assert_null(stg__io_alloc(SIZE_MAX - 10));
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_codes),      cmocka_unit_test(test_fail),
         cmocka_unit_test(test_errno_map),  cmocka_unit_test(test_log),
         cmocka_unit_test(test_threads),    cmocka_unit_test(test_nap_cancel),
         cmocka_unit_test(test_write_full), cmocka_unit_test(test_pread_full),
         cmocka_unit_test(test_tmp_names),  cmocka_unit_test(test_digest_hex),
+        cmocka_unit_test(test_io_alloc),
 };
 
 UT_MAIN(tests)
