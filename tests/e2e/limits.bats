@@ -120,14 +120,24 @@ first_collect() { # a collect that writes everything: no record, no DEST
 }
 
 # The largest number of stagers holding the source pack open at once,
-# sampled from /proc every 20 ms while they run.
+# sampled from /proc every 20 ms while they run.  One look at every
+# process is not one moment (a reader may close and the next one open
+# while the loop goes from one to the other), so each sample is two looks
+# in a row and counts the processes open in both: each holds its pack
+# open over one stretch of time, so all of those were open together at
+# the moment between the two looks.
+readers_open() {
+	local p
+	for p in "$@"; do
+		ls -l "/proc/$p/fd" 2>/dev/null | grep -q '/p[0-9]*\.tar\.zst$' && echo "$p"
+	done
+}
 max_open_readers() {
-	local max=0 n
+	local max=0 n a b
 	while kill -0 "$@" 2>/dev/null; do
-		n=0
-		for p in "$@"; do
-			ls -l "/proc/$p/fd" 2>/dev/null | grep -q '/p[0-9]*\.tar\.zst$' && n=$((n + 1))
-		done
+		a=$(readers_open "$@")
+		b=$(readers_open "$@")
+		n=$(comm -12 <(sort <<<"$a") <(sort <<<"$b") | grep -c .)
 		[ "$n" -gt "$max" ] && max=$n
 		sleep 0.02
 	done
