@@ -29,20 +29,58 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The mount served in the foreground, for the stop signals' handler; a
- * signal that comes before it serves is remembered and stops it at once. */
-static _Atomic(stg_mount *) serving;
+/* The foreground serving's stop.  The handler only records the stop,
+ * cancels the operation (a wait for a reader slot or the cache's lock ends
+ * at once) and writes a byte to a pipe: all of it async-signal-safe, and
+ * none of it touches the mount, which the handler may outlive when another
+ * thread takes the signal.  A thread of the serving's own (stopper) reads
+ * the pipe and ends the session, then signals the serving thread until the
+ * serving returns: libfuse 3.14's loop checks its exit flag and then sleeps
+ * in sem_wait(), and a signal that lands between the two would be lost
+ * (libfuse #997, fixed in 3.18). */
 static atomic_bool stop_asked;
+static _Atomic(stg_ctx *) stop_ctx;
+static atomic_int stop_pipe = -1; /* the write end, non-blocking */
 static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
 #define N_STOPS (sizeof stops / sizeof stops[0])
+#define KICK_NS 20000000L /* between the stopper's signals to the serving thread */
 
 static void on_stop(int sig)
 {
 	(void)sig;
+	int e = errno;
 	atomic_store(&stop_asked, true);
-	stg_mount *m = atomic_load(&serving);
-	if (m)
-		stg_mount_stop(m);
+	stg_ctx *ctx = atomic_load(&stop_ctx);
+	if (ctx)
+		stg_cancel(ctx);
+	int fd = atomic_load(&stop_pipe);
+	if (fd >= 0)
+		(void)!write(fd, "", 1);
+	errno = e;
+}
+
+struct stopper {
+	stg_mount *m;
+	pthread_t serving; /* the thread in stg_mount_serve */
+	int fd;            /* the pipe's read end */
+	atomic_bool done;  /* the serving returned */
+};
+
+static void *stopper(void *arg)
+{
+	struct stopper *st = arg;
+	char c;
+	while (read(st->fd, &c, 1) < 0 && errno == EINTR)
+		;
+	if (atomic_load(&st->done))
+		return NULL;
+	stg_mount_stop(st->m);
+	const struct timespec step = {0, KICK_NS};
+	while (!atomic_load(&st->done)) {
+		pthread_kill(st->serving, SIGTERM); /* wakes the loop's sem_wait */
+		nanosleep(&step, NULL);
+	}
+	return NULL;
 }
 
 /* Reads the caller's end of the tie until it closes, then unmounts. */
@@ -86,31 +124,57 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 	 * and leave a dead mount behind.  One that came earlier, to a handler
 	 * of the caller's, has cancelled ctx.  No SA_RESTART: libfuse's main
 	 * thread waits in sem_wait() and must see the signal.  SIGINT and
-	 * SIGHUP ignored (nohup, a background job) stay ignored. */
-	struct sigaction sa, old[N_STOPS];
+	 * SIGHUP ignored (nohup, a background job) stay ignored.  SIGPIPE is
+	 * ignored while serving: a message to a stderr nobody reads any more
+	 * must not end the process with the mount left behind. */
+	int p[2];
+	if (pipe2(p, O_CLOEXEC))
+		return stg__fail_errno(ctx, STG_EIO, errno, "pipe");
+	fcntl(p[1], F_SETFL, O_NONBLOCK);
+	struct sigaction sa, old[N_STOPS], old_pipe;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
 	atomic_store(&stop_asked, false);
+	atomic_store(&stop_ctx, ctx);
+	atomic_store(&stop_pipe, p[1]);
 	for (size_t i = 0; i < N_STOPS; i++) {
 		sigaction(stops[i], NULL, &old[i]);
 		if (old[i].sa_handler != SIG_IGN || stops[i] == SIGTERM)
 			sigaction(stops[i], &sa, NULL);
 	}
+	struct sigaction ign;
+	memset(&ign, 0, sizeof ign);
+	ign.sa_handler = SIG_IGN;
+	sigemptyset(&ign.sa_mask);
+	sigaction(SIGPIPE, &ign, &old_pipe);
 	stg_mount *m;
 	stg_err err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
 	if (!err) {
-		if (ready)
-			ready(arg);
-		atomic_store(&serving, m);
-		if (atomic_load(&stop_asked) || stg__cancelled(ctx))
-			stg_mount_stop(m);
-		err = stg_mount_serve(m);
-		atomic_store(&serving, NULL);
+		struct stopper st = {m, pthread_self(), p[0], false};
+		pthread_t t;
+		if (pthread_create(&t, NULL, stopper, &st)) {
+			err = stg__fail(ctx, STG_ENOMEM, "cannot start a thread");
+		} else {
+			if (ready)
+				ready(arg);
+			if (atomic_load(&stop_asked) || stg__cancelled(ctx))
+				stg_mount_stop(m);
+			err = stg_mount_serve(m);
+			/* the stopper ends (it is woken if no stop came) before m goes */
+			atomic_store(&st.done, true);
+			(void)!write(p[1], "", 1);
+			pthread_join(t, NULL);
+		}
 		stg_mount_close(m);
 	}
+	atomic_store(&stop_pipe, -1);
 	for (size_t i = 0; i < N_STOPS; i++)
 		sigaction(stops[i], &old[i], NULL);
+	sigaction(SIGPIPE, &old_pipe, NULL);
+	atomic_store(&stop_ctx, NULL);
+	close(p[0]);
+	close(p[1]);
 	return err;
 }
 
@@ -148,7 +212,9 @@ static void ignore_job_signals(void)
 	memset(&sa, 0, sizeof sa);
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = SIG_IGN;
-	const int job[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2};
+	/* and SIGPIPE: telling a caller that died must not end the process
+	 * with the mount left behind */
+	const int job[] = {SIGTERM, SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE};
 	for (size_t i = 0; i < sizeof job / sizeof job[0]; i++)
 		sigaction(job[i], &sa, NULL);
 }

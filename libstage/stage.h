@@ -1102,10 +1102,13 @@ STG_API void stg_mount_close(stg_mount *m);
  * The signals are caught from before the mount appears: one sent as soon
  * as the tree shows stops the serving, rather than ending the process with
  * a dead mount left behind; so does a ctx cancelled (stg_cancel) before
- * the serving begins.  SIGINT and SIGHUP stay ignored if they were.
- * ready(arg), if given, is called once the tree can be read.  Errors as
- * stg_mount_open's and stg_mount_serve's; the signals' handlers are as
- * they were on return. */
+ * the serving begins.  A stop signal also cancels ctx, so that one during
+ * the opening (a wait for a reader slot, say) ends it at once (STG_EINTR).
+ * SIGINT and SIGHUP stay ignored if they were; SIGPIPE is ignored until
+ * return.  ready(arg), if given, is called once the tree can be read.
+ * Errors as stg_mount_open's and stg_mount_serve's; the signals' handlers
+ * are as they were on return.  One such call at a time in a process (the
+ * signals are the process's). */
 STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
                                      const char *mountpoint, const stg_mount_opts *opts,
                                      void (*ready)(void *arg), void *arg);
@@ -1117,7 +1120,7 @@ STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char 
  * tied: the mount lives as long as *tie_fd, which the caller keeps: when
  * it is closed (or the caller dies) the child unmounts, lazily, and ends;
  * the child ignores SIGTERM, SIGINT, SIGHUP, SIGUSR1 and SIGUSR2, the
- * signals a batch job's processes get, so that a command keeps its data
+ * signals a batch job's processes get (and SIGPIPE), so that a command keeps its data
  * until the caller ends the mount.  Untied (tie_fd may be NULL): the child
  * has a session of its own, outlives the caller, and ends on SIGTERM,
  * SIGINT or SIGHUP (as stg_mount_foreground), or when unmounted

@@ -34,6 +34,9 @@ teardown() {
 }
 
 gone() { ! running "$1"; }
+slot_held() { # SLOT: someone holds its flock
+	if flock -n "$1" true; then return 1; fi
+}
 # mountpoint(1) stats the directory, which fails on a dead FUSE mount
 mounted() { awk -v m="$T/$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 
@@ -244,7 +247,10 @@ server_pid() {
 		"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log &
 		fg=$!
 		PIDS=$fg
-		until mountpoint -q mnt2 || ! running "$fg"; do :; done
+		t0=$SECONDS # the moment the tree shows: a busy loop, bounded
+		until mountpoint -q mnt2 || ! running "$fg"; do
+			[ $((SECONDS - t0)) -lt 20 ] || { echo "no mount after 20 s"; false; }
+		done
 		kill -"$sig" "$fg"
 		wait_pid "$fg" 10
 		! mounted mnt2 || false
@@ -270,6 +276,38 @@ server_pid() {
 	kill -TERM "$fg"
 	wait_pid "$fg" 10
 	! mounted mnt2 || false
+}
+
+@test "mount --foreground: a stop signal while it waits for a reader slot ends it at once, nothing mounted" {
+	export STAGER_MAX_READERS_PER_NODE=1
+	mkdir src mnt2 && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	stager stage -q p.tar.zst staged >/dev/null # makes the slot files
+	# another process holds the node's only slot (no flock(1) parent: the
+	# holder is the process killed at the end)
+	bash -c 'exec 9<"$1" && flock 9 && exec sleep 120' _ "$STAGER_SLOT_DIR/slot.0" 3>&- &
+	holder=$!
+	PIDS=$holder
+	wait_until 30 slot_held "$STAGER_SLOT_DIR/slot.0"
+	for sig in TERM HUP; do
+		"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log 3>&- &
+		fg=$!
+		PIDS="$holder $fg"
+		wait_until 20 grep -q "waiting for a shared-FS slot" fg.log
+		t0=$(date +%s.%N)
+		kill -"$sig" "$fg"
+		rc=0
+		wait_pid "$fg" 10 || rc=$?
+		t=$(echo "$(date +%s.%N) - $t0" | bc -l)
+		cat fg.log
+		echo "SIG$sig: exit $rc after $t s"
+		[ "$rc" -eq 5 ] # interrupted
+		grep -q "interrupted while waiting for a shared-FS slot" fg.log
+		awk -v t="$t" 'BEGIN { exit !(t < 2) }' # not after slot_wait_max (600 s)
+		! mounted mnt2 || false
+	done
+	kill "$holder"
+	wait_pid "$holder" 10 || [ $? -eq 143 ]
 }
 
 @test "mount: a pack replaced by a rename is still served as mounted; one changed in place fails (stale), never mixed" {
