@@ -380,26 +380,34 @@ int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, boo
 
 void stg__clean_locks(stg_cache *c)
 {
+	/* relative to locks/ opened once, never through a link: clean may
+	 * run as root on a user's scratch root */
+	int ld = openat(c->rootfd, "locks", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	char **v = NULL;
 	size_t n = 0;
-	if (stg__dir_names(c->rootfd, "locks", false, &v, &n))
+	if (ld < 0 || stg__dir_names(ld, "", false, &v, &n)) {
+		if (ld >= 0)
+			close(ld);
 		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		if (!strcmp(v[i], "cache") || !strcmp(v[i], "index"))
 			continue; /* the cache's own, always in use */
-		char path[STG_PATH_MAX];
-		snprintf(path, sizeof path, "locks/%s", v[i]);
-		int fd = openat(c->rootfd, path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-		struct stat st;
+		int fd = openat(ld, v[i], O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+		struct stat st, named;
 		if (fd < 0)
 			continue;
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
-			unlinkat(c->rootfd, path, 0);
+		/* held by nobody, and still the file under the name */
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    fstatat(ld, v[i], &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
+		    named.st_ino == st.st_ino)
+			unlinkat(ld, v[i], 0);
 		close(fd); /* drops the flock: a waiter finds the file gone and retries */
 	}
 	for (size_t i = 0; i < n; i++)
 		free(v[i]);
 	free(v);
+	close(ld);
 }
 
 void stg__cache_unlock(int fd)
