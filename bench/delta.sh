@@ -57,7 +57,9 @@ mkdir -p "$BACK" "$SHARED" "$OUT"
 cleanup() {
 	mountpoint -q "$SHARED" 2>/dev/null && { fusermount3 -u "$SHARED" 2>/dev/null || umount -l "$SHARED"; }
 	mountpoint -q "$OUT" 2>/dev/null && umount "$OUT"
-	if ! mountpoint -q "$SHARED" 2>/dev/null && ! mountpoint -q "$OUT" 2>/dev/null; then
+	mountpoint -q "$W/xfs" 2>/dev/null && umount "$W/xfs"
+	if ! mountpoint -q "$SHARED" 2>/dev/null && ! mountpoint -q "$OUT" 2>/dev/null &&
+		! mountpoint -q "$W/xfs" 2>/dev/null; then
 		chmod -R u+w "$W" 2>/dev/null || true
 		rm -rf "$W"
 	fi
@@ -70,6 +72,21 @@ log() { echo "delta.sh: $*" >&2; }
 OUT_DESC="the disk"
 if (($(id -u) == 0)) && mount -t tmpfs -o size=8G tmpfs "$OUT" 2>/dev/null; then
 	OUT_DESC="a tmpfs"
+fi
+# The large image is staged a second time onto XFS (a loop-mounted image
+# file on this VM's disk), the filesystem of many nodes' local scratch:
+# there a patched file shares the cached old version's unchanged blocks
+# (reflink), where on a tmpfs every byte of the new version is written
+# again.  Root and mkfs.xfs needed; skipped otherwise, and with --quick.
+XFS=$W/xfs XFS_IMG=$W/xfs.img XFS_DESC=
+if ((!QUICK && $(id -u) == 0)) && command -v mkfs.xfs >/dev/null; then
+	mkdir -p "$XFS"
+	if truncate -s 8G "$XFS_IMG" && mkfs.xfs -q -m reflink=1 "$XFS_IMG" >/dev/null 2>&1 &&
+		mount -o loop "$XFS_IMG" "$XFS" 2>/dev/null; then
+		XFS_DESC="XFS (reflink=1) on a loop device over this VM's disk"
+	else
+		rm -f "$XFS_IMG"
+	fi
 fi
 
 bench_clean_env
@@ -166,35 +183,48 @@ run() {
 	stat_of meta_ops >>"$W/$label.meta"
 }
 same() { diff -r "$1/" "$2/" >/dev/null || { log "$2 differs from $1"; exit 1; }; }
-clean_cache() { chmod -R u+w "$OUT/scratch" 2>/dev/null || true; rm -rf "$OUT/scratch" "$OUT"/d-*; }
+# A run's dataset D ("image@xfs": the image, staged onto XFS) sets DS (the
+# data), S (the scratch) and L (the label)
+use() {
+	DS=${1%@xfs} S=$OUT L=$1
+	[[ $1 == *@xfs ]] && S=$XFS L=${DS}_xfs
+	export STAGER_SCRATCH_ROOT=$S/scratch
+}
+clean_cache() { chmod -R u+w "$S/scratch" 2>/dev/null || true; rm -rf "$S/scratch" "$S"/d-*; }
 
-tool_delta() { # DS: v1 cached, then v2 through the delta
+tool_delta() { # D: v1 cached, then v2 through the delta
+	use "$1"
 	clean_cache
-	"$STAGER" stage -q "$SHARED/$1-v1.tar.zst" "$OUT/d-v1" >/dev/null
-	warm "$BACK/$1-v2.tar.zst"*
-	run "$1_delta" "$STAGER" stage --json -q "$SHARED/$1-v2.tar.zst" "$OUT/d-v2"
-	grep -q '"delta":true' "$W/$1_delta.out" || { log "$1: the stage did not use the delta"; exit 1; }
-	same "$BACK/$1-v2" "$OUT/d-v2"
+	"$STAGER" stage -q "$SHARED/$DS-v1.tar.zst" "$S/d-v1" >/dev/null
+	warm "$BACK/$DS-v2.tar.zst"*
+	run "${L}_delta" "$STAGER" stage --json -q "$SHARED/$DS-v2.tar.zst" "$S/d-v2"
+	grep -q '"delta":true' "$W/${L}_delta.out" || { log "$L: the stage did not use the delta"; exit 1; }
+	same "$BACK/$DS-v2" "$S/d-v2"
 }
-tool_full() { # DS: an empty cache
+tool_full() { # D: an empty cache
+	use "$1"
 	clean_cache
-	warm "$BACK/$1-v2.tar.zst"*
-	run "$1_full" "$STAGER" stage --json -q "$SHARED/$1-v2.tar.zst" "$OUT/d-v2"
-	same "$BACK/$1-v2" "$OUT/d-v2"
+	warm "$BACK/$DS-v2.tar.zst"*
+	run "${L}_full" "$STAGER" stage --json -q "$SHARED/$DS-v2.tar.zst" "$S/d-v2"
+	same "$BACK/$DS-v2" "$S/d-v2"
 }
-tool_rsync() { # DS: v1's tree at DEST, then rsync -a of v2's
-	rm -rf "$OUT/r"
-	cp -a "$BACK/$1-v1" "$OUT/r"
-	warm "$BACK/$1-v2"
-	run "$1_rsync" rsync -a --delete "$SHARED/$1-v2/" "$OUT/r/"
-	same "$BACK/$1-v2" "$OUT/r"
+tool_rsync() { # D: v1's tree at DEST, then rsync -a of v2's
+	use "$1"
+	rm -rf "$S/r"
+	cp -a "$BACK/$DS-v1" "$S/r"
+	warm "$BACK/$DS-v2"
+	run "${L}_rsync" rsync -a --delete "$SHARED/$DS-v2/" "$S/r/"
+	same "$BACK/$DS-v2" "$S/r"
+	rm -rf "$S/r"
 }
 TOOLS=(delta full)
 ((HAVE_RSYNC)) && TOOLS+=(rsync)
+RUNS=(images image)
+[[ -n $XFS_DESC ]] && RUNS+=(image@xfs)
 for ((i = 1; i <= REPS; i++)); do
-	for ds in images image; do
+	for d in "${RUNS[@]}"; do
 		n=${#TOOLS[@]}
-		for ((k = 0; k < n; k++)); do "tool_${TOOLS[$(((k + i) % n))]}" "$ds"; done
+		for ((k = 0; k < n; k++)); do "tool_${TOOLS[$(((k + i) % n))]}" "$d"; done
 	done
 	log "repetition $i/$REPS done"
 done
@@ -213,7 +243,7 @@ if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.m
 		"$(rsync --version 2>/dev/null | sed -n '1{s/  */ /g;p}')."
 	echo "Shared filesystem: bench/sharedfs, ${DELAY_MS} ms per metadata operation, $BW/s," \
 		"attribute cache ${ATTR} s, cold before each run (the backing files in the page cache, as in run.sh);" \
-		"scratch (cache and destinations) on $OUT_DESC." \
+		"scratch (cache and destinations) on $OUT_DESC${XFS_DESC:+, and for *image on XFS* on $XFS_DESC}." \
 		"Medians of $REPS repetitions, the tools in a rotating order; peak RSS the largest; packing timed alternately with and without --base."
 	echo "images: $N_IMAGES files (gendata), v2 with $CHANGED files changed in place (4 KiB each)," \
 		"$(find "$BACK/images-v1" -type f | wc -l) → $(find "$BACK/images-v2" -type f | wc -l) files." \
@@ -228,17 +258,19 @@ if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.m
 	echo
 	echo "| dataset | how v2 gets to the node | time | read from the shared FS | metadata ops | peak RSS | time vs delta | bytes vs delta |"
 	echo "|---|---|---|---|---|---|---|---|"
-	for ds in images image; do
+	for d in "${RUNS[@]}"; do
+		use "$d"
+		ds=$L name=${d/@xfs/ on XFS}
 		dw=$(median "$W/${ds}_delta.wall") dr=$(median "$W/${ds}_delta.rd")
 		for t in "${TOOLS[@]}"; do
 			case $t in
-			delta) d="\`stager stage\`, v1 cached (delta)" ;;
-			full) d="\`stager stage\`, empty cache" ;;
-			rsync) d="\`rsync -a\` onto v1's tree" ;;
+			delta) how="\`stager stage\`, v1 cached (delta)" ;;
+			full) how="\`stager stage\`, empty cache" ;;
+			rsync) how="\`rsync -a\` onto v1's tree" ;;
 			esac
 			tw=$(median "$W/${ds}_$t.wall") tr=$(median "$W/${ds}_$t.rd") tm=$(median "$W/${ds}_$t.meta")
 			trss=$(sort -g "$W/${ds}_$t.rss" | tail -1)
-			echo "| $ds | $d | $(printf '%.3f s' "$tw") | $(hb "$tr") | $tm | $(hb $((trss * 1024))) | $(ratio "$tw" "$dw")× | $(ratio "$tr" "$dr")× |"
+			echo "| $name | $how | $(printf '%.3f s' "$tw") | $(hb "$tr") | $tm | $(hb $((trss * 1024))) | $(ratio "$tw" "$dw")× | $(ratio "$tr" "$dr")× |"
 		done
 	done
 	echo
@@ -246,12 +278,14 @@ if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.m
 	echo
 	echo "| target | measured | met |"
 	echo "|---|---|---|"
-	for ds in images image; do
+	for d in "${RUNS[@]}"; do
+		use "$d"
+		ds=$L name=${d/@xfs/ on XFS}
 		dw=$(median "$W/${ds}_delta.wall") fw=$(median "$W/${ds}_full.wall")
 		r=$(ratio "$dw" "$fw")
 		want=1.0
-		[[ $ds == image ]] && want=0.5
-		echo "| $ds: the delta stage ≤ $want × the full stage | $r ($(spread "$W/${ds}_delta.wall") against $(spread "$W/${ds}_full.wall")) | $(meets "$r" "$want") |"
+		[[ $DS == image ]] && want=0.5
+		echo "| $name: the delta stage ≤ $want × the full stage | $r ($(spread "$W/${ds}_delta.wall") against $(spread "$W/${ds}_full.wall")) | $(meets "$r" "$want") |"
 	done
 	r=$(ratio "$(median "$W/image_packbase.wall")" "$(median "$W/image_pack.wall")")
 	echo "| image: \`pack --base\` ≤ 2 × a plain pack | $r | $(meets "$r" 2) |"
