@@ -398,9 +398,10 @@ void stg__clean_locks(stg_cache *c)
 		if (fd < 0)
 			continue;
 		/* held by nobody, and still the file under the name */
-		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0 &&
-		    fstatat(ld, v[i], &named, AT_SYMLINK_NOFOLLOW) == 0 && named.st_dev == st.st_dev &&
-		    named.st_ino == st.st_ino)
+		if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+		    flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+		    fstatat(ld, v[i], &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+		    named.st_dev == st.st_dev && named.st_ino == st.st_ino)
 			unlinkat(ld, v[i], 0);
 		close(fd); /* drops the flock: a waiter finds the file gone and retries */
 	}
