@@ -29,8 +29,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-/* The foreground serving's stop.  The handler only records the stop,
- * cancels the operation (a wait for a reader slot or the cache's lock ends
+/* The foreground serving's stop.  The handler only cancels the operation
+ * (which records the stop: a wait for a reader slot or the cache's lock ends
  * at once) and writes a byte to a pipe: all of it async-signal-safe, and
  * none of it touches the mount, which the handler may outlive when another
  * thread takes the signal.  A thread of the serving's own (stopper) reads
@@ -38,7 +38,6 @@
  * serving returns: libfuse 3.14's loop checks its exit flag and then sleeps
  * in sem_wait(), and a signal that lands between the two would be lost
  * (libfuse #997, fixed in 3.18). */
-static atomic_bool stop_asked;
 static _Atomic(stg_ctx *) stop_ctx;
 static atomic_int stop_pipe = -1; /* the write end, non-blocking */
 static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
@@ -49,7 +48,6 @@ static void on_stop(int sig)
 {
 	(void)sig;
 	int e = errno;
-	atomic_store(&stop_asked, true);
 	stg_ctx *ctx = atomic_load(&stop_ctx);
 	if (ctx)
 		stg_cancel(ctx);
@@ -135,7 +133,6 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
-	atomic_store(&stop_asked, false);
 	atomic_store(&stop_ctx, ctx);
 	atomic_store(&stop_pipe, p[1]);
 	for (size_t i = 0; i < N_STOPS; i++) {
@@ -158,7 +155,7 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 		} else {
 			if (ready)
 				ready(arg);
-			if (atomic_load(&stop_asked) || stg__cancelled(ctx))
+			if (stg__cancelled(ctx)) /* a stop came while it mounted */
 				stg_mount_stop(m);
 			err = stg_mount_serve(m);
 			/* the stopper ends (it is woken if no stop came) before m goes */
