@@ -16,9 +16,11 @@
 # backing directory, the trees are kept there too for rsync.
 # Each repetition, in a rotating order: `stager stage v2` with v1 in the
 # cache (the delta path), `stager stage v2` with an empty cache (the full
-# read), `rsync -a v2/ DEST/` where DEST holds v1's tree.  Figures: wall
-# time, bytes read and metadata operations on the shared filesystem
-# (sharedfs's counters), medians.  Results to bench/results-delta.md (and
+# read), `rsync -a v2/ DEST/` where DEST holds v1's tree, and for the
+# image `dd` of its size from /dev/zero into the scratch (the write alone:
+# the floor of any way to make v2 there).  Figures: wall time, bytes
+# read and metadata operations on the shared filesystem (sharedfs's
+# counters), medians.  Results to bench/results-delta.md (and
 # printed); --quick (tiny data, 1 repetition) to a temporary file.
 # Needs /dev/fuse (the mount); rsync is optional.
 set -euo pipefail
@@ -217,7 +219,17 @@ tool_rsync() { # D: v1's tree at DEST, then rsync -a of v2's
 	same "$BACK/$DS-v2" "$S/r"
 	rm -rf "$S/r"
 }
-TOOLS=(delta full)
+# the floor of any way to make v2's image on the node: its bytes written
+# into a new file on the scratch, from memory (dd from /dev/zero), with no
+# reading, hashing or patching; on a tmpfs this VM's page allocation sets it
+tool_write() { # D: the image only
+	use "$1"
+	[[ $DS == image ]] || return 0
+	rm -f "$S/w.img"
+	run "${L}_write" dd if=/dev/zero of="$S/w.img" bs=4M count=$((big_bytes / 4194304)) status=none
+	rm -f "$S/w.img"
+}
+TOOLS=(delta full write)
 ((HAVE_RSYNC)) && TOOLS+=(rsync)
 RUNS=(images image)
 [[ -n $XFS_DESC ]] && RUNS+=(image@xfs)
@@ -263,14 +275,16 @@ if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.m
 		ds=$L name=${d/@xfs/ on XFS}
 		dw=$(median "$W/${ds}_delta.wall") dr=$(median "$W/${ds}_delta.rd")
 		for t in "${TOOLS[@]}"; do
+			[[ $t == write && $DS != image ]] && continue
 			case $t in
 			delta) how="\`stager stage\`, v1 cached (delta)" ;;
 			full) how="\`stager stage\`, empty cache" ;;
 			rsync) how="\`rsync -a\` onto v1's tree" ;;
+			write) how="(floor) \`dd\` of $(hb "$big_bytes") from /dev/zero into the scratch" ;;
 			esac
 			tw=$(median "$W/${ds}_$t.wall") tr=$(median "$W/${ds}_$t.rd") tm=$(median "$W/${ds}_$t.meta")
 			trss=$(sort -g "$W/${ds}_$t.rss" | tail -1)
-			echo "| $name | $how | $(printf '%.3f s' "$tw") | $(hb "$tr") | $tm | $(hb $((trss * 1024))) | $(ratio "$tw" "$dw")× | $(ratio "$tr" "$dr")× |"
+			echo "| $name | $how | $(printf '%.3f s' "$tw") | $(hb "$tr") | $tm | $(hb $((trss * 1024))) | $(ratio "$tw" "$dw")× | $( ((tr > 0)) && echo "$(ratio "$tr" "$dr")×" || echo —) |"
 		done
 	done
 	echo
@@ -286,6 +300,11 @@ if ((QUICK)); then out=$W/results-delta.md; else out=$ROOT/bench/results-delta.m
 		want=1.0
 		[[ $DS == image ]] && want=0.5
 		echo "| $name: the delta stage ≤ $want × the full stage | $r ($(spread "$W/${ds}_delta.wall") against $(spread "$W/${ds}_full.wall")) | $(meets "$r" "$want") |"
+	done
+	for d in "${RUNS[@]}"; do
+		use "$d"
+		[[ $DS == image ]] || continue
+		echo "| (no target) ${d/@xfs/ on XFS}: the delta stage against writing the image alone | $(ratio "$(median "$W/${L}_delta.wall")" "$(median "$W/${L}_write.wall")") ($(spread "$W/${L}_write.wall") for the write) | — |"
 	done
 	r=$(ratio "$(median "$W/image_packbase.wall")" "$(median "$W/image_pack.wall")")
 	echo "| image: \`pack --base\` ≤ 2 × a plain pack | $r | $(meets "$r" 2) |"
