@@ -219,14 +219,20 @@ int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off)
 	return write_all(fd, buf, len, (int64_t)off);
 }
 
-void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)
+size_t stg__hex(const uint8_t *b, size_t n, char *out)
 {
 	static const char hex[] = "0123456789abcdef";
-	for (size_t i = 0; i < STG_DIGEST_LEN; i++) {
-		out[2 * i] = hex[digest[i] >> 4];
-		out[2 * i + 1] = hex[digest[i] & 15];
+	for (size_t i = 0; i < n; i++) {
+		out[2 * i] = hex[b[i] >> 4];
+		out[2 * i + 1] = hex[b[i] & 15];
 	}
-	out[STG_DIGEST_HEXLEN] = '\0';
+	out[2 * n] = '\0';
+	return 2 * n;
+}
+
+void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out)
+{
+	stg__hex(digest, STG_DIGEST_LEN, out);
 }
 
 static int hex_digit(char c)

@@ -44,16 +44,6 @@
 #define ZSTD_STATIC_LINKING_ONLY /* ZSTD_d_forceIgnoreChecksum */
 #include <zstd.h>
 
-static void hex16(const uint8_t *h, char *out)
-{
-	static const char x[] = "0123456789abcdef";
-	for (int i = 0; i < 16; i++) {
-		out[2 * i] = x[h[i] >> 4];
-		out[2 * i + 1] = x[h[i] & 15];
-	}
-	out[32] = '\0';
-}
-
 /* Compare a finished hash with the manifest's; fail naming the file and
  * the frames that hold it (first..last), where the damage is. */
 static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t first, size_t last)
@@ -63,8 +53,8 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fi
 	if (memcmp(c.digest, r->xxh3, 16) == 0)
 		return true;
 	char want[33], got[33], where[64];
-	hex16(r->xxh3, want);
-	hex16(c.digest, got);
+	stg__hex(r->xxh3, 16, want);
+	stg__hex(c.digest, 16, got);
 	if (first == last)
 		snprintf(where, sizeof where, "frame %zu", first);
 	else

@@ -84,6 +84,8 @@ int stg__grow(void **v, size_t *cap, size_t n, size_t size, size_t max);
 int stg__room(void **v, size_t *cap, size_t n, size_t size, size_t max);
 int stg__pread_full(int fd, void *buf, size_t len, uint64_t off);
 int stg__pwrite_full(int fd, const void *buf, size_t len, uint64_t off);
+/* b[0..n) as 2n lowercase hex digits and a NUL at out; returns 2n. */
+size_t stg__hex(const uint8_t *b, size_t n, char *out);
 /* A buffer that read(2) fills: n bytes (at least 1) on a page boundary,
  * freed with free().  The kernel copies into a page-aligned buffer about 3x
  * faster than into malloc's (16 bytes past a page: 0.65 against 0.21 s for
