@@ -48,10 +48,44 @@
 
 enum { FILE_UNCHECKED, FILE_OK, FILE_BAD };
 
+/* A file the kernel has open.  Kept on the mount's list until its
+ * release: a session that ends before the kernel's last releases arrive
+ * (they are asynchronous) frees the rest when the mount goes. */
 typedef struct open_file {
 	uint64_t next; /* where a reader in order reads next */
 	int fd;        /* the file in the node cache's entry, or -1 */
+	struct open_file *older, *newer;
 } open_file;
+
+static void open_add(stg_mount *m, open_file *of)
+{
+	pthread_mutex_lock(&m->open_mu);
+	of->older = m->open_files;
+	if (of->older)
+		of->older->newer = of;
+	m->open_files = of;
+	pthread_mutex_unlock(&m->open_mu);
+}
+
+static void open_free(open_file *of)
+{
+	if (of->fd >= 0)
+		close(of->fd);
+	free(of);
+}
+
+static void open_drop(stg_mount *m, open_file *of)
+{
+	pthread_mutex_lock(&m->open_mu);
+	if (of->older)
+		of->older->newer = of->newer;
+	if (of->newer)
+		of->newer->older = of->older;
+	else
+		m->open_files = of->older;
+	pthread_mutex_unlock(&m->open_mu);
+	open_free(of);
+}
 
 static stg_mount *req_mount(fuse_req_t req)
 {
@@ -345,9 +379,11 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			return;
 		}
 	}
+	open_add(m, of);
 	fi->fh = (uint64_t)(uintptr_t)of;
-	fi->keep_cache = 1; /* the content never changes */
-	fuse_reply_open(req, fi);
+	fi->keep_cache = 1;                      /* the content never changes */
+	if (fuse_reply_open(req, fi) == -ENOENT) /* the open was interrupted */
+		open_drop(m, of);
 }
 
 static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -410,9 +446,8 @@ static void op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	(void)ino;
 	open_file *of = (open_file *)(uintptr_t)fi->fh;
-	if (of && of->fd >= 0)
-		close(of->fd);
-	free(of);
+	if (of)
+		open_drop(req_mount(req), of);
 	fuse_reply_err(req, 0);
 }
 
@@ -618,6 +653,12 @@ void stg__mount_free(stg_mount *m)
 	stg__mount_unmount(m);
 	if (m->se)
 		fuse_session_destroy(m->se);
+	while (m->open_files) {
+		open_file *of = m->open_files;
+		m->open_files = of->older;
+		open_free(of);
+	}
+	pthread_mutex_destroy(&m->open_mu);
 	stg__frames_free(m->frames);
 	stg__mtree_free(m->tree);
 	stg_pack_close(m->pack);

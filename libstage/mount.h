@@ -42,6 +42,8 @@ struct stg_mount {
 	double slot_used;
 	struct fuse_session *se;
 	bool mounted;
+	pthread_mutex_t open_mu;
+	struct open_file *open_files; /* open by the kernel, newest first (mount.c) */
 	int tie_fd;     /* a tied mount's end of the pipe to its caller (mount_spawn.c) */
 	stg_keep *keep; /* --cache: frames kept in the node cache (mount_keep.c) */
 };

@@ -351,6 +351,7 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	m->tie_fd = -1;
 	pthread_mutex_init(&m->log_mu, NULL);
 	pthread_mutex_init(&m->slot_mu, NULL);
+	pthread_mutex_init(&m->open_mu, NULL);
 	pthread_cond_init(&m->slot_cv, NULL);
 	m->cache_bytes =
 	        opts && opts->cache_bytes ? (size_t)opts->cache_bytes : DEFAULT_CACHE_BYTES;
