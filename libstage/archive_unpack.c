@@ -583,7 +583,7 @@ stg_err stg__archive_unpack(stg_ctx *ctx, stg_cache *c, const stg_source *from, 
 	if ((err = finish(&s, true)))
 		goto out;
 	fchmod(dfd, 0555);
-	if (fclose(s.manifest)) {
+	if (stg__manifest_close(s.manifest)) {
 		s.manifest = NULL;
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot write the manifest");
 		goto out;

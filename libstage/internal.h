@@ -242,6 +242,9 @@ int stg__manifest_check(stg_ctx *ctx, FILE *manifest, int datafd);
  * with its size, and no more files (local stats only); as above. */
 int stg__manifest_quick(stg_ctx *ctx, FILE *manifest, int datafd);
 void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path);
+/* fclose of a manifest written with stg__manifest_line: -1 (errno set) if
+ * any write failed, also one whose error stdio kept to itself. */
+int stg__manifest_close(FILE *f);
 /* A path with '\\' and newline escaped, and back (false if malformed). */
 void stg__put_escaped(FILE *f, const char *path);
 bool stg__unescape(char *s);

@@ -39,6 +39,18 @@ void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const ch
 	fputc('\n', f);
 }
 
+int stg__manifest_close(FILE *f)
+{
+	bool failed = ferror(f);
+	if (fclose(f))
+		return -1;
+	if (failed) {
+		errno = EIO;
+		return -1;
+	}
+	return 0;
+}
+
 void stg__put_escaped(FILE *f, const char *path)
 {
 	for (const char *p = path;;) {
@@ -68,7 +80,7 @@ int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
 		if (r->type == STG_FILE && (!sel || sel[i]))
 			stg__manifest_line(f, r->xxh3, r->size, stg__rec_path(p, r));
 	}
-	return fclose(f);
+	return stg__manifest_close(f);
 }
 
 bool stg__unescape(char *s)

@@ -145,7 +145,7 @@ static stg_err copy_source(stg_ctx *ctx, stg_cache *c, int sroot, int tfd, int d
 	if (!err)
 		fchmod(droot, fstat(sroot, &rst) == 0 ? (rst.st_mode & 0555) | 0500 : 0555);
 out:
-	if (man && fclose(man) && !err)
+	if (man && stg__manifest_close(man) && !err)
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot write the manifest");
 	free(buf);
 	return err;

@@ -56,6 +56,32 @@ static char *escaped(const char *path)
 	return buf;
 }
 
+/* A line's fields as the manifest's reader expects them, and a full disk
+ * (/dev/full) reported by the close, never a short manifest in silence. */
+static void test_line_and_full_disk(void **state)
+{
+	(void)state;
+	uint8_t h[16];
+	for (int i = 0; i < 16; i++)
+		h[i] = (uint8_t)(i * 17);
+	char *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+	stg__manifest_line(m, h, 0, "a\nb");
+	stg__manifest_line(m, h, UINT64_MAX, "d/f");
+	fclose(m);
+	assert_string_equal(buf, "00112233445566778899aabbccddeeff 0 a\\nb\n"
+	                         "00112233445566778899aabbccddeeff 18446744073709551615 d/f\n");
+	free(buf);
+	FILE *full = fopen("/dev/full", "w");
+	assert_non_null(full);
+	for (int i = 0; i < 1000; i++)
+		stg__manifest_line(full, h, (uint64_t)i, "class_000/img_000000.jpg");
+	errno = 0;
+	assert_int_equal(stg__manifest_close(full), -1);
+	assert_int_not_equal(errno, 0);
+}
+
 static void test_escape(void **state)
 {
 	(void)state;
@@ -296,6 +322,7 @@ static void test_check(void **state)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_escape),
+        cmocka_unit_test(test_line_and_full_disk),
         T(test_write_load),
         cmocka_unit_test(test_load_malformed),
         T(test_check),
