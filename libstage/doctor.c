@@ -305,6 +305,12 @@ static bool sample_file(const char *dir, char *out, size_t cap)
 	return best >= 1 << 20; /* less says little about throughput */
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
 /* In the probing child: the path's filesystem, its metadata latency, and
  * for a file (or one near the top of a directory) its read throughput;
  * "O..." (ok) or "F..." (failed) into out. */
@@ -318,12 +324,17 @@ static void probe(const char *path, char *out, size_t len)
 	}
 	bool net;
 	const char *kind = fs_kind((long)sf.f_type, &net);
-	/* metadata latency: stat() of the path, 200 times */
-	double t0 = stg__now();
-	for (int i = 0; i < 200; i++)
+	/* metadata latency: stat() of the path, 200 times, the median (one
+	 * stall of a busy server is not what a stat costs) */
+	double t[200];
+	for (int i = 0; i < 200; i++) {
+		double t0 = stg__now();
 		stat(path, &st);
-	double us = (stg__now() - t0) / 200 * 1e6;
-	int n = snprintf(out, len, "O'%s' (%s%s): %.1f us per stat()", path, kind,
+		t[i] = stg__now() - t0;
+	}
+	qsort(t, 200, sizeof t[0], cmp_double);
+	double us = t[100] * 1e6;
+	int n = snprintf(out, len, "O'%s' (%s%s): %.1f us per stat() (median of 200)", path, kind,
 	                 net ? ", network" : "", us);
 	/* read throughput: the file, or the largest file near the top of the
 	 * directory */
