@@ -18,22 +18,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* (A line is formatted here and written in a few pieces: with fprintf's
+/* (A line is formatted here and written in a few pieces: with an fprintf
  * per byte, writing the manifest of 20,000 files was a visible part of a
  * cold stage, which writes it after the last file.) */
 void stg__manifest_line(FILE *f, const uint8_t xxh3[16], uint64_t size, const char *path)
 {
-	char line[16 * 2 + 1 + 20 + 1];
+	char line[16 * 2 + 1 + 20 + 2];
 	size_t n = stg__hex(xxh3, 16, line);
-	line[n++] = ' ';
-	char digits[20];
-	size_t k = 0;
-	do
-		digits[k++] = (char)('0' + size % 10);
-	while ((size /= 10));
-	while (k)
-		line[n++] = digits[--k];
-	line[n++] = ' ';
+	n += (size_t)snprintf(line + n, sizeof line - n, " %llu ", (unsigned long long)size);
 	fwrite(line, 1, n, f);
 	stg__put_escaped(f, path);
 	fputc('\n', f);

@@ -381,8 +381,9 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	open_add(m, of);
 	fi->fh = (uint64_t)(uintptr_t)of;
-	fi->keep_cache = 1;                      /* the content never changes */
-	if (fuse_reply_open(req, fi) == -ENOENT) /* the open was interrupted */
+	fi->keep_cache = 1; /* the content never changes */
+	/* an interrupted open gets no release: as libfuse's high-level API */
+	if (fuse_reply_open(req, fi) == -ENOENT)
 		open_drop(m, of);
 }
 
