@@ -10,6 +10,7 @@ MANDIR  ?= $(PREFIX)/share/man
 PKGDIR  ?= $(LIBDIR)/pkgconfig
 DOCDIR  ?= $(PREFIX)/share/doc/stager
 LIBEXECDIR ?= $(PREFIX)/libexec/stager
+SYSCONFDIR ?= /etc
 COMPDIR ?= $(PREFIX)/share/bash-completion/completions
 MODDIR  ?= $(PREFIX)/share/modulefiles
 
@@ -186,9 +187,12 @@ install: all $(B)/libstage.pc
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager $(DESTDIR)$(LIBEXECDIR)
 	install -m 755 $(STAGER) $(DESTDIR)$(BINDIR)/stager
-	install -m 755 scripts/slurm-prolog.sh $(DESTDIR)$(LIBEXECDIR)/prolog
-	install -m 755 scripts/slurm-task-prolog.sh $(DESTDIR)$(LIBEXECDIR)/task-prolog
-	install -m 755 scripts/slurm-epilog.sh $(DESTDIR)$(LIBEXECDIR)/epilog
+	# the hooks run with no PATH: the paths of this install are written in
+	for h in prolog task-prolog epilog; do \
+		sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@SYSCONFDIR@|$(SYSCONFDIR)|g' scripts/slurm-$$h.sh \
+			>$(DESTDIR)$(LIBEXECDIR)/$$h.tmp && chmod 755 $(DESTDIR)$(LIBEXECDIR)/$$h.tmp && \
+		mv -f $(DESTDIR)$(LIBEXECDIR)/$$h.tmp $(DESTDIR)$(LIBEXECDIR)/$$h || exit 1; \
+	done
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/libstage.a
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
 	ln -sf libstage.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstage.so.$(SOMAJOR)
@@ -234,5 +238,5 @@ help:
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
 	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
-	@echo "make install    PREFIX=/usr/local DESTDIR= : tool, library, header, .pc, man page"
+	@echo "make install    PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc : tool, library, header, .pc, man page, Slurm hooks"
 	@echo "make format     clang-format the sources (format-check to check)"

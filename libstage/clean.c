@@ -11,6 +11,7 @@
  * removed.  Everything happens relative to the scratch root's descriptor,
  * never through a symlink.
  */
+#include "collect.h"
 #include "mount.h"
 #include "results.h"
 
@@ -29,31 +30,6 @@
 void stg_clean_opts_init(stg_clean_opts *o)
 {
 	memset(o, 0, sizeof *o);
-}
-
-/* Bytes a tree takes (blocks), not following links. */
-static uint64_t tree_bytes(int dirfd, const char *name, int depth)
-{
-	struct stat st;
-	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
-		return 0;
-	uint64_t total = (uint64_t)st.st_blocks * 512;
-	if (!S_ISDIR(st.st_mode) || depth > 256)
-		return total;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return total;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return total;
-	}
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			total += tree_bytes(fd, de->d_name, depth + 1);
-	closedir(d);
-	return total;
 }
 
 typedef struct cl_run {
@@ -79,7 +55,7 @@ static void removed(cl_run *r, const char *what, const char *rel, uint64_t bytes
 /* Remove rel (under the root) unless this is a dry run. */
 static void drop(cl_run *r, const char *what, const char *rel)
 {
-	uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+	uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
 	if (!r->o->dry_run && stg__rmtree_at(r->c->rootfd, rel)) {
 		stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
 		         strerror(errno));
@@ -320,7 +296,7 @@ static void clean_kept(cl_run *r)
 		unsigned days = r->c->keep_days;
 		if (!when)
 			continue;
-		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
 		if (!r->o->kept && (!days || now - when < (time_t)days * 86400)) {
 			/* what stays is said too: clean never hides results */
 			if (r->report) {
@@ -350,13 +326,28 @@ typedef struct keep_run {
 	int failed;
 } keep_run;
 
-static int keep_one(void *arg, const char *src, const char *dest)
+static int keep_one(void *arg, const char *src, const char *dest, bool pack)
 {
 	keep_run *k = arg;
 	cl_run *r = k->r;
 	struct stat st;
 	if (src[0] != '/' || lstat(src, &st) || !S_ISDIR(st.st_mode))
 		return 0; /* collected and removed, or never made */
+	/* all of it reached DEST (the collects' record says so, from local
+	 * stats alone): nothing to keep */
+	if (stg__collect_whole(r->ctx, r->c, src, dest, pack) == 1) {
+		stg__log(r->ctx, STG_LOG_DEBUG, "'%s' was collected whole to '%s'", src, dest);
+		return 0;
+	}
+	/* on the shared filesystem it outlives the job where it is */
+	char fstype[32];
+	if (stg__dev_is_network(st.st_dev, fstype, sizeof fstype)) {
+		stg__log(r->ctx, STG_LOG_WARN,
+		         "results in '%s' were never fully collected to '%s'; they stay there (%s): "
+		         "`stager collect %s %s` sends the rest",
+		         src, dest, fstype, src, dest);
+		return 0;
+	}
 	/* "job-42" + "out" -> "job42-out", as stager run names what it keeps */
 	const char *base = strrchr(src, '/') + 1;
 	char name[256];
@@ -365,7 +356,7 @@ static int keep_one(void *arg, const char *src, const char *dest)
 		         *base ? base : "results");
 	else
 		snprintf(name, sizeof name, "%.100s-%.100s", k->owner, *base ? base : "results");
-	uint64_t bytes = tree_bytes(AT_FDCWD, src, 0);
+	uint64_t bytes = stg__tree_bytes(AT_FDCWD, src, 0);
 	if (r->o->dry_run) {
 		if (r->report)
 			r->report(r->arg, "keep", src, bytes);
@@ -380,6 +371,16 @@ static int keep_one(void *arg, const char *src, const char *dest)
 		r->keep_failed++;
 		return 0;
 	}
+	/* what a killed collect left in DEST goes; what the collects sent is
+	 * not sent again from kept/ */
+	char asrc[STG_PATH_MAX + 1], adest[STG_PATH_MAX + 1], id[17], rel[64];
+	if (stg__col_names(src, dest, pack, asrc, adest, id) == 0) {
+		snprintf(rel, sizeof rel, "collect/%s", id);
+		drop_temporaries(r, rel);
+	}
+	stg__collect_record_move(r->c, src, dest, pack, kept);
+	if (pack)
+		stg__kept_set_pack(r->c, kept);
 	stg__log(r->ctx, STG_LOG_WARN,
 	         "results in '%s' were never fully collected to '%s': kept in '%s' (`stager "
 	         "collect --kept` sends them)",
@@ -496,7 +497,7 @@ static void clean_entries(cl_run *r)
 			continue;
 		char rel[STG_PATH_MAX];
 		snprintf(rel, sizeof rel, "cache/%s", v[i].key);
-		uint64_t bytes = tree_bytes(r->c->rootfd, rel, 0);
+		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
 		if (!r->o->dry_run && stg__entry_remove(r->c, v[i].key)) {
 			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
 			         strerror(errno));

@@ -431,13 +431,6 @@ void stg_collect_result_free(stg_collect_result *res)
 	}
 }
 
-static void strip_slashes(char *p)
-{
-	size_t n = strlen(p);
-	while (n > 1 && p[n - 1] == '/')
-		p[--n] = '\0';
-}
-
 stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest,
                     const stg_collect_opts *opts, stg_collect_result *res)
 {
@@ -462,17 +455,9 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	stg_err err = STG_OK;
 	int lock = -1;
 	stg_walk w = {.ctx = ctx};
-	if (stg__absolute(src, k->src, sizeof k->src) ||
-	    stg__absolute(dest, k->dest, sizeof k->dest)) {
+	if (stg__col_names(src, dest, opts->pack, k->src, k->dest, k->id)) {
 		err = stg__fail(ctx, STG_EUSAGE, "path too long");
 		goto out;
-	}
-	strip_slashes(k->src);
-	strip_slashes(k->dest);
-	if (opts->pack) {
-		size_t dl = strlen(k->dest);
-		if ((dl < 8 || strcmp(k->dest + dl - 8, ".tar.zst")) && dl + 8 < sizeof k->dest)
-			strcat(k->dest, ".tar.zst");
 	}
 	if (!(res->dest = strdup(k->dest))) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -496,11 +481,6 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 		                k->dest, k->src);
 		goto out;
 	}
-	/* the record's name: XXH3 of what it is about */
-	char key[2 * (STG_PATH_MAX + 1) + 8];
-	int kl = snprintf(key, sizeof key, "%s%c%s%c%s", k->src, 0, k->dest, 0,
-	                  opts->pack ? "pack" : "tree");
-	snprintf(k->id, sizeof k->id, "%016llx", (unsigned long long)XXH3_64bits(key, (size_t)kl));
 	char lname[40];
 	snprintf(lname, sizeof lname, "collect-%s", k->id);
 	bool waited;
@@ -551,4 +531,60 @@ out:
 	free(k);
 	res->seconds = stg__now() - t0;
 	return err;
+}
+
+/* ---- after the job -------------------------------------------------------------- */
+
+int stg__collect_whole(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest, bool pack)
+{
+	collector *k = calloc(1, sizeof *k);
+	if (!k)
+		return -1;
+	*k = (collector){.ctx = ctx, .c = c, .srcfd = -1, .destfd = -1, .logfd = -1};
+	int whole = 0, lock = -1;
+	stg_walk w = {.ctx = ctx};
+	char rel[64], lname[40];
+	if (stg__col_names(src, dest, pack, k->src, k->dest, k->id))
+		goto out;
+	snprintf(rel, sizeof rel, "collect/%s", k->id);
+	snprintf(lname, sizeof lname, "collect-%s", k->id);
+	/* no record: nothing was ever sent; a collect at work: not whole */
+	if (faccessat(c->rootfd, rel, F_OK, AT_SYMLINK_NOFOLLOW) ||
+	    (lock = stg__cache_lock(ctx, c, lname, false, NULL)) < 0)
+		goto out;
+	k->srcfd = open(k->src, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (k->srcfd < 0 || stg__strmap_init(&k->map, 1024) || stg__col_record_open(k) ||
+	    stg__walk_tree(&w, k->srcfd, ""))
+		goto out;
+	if (pack) {
+		whole = !tree_changed(k, &w);
+		goto out;
+	}
+	/* a tree: files removed since stay on DEST, the rest must be there */
+	whole = 1;
+	for (size_t i = 0; i < w.n && whole; i++) {
+		const stg_witem *it = &w.v[i];
+		crec *r = stg__col_rec_find(k, it->path);
+		char type = S_ISDIR(it->st.st_mode) ? 'd' : S_ISLNK(it->st.st_mode) ? 'l' : 'f';
+		if (!r || r->type != type ||
+		    (type == 'f' && (!same_ident(r, &it->st) || r->mode != (it->st.st_mode & 07777))) ||
+		    (type == 'l' && r->ino != (uint64_t)it->st.st_ino))
+			whole = 0;
+	}
+out:
+	if (k->srcfd >= 0)
+		close(k->srcfd);
+	if (k->logfd >= 0)
+		close(k->logfd);
+	stg__cache_unlock(lock);
+	stg__walk_free(&w);
+	for (size_t i = 0; i < k->n_recs; i++)
+		free(k->recs[i].path);
+	free(k->recs);
+	stg__strmap_free(&k->map);
+	for (size_t i = 0; i < k->n_pending; i++)
+		free(k->pending[i]);
+	free(k->pending);
+	free(k);
+	return whole;
 }

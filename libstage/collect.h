@@ -54,6 +54,10 @@ static inline int64_t ns_of(const struct timespec *ts)
 }
 
 /* collect_record.c */
+/* SRC and DEST as the record knows them (absolute, DEST.tar.zst for a
+ * pack), and the record's id; -1 if a path is too long. */
+int stg__col_names(const char *src, const char *dest, bool pack, char asrc[STG_PATH_MAX + 1],
+                   char adest[STG_PATH_MAX + 1], char id[17]);
 int stg__col_log_line(collector *k, const char *head, const char *path);
 int stg__col_log_rec(collector *k, const crec *r);
 crec *stg__col_rec_find(collector *k, const char *path);
@@ -73,5 +77,14 @@ void stg__col_remove_leftovers(collector *k);
 bool stg__col_send_item(collector *k, const stg_witem *it, const char *final, const char *shown,
                         crec *out);
 double stg__col_slot_deadline(const stg_collect_opts *o);
+
+/* After a job (clean.c): is all of src on dest, as the record of the
+ * collects from src to dest says (identities only, no shared-FS access)?
+ * 1 yes; 0 no, no record, or a collect holds it. */
+int stg__collect_whole(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest, bool pack);
+/* src's record made to_'s (results moved to kept/ keep what their
+ * collects sent): 0, or -1/errno. */
+int stg__collect_record_move(stg_cache *c, const char *src, const char *dest, bool pack,
+                             const char *to);
 
 #endif

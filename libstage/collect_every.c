@@ -17,10 +17,13 @@
  */
 #include "collect_every.h"
 
+#include "results.h"
 #include "sigwatch.h"
 
 #include <errno.h>
 #include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -74,6 +77,18 @@ stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const
                           const stg_collect_opts *o, uint64_t every, int control_fd,
                           stg_collect_totals *t)
 {
+	/* in a Slurm job, SRC is noted as results the job has yet to collect:
+	 * if Slurm kills this collect (a time limit, KillWait), the epilog's
+	 * clean keeps what did not reach DEST instead of removing it with the
+	 * job's scratch */
+	const char *job = getenv("SLURM_JOB_ID");
+	if (job && *job && strlen(job) < 100) {
+		char owner[128];
+		snprintf(owner, sizeof owner, "job-%s", job);
+		if (stg__results_add(ctx, cache, owner, src, dest, o->pack))
+			stg__log(ctx, STG_LOG_WARN, "%s: if this job is killed before '%s' is collected, "
+			         "the epilog cannot keep it", ctx->errmsg, src);
+	}
 	if (!every)
 		return stg__collect_round(ctx, cache, src, dest, o, t);
 	stg_sigwatch w;

@@ -17,6 +17,84 @@
 
 /* ---- the record ----------------------------------------------------------------- */
 
+static void strip_slashes(char *p)
+{
+	size_t n = strlen(p);
+	while (n > 1 && p[n - 1] == '/')
+		p[--n] = '\0';
+}
+
+int stg__col_names(const char *src, const char *dest, bool pack, char asrc[STG_PATH_MAX + 1],
+                   char adest[STG_PATH_MAX + 1], char id[17])
+{
+	if (stg__absolute(src, asrc, STG_PATH_MAX + 1) ||
+	    stg__absolute(dest, adest, STG_PATH_MAX + 1))
+		return -1;
+	strip_slashes(asrc);
+	strip_slashes(adest);
+	size_t dl = strlen(adest);
+	if (pack && (dl < 8 || strcmp(adest + dl - 8, ".tar.zst")) && dl + 8 < STG_PATH_MAX + 1)
+		strcat(adest, ".tar.zst");
+	/* the record's name: XXH3 of what it is about */
+	char key[2 * (STG_PATH_MAX + 1) + 8];
+	int kl = snprintf(key, sizeof key, "%s%c%s%c%s", asrc, 0, adest, 0, pack ? "pack" : "tree");
+	snprintf(id, 17, "%016llx", (unsigned long long)XXH3_64bits(key, (size_t)kl));
+	return 0;
+}
+
+int stg__collect_record_move(stg_cache *c, const char *src, const char *dest, bool pack,
+                             const char *to)
+{
+	char asrc[STG_PATH_MAX + 1], ato[STG_PATH_MAX + 1], adest[STG_PATH_MAX + 1];
+	char id[17], nid[17], rel[64], nrel[64], ntmp[80];
+	if (stg__col_names(src, dest, pack, asrc, adest, id) ||
+	    stg__col_names(to, dest, pack, ato, adest, nid))
+		return -1;
+	snprintf(rel, sizeof rel, "collect/%s", id);
+	snprintf(nrel, sizeof nrel, "collect/%s", nid);
+	snprintf(ntmp, sizeof ntmp, "collect/%s.tmp", nid);
+	int fd = openat(c->rootfd, rel, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	FILE *in = fd >= 0 ? fdopen(fd, "r") : NULL;
+	if (!in) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	int ofd = openat(c->rootfd, ntmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+	                 0600);
+	FILE *out = ofd >= 0 ? fdopen(ofd, "w") : NULL;
+	if (!out) {
+		if (ofd >= 0)
+			close(ofd);
+		fclose(in);
+		return -1;
+	}
+	/* the same lines, the source's ("S ") now the new place */
+	char *line = NULL;
+	size_t cap = 0;
+	ssize_t len;
+	while ((len = getline(&line, &cap, in)) > 0) {
+		if (!strncmp(line, "S ", 2)) {
+			fputs("S ", out);
+			stg__put_escaped(out, ato);
+			fputc('\n', out);
+		} else {
+			fwrite(line, 1, (size_t)len, out);
+		}
+	}
+	free(line);
+	fclose(in);
+	int rc = fflush(out) || fsync(fileno(out)) ? -1 : 0;
+	if (fclose(out))
+		rc = -1;
+	if (rc || renameat(c->rootfd, ntmp, c->rootfd, nrel)) {
+		unlinkat(c->rootfd, ntmp, 0);
+		return -1;
+	}
+	unlinkat(c->rootfd, rel, 0);
+	return 0;
+}
+
 crec *stg__col_rec_find(collector *k, const char *path)
 {
 	uint32_t i = stg__strmap_get(&k->map, path, strlen(path));

@@ -404,3 +404,28 @@ int stg__parent_of(int root, const char *path, const char **base)
 	*base = slash + 1;
 	return stg__open_beneath(root, dir, O_RDONLY | O_DIRECTORY, 0);
 }
+
+/* Bytes a tree takes (blocks), not following links. */
+uint64_t stg__tree_bytes(int dirfd, const char *name, int depth)
+{
+	struct stat st;
+	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
+		return 0;
+	uint64_t total = (uint64_t)st.st_blocks * 512;
+	if (!S_ISDIR(st.st_mode) || depth > 256)
+		return total;
+	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return total;
+	DIR *d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return total;
+	}
+	struct dirent *de;
+	while ((de = readdir(d)))
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
+			total += stg__tree_bytes(fd, de->d_name, depth + 1);
+	closedir(d);
+	return total;
+}

@@ -283,6 +283,9 @@ int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len
  * type into type[len], from /proc/self/mountinfo: no call reaches the
  * filesystem (statfs is a round trip on NFS). */
 bool stg__dev_is_network(dev_t dev, char *type, size_t len);
+/* Bytes a tree takes on disk (blocks), not following links; name
+ * relative to dirfd. */
+uint64_t stg__tree_bytes(int dirfd, const char *name, int depth);
 /* Whether fd's filesystem can share blocks between files (a reflink). */
 bool stg__fs_shares_blocks(int fd);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */

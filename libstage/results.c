@@ -26,6 +26,8 @@
  */
 #include "results.h"
 
+#include "walk.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -95,36 +97,147 @@ static char *read_small(stg_cache *c, const char *rel)
 	return buf;
 }
 
-stg_err stg_results_pending(stg_ctx *ctx, stg_cache *c, const char *owner, size_t n,
-                            const char *const *src, const char *const *dest)
+/* One pair of a record: SRC, DEST and how it is collected. */
+typedef struct rpair {
+	char *src, *dest;
+	bool pack;
+} rpair;
+
+typedef struct rpairs {
+	rpair *v;
+	size_t n;
+} rpairs;
+
+static void rpairs_free(rpairs *p)
+{
+	for (size_t i = 0; i < p->n; i++) {
+		free(p->v[i].src);
+		free(p->v[i].dest);
+	}
+	free(p->v);
+	p->v = NULL;
+	p->n = 0;
+}
+
+static int rpairs_add(rpairs *p, const char *src, const char *dest, bool pack)
+{
+	for (size_t i = 0; i < p->n; i++)
+		if (!strcmp(p->v[i].src, src) && !strcmp(p->v[i].dest, dest)) {
+			p->v[i].pack = pack;
+			return 0;
+		}
+	rpair *v = realloc(p->v, (p->n + 1) * sizeof *v);
+	if (!v)
+		return -1;
+	p->v = v;
+	v[p->n] = (rpair){strdup(src), strdup(dest), pack};
+	if (!v[p->n].src || !v[p->n].dest) {
+		free(v[p->n].src);
+		free(v[p->n].dest);
+		return -1;
+	}
+	p->n++;
+	return 0;
+}
+
+static int collect_pair(void *arg, const char *src, const char *dest, bool pack)
+{
+	return rpairs_add(arg, src, dest, pack) ? -1 : 0;
+}
+
+/* Add (add true) or remove the pairs of src/dest to owner's record, under
+ * its lock: the record of a job is shared by its `stager run` and every
+ * `stager collect` it starts.  A record left empty is removed. */
+static stg_err results_update(stg_ctx *ctx, stg_cache *c, const char *owner, size_t n,
+                              const char *const *src, const char *const *dest, bool pack,
+                              bool add)
 {
 	if (!owner_ok(owner))
 		return stg__fail(ctx, STG_EUSAGE, "'%s' is not an owner name", owner ? owner : "");
+	char lname[200], rel[STG_PATH_MAX];
+	snprintf(lname, sizeof lname, "results-%s", owner);
+	snprintf(rel, sizeof rel, "results/%s", owner);
+	int lk = stg__cache_lock(ctx, c, lname, true, NULL);
+	if (lk < 0)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the results of '%s' in '%s'",
+		                       owner, c->root);
+	rpairs p = {0};
+	stg_err err = STG_OK;
 	char *text = NULL;
 	size_t len = 0;
-	FILE *f = open_memstream(&text, &len);
-	if (!f)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	fprintf(f, "%s\n", RECORD_MAGIC);
+	if (stg__results_each(c, owner, collect_pair, &p) && errno != ENOENT && errno != EINVAL) {
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot read '%s/%s'", c->root, rel);
+		goto out;
+	}
+	bool changed = false;
 	/* absolute: clean and collect --kept run from anywhere */
-	char abs[STG_PATH_MAX + 1];
+	char sabs[STG_PATH_MAX + 1], dabs[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < n; i++) {
+		const char *s = stg__absolute(src[i], sabs, sizeof sabs) ? src[i] : sabs;
+		const char *d = stg__absolute(dest[i], dabs, sizeof dabs) ? dest[i] : dabs;
+		size_t j = 0;
+		while (j < p.n && (strcmp(p.v[j].src, s) || strcmp(p.v[j].dest, d)))
+			j++;
+		if (add && (j == p.n || p.v[j].pack != pack)) {
+			if (rpairs_add(&p, s, d, pack)) {
+				err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+				goto out;
+			}
+			changed = true;
+		} else if (!add && j < p.n) {
+			free(p.v[j].src);
+			free(p.v[j].dest);
+			p.v[j] = p.v[--p.n];
+			changed = true;
+		}
+	}
+	if (!changed)
+		goto out;
+	if (p.n == 0) {
+		if (unlinkat(c->rootfd, rel, 0) && errno != ENOENT)
+			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot remove '%s/%s'", c->root,
+			                      rel);
+		goto out;
+	}
+	FILE *f = open_memstream(&text, &len);
+	if (!f) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	fprintf(f, "%s\n", RECORD_MAGIC);
+	for (size_t i = 0; i < p.n; i++) {
+		if (p.v[i].pack)
+			fputs("M pack\n", f);
 		fputs("S ", f);
-		stg__put_escaped(f, stg__absolute(src[i], abs, sizeof abs) ? src[i] : abs);
+		stg__put_escaped(f, p.v[i].src);
 		fputs("\nD ", f);
-		stg__put_escaped(f, stg__absolute(dest[i], abs, sizeof abs) ? dest[i] : abs);
+		stg__put_escaped(f, p.v[i].dest);
 		fputc('\n', f);
 	}
 	if (fclose(f) || !text) {
-		free(text);
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto out;
 	}
-	int rc = write_atomic(c, "results", owner, text, len);
+	if (write_atomic(c, "results", owner, text, len))
+		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot record the results of '%s' in '%s'",
+		                      owner, c->root);
+out:
 	free(text);
-	if (rc)
-		return stg__fail_errno(ctx, STG_EIO, errno,
-		                       "cannot record the results of '%s' in '%s'", owner, c->root);
-	return STG_OK;
+	rpairs_free(&p);
+	stg__cache_unlock(lk);
+	return err;
+}
+
+stg_err stg_results_pending(stg_ctx *ctx, stg_cache *c, const char *owner, size_t n,
+                            const char *const *src, const char *const *dest)
+{
+	return results_update(ctx, c, owner, n, src, dest, false, true);
+}
+
+stg_err stg__results_add(stg_ctx *ctx, stg_cache *c, const char *owner, const char *src,
+                         const char *dest, bool pack)
+{
+	return results_update(ctx, c, owner, 1, &src, &dest, pack, true);
 }
 
 stg_err stg_results_done(stg_ctx *ctx, stg_cache *c, const char *owner)
@@ -139,7 +252,8 @@ stg_err stg_results_done(stg_ctx *ctx, stg_cache *c, const char *owner)
 }
 
 int stg__results_each(stg_cache *c, const char *owner,
-                      int (*fn)(void *arg, const char *src, const char *dest), void *arg)
+                      int (*fn)(void *arg, const char *src, const char *dest, bool pack),
+                      void *arg)
 {
 	char rel[STG_PATH_MAX];
 	snprintf(rel, sizeof rel, "results/%s", owner);
@@ -147,6 +261,7 @@ int stg__results_each(stg_cache *c, const char *owner,
 	if (!text)
 		return -1;
 	char *save = NULL, *src = NULL;
+	bool pack = false;
 	int rc = 0;
 	char *line = strtok_r(text, "\n", &save);
 	if (!line || strcmp(line, RECORD_MAGIC)) {
@@ -155,11 +270,14 @@ int stg__results_each(stg_cache *c, const char *owner,
 		return -1;
 	}
 	while (rc == 0 && (line = strtok_r(NULL, "\n", &save))) {
-		if (line[0] == 'S' && line[1] == ' ' && stg__unescape(line + 2))
+		if (!strcmp(line, "M pack"))
+			pack = true;
+		else if (line[0] == 'S' && line[1] == ' ' && stg__unescape(line + 2))
 			src = line + 2;
 		else if (line[0] == 'D' && line[1] == ' ' && src && stg__unescape(line + 2)) {
-			rc = fn(arg, src, line + 2);
+			rc = fn(arg, src, line + 2, pack);
 			src = NULL;
+			pack = false;
 		}
 	}
 	free(text);
@@ -167,6 +285,82 @@ int stg__results_each(stg_cache *c, const char *owner,
 }
 
 /* ---- kept results ----------------------------------------------------------- */
+
+/* A tree copied into a new directory, for results on another filesystem
+ * than the scratch root: files (mode, mtime), directories, symlinks, in
+ * the walker's order (parents first); what else is there is skipped. */
+typedef struct tcopy {
+	int sfd, dfd;
+	char first_error[256];
+} tcopy;
+
+static stg_err copy_item(void *arg, const char *path, const struct stat *st, const char *link)
+{
+	tcopy *t = arg;
+	int rc = 0;
+	if (S_ISDIR(st->st_mode)) {
+		rc = mkdirat(t->dfd, path, 0700);
+	} else if (S_ISLNK(st->st_mode)) {
+		rc = symlinkat(link ? link : "", t->dfd, path);
+	} else if (S_ISREG(st->st_mode)) {
+		int in = openat(t->sfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+		int out = in < 0 ? -1
+		                 : openat(t->dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+		                          0600);
+		rc = in < 0 || out < 0 || stg__copy_file(in, out, (uint64_t)st->st_size) ||
+		     fchmod(out, st->st_mode & 07777) ||
+		     futimens(out, (struct timespec[2]){st->st_atim, st->st_mtim}) || fsync(out);
+		int e = errno;
+		if (in >= 0)
+			close(in);
+		if (out >= 0 && close(out) && !rc) {
+			rc = -1;
+			e = errno;
+		}
+		errno = e;
+	}
+	if (rc) {
+		snprintf(t->first_error, sizeof t->first_error, "'%s': %s", path, strerror(errno));
+		return STG_EIO;
+	}
+	return STG_OK;
+}
+
+/* Copy the directory src to dst (which must not exist) through a
+ * temporary beside it; 0, or -1 with the reason in why. */
+static int copy_tree(stg_ctx *ctx, const char *src, const char *dst, char *why, size_t len)
+{
+	char tmp[STG_PATH_MAX + 32];
+	snprintf(tmp, sizeof tmp, "%s.copy.%d", dst, (int)getpid());
+	tcopy t = {.sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), .dfd = -1};
+	struct stat st;
+	int rc = -1;
+	if (t.sfd < 0 || fstat(t.sfd, &st) || mkdir(tmp, 0700) ||
+	    (t.dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0) {
+		snprintf(why, len, "%s", strerror(errno));
+		goto out;
+	}
+	stg_walk w = {.ctx = ctx, .visit = copy_item, .visit_arg = &t};
+	stg_err err = stg__walk_tree(&w, t.sfd, "");
+	stg__walk_free(&w);
+	/* directories' own times and modes last, deepest first does not
+	 * matter: only the top's mode is kept (the rest stay 0700, private) */
+	if (!err && (fchmod(t.dfd, st.st_mode & 07777) || fsync(t.dfd) || rename(tmp, dst)))
+		err = STG_EIO, snprintf(t.first_error, sizeof t.first_error, "%s", strerror(errno));
+	if (err) {
+		snprintf(why, len, "%s", *t.first_error ? t.first_error : stg_strerror(err));
+		goto out;
+	}
+	rc = 0;
+out:
+	if (t.sfd >= 0)
+		close(t.sfd);
+	if (t.dfd >= 0)
+		close(t.dfd);
+	if (rc)
+		stg__rmtree(tmp);
+	return rc;
+}
 
 stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char *name,
                          const char *dest, char **out)
@@ -233,13 +427,29 @@ stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char
 			break;
 		}
 		int e = errno;
+		/* on another filesystem ($SLURM_TMPDIR beside the scratch root):
+		 * copied, then removed where it was */
+		char why[300];
+		if (e == EXDEV && copy_tree(ctx, src, dst, why, sizeof why) == 0) {
+			if (stg__rmtree(src))
+				stg__log(ctx, STG_LOG_WARN, "results copied to '%s', but '%s' stays: %s",
+				         dst, src, strerror(errno));
+			moved = true;
+			break;
+		}
+		if (e == EXDEV) {
+			if (dest)
+				unlinkat(c->rootfd, to, 0);
+			err = stg__fail(ctx, STG_EIO, "cannot copy '%s' to '%s/kept': %s", src, c->root,
+			                why);
+			break;
+		}
 		if (dest)
 			unlinkat(c->rootfd, to, 0);
 		if (e == EEXIST || e == ENOTEMPTY)
 			continue;
-		err = stg__fail_errno(ctx, e == EXDEV ? STG_EIO : stg__err_from_errno(e, STG_EIO),
-		                      e, "cannot move '%s' to '%s/kept'%s", src, c->root,
-		                      e == EXDEV ? " (another filesystem)" : "");
+		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+		                      "cannot move '%s' to '%s/kept'", src, c->root);
 		break;
 	}
 	free(text);
@@ -251,8 +461,23 @@ stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char
 		free(dst);
 		return err;
 	}
+	const char *kname = strrchr(dst, '/') + 1;
+	stg__kept_note_write(ctx, kname, dst, dest, stg__tree_bytes(AT_FDCWD, dst, 0));
 	*out = dst;
 	return STG_OK;
+}
+
+int stg__kept_set_pack(stg_cache *c, const char *kept)
+{
+	const char *base = strrchr(kept, '/');
+	char to[STG_PATH_MAX];
+	snprintf(to, sizeof to, "kept/%s.to", base ? base + 1 : kept);
+	int fd = openat(c->rootfd, to, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -1;
+	int rc = write(fd, "pack\n", 5) == 5 ? 0 : -1;
+	close(fd);
+	return rc;
 }
 
 /* The epoch at the end of a kept name ("NAME.EPOCH"); 0 if it has none. */
@@ -303,13 +528,16 @@ stg_err stg_kept_list(stg_ctx *ctx, stg_cache *c, stg_kept **out, size_t *count)
 		if (e->path)
 			snprintf(e->path, plen, "%s/%s", c->root, rel);
 		e->since = when;
+		e->bytes = stg__tree_bytes(c->rootfd, rel, 0);
 		char to[STG_PATH_MAX];
 		snprintf(to, sizeof to, "kept/%s.to", names[i]);
 		char *text = read_small(c, to);
 		if (text) {
 			char *nl = strchr(text, '\n');
-			if (nl)
+			if (nl) {
 				*nl = '\0';
+				e->pack = !strcmp(nl + 1, "pack\n");
+			}
 			if (nl && *text && stg__unescape(text))
 				e->dest = text;
 			else
@@ -340,11 +568,25 @@ int stg__kept_remove(stg_cache *c, const char *name)
 		return -1;
 	snprintf(rel, sizeof rel, "kept/%s.to", name);
 	unlinkat(c->rootfd, rel, 0);
+	stg__kept_note_drop(name);
 	return 0;
+}
+
+/* Is a kept name one of job's ("job<ID>-...")? */
+static bool of_job(const char *name, const char *job)
+{
+	size_t l = strlen(job);
+	return !strncmp(name, "job", 3) && !strncmp(name + 3, job, l) && name[3 + l] == '-';
 }
 
 stg_err stg_collect_kept(stg_ctx *ctx, stg_cache *c, const stg_collect_opts *opts,
                          stg_kept_fn report, void *arg)
+{
+	return stg_collect_kept_job(ctx, c, opts, NULL, report, arg);
+}
+
+stg_err stg_collect_kept_job(stg_ctx *ctx, stg_cache *c, const stg_collect_opts *opts,
+                             const char *job, stg_kept_fn report, void *arg)
 {
 	stg_kept *v;
 	size_t n;
@@ -354,8 +596,12 @@ stg_err stg_collect_kept(stg_ctx *ctx, stg_cache *c, const stg_collect_opts *opt
 	for (size_t i = 0; i < n && !stg__cancelled(ctx); i++) {
 		if (!v[i].dest)
 			continue; /* kept by an older stager: its DEST is not known */
+		if (job && !of_job(v[i].name, job))
+			continue;
 		stg_collect_result res;
-		err = stg_collect(ctx, c, v[i].path, v[i].dest, opts, &res);
+		stg_collect_opts o = *opts;
+		o.pack = o.pack || v[i].pack;
+		err = stg_collect(ctx, c, v[i].path, v[i].dest, &o, &res);
 		bool whole = !err && !res.failed && !res.changing;
 		if (whole && stg__kept_remove(c, v[i].name))
 			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot remove '%s'", v[i].path);

@@ -10,10 +10,23 @@
 /* Call fn for each SRC and DEST of owner's record (-1/errno if there is
  * none, or it is malformed; else fn's first non-zero return). */
 int stg__results_each(stg_cache *c, const char *owner,
-                      int (*fn)(void *arg, const char *src, const char *dest), void *arg);
+                      int (*fn)(void *arg, const char *src, const char *dest, bool pack),
+                      void *arg);
+/* Add SRC and DEST (collected as a pack or not) to owner's record of
+ * results yet to collect, beside what is there. */
+stg_err stg__results_add(stg_ctx *ctx, stg_cache *c, const char *owner, const char *src,
+                         const char *dest, bool pack);
+/* Kept results (a path under kept/) that go to their DEST as a pack. */
+int stg__kept_set_pack(stg_cache *c, const char *kept);
 /* The epoch of a kept name (0: not one). */
 int64_t stg__kept_epoch(const char *name);
 /* Remove a kept entry. */
 int stg__kept_remove(stg_cache *c, const char *name);
+
+/* kept_note.c: the note in the user's home of results kept on this node
+ * under name (written when they are kept, dropped when they go). */
+void stg__kept_note_write(stg_ctx *ctx, const char *name, const char *path, const char *dest,
+                          uint64_t bytes);
+void stg__kept_note_drop(const char *name);
 
 #endif

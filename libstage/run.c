@@ -347,13 +347,17 @@ static stg_err set_up(run_state *r)
 	const char *job = getenv("SLURM_JOB_ID");
 	if (!(job && *job) && !(r->owner = stg_owner_process((int)getpid())))
 		return told(r->ctx, stg__fail(r->ctx, STG_ENOMEM, "out of memory"));
+	/* in a job: its clock, exec (refused without it where the early
+	 * warning would kill the shell), and collects while it runs by
+	 * default */
+	stg_err err = stg__budget_start(r->ctx, &r->budget, r->n_collects);
+	if (err)
+		return told(r->ctx, err);
 	if (job_directory(r))
 		return told(r->ctx, stg__fail_errno(r->ctx, STG_EIO, errno,
 		                                    "cannot create the job directory '%s'",
 		                                    r->jobdir ? r->jobdir : "?"));
 	setenv("STAGER_JOB_DIR", r->jobdir, 1);
-	/* in a job: its clock, exec, and collects while it runs by default */
-	stg__budget_start(r->ctx, &r->budget, r->n_collects);
 	r->every = r->o->every;
 	if (r->every == STG_RUN_EVERY_DEFAULT) {
 		r->every = stg__budget_default_every(&r->budget);

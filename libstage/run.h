@@ -99,7 +99,7 @@ stg_err stg__run_collect_all(run_state *r);
 /* The wall clock (the job's end and files' mtimes are in its time). */
 double stg__wall(void);
 /* Learn the job's clock; warn if run was started without exec. */
-void stg__budget_start(stg_ctx *ctx, run_budget *b, size_t n_collects);
+stg_err stg__budget_start(stg_ctx *ctx, run_budget *b, size_t n_collects);
 /* The interval of periodic collects when every is not given (0: none). */
 uint64_t stg__budget_default_every(const run_budget *b);
 /* A collect that began at started sent bytes in secs. */

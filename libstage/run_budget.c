@@ -56,30 +56,61 @@ static const char *signame(int sig)
 	}
 }
 
-void stg__budget_start(stg_ctx *ctx, run_budget *b, size_t n_collects)
+/* Does process pid take signal sig its default way (terminate), neither
+ * catching nor ignoring it?  (/proc/PID/status: SigCgt, SigIgn.) */
+static bool dies_of(pid_t pid, int sig)
+{
+	char path[64], line[256];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false; /* unknown: not "yes" */
+	unsigned long long cgt = 0, ign = 0;
+	bool seen = false;
+	while (fgets(line, sizeof line, f)) {
+		if (sscanf(line, "SigCgt: %llx", &cgt) == 1 || sscanf(line, "SigIgn: %llx", &ign) == 1)
+			seen = true;
+	}
+	fclose(f);
+	unsigned long long bit = 1ull << (sig - 1);
+	return seen && !(cgt & bit) && !(ign & bit);
+}
+
+stg_err stg__budget_start(stg_ctx *ctx, run_budget *b, size_t n_collects)
 {
 	memset(b, 0, sizeof *b);
 	const char *job = getenv("SLURM_JOB_ID");
 	if (!job || !*job)
-		return;
+		return STG_OK;
 	stg_job_clock_read(&b->clock);
 	const stg_job_clock *c = &b->clock;
 	b->active = c->end > 0 && n_collects > 0;
 	if (!c->no_exec)
-		return;
+		return STG_OK;
 	char w[64] = "";
 	if (c->warn_signal && c->warn_batch_only)
-		snprintf(w, sizeof w, " (--signal=B:%s@%u)", signame(c->warn_signal), c->warn_secs);
+		snprintf(w, sizeof w, "--signal=B:%s@%u", signame(c->warn_signal), c->warn_secs);
+	/* The early warning goes to the batch shell alone, and Slurm may send
+	 * it a minute earlier than asked: a shell that dies of it ends the
+	 * job's step, and SIGKILL takes stager run before it has collected.
+	 * Nothing run does can keep the shell alive, so it does not start:
+	 * the fix is one word. */
+	if (w[0] && dies_of(getppid(), c->warn_signal))
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "not started: with %s the batch shell dies of the early warning, "
+		                 "and Slurm then kills stager run before it can collect.  Write "
+		                 "`exec stager run ...` in the script (or `trap '' %s` before it)",
+		                 w, signame(c->warn_signal));
 	stg__log(ctx, STG_LOG_WARN,
 	         "stager run is not the batch script's main process: write `exec stager run "
 	         "...` in the script.  Without exec %s, and Slurm then stops the job before "
 	         "stager can collect%s",
-	         c->warn_signal && c->warn_batch_only
-	                 ? "the early warning goes to the batch shell, which dies of it"
-	                 : "the batch shell dies first at the time limit",
+	         w[0] ? "the early warning goes to the batch shell"
+	              : "the batch shell dies first at the time limit",
 	         n_collects ? "; stager collects on its own before then" : "");
 	if (w[0])
-		stg__log(ctx, STG_LOG_INFO, "early warning found in the script%s", w);
+		stg__log(ctx, STG_LOG_INFO, "early warning found in the script (%s)", w);
+	return STG_OK;
 }
 
 uint64_t stg__budget_default_every(const run_budget *b)

@@ -679,9 +679,9 @@ STG_API stg_err stg_results_done(stg_ctx *ctx, stg_cache *cache, const char *own
 #define STG_KEEP_DAYS 14
 
 /*
- * Move the directory src (on the scratch filesystem) to
- * SCRATCH_ROOT/kept/NAME.EPOCH (one rename; STG_EIO if src lies on another
- * filesystem, and src is then left as it is), remembering dest (may be
+ * Move the directory src to SCRATCH_ROOT/kept/NAME.EPOCH (one rename; from
+ * another filesystem, a copy and then src removed; STG_EIO if that fails,
+ * and src is then left as it is), remembering dest (may be
  * NULL) for stg_collect_kept.  stg_clean removes it after keep_days, not
  * before (or when asked: stg_clean_opts.kept).  *out (freed by the caller)
  * is where it went; NULL on failure.
@@ -712,12 +712,28 @@ STG_API stg_err stg_slot_holders(stg_ctx *ctx, stg_cache *cache, stg_holder **v,
 typedef struct stg_kept {
 	char *name, *path, *dest;
 	int64_t since;
+	int pack;       /* collected to DEST.tar.zst as one pack */
+	uint64_t bytes; /* on disk */
 } stg_kept;
 
 /* The kept results of this cache, oldest name first; free with
  * stg_kept_free. */
 STG_API stg_err stg_kept_list(stg_ctx *ctx, stg_cache *cache, stg_kept **v, size_t *n);
 STG_API void stg_kept_free(stg_kept *v, size_t n);
+
+/* Where kept results wait, as the notes in the user's home say (kept on
+ * every node the user's jobs ran on; readable from a login node): the
+ * node, the job, the path there, the DEST meant, bytes, and since when. */
+typedef struct stg_kept_note {
+	char *node, *job, *path, *dest;
+	uint64_t bytes;
+	int64_t since;
+} stg_kept_note;
+
+/* The notes in ~/.local/state/stager/kept/ (none: *n 0); free with
+ * stg_kept_notes_free. */
+STG_API stg_err stg_kept_notes(stg_ctx *ctx, stg_kept_note **v, size_t *n);
+STG_API void stg_kept_notes_free(stg_kept_note *v, size_t n);
 
 /* Called for each kept result stg_collect_kept tried: err (its message on
  * ctx) and what the collect did. */
@@ -728,6 +744,9 @@ typedef void (*stg_kept_fn)(void *arg, const stg_kept *k, stg_err err,
  * collected whole is removed.  The first error, or STG_OK. */
 STG_API stg_err stg_collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *opts,
                                  stg_kept_fn report, void *arg);
+/* The same for the kept results of one Slurm job (job NULL: all). */
+STG_API stg_err stg_collect_kept_job(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *opts,
+                                     const char *job, stg_kept_fn report, void *arg);
 
 /* ---- Slurm fan-out ------------------------------------------------------ */
 

@@ -1,45 +1,105 @@
 #!/bin/sh
-# Slurm epilog for stager: remove what the finished job left on this node
-# (its pins, its job directory, the pack copies of stage --all-nodes, and
-# the directory scripts/slurm-prolog.sh made for it), then evict down to
-# the quotas.
+# Slurm epilog for stager: after a job ends (normally, by scancel or at
+# its time limit), on each of its nodes:
+#   1. `stager clean --job ID`, as the job's user: ends the job's mounts,
+#      moves results it never fully collected to the scratch root's kept/,
+#      drops its pins, removes its stager job directories, evicts down to
+#      the quotas;
+#   2. `stager collect --kept --job ID`, as the job's user, for at most
+#      STAGER_EPILOG_SEND_TIME seconds (default 60; 0: not sent here):
+#      those results sent to the DEST they were meant for;
+#   3. what stays kept is said at the end of the job's log (and noted in
+#      the user's ~/.local/state/stager/kept, which `stager status` reads
+#      on any node), with the one command that brings it back;
+#   4. the job's directory of scripts/slurm-prolog.sh is removed, as the
+#      job's user, unless results in it could not be kept.
 #
-# Install on every node, in slurm.conf:   Epilog=/usr/local/libexec/stager/epilog
-# It runs as root after the job ends (normally, by scancel or at its time
-# limit).  It does no file work as root: it runs `stager clean` and the
-# removal of the job's directory as the job's user, so nothing a user put
-# on scratch can make it touch another user's files.  STAGER_BIN names the
-# binary if it is not on root's PATH; STAGER_JOB_TMP_BASE (from
-# /etc/default/stager) as in the prolog.
-# An epilog that fails drains the node, so this one always exits 0.
+# Install on every node, in slurm.conf:   Epilog=PREFIX/libexec/stager/epilog
+# slurmd runs it as root with almost no environment (no PATH, no HOME):
+# it sets its own PATH, and `make install` writes the paths of the stager
+# it installed and of its settings into it.  It does no file work as
+# root: everything runs as the job's user, so nothing a user put on
+# scratch can make it touch another user's files.  Settings (optional) in
+# SYSCONFDIR/default/stager (/etc/default/stager): STAGER_BIN,
+# STAGER_JOB_TMP_BASE, STAGER_EPILOG_SEND_TIME, and any STAGER_* setting
+# for stager itself (STAGER_SITE_CONFIG, ...).  Problems go to stderr
+# (slurmd's log; `stager doctor` runs this hook and shows them).  An
+# epilog that fails drains the node, so this one always exits 0.
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_USER:-}" ] || exit 0
-# the site's settings first: they may name STAGER_BIN
-[ -r /etc/default/stager ] && . /etc/default/stager
-bin=${STAGER_BIN:-$(command -v stager || echo /usr/local/bin/stager)}
+case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac
+defaults=@SYSCONFDIR@/default/stager
+case $defaults in @*) defaults=/etc/default/stager ;; esac
+if [ -r "$defaults" ]; then
+	set -a
+	. "$defaults"
+	set +a
+fi
+bin=${STAGER_BIN:-@BINDIR@/stager}
+case $bin in @*) bin=$(command -v stager || echo /usr/local/bin/stager) ;; esac
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
+send=${STAGER_EPILOG_SEND_TIME:-60}
+case $send in '' | *[!0-9]*) send=60 ;; esac
+node=${SLURMD_NODENAME:-$(hostname -s 2>/dev/null)}
+say() { echo "stager epilog: job $SLURM_JOB_ID on $node: $*" >&2; }
+
+# as_user SECONDS CMD...: CMD as the job's user, killed after SECONDS
 as_user() {
+	t=$1
+	shift
 	if [ "$(id -u)" -eq 0 ] && [ "$SLURM_JOB_USER" != root ]; then
-		timeout 120 runuser -u "$SLURM_JOB_USER" -- "$@"
+		timeout -k 5 "$t" runuser -u "$SLURM_JOB_USER" -- "$@"
 	else
-		timeout 120 "$@"
+		timeout -k 5 "$t" "$@"
 	fi
 }
-# clean moves results the job never fully collected to the scratch root's
-# kept/ first; if it could not (exit 7), the job's directory stays
-rc=0
-if [ -x "$bin" ]; then
-	as_user "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>&1 || rc=$?
+
+if [ ! -x "$bin" ]; then
+	say "no stager at '$bin' (set STAGER_BIN in $defaults): nothing cleaned, nothing kept"
+	exit 0
 fi
-case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac
+tmp=$(mktemp /tmp/stager-epilog.XXXXXX) || exit 0
+trap 'rm -f "$tmp"' EXIT
+rc=0
+as_user 120 "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>"$tmp" || rc=$?
+case $rc in
+0) ;;
+7) ;; # results that could not be kept: said below, their directory stays
+124 | 137) say "stager clean --job took more than 120 s and was stopped" ;;
+*) say "stager clean --job failed (exit $rc): $(tail -n 3 "$tmp" | tr '\n' ' ')" ;;
+esac
+notes=$(grep -e "cannot be kept" "$tmp")
+# what clean kept goes to its DEST now, within the time allowed; what
+# stays is said in the lines "results for ... are kept on ..."
+if [ "$send" -gt 0 ] && grep -q "were never fully collected" "$tmp"; then
+	as_user "$send" "$bin" collect --kept --job "$SLURM_JOB_ID" >/dev/null 2>"$tmp"
+	notes="$notes
+$(grep -e "are kept on" -e "collected kept results" "$tmp")"
+fi
+if [ "$send" -eq 0 ]; then
+	notes="$notes
+$(grep -e "were never fully collected" "$tmp")"
+fi
+notes=$(printf '%s\n' "$notes" | sed '/^$/d')
+if [ -n "$notes" ]; then
+	# at the end of the job's log, where its user looks first
+	log=$(scontrol show job "$SLURM_JOB_ID" 2>/dev/null | sed -n 's/^ *StdOut=//p' | head -n 1)
+	case $log in
+	/*) printf 'stager epilog (%s, after the job ended):\n%s\n' "$node" "$notes" |
+		as_user 10 sh -c '[ -f "$1" ] && [ ! -L "$1" ] && cat >>"$1"' sh "$log" ;;
+	esac
+fi
 if [ "$rc" -eq 7 ]; then
-	echo "stager epilog: job $SLURM_JOB_ID: results not collected could not be kept; leaving $base/$SLURM_JOB_ID" >&2
+	say "results not collected could not be kept; leaving $base/$SLURM_JOB_ID"
 	exit 0
 fi
 dir="$base/$SLURM_JOB_ID"
 # only the directory the prolog made: a real directory, the job's user's
 if [ -d "$dir" ] && [ ! -L "$dir" ] &&
 	[ "$(stat -c %U "$dir" 2>/dev/null)" = "$SLURM_JOB_USER" ]; then
-	as_user rm -rf --one-file-system -- "$dir" >/dev/null 2>&1
+	as_user 120 rm -rf --one-file-system -- "$dir" >/dev/null 2>&1 ||
+		say "cannot remove $dir"
 	rmdir "$dir" 2>/dev/null
 fi
 exit 0

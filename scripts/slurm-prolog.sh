@@ -10,17 +10,22 @@
 #   TaskProlog=/usr/local/libexec/stager/task-prolog
 #   Epilog=/usr/local/libexec/stager/epilog
 #   PrologFlags=Alloc          (run it on every node when the job starts)
-# Set the base in /etc/default/stager (STAGER_JOB_TMP_BASE=/scratch/jobs,
+# Set the base in SYSCONFDIR/default/stager (/etc/default/stager) (STAGER_JOB_TMP_BASE=/scratch/jobs,
 # the default), read by all three, and create it once: a directory owned by
 # root, mode 0755, on the node-local disk (`install -d -m 0755 -o root
 # /scratch/jobs`).
 #
-# It runs as root, so it trusts nothing a user could have made: the base
+# slurmd runs it as root with almost no environment (no PATH): it sets
+# its own.  It runs as root, so it trusts nothing a user could have made: the base
 # must be a real directory owned by root and not writable by others (else
 # the prolog fails, which drains the node: an administrator must look).
 # Inside it, the job's directory is created fresh; what an earlier job with
 # the same id left there is removed as its owner, never as root.
-[ -r /etc/default/stager ] && . /etc/default/stager
+PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export PATH
+defaults=@SYSCONFDIR@/default/stager
+case $defaults in @*) defaults=/etc/default/stager ;; esac
+[ -r "$defaults" ] && . "$defaults"
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_UID:-}" ] || exit 0
 case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac

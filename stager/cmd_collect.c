@@ -14,9 +14,10 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY, OPT_KEPT };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY, OPT_KEPT, OPT_JOB };
 
 static void print_json(const char *src, const char *dest, const stg_collect_totals *t)
 {
@@ -68,16 +69,39 @@ static void on_kept(void *arg, const stg_kept *k, stg_err err, const stg_collect
 	}
 }
 
-static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co, int json)
+static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co,
+                        const char *job, int json)
 {
 	kept_out o = {.ctx = ctx, .json = json, .first = 1};
 	if (json)
 		printf("{\"kept\":[");
-	stg_err err = stg_collect_kept(ctx, cache, co, on_kept, &o);
+	stg_err err = stg_collect_kept_job(ctx, cache, co, job, on_kept, &o);
 	if (json)
 		printf("],\"collected\":%u,\"left\":%u}\n", o.done, o.left);
-	if (!json && !o.done && !o.left)
-		cli_info("no kept results under '%s'", stg_cache_root(cache));
+	if (!json && !o.done && !o.left && !err)
+		cli_info("no kept results%s%s under '%s'", job ? " of job " : "", job ? job : "",
+		         stg_cache_root(cache));
+	/* what stays kept (failed, or not tried before a stop), each with the
+	 * one command that brings it back: the epilog copies these lines into
+	 * the job's log */
+	stg_kept *v = NULL;
+	size_t n = 0;
+	char node[72], a[16];
+	stg_node_name(node, sizeof node);
+	if (!stg_kept_list(ctx, cache, &v, &n)) {
+		size_t jl = job ? strlen(job) : 0;
+		for (size_t i = 0; i < n; i++) {
+			if (!v[i].dest || (job && (strncmp(v[i].name, "job", 3) ||
+			                           strncmp(v[i].name + 3, job, jl) ||
+			                           v[i].name[3 + jl] != '-')))
+				continue;
+			cli_error("results for '%s' are kept on %s in '%s' (%s): `srun -w %s -N1 -n1 "
+			         "stager collect --kept` sends them",
+			         v[i].dest, node, v[i].path,
+			         stg_format_size(v[i].bytes, a, sizeof a), node);
+		}
+		stg_kept_free(v, n);
+	}
 	return err ? stg_exit_status(err) : EXIT_OK;
 }
 
@@ -89,6 +113,7 @@ int cmd_collect(int argc, char **argv)
 	        {"level", required_argument, NULL, OPT_LEVEL},
 	        {"json", no_argument, NULL, OPT_JSON},
 	        {"kept", no_argument, NULL, OPT_KEPT},
+	        {"job", required_argument, NULL, OPT_JOB},
 	        /* run --all-nodes: make SRC, say so, collect until stopped */
 	        {"node-ready", no_argument, NULL, OPT_NODE_READY},
 	        CLI_GLOBAL_OPTIONS,
@@ -97,6 +122,7 @@ int cmd_collect(int argc, char **argv)
 	stg_collect_opts co;
 	stg_collect_opts_init(&co);
 	int json = 0, c, rc, node_ready = 0, kept = 0;
+	const char *job = NULL;
 	uint64_t every = 0;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
@@ -109,6 +135,11 @@ int cmd_collect(int argc, char **argv)
 		case OPT_JSON: json = 1; break;
 		case OPT_NODE_READY: node_ready = 1; break;
 		case OPT_KEPT: kept = 1; break;
+		case OPT_JOB:
+			if (!*optarg || optarg[strspn(optarg, "0123456789_")])
+				return cli_usage("--job: '%s' is not a Slurm job id", optarg);
+			job = optarg;
+			break;
 		case OPT_EVERY:
 			if (stg_parse_duration(optarg, &every) || every == 0)
 				return cli_usage("--every: '%s' is not a time interval (e.g. 10m)",
@@ -122,6 +153,8 @@ int cmd_collect(int argc, char **argv)
 		default: return cli_usage("unexpected option");
 		}
 	}
+	if (job && !kept)
+		return cli_usage("--job goes with --kept: stager collect --kept --job ID");
 	if (kept) {
 		if (argc != optind || every || node_ready)
 			return cli_usage(
@@ -131,7 +164,7 @@ int cmd_collect(int argc, char **argv)
 		stg_config *cfg = cli_config(ctx);
 		stg_cache *cache = cli_cache(ctx, cfg, &rc);
 		if (cache)
-			rc = collect_kept(ctx, cache, &co, json);
+			rc = collect_kept(ctx, cache, &co, job, json);
 		stg_cache_close(cache);
 		stg_config_free(cfg);
 		cli_ctx_done(ctx);

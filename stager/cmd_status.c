@@ -15,9 +15,68 @@
 
 enum { OPT_JSON = OPT_FIRST_LOCAL };
 
+/* The notes in the user's home of results kept on other nodes (this
+ * node's are in kept/): how a login node knows where they are. */
+static size_t other_notes(stg_kept_note **v)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	size_t n = 0, k = 0;
+	char me[72];
+	stg_node_name(me, sizeof me);
+	if (!ctx || stg_kept_notes(ctx, v, &n))
+		*v = NULL, n = 0;
+	stg_ctx_free(ctx);
+	for (size_t i = 0; i < n; i++) {
+		stg_kept_note t = (*v)[i];
+		if (!strcmp(t.node, me)) {
+			free(t.node), free(t.job), free(t.path), free(t.dest);
+			continue;
+		}
+		(*v)[k++] = t;
+	}
+	return k;
+}
+
+static void print_notes_text(void)
+{
+	stg_kept_note *v;
+	size_t n = other_notes(&v);
+	if (n)
+		printf("\nkept results on other nodes (from ~/.local/state/stager/kept)\n");
+	for (size_t i = 0; i < n; i++) {
+		char a[16];
+		printf("  %s: job %s, %s for %s in %s: `srun -w %s -N1 -n1 stager collect --kept`\n",
+		       v[i].node, v[i].job, stg_format_size(v[i].bytes, a, sizeof a), v[i].dest,
+		       v[i].path, v[i].node);
+	}
+	stg_kept_notes_free(v, n);
+}
+
+static void print_notes_json(void)
+{
+	stg_kept_note *v;
+	size_t n = other_notes(&v);
+	printf(",\"kept_elsewhere\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"node\":", i ? "," : "");
+		json_str(stdout, v[i].node);
+		printf(",\"job\":");
+		json_str(stdout, v[i].job);
+		printf(",\"path\":");
+		json_str(stdout, v[i].path);
+		printf(",\"dest\":");
+		json_str(stdout, v[i].dest);
+		printf(",\"bytes\":%llu,\"since\":%lld}", (unsigned long long)v[i].bytes,
+		       (long long)v[i].since);
+	}
+	printf("]");
+	stg_kept_notes_free(v, n);
+}
+
 /* Results that finished jobs could not collect (kept/), in text. */
 static void print_kept_text(const stg_kept *k, size_t n)
 {
+	print_notes_text();
 	if (!n)
 		return;
 	printf("\nkept results (jobs that ended before their results were collected; "
@@ -35,6 +94,7 @@ static void print_kept_text(const stg_kept *k, size_t n)
 
 static void print_kept_json(const stg_kept *k, size_t n)
 {
+	print_notes_json();
 	printf(",\"kept\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"path\":", i ? "," : "");

@@ -1,8 +1,8 @@
 #!/usr/bin/env bats
 # Batch jobs that cannot lose results, under a real Slurm (one node, its
 # own cluster, KillWait 5 s, the epilog of scripts/slurm-epilog.sh): a
-# final collect cut short by SIGKILL, `stager run` without exec, the time
-# budget of the last collect, temporaries left on the shared filesystem.
+# final collect cut short by SIGKILL (kept; STAGER_EPILOG_SEND_TIME=0 leaves
+# the sending to `collect --kept`), the time budget of the last collect, temporaries left on the shared filesystem.
 
 load helpers
 
@@ -18,7 +18,7 @@ setup_file() {
 	export SLURM_CONF
 	cat >"$JB/epilog" <<EPI
 #!/bin/sh
-export STAGER_SITE_CONFIG="$JB/stager.conf" STAGER_BIN="$STAGER"
+export STAGER_SITE_CONFIG="$JB/stager.conf" STAGER_BIN="$STAGER" STAGER_EPILOG_SEND_TIME=0
 exec "$top/scripts/slurm-epilog.sh"
 EPI
 	chmod +x "$JB/epilog"
@@ -26,15 +26,6 @@ EPI
 	# the jobs that run into their time limit (60-90 s) start now, and
 	# are checked by their tests
 	cd "$JB"
-	cat >"$JB/noexec.sh" <<JOB
-#!/bin/bash
-#SBATCH --signal=B:USR1@45
-"$STAGER" run --collect out:"$JB/out/noexec-results" -- bash -c '
-	echo early >\$STAGER_OUT/early
-	while :; do sleep 0.2; done'
-echo "the shell went on" >"$JB/out/noexec.after"
-JOB
-	sbatch --parsable -o "$JB/out/%j.log" -n1 --mem=200 --time=1 "$JB/noexec.sh" | cut -d';' -f1 >"$JB/noexec.id"
 	# 4 MB/s measured by the first periodic collect (at 20 s); 80 MB more
 	# at 22 s, due at 40 s, would need ~20 s and KillWait gives 5: run must
 	# warn and collect on its own before the limit
@@ -112,18 +103,6 @@ JOB
 	[ "$(cat out/kw-results/small)" = small ]
 	run "$STAGER" status --json
 	echo "$output" | jq -e '.kept | length == 0'
-}
-
-@test "stager run without exec: it says so at start, and collects before the early warning kills the shell" {
-	id=$(cat "$JB/noexec.id")
-	wait_until 30 grep -q "exec" "out/$id.log"
-	grep -q "not the batch script's main process" "out/$id.log"
-	grep -q "B:USR1@45" "out/$id.log"
-	# the warning comes ~15 s after the start (60 - 45); stager collects before
-	wait_until 150 gone "$id"
-	cat "out/$id.log"
-	[ "$(cat out/noexec-results/early)" = early ]
-	grep -q "collecting results before the time limit" "out/$id.log"
 }
 
 @test "with exec and the early warning, run reads the warning from the script and is quiet about exec" {

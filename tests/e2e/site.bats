@@ -29,7 +29,8 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 	[ "$(stat -c '%U %a' "$T/jobs/4242")" = "nobody 700" ]
 	run setpriv --reuid=65534 --regid=65534 --clear-groups sh "$top/scripts/slurm-task-prolog.sh"
 	[ "$status" -eq 0 ]
-	[ "$output" = "export SLURM_TMPDIR=$T/jobs/4242" ]
+	[ "$(echo "$output" | grep SLURM_TMPDIR)" = "export SLURM_TMPDIR=$T/jobs/4242" ]
+	[ "$(echo "$output" | grep STAGER_SITE_CONFIG)" = "export STAGER_SITE_CONFIG=$T/stager.conf" ]
 	setpriv --reuid=65534 --regid=65534 --clear-groups sh -c "mkdir -p '$T/jobs/4242/a/b' && echo x >'$T/jobs/4242/a/b/f'"
 	epilog
 	[ ! -e "$T/jobs/4242" ]

@@ -1,0 +1,212 @@
+#!/usr/bin/env bats
+# A real site: stager installed with `make install`, the installed prolog,
+# task prolog and epilog in slurm.conf as the README says (slurmd runs
+# them as root with no PATH, and nothing here adds one), jobs of ordinary
+# users (tests/e2e/site.bash).  Each job pattern that used to lose
+# results: a time limit during a background `collect --every` beside an
+# exec'd program, a plain collect as the last line cut by KillWait,
+# `stager run` without exec under an early warning, results the epilog
+# cannot send; and two users' jobs on one node.
+
+load helpers
+load site
+
+setup_file() {
+	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
+	command -v useradd >/dev/null || skip "needs useradd"
+	D=$(mktemp -d /var/tmp/stager-site.XXXXXX)
+	chmod 0755 "$D"
+	export D
+	site_start "$D"
+	S1="$D/shared/stgjob1"
+	mkdir -p "$S1/ds/sub"
+	head -c 3000000 /dev/urandom >"$S1/ds/sub/big"
+	for i in $(seq 1 20); do echo "$i" >"$S1/ds/f$i"; done
+	chown -R stgjob1 "$S1"
+	as_job_user stgjob1 stager pack -q "$S1/ds" -o "$S1/ds.tar.zst" >/dev/null
+	# the time limit hits while a background collect --every runs beside
+	# an exec'd "training": checkpoints of 12 MB every 6 s, sent at 1 MB/s
+	# (the collect never catches up; KillWait gives it 5 s at the end)
+	cat >"$S1/limit.sh" <<JOB
+#!/bin/bash
+OUT=\$SLURM_TMPDIR/out
+mkdir -p "\$OUT"
+stager collect --every 10s --bwlimit 1M "\$OUT" "$S1/limit-results" &
+exec bash -c '
+	i=0
+	while :; do
+		i=\$((i + 1))
+		head -c 12000000 /dev/urandom >"\$0/.ckpt.tmp" && mv "\$0/.ckpt.tmp" "\$0/ckpt-\$i"
+		echo "ckpt-\$i \$(sha256sum <"\$0/ckpt-\$i" | cut -c1-64)" >>"$S1/limit.written"
+		sleep 6
+	done' "\$OUT"
+JOB
+	site_submit stgjob1 -o "$S1/limit.log" -n1 --mem=200 --time=1 "$S1/limit.sh" >"$D/limit.id"
+}
+
+teardown_file() {
+	[ -n "${D:-}" ] || return 0
+	site_stop "$D"
+}
+
+setup() {
+	S1="$D/shared/stgjob1"
+	S2="$D/shared/stgjob2"
+	cd "$D"
+}
+
+submit1() { site_submit stgjob1 -o "$S1/%j.log" -n1 --mem=200 "$@"; }
+
+pins_of() { # USER JOB: pins that job holds in USER's cache
+	login_stager "$1" status --json >"$D/status.json" || return 1
+	jq --arg o "job-$2" '[.entries[].pins[] | select(.owner == $o)] | length' "$D/status.json"
+}
+
+@test "an ordinary user's job: the installed epilog, run as slurmd runs it, drops its pins and removes its directories; another user's job is untouched" {
+	cat >"$S1/hold.sh" <<JOB
+#!/bin/bash
+echo "\$SLURM_TMPDIR" >"$S1/hold.tmpdir"
+stager stage -q "$S1/ds.tar.zst" >"$S1/hold.path"
+sleep 300
+JOB
+	install -m 0755 -o stgjob2 /dev/null "$S2/other.sh"
+	cat >"$S2/other.sh" <<JOB
+#!/bin/bash
+echo "\$SLURM_TMPDIR" >"$S2/other.tmpdir"
+echo mine >"\$SLURM_TMPDIR/mine"
+sleep 300
+JOB
+	other=$(site_submit stgjob2 -o "$S2/%j.log" -n1 --mem=100 "$S2/other.sh")
+	id=$(submit1 "$S1/hold.sh")
+	wait_until 60 test -s "$S1/hold.path"
+	wait_until 60 test -s "$S2/other.tmpdir"
+	# the prolog's directory, exported by the task prolog
+	[ "$(cat "$S1/hold.tmpdir")" = "$D/jobs/$id" ]
+	[ "$(stat -c %U "$D/jobs/$id")" = stgjob1 ]
+	[ "$(cat "$S1/hold.path")" = "$D/jobs/$id/ds/" ]
+	n=$(pins_of stgjob1 "$id")
+	[ "$n" -eq 1 ]
+	scancel "$id"
+	wait_until 60 job_gone "$id"
+	# the epilog ran stager as the job's user: pin and directory gone
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+	n=$(pins_of stgjob1 "$id")
+	[ "$n" -eq 0 ]
+	# the other user's running job kept its directory and files
+	[ "$(cat "$D/jobs/$other/mine")" = mine ]
+	scancel "$other"
+	wait_until 60 job_gone "$other"
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$other' ]"
+}
+
+@test "a plain collect as the job's last line, cut short by scancel and KillWait: the epilog keeps the results and sends them" {
+	cat >"$S1/last.sh" <<JOB
+#!/bin/bash
+mkdir -p "\$SLURM_TMPDIR/out"
+head -c 30000000 /dev/urandom >"\$SLURM_TMPDIR/out/big"
+echo small >"\$SLURM_TMPDIR/out/small"
+sha256sum <"\$SLURM_TMPDIR/out/big" | cut -c1-64 >"$S1/last.sum"
+stager collect --bwlimit 2M "\$SLURM_TMPDIR/out" "$S1/last-results"
+JOB
+	id=$(submit1 "$S1/last.sh")
+	wait_until 60 sh -c "ls -a '$S1/last-results' 2>/dev/null | grep -q stager-tmp"
+	scancel "$id"
+	wait_until 60 job_gone "$id"
+	wait_until 60 sh -c "[ ! -e '$D/jobs/$id' ]"
+	cat "$S1/$id.log"
+	[ "$(cat "$S1/last-results/small")" = small ]
+	[ "$(sha256sum <"$S1/last-results/big" | cut -c1-64)" = "$(cat "$S1/last.sum")" ]
+	# the job's log says what the epilog did
+	grep -q "stager epilog" "$S1/$id.log"
+	grep -q "collected kept results" "$S1/$id.log"
+	# nothing stays kept, nothing of stager's in DEST
+	run login_stager stgjob1 status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
+	[ -z "$(find "$S1/last-results" -name '.stager*')" ]
+}
+
+@test "stager run without exec under --signal=B:USR1: refused at once with the fix; with the signal trapped it runs" {
+	cat >"$S1/noexec.sh" <<JOB
+#!/bin/bash
+#SBATCH --signal=B:USR1@50
+stager run --collect out:"$S1/noexec-results" -- bash -c 'echo hi >\$STAGER_OUT/hi'
+echo "run exited \$?" >"$S1/noexec.rc"
+JOB
+	cat >"$S1/trapped.sh" <<JOB
+#!/bin/bash
+#SBATCH --signal=B:USR1@50
+trap '' USR1
+stager run --collect out:"$S1/trapped-results" -- bash -c 'echo hi >\$STAGER_OUT/hi'
+echo "run exited \$?" >"$S1/trapped.rc"
+JOB
+	a=$(submit1 --time=5 "$S1/noexec.sh")
+	b=$(submit1 --time=5 "$S1/trapped.sh")
+	wait_until 60 job_gone "$a"
+	wait_until 60 job_gone "$b"
+	cat "$S1/$a.log" "$S1/$b.log"
+	[ "$(cat "$S1/noexec.rc")" = "run exited 1" ]
+	grep -q "batch shell dies of the early warning" "$S1/$a.log"
+	grep -q "exec stager run" "$S1/$a.log"
+	[ ! -e "$S1/noexec-results" ]
+	[ "$(cat "$S1/trapped.rc")" = "run exited 0" ]
+	[ "$(cat "$S1/trapped-results/hi")" = hi ]
+}
+
+@test "results the epilog cannot send: the job's log and stager status on a login node say where they are; the one command brings them back" {
+	cat >"$S1/nosend.sh" <<JOB
+#!/bin/bash
+OUT=\$SLURM_TMPDIR/out
+mkdir -p "\$OUT"
+echo first >"\$OUT/first"
+stager collect "\$OUT" "$S1/nosend-results"
+# DEST can no longer be written (a quota, a read-only export ...)
+chmod 0555 "$S1/nosend-results"
+echo second >"\$OUT/second"
+touch "$S1/nosend.ready"
+sleep 300
+JOB
+	id=$(submit1 "$S1/nosend.sh")
+	wait_until 60 test -e "$S1/nosend.ready"
+	scancel "$id"
+	wait_until 60 job_gone "$id"
+	wait_until 90 grep -q "are kept on" "$S1/$id.log"
+	cat "$S1/$id.log"
+	node=$(scontrol -o show job "$id" | grep -o ' NodeList=[^ ]*' | cut -d= -f2)
+	[ -n "$node" ]
+	line=$(grep "are kept on" "$S1/$id.log")
+	[[ "$line" == *"$S1/nosend-results"*"kept on $node"*"srun -w $node -N1 -n1 stager collect --kept"* ]]
+	# on a login node (another host name): status names the node and job
+	run unshare --uts sh -c "hostname login1 && $(declare -f as_job_user login_stager); SITE='$SITE' SLURM_CONF='$SLURM_CONF' login_stager stgjob1 status --json"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].node')" = "$node" ]
+	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].job')" = "$id" ]
+	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].dest')" = "$S1/nosend-results" ]
+	# the user mends DEST and runs the command the log gave
+	chmod 0755 "$S1/nosend-results"
+	cmd=$(echo "$line" | sed 's/.*`\(srun [^`]*\)`.*/\1/')
+	run as_job_user stgjob1 $cmd
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$S1/nosend-results/second")" = second ]
+	[ "$(cat "$S1/nosend-results/first")" = first ]
+	run login_stager stgjob1 status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
+	[ -z "$(ls -A /home/stgjob1/.local/state/stager/kept)" ]
+}
+
+@test "the time limit hits during a background collect --every beside an exec'd program: every checkpoint written reaches DEST" {
+	id=$(cat "$D/limit.id")
+	wait_until 150 job_gone "$id"
+	wait_until 90 sh -c "[ ! -e '$D/jobs/$id' ]"
+	cat "$S1/limit.log"
+	n=$(wc -l <"$S1/limit.written")
+	echo "$n checkpoints written"
+	[ "$n" -ge 5 ]
+	while read -r name sum; do
+		[ "$(sha256sum <"$S1/limit-results/$name" | cut -c1-64)" = "$sum" ]
+	done <"$S1/limit.written"
+	grep -q "collected kept results" "$S1/limit.log"
+}
