@@ -17,6 +17,10 @@ setup_file() {
 	D=$(mktemp -d /var/tmp/stager-site.XXXXXX)
 	chmod 0755 "$D"
 	export D
+	# the jobs' $SLURM_TMPDIR on a filesystem of its own, as on many
+	# sites: results kept from there are copied to the scratch root
+	mkdir -p "$D/jobs"
+	mount -t tmpfs -o size=400m,mode=0755 tmpfs "$D/jobs" || skip "cannot mount a tmpfs"
 	site_start "$D"
 	S1="$D/shared/stgjob1"
 	mkdir -p "$S1/ds/sub"
