@@ -9,8 +9,8 @@
  *
  * A note is written when results are kept (stg_keep_results) and removed
  * with them (sent by `collect --kept`, or removed by clean).  The home is
- * the user's from the password database, not $HOME: the epilog runs with
- * almost no environment.  Notes are the user's own files; they are read
+ * $HOME, else the user's from the password database (slurmd gives the
+ * epilog no HOME; runuser sets it).  Notes are the user's own files; they are read
  * with a size limit all the same, and a malformed one is skipped.
  */
 #include "results.h"
@@ -34,11 +34,14 @@ static int notes_dir(char *out, size_t len)
 {
 	struct passwd pw, *res = NULL;
 	char buf[4096];
-	if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &res) || !res || !res->pw_dir ||
-	    res->pw_dir[0] != '/')
-		return -1;
-	int n = snprintf(out, len, "%s/.local/state/stager/kept",
-	                 strcmp(res->pw_dir, "/") ? res->pw_dir : "");
+	const char *home = getenv("HOME");
+	if (!home || home[0] != '/') {
+		if (getpwuid_r(getuid(), &pw, buf, sizeof buf, &res) || !res || !res->pw_dir ||
+		    res->pw_dir[0] != '/')
+			return -1;
+		home = res->pw_dir;
+	}
+	int n = snprintf(out, len, "%s/.local/state/stager/kept", strcmp(home, "/") ? home : "");
 	return n > 0 && (size_t)n < len ? 0 : -1;
 }
 

@@ -1,0 +1,122 @@
+#!/usr/bin/env bats
+# Results a job never fully collected, by hand as the epilog runs it (no
+# Slurm here; SLURM_JOB_ID set as in a job): a plain collect notes its
+# SRC, `clean --job` keeps what did not reach DEST (and nothing that
+# did), from another filesystem too, and `collect --kept --job` sends it
+# without sending again what the job's collects had sent.
+
+load helpers
+
+setup() {
+	T=$(reachable_mktemp stager-kept)
+	cd "$T"
+	export STAGER_SCRATCH_ROOT="$T/scratch" HOME="$T/home"
+	mkdir -p home
+	unset SLURM_JOB_ID SLURM_TMPDIR
+}
+
+teardown() {
+	cd /
+	grep " $T/" /proc/mounts | awk '{ print $2 }' | xargs -r -n1 umount -l 2>/dev/null || true
+	rm -rf "$T"
+}
+
+@test "clean --job keeps what a job's collect did not send, and nothing it sent whole" {
+	mkdir -p done-src todo-src
+	echo a >done-src/a
+	echo b >todo-src/b
+	SLURM_JOB_ID=501 "$STAGER" collect -q done-src "$T/dest-done"
+	SLURM_JOB_ID=501 "$STAGER" collect -q todo-src "$T/dest-todo"
+	# after the last collect the job wrote more into one of them
+	echo c >todo-src/c
+	run "$STAGER" clean --job 501
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"'$T/todo-src' were never fully collected to '$T/dest-todo'"* ]]
+	[[ "$output" != *"done-src' were never"* ]]
+	[ -e done-src/a ]
+	[ ! -e todo-src ]
+	run "$STAGER" status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.kept | length')" -eq 1 ]
+	[ "$(echo "$output" | jq -r '.kept[0].dest')" = "$T/dest-todo" ]
+	# the note in the user's home
+	[ "$(ls home/.local/state/stager/kept | wc -l)" -eq 1 ]
+	# sent: only what the job's collect had not sent (b was sent before)
+	run "$STAGER" collect --kept --job 501 --json
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.kept[0].sent_files')" -eq 1 ]
+	[ "$(cat dest-todo/c)" = c ]
+	[ "$(cat dest-todo/b)" = b ]
+	[ -z "$(ls -A home/.local/state/stager/kept)" ]
+	run "$STAGER" status --json
+	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
+}
+
+@test "results on another filesystem are copied to kept/; a collect killed mid-file leaves no temporary in DEST" {
+	mkdir -p jobtmp
+	mount -t tmpfs -o size=64m tmpfs jobtmp || skip "cannot mount a tmpfs"
+	mkdir -p jobtmp/out/sub
+	head -c 20000000 /dev/urandom >jobtmp/out/big
+	echo small >jobtmp/out/sub/small
+	ln -s sub/small jobtmp/out/link
+	sum=$(sha256sum <jobtmp/out/big | cut -c1-64)
+	SLURM_JOB_ID=502 STAGER_MAX_READERS_PER_NODE=0 "$STAGER" --bwlimit 2M collect -q jobtmp/out "$T/dest" &
+	pid=$!
+	wait_until 30 sh -c "ls -a '$T/dest' 2>/dev/null | grep -q stager-tmp"
+	kill -9 "$pid"
+	wait_pid "$pid" 10 || true
+	run "$STAGER" clean --job 502
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ ! -e jobtmp/out ]
+	[ -z "$(find dest -name '.stager*')" ]
+	kept=$("$STAGER" status --json | jq -r '.kept[0].path')
+	[ "$(sha256sum <"$kept/big" | cut -c1-64)" = "$sum" ]
+	[ "$(readlink "$kept/link")" = sub/small ]
+	run "$STAGER" collect --kept
+	[ "$status" -eq 0 ]
+	[ "$(sha256sum <dest/big | cut -c1-64)" = "$sum" ]
+	[ "$(cat dest/sub/small)" = small ]
+}
+
+@test "collect --kept --job sends one job's results only; what stays is named with the node and the command" {
+	for j in 601 602; do
+		mkdir -p "src$j" "d$j"
+		echo "$j" >"src$j/f"
+		SLURM_JOB_ID=$j "$STAGER" collect -q --pack "src$j" "$T/d$j/out"
+		echo more >"src$j/g"
+		"$STAGER" clean -q --job "$j"
+	done
+	# job 602's DEST can no longer be made (its directory is now a file)
+	rm -rf d602 && touch d602
+	run "$STAGER" collect --kept --job 601
+	echo "$output"
+	[ "$status" -eq 0 ]
+	# kept from a --pack collect: sent as a pack again
+	"$STAGER" unpack -q d601/out.tar.zst check601
+	[ "$(cat check601/g)" = more ]
+	[[ "$output" != *"d602"* ]]
+	run "$STAGER" collect --kept --job 602
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"results for '$T/d602/out' are kept on "*"\`srun -w "*" -N1 -n1 stager collect --kept\` sends them"* ]]
+	run "$STAGER" status --json
+	[ "$(echo "$output" | jq '.kept | length')" -eq 1 ]
+	# on another host (a login node), status lists it from the note
+	run unshare --uts sh -c "hostname login-x && '$STAGER' status --json"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].job')" = 602 ]
+	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].dest')" = "$T/d602/out" ]
+}
+
+@test "collect --job is refused without --kept, and a job id must be one" {
+	run "$STAGER" collect --job 5 a b
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--job goes with --kept"* ]]
+	run "$STAGER" collect --kept --job '../x'
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"not a Slurm job id"* ]]
+}
