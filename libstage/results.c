@@ -599,7 +599,11 @@ stg_err stg_collect_kept_job(stg_ctx *ctx, stg_cache *c, const stg_collect_opts 
 		if (job && !of_job(v[i].name, job))
 			continue;
 		stg_collect_result res;
-		stg_collect_opts o = *opts;
+		stg_collect_opts o;
+		if (opts)
+			o = *opts;
+		else
+			stg_collect_opts_init(&o);
 		o.pack = o.pack || v[i].pack;
 		err = stg_collect(ctx, c, v[i].path, v[i].dest, &o, &res);
 		bool whole = !err && !res.failed && !res.changing;

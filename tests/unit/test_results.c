@@ -15,14 +15,16 @@ typedef ut_fx fx;
 typedef struct pairs {
 	int n;
 	char src[8][256], dest[8][256];
+	bool pack[8];
 	int stop_at;
 } pairs;
 
-static int each(void *arg, const char *src, const char *dest)
+static int each(void *arg, const char *src, const char *dest, bool pack)
 {
 	pairs *p = arg;
 	snprintf(p->src[p->n], sizeof p->src[0], "%s", src);
 	snprintf(p->dest[p->n], sizeof p->dest[0], "%s", dest);
+	p->pack[p->n] = pack;
 	p->n++;
 	return p->n == p->stop_at ? 7 : 0;
 }
@@ -54,11 +56,21 @@ static void test_pending(void **state)
 	struct stat st;
 	assert_int_equal(stat(rec, &st), 0);
 	assert_int_equal(st.st_mode & 0777, 0600);
-	/* written again: replaced */
+	/* written again: merged (a job's run and its collects share it) */
 	assert_int_equal(stg_results_pending(f->ctx, f->c, "job-42", 1, src, dest), STG_OK);
 	p.n = 0;
 	assert_int_equal(stg__results_each(f->c, "job-42", each, &p), 0);
-	assert_int_equal(p.n, 1);
+	assert_int_equal(p.n, 3);
+	/* a collect's pair added, with its mode; the same pair again changes
+	 * nothing but the mode */
+	assert_int_equal(stg__results_add(f->ctx, f->c, "job-42", "/s/x", "/d/x", true), STG_OK);
+	assert_int_equal(stg__results_add(f->ctx, f->c, "job-42", "/s/x", "/d/x", true), STG_OK);
+	p.n = 0;
+	assert_int_equal(stg__results_each(f->c, "job-42", each, &p), 0);
+	assert_int_equal(p.n, 4);
+	assert_string_equal(p.src[3], "/s/x");
+	assert_true(p.pack[3]);
+	assert_false(p.pack[0]);
 	/* done: gone; done again: fine */
 	assert_int_equal(stg_results_done(f->ctx, f->c, "job-42"), STG_OK);
 	assert_int_equal(access(rec, F_OK), -1);
