@@ -13,6 +13,18 @@
 # of ports chosen at random, so that clusters of concurrent test runs on
 # one machine never meet).
 #
+# PROCTRACK=cgroup tracks jobs with proctrack/cgroup (cgroup v1's freezer,
+# in a cgroup of this cluster's own: DIR/cgroup names it) instead of
+# proctrack/pgid, so that a job's processes that left its process group
+# (setsid) end with it.  JOB_CONTAINER=tmpfs JOB_CONTAINER_BASE=BASE gives
+# every job a private /tmp and /dev/shm (job_container/tmpfs, BasePath
+# BASE); jobs then see nothing under /tmp, so DIR, BASE and everything the
+# jobs use must be elsewhere (/var/tmp), and BASE empty.  Where one
+# cannot work on this machine, start exits 3 before it starts anything,
+# with one line on stderr "slurm-test-cluster: cannot ...", for a test to
+# skip with (2 for a wrong use).  stop kills what is left in the cluster's
+# cgroup, removes it and unmounts and empties what it mounted in BASE.
+#
 # Everything lives under DIR: munge's key, socket and state, slurm.conf,
 # the controller's state and the daemons' logs.  Needs root and Debian's
 # slurm-wlm and munge (scripts/install-deps.sh installs them).  Facts this
@@ -38,6 +50,28 @@ stop() {
 
 if [ "$cmd" = stop ]; then
 	stop
+	if [ -f "$dir/cgroup" ]; then
+		cg=$(cat "$dir/cgroup")
+		# thawed (a frozen task cannot die), then killed until empty
+		find "$cg" -name freezer.state -exec sh -c 'for f; do echo THAWED >"$f"; done' _ {} + 2>/dev/null || true
+		for _ in $(seq 1 50); do
+			pids=$(find "$cg" -name cgroup.procs -exec cat {} + 2>/dev/null || true)
+			[ -z "$pids" ] && break
+			echo "$pids" | xargs -r kill -9 2>/dev/null || true
+			sleep 0.1
+		done
+		umount "$dir/cgroupfs/freezer" 2>/dev/null || umount -l "$dir/cgroupfs/freezer" 2>/dev/null || true
+		find "$cg" -depth -type d -exec rmdir {} + 2>/dev/null || true
+		[ -d "$cg" ] || rm -f "$dir/cgroup"
+	fi
+	if [ -f "$dir/jcbase" ]; then
+		# jobs' namespaces and BasePath's bind mounts, the deepest first
+		awk -v b="$(cat "$dir/jcbase")/" 'index($5 "/", b) == 1 { print $5 }' /proc/self/mountinfo |
+			sort -r | while read -r m; do umount "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true; done
+		# and what the plugin made there, a directory per node
+		find "$(cat "$dir/jcbase")" -xdev -mindepth 1 -delete 2>/dev/null || true
+		rm -f "$dir/jcbase"
+	fi
 	if [ -f "$dir/selfbind" ]; then
 		umount "$(cat "$dir/selfbind")" 2>/dev/null || umount -l "$(cat "$dir/selfbind")" 2>/dev/null || true
 		rm -f "$dir/selfbind"
@@ -47,6 +81,50 @@ fi
 
 epilog=${3:-}
 nodes=${NODES:-1}
+proctrack=${PROCTRACK:-pgid}
+base=${JOB_CONTAINER_BASE:-}
+usage() {
+	echo "slurm-test-cluster: $*" >&2
+	exit 2
+}
+cannot() {
+	echo "slurm-test-cluster: cannot $*" >&2
+	exit 3
+}
+plugin() { [ -n "$(ls /usr/lib/*/slurm-wlm/"$1".so /usr/lib*/slurm/"$1".so 2>/dev/null)" ]; }
+mkdir -p "$dir"
+dir=$(cd "$dir" && pwd)
+case "$proctrack" in pgid | cgroup) ;; *) usage "PROCTRACK is pgid or cgroup, not $proctrack" ;; esac
+if [ -n "${JOB_CONTAINER:-}" ]; then
+	[ "$JOB_CONTAINER" = tmpfs ] || usage "JOB_CONTAINER is tmpfs, not $JOB_CONTAINER"
+	case "$base" in
+	/tmp | /tmp/* | /dev/shm | /dev/shm/*) usage "Slurm refuses a BasePath in /tmp or /dev/shm: JOB_CONTAINER_BASE=$base" ;;
+	/*) ;;
+	*) usage "JOB_CONTAINER=tmpfs needs JOB_CONTAINER_BASE, an absolute path" ;;
+	esac
+	case "$dir/" in /tmp/*) usage "with JOB_CONTAINER=tmpfs jobs see a /tmp of their own: the cluster cannot be in $dir" ;; esac
+	# a BasePath with jobs of an earlier cluster (the same job ids) fails
+	# them ("Unable to restore job_container state")
+	[ -z "$(ls -A "$base" 2>/dev/null)" ] || usage "JOB_CONTAINER_BASE=$base is not empty"
+	plugin job_container_tmpfs || cannot "use job_container/tmpfs: Slurm has no job_container_tmpfs.so here"
+	unshare --mount true 2>/dev/null || cannot "use job_container/tmpfs: no mount namespaces here (unshare --mount fails)"
+fi
+if [ "$proctrack" = cgroup ]; then
+	# v1 only: Slurm 22.05's cgroup/v2 refuses a machine with any v1
+	# hierarchy ("fatal: Hybrid mode is not supported") and wants systemd
+	plugin proctrack_cgroup || cannot "use proctrack/cgroup: Slurm has no proctrack_cgroup.so here"
+	freezer=$(awk '$9 == "cgroup" && $NF ~ /(^|,)freezer(,|$)/ { print $5; exit }' /proc/self/mountinfo)
+	[ -n "$freezer" ] || cannot "use proctrack/cgroup: no cgroup v1 freezer hierarchy is mounted (Slurm 22.05's cgroup/v2 needs a pure v2 machine with systemd)"
+	# a cgroup of the cluster's own, bind-mounted where cgroup.conf's
+	# mount point has the freezer: the slurm_<node>/uid_*/job_* of
+	# concurrent clusters (nodes of the same names) never meet, and stop
+	# knows what is this cluster's
+	cg=$(mktemp -d "$freezer/stagertest.XXXXXX" 2>/dev/null) ||
+		cannot "use proctrack/cgroup: cannot make a cgroup in $freezer"
+	mkdir -p "$dir/cgroupfs/freezer"
+	mount --bind "$cg" "$dir/cgroupfs/freezer" || { rmdir "$cg"; cannot "use proctrack/cgroup: cannot bind-mount $cg"; }
+	echo "$cg" >"$dir/cgroup"
+fi
 port=${PORT:-}
 if [ -z "$port" ]; then
 	used=$(ss -Hltn 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' || true)
@@ -59,8 +137,6 @@ if [ -z "$port" ]; then
 		[ -z "$clash" ] && break
 	done
 fi
-mkdir -p "$dir"
-dir=$(cd "$dir" && pwd)
 install -d -m 0700 "$dir/munge" "$dir/state" "$dir/spool"
 host=$(hostname -s)
 
@@ -73,6 +149,10 @@ munged --key-file="$dir/munge/key" --socket="$dir/munge/sock" \
 	--log-file="$dir/munge/log" --force
 for _ in $(seq 1 50); do [ -S "$dir/munge/sock" ] && break; sleep 0.1; done
 
+# job_container/tmpfs wants Contain (slurmctld: "fatal: PrologFlags=Contain
+# is required for use with job_container/tmpfs"), which implies Alloc
+pflags=${PROLOG:+Alloc}
+[ -z "${JOB_CONTAINER:-}" ] || pflags=Alloc,Contain
 cat >"$dir/slurm.conf" <<CONF
 ClusterName=stagertest
 SlurmctldHost=$host(127.0.0.1)
@@ -89,7 +169,7 @@ SlurmctldLogFile=$dir/slurmctld.log
 SlurmdLogFile=$dir/slurmd-%n.log
 SlurmctldPort=$port
 SlurmdPort=$((port + 1))
-ProctrackType=proctrack/pgid
+ProctrackType=proctrack/$proctrack
 TaskPlugin=task/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
@@ -105,9 +185,10 @@ MinJobAge=600
 ReturnToService=2
 ${epilog:+Epilog=$epilog}
 ${PROLOG:+Prolog=$PROLOG}
-${PROLOG:+PrologFlags=Alloc}
+${pflags:+PrologFlags=$pflags}
 ${TASK_PROLOG:+TaskProlog=$TASK_PROLOG}
 CONF
+[ -z "${JOB_CONTAINER:-}" ] || echo "JobContainerType=job_container/tmpfs" >>"$dir/slurm.conf"
 if [ "$nodes" -eq 1 ]; then
 	echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN" >>"$dir/slurm.conf"
 else
@@ -117,6 +198,14 @@ else
 	done
 fi
 echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
+[ "$proctrack" = pgid ] ||
+	printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=%s\n' "$dir/cgroupfs" >"$dir/cgroup.conf"
+if [ -n "${JOB_CONTAINER:-}" ]; then
+	# BasePath gets a directory per node (BASE/<node>/<job>)
+	mkdir -p "$base"
+	echo "$base" >"$dir/jcbase"
+	printf 'AutoBasePath=true\nBasePath=%s\n' "$base" >"$dir/job_container.conf"
+fi
 export SLURM_CONF="$dir/slurm.conf"
 slurmctld -f "$SLURM_CONF"
 if [ "$nodes" -eq 1 ]; then
@@ -133,9 +222,18 @@ else
 		echo "$scratch" >"$dir/selfbind"
 		prop=unchanged
 	fi
+	# With job_container/tmpfs each node's slurmd, and so its jobs, stays
+	# on the CPU its namespace was made on: Linux 6.18 numbers namespaces
+	# from per-CPU batches (CPU 0: 220, 221, ...; CPU 1: 4320, ...), and a
+	# job's namespace numbered below its node's cannot be bind-mounted
+	# there ("_create_ns: ns base mount failed: Invalid argument")
+	mapfile -t cpus < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
+		for (i = 1; i <= n; i++) { k = split(r[i], a, "-"); for (c = a[1]; c <= a[k]; c++) print c } }' /proc/self/status)
 	for i in $(seq 1 "$nodes"); do
 		mkdir -p "$dir/nodes/n$i"
-		unshare --mount --uts --propagation $prop sh -c \
+		pin=
+		[ -z "${JOB_CONTAINER:-}" ] || pin="taskset -c ${cpus[(i - 1) % ${#cpus[@]}]}"
+		$pin unshare --mount --uts --propagation $prop sh -c \
 			"hostname n$i && mount --bind '$dir/nodes/n$i' '$scratch' && exec slurmd -f '$SLURM_CONF' -N n$i"
 	done
 fi
