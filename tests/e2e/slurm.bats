@@ -1,178 +1,191 @@
 #!/usr/bin/env bats
-# stager under a real Slurm: slurmctld and slurmd started here (one node,
-# scripts/slurm-test-cluster.sh), jobs submitted with sbatch, the epilog of
-# scripts/slurm-epilog.sh installed.
+# stager under a real Slurm (one node), as a site runs it: stager
+# installed with `make install`, the installed prolog, task prolog and
+# epilog named in slurm.conf with nothing around them (slurmd runs them
+# with its own bare environment), and every job submitted by an ordinary
+# user (tests/e2e/site.bash), whose scripts call `stager` by name.
+#
+# The user is this file's own (not realsite.bats's stgjob1): the test
+# files run side by side, and each site_stop ends its users' processes.
 
 load helpers
+load site
+
+U=stgslurm
+SITE_USERS=$U
 
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
-	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	export SL=$(mktemp -d /tmp/stager-slurm.XXXXXX)
-	mkdir -p "$SL/shared" "$SL/out"
-	chmod 0755 "$SL"
-	# the site configuration every job, the epilog and the tests see
-	echo "scratch_root = $SL/scratch/\$USER" >"$SL/stager.conf"
-	export STAGER_SITE_CONFIG="$SL/stager.conf" STAGER_BIN="$STAGER"
-	unset STAGER_SCRATCH_ROOT SLURM_TMPDIR SLURM_JOB_ID
-	export SLURM_CONF
-	# Slurm gives an epilog a bare environment: where a site has
-	# /etc/stager.conf and stager on PATH, the test says where they are
-	cat >"$SL/epilog" <<EPI
-#!/bin/sh
-export STAGER_SITE_CONFIG="$SL/stager.conf" STAGER_BIN="$STAGER"
-exec "$top/scripts/slurm-epilog.sh"
-EPI
-	chmod +x "$SL/epilog"
-	SLURM_CONF=$("$top/scripts/slurm-test-cluster.sh" start "$SL/cluster" "$SL/epilog")
-	# a dataset on the "shared filesystem"
-	mkdir -p "$SL/shared/ds/sub"
-	head -c 80000000 /dev/urandom >"$SL/shared/ds/sub/big.bin"
-	for i in $(seq 1 50); do echo "$i" >"$SL/shared/ds/f$i"; done
-	"$STAGER" pack -q "$SL/shared/ds" -o "$SL/shared/ds.tar.zst" >/dev/null
+	command -v useradd >/dev/null || skip "needs useradd"
+	D=$(mktemp -d /var/tmp/stager-slurm.XXXXXX)
+	chmod 0755 "$D"
+	export D
+	site_start "$D"
+	# slurm.conf names the installed hooks themselves, no wrapper
+	grep -qx "Epilog=$D/prefix/libexec/stager/epilog" "$SLURM_CONF"
+	# the node's reader slots, this cluster's own (the machine's are
+	# shared with every other test run)
+	install -d -m 1777 "$D/slots"
+	echo "slot_dir = $D/slots" >>"$D/stager.conf"
+	S="$D/shared/$U"
+	install -d -o "$U" -m 0755 "$S/out"
+	# a dataset on the "shared filesystem", the user's
+	mkdir -p "$S/ds/sub"
+	head -c 80000000 /dev/urandom >"$S/ds/sub/big.bin"
+	for i in $(seq 1 50); do echo "$i" >"$S/ds/f$i"; done
 	# a job that runs into its time limit (killed 62-83 s after it starts):
-	# submitted now, checked by the last test
+	# submitted now, checked by its test
 	# (a pack of its own, so its pin does not hold the other tests' entry)
-	mkdir -p "$SL/shared/limit"
-	echo limit >"$SL/shared/limit/f"
-	"$STAGER" pack -q "$SL/shared/limit" -o "$SL/shared/limit.tar.zst" >/dev/null
-	cat >"$SL/limit.sh" <<JOB
+	mkdir -p "$S/limit"
+	echo limit >"$S/limit/f"
+	chown -R "$U" "$S/ds" "$S/limit"
+	as_job_user "$U" stager pack -q "$S/ds" -o "$S/ds.tar.zst" >/dev/null
+	as_job_user "$U" stager pack -q "$S/limit" -o "$S/limit.tar.zst" >/dev/null
+	cat >"$S/limit.sh" <<JOB
 #!/bin/bash
-"$STAGER" stage -q "$SL/shared/limit.tar.zst" >"$SL/out/limit.path"
+stager stage -q "$S/limit.tar.zst" >"$S/out/limit.path"
 sleep 600
 JOB
-	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit.log" "$SL/limit.sh" |
-		cut -d';' -f1 >"$SL/limit.id"
+	site_submit "$U" --time=1 -n1 --mem=200 -o "$S/out/limit.log" "$S/limit.sh" >"$D/limit.id"
 	# the same for `stager run`, with the early warning 50 s before the
 	# limit: the command checkpoints at SIGUSR1 and at SIGTERM
-	cat >"$SL/limit-run.sh" <<JOB
+	cat >"$S/limit-run.sh" <<JOB
 #!/bin/bash
 #SBATCH --signal=B:USR1@50
-exec "$STAGER" run --stage "$SL/shared/limit.tar.zst" --collect out:"$SL/out/limit-results" -- bash -c '
+exec stager run --stage "$S/limit.tar.zst" --collect out:"$S/out/limit-results" -- bash -c '
 	trap "echo warned >\$STAGER_OUT/warned" USR1
 	trap "echo term >\$STAGER_OUT/term; exit 0" TERM
 	cp "\$STAGER_DATA/f" "\$STAGER_OUT/data-f"
 	while :; do sleep 0.2; done'
 JOB
-	sbatch --parsable --time=1 -n1 --mem=200 -o "$SL/out/limit-run.log" "$SL/limit-run.sh" |
-		cut -d';' -f1 >"$SL/limit-run.id"
+	site_submit "$U" --time=1 -n1 --mem=200 -o "$S/out/limit-run.log" "$S/limit-run.sh" >"$D/limit-run.id"
+	[ -s "$D/limit.id" ]
+	[ -s "$D/limit-run.id" ]
 }
 
 teardown_file() {
-	[ -n "${SL:-}" ] || return 0
-	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	# jobs still running (a filtered run) end with the cluster
-	squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
-	for _ in $(seq 1 50); do [ -z "$(squeue -h 2>/dev/null)" ] && break; sleep 0.2; done
-	"$top/scripts/slurm-test-cluster.sh" stop "$SL/cluster" || true
-	pkill -f "$SL/" 2>/dev/null || true
-	chmod -R u+w "$SL" 2>/dev/null || true
-	rm -rf "$SL"
+	[ -n "${D:-}" ] || return 0
+	site_stop "$D"
 }
 
-setup() { cd "$SL"; }
+setup() {
+	S="$D/shared/$U"
+	SCR="$D/scratch/$U"
+	cd "$S"
+}
 teardown() { :; }
 
-# Wait until none of the given jobs is in the queue (at most $2 seconds).
-wait_gone() {
-	for _ in $(seq 1 $((${2:-60} * 5))); do
-		[ -z "$(squeue -h -j "$1" 2>/dev/null)" ] && return 0
-		sleep 0.2
-	done
-	return 1
-}
+submit() { site_submit "$U" -o "$S/out/%j.log" "$@"; }
 
-submit() { sbatch --parsable -o "$SL/out/%j.log" "$@" | cut -d';' -f1; }
+# stager status --json of the user, on the login node, into status.json
+status_json() { login_stager "$U" status --json >"$D/status.json"; }
 
 # How many pins job ID holds on this node (alive or not), from stager status.
 pins_of_job() {
-	"$STAGER" status --json >"$SL/status.json" || return
-	jq --arg o "job-$1" '[.entries[].pins[] | select(.owner == $o)] | length' "$SL/status.json"
+	status_json || return
+	jq --arg o "job-$1" '[.entries[].pins[] | select(.owner == $o)] | length' "$D/status.json"
+}
+
+# The cache key of the user's dataset ds.tar.zst.
+ds_key() {
+	status_json || return
+	jq -r --arg s "$S/ds.tar.zst" '.entries[] | select(.source == $s) | .key' "$D/status.json"
 }
 
 @test "an array job of 4 tasks on one node reads the pack once" {
 	cat >array.sh <<JOB
 #!/bin/bash
-"$STAGER" stage --json -q "$SL/shared/ds.tar.zst" "$SL/out/arr-\$SLURM_ARRAY_TASK_ID" \
-	>"$SL/out/arr-\$SLURM_ARRAY_TASK_ID.json"
+stager stage --json -q "$S/ds.tar.zst" "$S/out/arr-\$SLURM_ARRAY_TASK_ID" \
+	>"$S/out/arr-\$SLURM_ARRAY_TASK_ID.json"
 JOB
 	id=$(submit --array=1-4 -n1 --mem=200 array.sh)
-	wait_gone "$id" 120
+	[ -n "$id" ]
+	wait_until 120 job_gone "$id"
 	cat out/arr-*.json
 	[ "$(ls out/arr-*.json | wc -l)" -eq 4 ]
 	[ "$(cat out/arr-*.json | jq -s 'map(select(.hit == false)) | length')" -eq 1 ]
 	[ "$(cat out/arr-*.json | jq -s 'map(.source_bytes) | add')" -lt 90000000 ]
-	for i in 1 2 3 4; do diff -r shared/ds "out/arr-$i"; done
+	for i in 1 2 3 4; do diff -r ds "out/arr-$i"; done
 }
 
 @test "a running job's pins hold against clean; scancel and the epilog release them" {
 	cat >hold.sh <<JOB
 #!/bin/bash
-"$STAGER" stage -q "$SL/shared/ds.tar.zst" >"$SL/out/hold.path"
+stager stage -q "$S/ds.tar.zst" >"$S/out/hold.path"
 sleep 300
 JOB
 	id=$(submit -n1 --mem=200 hold.sh)
-	for _ in $(seq 1 150); do [ -s out/hold.path ] && break; sleep 0.2; done
+	[ -n "$id" ]
+	wait_until 60 test -s out/hold.path
 	path=$(cat out/hold.path)
-	# no $SLURM_TMPDIR on this cluster: a job directory under the scratch root
-	[[ "$path" == "$SL/scratch/root/jobs/job-$id/ds/" ]]
-	"$STAGER" status --json >status.json
-	jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o and .alive)] | length == 1' status.json
-	run "$STAGER" clean --all
+	# linked in the prolog's directory, the job's $SLURM_TMPDIR
+	[ "$path" = "$D/jobs/$id/ds/" ]
+	status_json
+	jq -e --arg o "job-$id" '[.entries[].pins[] | select(.owner == $o and .alive)] | length == 1' "$D/status.json"
+	run login_stager "$U" clean --all
+	echo "$output"
 	[ "$status" -eq 0 ]
-	diff -r shared/ds "$path" # kept: the job is running
+	diff -r ds "$path" # kept: the job is running
 	scancel "$id"
-	wait_gone "$id" 60
+	wait_until 60 job_gone "$id"
 	# the epilog ran clean --job as the job's user: pin and job directory gone
-	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
-	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+	[ ! -e "$SCR/jobs/job-$id" ]
 	n=$(pins_of_job "$id")
 	[ "$n" -eq 0 ]
 	# nothing holds the entry now
-	key=$("$STAGER" status --json | jq -r --arg s "$SL/shared/ds.tar.zst" '.entries[] | select(.source == $s) | .key')
-	"$STAGER" clean -q --all
-	[ ! -e "$SL/scratch/root/cache/$key" ]
+	key=$(ds_key)
+	[ -n "$key" ]
+	[ -e "$SCR/cache/$key" ]
+	run login_stager "$U" clean -q --all
+	[ "$status" -eq 0 ]
+	[ ! -e "$SCR/cache/$key" ]
 }
 
 @test "clean asks Slurm: a finished job's leftovers go, a running job's stay" {
 	cat >short.sh <<JOB
 #!/bin/bash
-"$STAGER" stage -q --no-pin "$SL/shared/ds.tar.zst" >/dev/null
-"$STAGER" stage -q "$SL/shared/ds.tar.zst" "$SL/out/short-dest" >/dev/null
+stager stage -q --no-pin "$S/ds.tar.zst" >/dev/null
+stager stage -q "$S/ds.tar.zst" "$S/out/short-dest" >/dev/null
 JOB
 	cat >long.sh <<JOB
 #!/bin/bash
-"$STAGER" stage -q "$SL/shared/ds.tar.zst" "$SL/out/long-dest" >/dev/null
+stager stage -q "$S/ds.tar.zst" "$S/out/long-dest" >/dev/null
 sleep 300
 JOB
 	# the epilog would clean the short job at once: run it without one by
 	# leaving a pin behind by hand for a job id that has ended
 	long=$(submit -n1 --mem=200 long.sh)
 	short=$(submit -n1 --mem=200 short.sh)
-	wait_gone "$short" 60
-	for _ in $(seq 1 150); do [ -e out/long-dest ] && break; sleep 0.2; done
-	key=$("$STAGER" status --json | jq -r --arg s "$SL/shared/ds.tar.zst" '.entries[] | select(.source == $s) | .key')
-	touch "$SL/scratch/root/pins/$key/job-999999"
-	run "$STAGER" clean --dry-run
+	[ -n "$long" ]
+	[ -n "$short" ]
+	wait_until 60 job_gone "$short"
+	wait_until 30 test -e out/long-dest
+	key=$(ds_key)
+	[ -n "$key" ]
+	as_job_user "$U" touch "$SCR/pins/$key/job-999999"
+	run login_stager "$U" clean --dry-run
 	echo "$output"
 	[ "$status" -eq 0 ]
-	echo "$output" | grep -q "job-999999"
+	[[ "$output" == *"job-999999"* ]]
 	[[ "$output" != *"job-$long"* ]]
-	"$STAGER" clean -q
-	[ ! -e "$SL/scratch/root/pins/$key/job-999999" ]
-	[ -e "$SL/scratch/root/pins/$key/job-$long" ]
+	run login_stager "$U" clean -q
+	[ "$status" -eq 0 ]
+	[ ! -e "$SCR/pins/$key/job-999999" ]
+	[ -e "$SCR/pins/$key/job-$long" ]
 	scancel "$long"
-	wait_gone "$long" 60
+	wait_until 60 job_gone "$long"
 }
 
 @test "a job killed at its time limit leaves nothing behind (epilog)" {
-	id=$(cat "$SL/limit.id")
-	for _ in $(seq 1 150); do [ -s out/limit.path ] && break; sleep 0.2; done
+	id=$(cat "$D/limit.id")
+	wait_until 60 test -s out/limit.path
 	path=$(cat out/limit.path)
-	[[ "$path" == "$SL/scratch/root/jobs/job-$id/limit/" ]]
-	wait_gone "$id" 150
-	for _ in $(seq 1 50); do [ ! -e "$SL/scratch/root/jobs/job-$id" ] && break; sleep 0.2; done
-	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+	[ "$path" = "$D/jobs/$id/limit/" ]
+	wait_until 150 job_gone "$id"
+	cat out/limit.log
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+	[ ! -e "$SCR/jobs/job-$id" ]
 	n=$(pins_of_job "$id")
 	[ "$n" -eq 0 ]
 }
@@ -180,19 +193,18 @@ JOB
 @test "stager run under scancel: the command is stopped, results collected (exit 5)" {
 	cat >cancel.sh <<JOB
 #!/bin/bash
-exec "$STAGER" run --stage "$SL/shared/ds.tar.zst" --collect out:"$SL/out/cancel-results" -- bash -c '
+exec stager run --stage "$S/ds.tar.zst" --collect out:"$S/out/cancel-results" -- bash -c '
 	echo started >\$STAGER_OUT/started
 	ls "\$STAGER_DATA" >\$STAGER_OUT/listing
 	trap "echo term >\$STAGER_OUT/term; exit 0" TERM
 	while :; do sleep 0.2; done'
 JOB
 	id=$(submit -n1 --mem=200 cancel.sh)
-	for _ in $(seq 1 300); do
-		ls "$SL"/scratch/root/jobs/job-"$id"/out/started >/dev/null 2>&1 && break
-		sleep 0.1
-	done
+	[ -n "$id" ]
+	# run's job directory is the job's $SLURM_TMPDIR
+	wait_until 30 test -e "$D/jobs/$id/out/started"
 	scancel "$id"
-	wait_gone "$id" 60
+	wait_until 60 job_gone "$id"
 	cat "out/$id.log"
 	[ "$(cat out/cancel-results/started)" = started ]
 	[ "$(cat out/cancel-results/term)" = term ]
@@ -201,25 +213,25 @@ JOB
 	# run exited 5 (interrupted), as Slurm saw it: the test cluster has no
 	# accounting (sacct knows nothing), but scontrol keeps a finished job
 	# for MinJobAge
-	scontrol -o show job "$id" >"out/$id.scontrol"
-	grep -o 'ExitCode=[^ ]*' "out/$id.scontrol"
-	grep -q ' ExitCode=5:0 ' "out/$id.scontrol"
-	# run removed its job directory; the epilog the rest
-	[ ! -e "$SL/scratch/root/jobs/job-$id" ]
+	[ "$(job_exit "$id")" = 5:0 ]
+	# run's job directory, the job's $SLURM_TMPDIR: removed by the epilog
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+	[ ! -e "$SCR/jobs/job-$id" ]
 }
 
 @test "stager run --every: a job killed with SIGKILL keeps what was collected" {
 	cat >every.sh <<JOB
 #!/bin/bash
-exec "$STAGER" run --every 1 --collect out:"$SL/out/every-results" -- bash -c '
+exec stager run --every 1 --collect out:"$S/out/every-results" -- bash -c '
 	i=0; while :; do i=\$((i+1)); echo \$i >\$STAGER_OUT/step-\$i; sleep 0.2; done'
 JOB
 	id=$(submit -n1 --mem=200 every.sh)
+	[ -n "$id" ]
 	# collected at least once; the command goes on past that
 	wait_until 60 test -e out/every-results/step-5
-	wait_until 60 test -e "$SL/scratch/root/jobs/job-$id/out/step-10"
+	wait_until 60 test -e "$D/jobs/$id/out/step-10"
 	scancel -s KILL "$id"
-	wait_gone "$id" 60
+	wait_until 60 job_gone "$id"
 	n=$(ls out/every-results | grep -c step-)
 	echo "$n steps collected"
 	[ "$n" -ge 5 ]
@@ -227,9 +239,9 @@ JOB
 }
 
 @test "stager run at the time limit: early warning (B:USR1) and SIGTERM both collect" {
-	id=$(cat "$SL/limit-run.id")
-	wait_gone "$id" 150
-	cat "out/limit-run.log"
+	id=$(cat "$D/limit-run.id")
+	wait_until 150 job_gone "$id"
+	cat out/limit-run.log
 	[ "$(cat out/limit-results/data-f)" = limit ]
 	[ "$(cat out/limit-results/warned)" = warned ]
 	[ "$(cat out/limit-results/term)" = term ]
@@ -237,15 +249,16 @@ JOB
 	grep -n "early warning" out/limit-run.log
 	w=$(grep -n "early warning" out/limit-run.log | head -1 | cut -d: -f1)
 	t=$(grep -n "Terminated" out/limit-run.log | head -1 | cut -d: -f1)
+	[ -n "$t" ]
 	[ "$w" -lt "$t" ]
 }
 
 @test "the example batch scripts run as written (single node, array sweep)" {
 	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	mkdir -p bin ex
-	ln -sf "$STAGER" bin/stager
-	# a stand-in for `python train.py --data D --output O [--lr X]`
-	cat >bin/python <<'PY'
+	# a stand-in for `python train.py --data D --output O [--lr X]`, where
+	# the job's user can run it
+	mkdir -p "$D/bin" ex
+	cat >"$D/bin/python" <<'PY'
 #!/bin/bash
 shift
 while [ $# -gt 0 ]; do
@@ -255,28 +268,34 @@ done
 (cd "$d" && find . | sort) >"$o/listing"
 echo "${lr:-none}" >"$o/lr"
 PY
-	chmod +x bin/python
+	chmod 0755 "$D/bin" "$D/bin/python"
 	# this cluster has no GPUs and small nodes
 	for f in single-node single-node-explicit array-sweep array-sweep-explicit; do
 		sed -e '/--gres/d' -e '/--cpus-per-task/d' -e 's/--array=0-31/--array=0-3/' \
 			"$top/scripts/examples/$f.sh" >"ex/$f.sh"
 	done
-	export PATH="$SL/bin:$PATH" DATASET="$SL/shared/ds.tar.zst"
-	a=$(RESULTS="$SL/out/ex-single" submit --mem=200 ex/single-node.sh)
-	b=$(RESULTS="$SL/out/ex-explicit" submit --mem=200 ex/single-node-explicit.sh)
-	c=$(RESULTS="$SL/out/ex-sweep" submit --mem=200 ex/array-sweep.sh)
-	d=$(RESULTS="$SL/out/ex-sweep-explicit" submit --mem=200 ex/array-sweep-explicit.sh)
-	for j in "$a" "$b" "$c" "$d"; do wait_gone "$j" 120; done
+	# the user's PATH, with the stand-in first; the installed stager is on it
+	p="$D/bin:$SITE/prefix/bin:/usr/local/bin:/usr/bin:/bin"
+	env_of() { echo "ALL,PATH=$p,DATASET=$S/ds.tar.zst,RESULTS=$S/out/$1"; }
+	a=$(submit --export="$(env_of ex-single)" --mem=200 ex/single-node.sh)
+	b=$(submit --export="$(env_of ex-explicit)" --mem=200 ex/single-node-explicit.sh)
+	c=$(submit --export="$(env_of ex-sweep)" --mem=200 ex/array-sweep.sh)
+	d=$(submit --export="$(env_of ex-sweep-explicit)" --mem=200 ex/array-sweep-explicit.sh)
+	for j in "$a" "$b" "$c" "$d"; do
+		[ -n "$j" ]
+		wait_until 120 job_gone "$j"
+	done
 	cat out/*.log | tail -40
-	want=$(cd shared/ds && find . | sort)
+	want=$(cd ds && find . | sort)
 	[ "$(cat out/ex-single/listing)" = "$want" ]
 	[ "$(cat out/ex-explicit/listing)" = "$want" ]
 	# the sweeps: one verified pack of results per task, each its own lr
 	for s in ex-sweep ex-sweep-explicit; do
 		ls -R "out/$s"
 		for i in 0 1 2 3; do
-			"$STAGER" verify -q "out/$s/task-$i.tar.zst"
-			rm -rf check && "$STAGER" unpack -q "out/$s/task-$i.tar.zst" check
+			login_stager "$U" verify -q "out/$s/task-$i.tar.zst"
+			rm -rf check
+			login_stager "$U" unpack -q "out/$s/task-$i.tar.zst" check
 			[ "$(cat check/listing)" = "$want" ]
 			lrs+=("$(cat check/lr)")
 		done
