@@ -177,12 +177,7 @@ deps:
 
 # ---- install ----------------------------------------------------------------
 
-$(B)/libstage.pc: libstage/libstage.pc.in Makefile
-	@mkdir -p $(B)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
-	    -e 's|@VERSION@|$(VERSION)|' $< > $@
-
-install: all $(B)/libstage.pc
+install: all
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager $(DESTDIR)$(LIBEXECDIR)
@@ -198,7 +193,10 @@ install: all $(B)/libstage.pc
 	ln -sf libstage.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstage.so.$(SOMAJOR)
 	ln -sf libstage.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libstage.so
 	install -m 644 libstage/stage.h $(DESTDIR)$(INCDIR)/stage.h
-	install -m 644 $(B)/libstage.pc $(DESTDIR)$(PKGDIR)/libstage.pc
+	# made here, from this install's paths (not kept in the build
+	# directory, where installs to other prefixes would race for it)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
+	    -e 's|@VERSION@|$(VERSION)|' libstage/libstage.pc.in >$(DESTDIR)$(PKGDIR)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
