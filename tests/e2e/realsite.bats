@@ -11,6 +11,16 @@
 load helpers
 load site
 
+# realsite-cgroup.bats is this file under proctrack/cgroup (a link to it):
+# the same job patterns, with users of its own (the two files run side by
+# side, and site_stop ends its users' processes)
+case $BATS_TEST_FILENAME in
+*-cgroup.bats) export PROCTRACK=cgroup U1=stgcg1 U2=stgcg2 ;;
+*) U1=stgjob1 U2=stgjob2 ;;
+esac
+SITE_USERS="$U1 $U2"
+export U1 U2
+
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
 	command -v useradd >/dev/null || skip "needs useradd"
@@ -21,13 +31,18 @@ setup_file() {
 	# sites: results kept from there are copied to the scratch root
 	mkdir -p "$D/jobs"
 	mount -t tmpfs -o size=400m,mode=0755 tmpfs "$D/jobs" || skip "cannot mount a tmpfs"
-	site_start "$D"
-	S1="$D/shared/stgjob1"
+	site_start "$D" 2>"$D/start.err" || {
+		cat "$D/start.err" >&2
+		grep -q '^slurm-test-cluster: cannot' "$D/start.err" &&
+			skip "$(grep -m1 '^slurm-test-cluster: cannot' "$D/start.err")"
+		return 1
+	}
+	S1="$D/shared/$U1"
 	mkdir -p "$S1/ds/sub"
 	head -c 3000000 /dev/urandom >"$S1/ds/sub/big"
 	for i in $(seq 1 20); do echo "$i" >"$S1/ds/f$i"; done
-	chown -R stgjob1 "$S1"
-	as_job_user stgjob1 stager pack -q "$S1/ds" -o "$S1/ds.tar.zst" >/dev/null
+	chown -R $U1 "$S1"
+	as_job_user $U1 stager pack -q "$S1/ds" -o "$S1/ds.tar.zst" >/dev/null
 	# the time limit hits while a background collect --every runs beside
 	# an exec'd "training": checkpoints of 12 MB every 6 s, sent at 1 MB/s
 	# (the collect never catches up; KillWait gives it 5 s at the end)
@@ -45,7 +60,7 @@ exec bash -c '
 		sleep 6
 	done' "\$OUT"
 JOB
-	site_submit stgjob1 -o "$S1/limit.log" -n1 --mem=200 --time=1 "$S1/limit.sh" >"$D/limit.id"
+	site_submit $U1 -o "$S1/limit.log" -n1 --mem=200 --time=1 "$S1/limit.sh" >"$D/limit.id"
 }
 
 teardown_file() {
@@ -54,12 +69,12 @@ teardown_file() {
 }
 
 setup() {
-	S1="$D/shared/stgjob1"
-	S2="$D/shared/stgjob2"
+	S1="$D/shared/$U1"
+	S2="$D/shared/$U2"
 	cd "$D"
 }
 
-submit1() { site_submit stgjob1 -o "$S1/%j.log" -n1 --mem=200 "$@"; }
+submit1() { site_submit $U1 -o "$S1/%j.log" -n1 --mem=200 "$@"; }
 
 pins_of() { # USER JOB: pins that job holds in USER's cache
 	login_stager "$1" status --json >"$D/status.json" || return 1
@@ -73,28 +88,28 @@ echo "\$SLURM_TMPDIR" >"$S1/hold.tmpdir"
 stager stage -q "$S1/ds.tar.zst" >"$S1/hold.path"
 sleep 300
 JOB
-	install -m 0755 -o stgjob2 /dev/null "$S2/other.sh"
+	install -m 0755 -o $U2 /dev/null "$S2/other.sh"
 	cat >"$S2/other.sh" <<JOB
 #!/bin/bash
 echo "\$SLURM_TMPDIR" >"$S2/other.tmpdir"
 echo mine >"\$SLURM_TMPDIR/mine"
 sleep 300
 JOB
-	other=$(site_submit stgjob2 -o "$S2/%j.log" -n1 --mem=100 "$S2/other.sh")
+	other=$(site_submit $U2 -o "$S2/%j.log" -n1 --mem=100 "$S2/other.sh")
 	id=$(submit1 "$S1/hold.sh")
 	wait_until 60 test -s "$S1/hold.path"
 	wait_until 60 test -s "$S2/other.tmpdir"
 	# the prolog's directory, exported by the task prolog
 	[ "$(cat "$S1/hold.tmpdir")" = "$D/jobs/$id" ]
-	[ "$(stat -c %U "$D/jobs/$id")" = stgjob1 ]
+	[ "$(stat -c %U "$D/jobs/$id")" = $U1 ]
 	[ "$(cat "$S1/hold.path")" = "$D/jobs/$id/ds/" ]
-	n=$(pins_of stgjob1 "$id")
+	n=$(pins_of $U1 "$id")
 	[ "$n" -eq 1 ]
 	scancel "$id"
 	wait_until 60 job_gone "$id"
 	# the epilog ran stager as the job's user: pin and directory gone
 	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
-	n=$(pins_of stgjob1 "$id")
+	n=$(pins_of $U1 "$id")
 	[ "$n" -eq 0 ]
 	# the other user's running job kept its directory and files
 	[ "$(cat "$D/jobs/$other/mine")" = mine ]
@@ -124,7 +139,7 @@ JOB
 	grep -q "stager epilog" "$S1/$id.log"
 	grep -q "collected kept results" "$S1/$id.log"
 	# nothing stays kept, nothing of stager's in DEST
-	run login_stager stgjob1 status --json
+	run login_stager $U1 status --json
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
 	[ -z "$(find "$S1/last-results" -name '.stager*')" ]
@@ -181,7 +196,7 @@ JOB
 	line=$(grep "are kept on" "$S1/$id.log")
 	[[ "$line" == *"$S1/nosend-results"*"kept on $node"*"srun -w $node -N1 -n1 stager collect --kept"* ]]
 	# on a login node (another host name): status names the node and job
-	run unshare --uts sh -c "hostname login1 && $(declare -f as_job_user login_stager); SITE='$SITE' SLURM_CONF='$SLURM_CONF' login_stager stgjob1 status --json"
+	run unshare --uts sh -c "hostname login1 && $(declare -f as_job_user login_stager); SITE='$SITE' SLURM_CONF='$SLURM_CONF' login_stager $U1 status --json"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].node')" = "$node" ]
@@ -190,15 +205,15 @@ JOB
 	# the user mends DEST and runs the command the log gave
 	chmod 0755 "$S1/nosend-results"
 	cmd=$(echo "$line" | sed 's/.*`\(srun [^`]*\)`.*/\1/')
-	run as_job_user stgjob1 $cmd
+	run as_job_user $U1 $cmd
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(cat "$S1/nosend-results/second")" = second ]
 	[ "$(cat "$S1/nosend-results/first")" = first ]
-	run login_stager stgjob1 status --json
+	run login_stager $U1 status --json
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
-	[ -z "$(ls -A /home/stgjob1/.local/state/stager/kept)" ]
+	[ -z "$(ls -A /home/$U1/.local/state/stager/kept)" ]
 }
 
 @test "the time limit hits during a background collect --every beside an exec'd program: every checkpoint written reaches DEST" {

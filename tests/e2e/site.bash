@@ -24,7 +24,10 @@ site_start() {
 		>/dev/null || return 1
 	install -d -m 0755 "$d/prefix/etc/default" "$d/jobs" "$d/shared"
 	install -d -m 1777 "$d/scratch"
-	echo "scratch_root = $d/scratch/\$USER" >"$d/stager.conf"
+	install -d -m 1777 "$d/slots"
+	# the node's reader slots are this site's own: other clusters of
+	# tests running beside it on this machine are other sites
+	printf 'scratch_root = %s/scratch/$USER\nslot_dir = %s/slots\n' "$d" "$d" >"$d/stager.conf"
 	cat >"$d/prefix/etc/default/stager" <<CONF
 STAGER_JOB_TMP_BASE=$d/jobs
 STAGER_SITE_CONFIG=$d/stager.conf
