@@ -996,6 +996,82 @@ typedef void (*stg_check_fn)(void *arg, const stg_check *check);
 STG_API stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *const *paths,
                            size_t n_paths, stg_check_fn fn, void *arg);
 
+/* Options of stg_doctor_hooks(); initialise with
+ * stg_doctor_hooks_opts_init(). */
+typedef struct stg_doctor_hooks_opts {
+	const char *dir;  /* the hooks are DIR/prolog, DIR/task-prolog and
+	                     DIR/epilog, as `make install` puts them in
+	                     PREFIX/libexec/stager; NULL: those slurm.conf
+	                     names (Prolog, TaskProlog, Epilog, from
+	                     `scontrol show config`) */
+	const char *user; /* the fake job's user; NULL: "nobody" */
+	unsigned timeout; /* seconds each hook may run before it is killed
+	                     (0: 60) */
+} stg_doctor_hooks_opts;
+
+STG_API void stg_doctor_hooks_opts_init(stg_doctor_hooks_opts *opts);
+
+/* What a check of stg_doctor_hooks found out about one hook: its file
+ * (ran 0), or its run (ran 1); or, for the check of the job's directory
+ * (hook NULL), only job_dir and job_dir_left.  Valid during the call. */
+typedef struct stg_hook_result {
+	const char *hook; /* "prolog", "task-prolog", "epilog"; NULL: the job's
+	                     directory */
+	const char *path; /* the hook's file, as named */
+	int ran;          /* 1: it was run; 0: its file was checked */
+	unsigned mode;    /* the file's permission bits (0 if missing) */
+	long owner;       /* the file's owner's uid (-1 if missing) */
+	const char *user; /* whom it ran as ("root" or the job's user) */
+	const char *job;  /* the fake job's id */
+	int exit_status;  /* its exit status; -1 if it did not exit */
+	int signal;       /* the signal that ended it, or 0 */
+	int timed_out;    /* 1: killed after opts.timeout seconds */
+	double seconds;   /* how long it ran */
+	/* its stdout and stderr, line by line; a task prolog's "export
+	 * NAME=VALUE" lines, as "NAME=VALUE" */
+	const char *const *out_lines;
+	size_t n_out;
+	const char *const *err_lines;
+	size_t n_err;
+	const char *const *exports;
+	size_t n_exports;
+	const char *job_dir; /* the job's directory (the task prolog's
+	                        SLURM_TMPDIR up to the job's id), or NULL */
+	int job_dir_left;    /* 1: it was still there after the epilog */
+} stg_hook_result;
+
+/* A check of stg_doctor_hooks, with what it found out about the hook (or
+ * NULL: a check of none in particular). */
+typedef void (*stg_hook_check_fn)(void *arg, const stg_check *check, const stg_hook_result *hook);
+
+/*
+ * Are this node's Slurm hooks set up right (`stager doctor` as root)?
+ * Run as anyone but root, it hands fn one check that says it was skipped.
+ * The hooks are opts->dir's, or slurm.conf's (a glob in Prolog or Epilog
+ * names several; Slurm unreachable or naming none is a warning, and so
+ * is a Prolog without PrologFlags=Alloc).  Each hook's file must exist,
+ * be executable, and it and every directory above it be root's and not
+ * writable by group or others (slurmd runs it as root): else it fails
+ * and is not run.  Then a round trip for a fake job, each hook run as
+ * slurmd runs it: execve() with nothing in the environment but the job's
+ * SLURM_* variables (no PATH, no HOME), working directory /, stdin
+ * /dev/null, stdout and stderr kept, in a process group of its own that
+ * is killed after opts->timeout seconds.  The job's id is
+ * 4294967000 + (pid % 256), above any id Slurm gives, digits only; its
+ * user opts->user.  The prolog as root (it must exit 0), the task prolog
+ * as the job's user (exit 0; the SLURM_TMPDIR it exports, if any, must
+ * be a directory of that user's, in which the user then puts a file, as
+ * a job would), the epilog as root (exit 0 and nothing on stderr, and the
+ * job's directory - SLURM_TMPDIR up to the job's id - gone after it).
+ * What the round trip left of the job's directory is removed (its
+ * contents as their owner, never through a link, and only under a
+ * directory of root's that others cannot write).  STG_EUSAGE if the
+ * user does not exist; STG_EINTR if ctx was cancelled (the running hook
+ * is killed); else STG_OK, whatever the checks found.
+ */
+STG_API stg_err stg_doctor_hooks(stg_ctx *ctx, const stg_doctor_hooks_opts *opts,
+                                 stg_hook_check_fn fn, void *arg);
+
 /* ---- push, pull and serve ------------------------------------------------ */
 
 typedef struct stg_xfer_opts {
