@@ -349,7 +349,7 @@ const cli_cmd cli_commands[] = {
          "\n"
          "Exit: 0 (differences or not), 2 a pack missing, 4 a damaged pack.\n"},
         {"doctor", cmd_doctor, "check this node's set-up and say what to fix",
-         "usage: stager doctor [PATH]... [--json]\n"
+         "usage: stager doctor [PATH]... [--hooks DIR] [--hook-user NAME] [--json]\n"
          "\n"
          "Check this node for stager: the configuration; the scratch root (on a\n"
          "local disk, private, writable, its write and read throughput, free space\n"
@@ -360,7 +360,19 @@ const cli_cmd cli_commands[] = {
          "kernel allows).  A path that does not answer within 30 s fails the check\n"
          "instead of hanging.  Each check prints ok, warn or FAIL and what to fix.\n"
          "\n"
-         "      --json  print {checks: [{check, status, found, fix}], failed, warnings}\n"
+         "As root, also the Slurm hooks (those slurm.conf names, from scontrol):\n"
+         "each file root's and not writable by others, then a fake job's round\n"
+         "trip (job id 4294967000 and up), each hook run as slurmd runs it (no\n"
+         "PATH, no HOME, cwd /, killed after 60 s): the prolog as root, the task\n"
+         "prolog as the job's user (its SLURM_TMPDIR a directory of that user's),\n"
+         "the epilog as root (exit 0, nothing on stderr, the job's directory gone).\n"
+         "What the round trip leaves is removed.\n"
+         "\n"
+         "      --hooks DIR       check DIR/prolog, DIR/task-prolog, DIR/epilog (as\n"
+         "                        make install puts them in PREFIX/libexec/stager)\n"
+         "      --hook-user NAME  the fake job's user (default nobody)\n"
+         "      --json            print {checks: [{check, status, found, fix, hook?,\n"
+         "                        job_dir?}], failed, warnings}\n"
          "\n"
          "Exit: 0 nothing failed (warnings allowed), 7 a check failed.\n"},
         {"mount", cmd_mount, "use a pack at once: a read-only tree, read on demand",
