@@ -527,7 +527,7 @@ stg_err stg_clean(stg_ctx *ctx, stg_cache *c, const stg_clean_opts *opts, stg_cl
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the cache in '%s'",
 		                       c->root);
 	/* mounts whose process died: their pins are then stale too */
-	stg__mounts_clean(ctx, c, opts->dry_run, report, arg);
+	stg__mounts_clean(ctx, c, opts->job, opts->dry_run, report, arg);
 	clean_partials(&r);
 	clean_pins(&r);
 	clean_results(&r); /* before the job directories that hold them go */

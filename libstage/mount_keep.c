@@ -13,6 +13,10 @@
  * a wrong byte.  Room is asked of the cache (evicting others, or not
  * keeping more) a slice at a time, not for every frame.  Only packs of
  * format 3 are kept: their frames can be checked alone.
+ *
+ * Also a mount's own pins going (its entry's and its kept frames'): once
+ * `stager clean --job` dropped them, the mount does not wait for the lock
+ * that clean holds (mount_open.c).
  */
 #include "mount.h"
 
@@ -168,17 +172,29 @@ void stg__keep_put(stg_mount *m, stg_keep *k, const stg_frame *f, size_t i, cons
 	pthread_mutex_unlock(&k->mu);
 }
 
+/* A mount's pins (its entry's, its kept frames'): clean may have dropped
+ * them already, and holds the cache's lock while it runs. */
+void stg__mount_unpin(stg_mount *m, const char *key)
+{
+	char rel[STG_PATH_MAX];
+	struct stat st;
+	snprintf(rel, sizeof rel, "pins/%s/%s", key, m->owner);
+	if (fstatat(m->cache->rootfd, rel, &st, AT_SYMLINK_NOFOLLOW))
+		return; /* dropped by clean already */
+	int lock = stg__cache_lock(m->ctx, m->cache, "cache", true, NULL);
+	stg__unpin_key(m->cache, key, m->owner);
+	if (lock >= 0)
+		stg__cache_unlock(lock);
+}
+
 void stg__keep_close(stg_mount *m, stg_keep *k)
 {
 	if (!k)
 		return;
 	if (k->dirfd >= 0 && k->kept != k->saved_at)
 		write_meta(k, m->pack_path);
-	if (k->pinned) {
-		int lk = stg__cache_lock(m->ctx, m->cache, "cache", true, NULL);
-		stg__unpin_key(m->cache, k->key, m->owner);
-		stg__cache_unlock(lk);
-	}
+	if (k->pinned)
+		stg__mount_unpin(m, k->key);
 	if (k->frames >= 0)
 		close(k->frames);
 	if (k->have >= 0)

@@ -5,11 +5,20 @@
  *
  * Each serving process keeps a record, SCRATCH_ROOT/mounts/<owner> (owner
  * "pid-PID-START", as pins name a process), holding the mountpoint, the
- * pack and its digest, so that `stager status` lists live mounts and
- * `stager clean` finds those whose process died: their mountpoint answers
- * ENOTCONN until it is unmounted.  A record is trusted only as far as
- * unmounting goes, and only for a mountpoint that /proc/self/mountinfo
- * shows as a stager mount (fuse.stager) of the record's owner's uid.
+ * pack, its digest and, for a mount made inside a Slurm job, the job's id
+ * (a fourth line, which older readers ignore), so that `stager status`
+ * lists live mounts and their jobs, and `stager clean` finds those whose
+ * process died (their mountpoint answers ENOTCONN until it is unmounted)
+ * and those whose job is over: all of a job with --job (the epilog, as the
+ * job's user), those of jobs that Slurm says are over without.  A live
+ * one's process is stopped first (SIGTERM, then SIGKILL past a bounded
+ * wait), and its pins dropped there and then: clean holds the cache's lock,
+ * which the process would otherwise wait for to unpin.  A record is
+ * trusted only as far as unmounting and stopping go: a mountpoint only if
+ * /proc/self/mountinfo shows it as a stager mount (fuse.stager) of the
+ * scratch root's owner's uid, a process only if it is the one the record
+ * names (its start time, then held by a pidfd) and of that same uid, so
+ * that a clean run as root cannot be made to touch another user's.
  *
  * A pack the node cache already holds (its identity in the index, its entry
  * complete) is served from that entry's files, which were checked when they
@@ -22,6 +31,8 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +42,9 @@
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
-#define UMOUNT_WAIT         3 /* seconds stg_umount waits for the serving process to end */
+#define UMOUNT_WAIT         3  /* seconds stg_umount waits for the serving process to end */
+#define STOP_WAIT           3  /* seconds clean waits for stopped mounts' processes */
+#define MAX_JOBS            16 /* jobs whose state one listing asks Slurm */
 
 /* Is path a stager mount (in this process's mount namespace), of uid
  * (any if uid is (uid_t)-1)? */
@@ -119,6 +132,8 @@ static void record_write(stg_mount *m)
 		FILE *f = fdopen(fd, "w");
 		if (f) {
 			fprintf(f, "%s\n%s\n%s\n", m->mountpoint, m->pack_path, m->digest);
+			if (m->job[0])
+				fprintf(f, "%s\n", m->job);
 			if (fclose(f) == 0 && renameat(dfd, tmp, dfd, m->owner) == 0)
 				snprintf(m->record, sizeof m->record, "%s", m->owner);
 		} else {
@@ -141,14 +156,15 @@ static void record_remove(stg_mount *m)
 	m->record[0] = '\0';
 }
 
-/* Read the record name under dfd into mp, pack, digest; 0 or -1. */
-static int record_read(int dfd, const char *name, char *mp, char *pack, char *digest)
+/* Read the record name under dfd into mp, pack, digest and job (24
+ * bytes; "" if none); 0 or -1. */
+static int record_read(int dfd, const char *name, char *mp, char *pack, char *digest, char *job)
 {
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
 	struct stat st;
-	char buf[3 * (STG_PATH_MAX + 1)];
+	char buf[3 * (STG_PATH_MAX + 1) + 32];
 	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
 	close(fd);
 	if (n <= 0)
@@ -162,10 +178,39 @@ static int record_read(int dfd, const char *name, char *mp, char *pack, char *di
 	strcpy(mp, a);
 	strcpy(pack, b + 1);
 	strcpy(digest, c + 1);
+	/* the job: digits alone on the fourth line */
+	char *e = strchr(d + 1, '\n');
+	size_t jl = e ? (size_t)(e - d - 1) : 0;
+	job[0] = '\0';
+	if (jl && jl < 24 && strspn(d + 1, "0123456789") == jl) {
+		memcpy(job, d + 1, jl);
+		job[jl] = '\0';
+	}
 	return mp[0] == '/' ? 0 : -1;
 }
 
-stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n)
+/* What Slurm says of the jobs of one listing or clean, each asked once;
+ * once Slurm has been too slow to answer, it is not asked again. */
+typedef struct job_states {
+	size_t n;
+	bool late;
+	char job[MAX_JOBS][24];
+	int over[MAX_JOBS];
+} job_states;
+
+static int job_over(job_states *js, const char *job)
+{
+	for (size_t i = 0; i < js->n; i++)
+		if (!strcmp(js->job[i], job))
+			return js->over[i];
+	if (js->n == MAX_JOBS || js->late)
+		return -1;
+	snprintf(js->job[js->n], sizeof js->job[0], "%s", job);
+	return js->over[js->n++] = stg__mount_job_over(job, &js->late);
+}
+
+/* The mounts recorded; with ask, the state of their jobs too. */
+static stg_err list_mounts(stg_ctx *ctx, stg_cache *c, bool ask, stg_mount_info **v, size_t *n)
 {
 	*v = NULL;
 	*n = 0;
@@ -176,23 +221,28 @@ stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n
 	int dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	stg_mount_info *out = calloc(k ? k : 1, sizeof *out);
 	stg_owner_cache oc = {0};
+	job_states js = {0};
 	for (size_t i = 0; out && dfd >= 0 && i < k; i++) {
 		stg_mount_info *mi = &out[*n];
-		char mp[STG_PATH_MAX + 1], pack[STG_PATH_MAX + 1];
+		char mp[STG_PATH_MAX + 1], pack[STG_PATH_MAX + 1], job[24];
 		if (strncmp(names[i], "pid-", 4) || strstr(names[i], ".tmp") ||
-		    record_read(dfd, names[i], mp, pack, mi->digest))
+		    record_read(dfd, names[i], mp, pack, mi->digest, job))
 			continue;
 		mi->mountpoint = strdup(mp);
 		mi->pack = strdup(pack);
 		mi->owner = strdup(names[i]);
-		if (!mi->mountpoint || !mi->pack || !mi->owner) {
+		mi->job = job[0] ? strdup(job) : NULL;
+		if (!mi->mountpoint || !mi->pack || !mi->owner || (job[0] && !mi->job)) {
 			free(mi->mountpoint);
 			free(mi->pack);
 			free(mi->owner);
+			free(mi->job);
+			memset(mi, 0, sizeof *mi);
 			continue;
 		}
 		mi->alive = stg__owner_alive(&oc, names[i]);
 		mi->mounted = is_stager_mount(mp, getuid());
+		mi->job_over = job[0] && ask ? job_over(&js, job) : -1;
 		(*n)++;
 	}
 	if (dfd >= 0)
@@ -204,43 +254,189 @@ stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n
 	return STG_OK;
 }
 
+stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n)
+{
+	return list_mounts(ctx, c, true, v, n);
+}
+
 void stg_mount_list_free(stg_mount_info *v, size_t n)
 {
 	for (size_t i = 0; v && i < n; i++) {
 		free(v[i].mountpoint);
 		free(v[i].pack);
 		free(v[i].owner);
+		free(v[i].job);
 	}
 	free(v);
 }
 
-int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, bool dry_run, stg_clean_fn report, void *arg)
+/* The real uid of pid, or (uid_t)-1. */
+static uid_t proc_uid(pid_t pid)
+{
+	char path[64], buf[2048];
+	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return (uid_t)-1;
+	buf[n] = '\0';
+	const char *u = strstr(buf, "\nUid:");
+	unsigned long uid;
+	return u && sscanf(u + 5, "%lu", &uid) == 1 ? (uid_t)uid : (uid_t)-1;
+}
+
+/* A live mount's process, being stopped. */
+typedef struct stopping {
+	pid_t pid;
+	unsigned long long start;
+	int pidfd; /* -1 without pidfds (Linux < 5.3) */
+} stopping;
+
+/* Hold the process a record's owner ("pid-PID-START") names and send it
+ * SIGTERM, if it is still that process and uid's: 0, or -1. */
+static int stop_owner(const char *owner, uid_t uid, stopping *p)
+{
+	unsigned long long now;
+	p->pidfd = -1;
+	if (sscanf(owner, "pid-%d-%llu", &p->pid, &p->start) != 2 || p->pid <= 1)
+		return -1;
+	p->pidfd = stg__pidfd_open(p->pid);
+	if (p->pidfd < 0 && errno != ENOSYS)
+		return -1;
+	/* checked after the pidfd is open: it holds the process checked */
+	if (stg__proc_stat(p->pid, NULL, &now) || now != p->start || proc_uid(p->pid) != uid ||
+	    stg__pidfd_signal(p->pidfd, p->pid, SIGTERM)) {
+		if (p->pidfd >= 0)
+			close(p->pidfd);
+		p->pidfd = -1;
+		return -1;
+	}
+	return 0;
+}
+
+static bool ended(const stopping *p)
+{
+	unsigned long long now;
+	if (p->pidfd >= 0) {
+		struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
+		return poll(&pf, 1, 0) != 0;
+	}
+	return stg__proc_stat(p->pid, NULL, &now) || now != p->start;
+}
+
+/* Wait (STOP_WAIT s at most) for the processes sent SIGTERM to end; kill
+ * those that have not, unless clean was interrupted. */
+static void reap(stg_ctx *ctx, stopping *v, size_t n)
+{
+	double until = stg__now() + STOP_WAIT;
+	for (;;) {
+		size_t left = 0;
+		for (size_t i = 0; i < n; i++)
+			left += !ended(&v[i]);
+		if (!left || stg__now() >= until || !stg__nap(ctx, 0.05))
+			break;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (!ended(&v[i]) && !stg__cancelled(ctx)) {
+			stg__pidfd_signal(v[i].pidfd, v[i].pid, SIGKILL);
+			stg__log(
+			        ctx, STG_LOG_WARN,
+			        "the mount's process %d did not end within %d s of SIGTERM: killed",
+			        (int)v[i].pid, STOP_WAIT);
+		}
+		if (v[i].pidfd >= 0)
+			close(v[i].pidfd);
+	}
+}
+
+static bool hex_digest(const char *s)
+{
+	return strlen(s) == STG_DIGEST_HEXLEN && strspn(s, "0123456789abcdef") == STG_DIGEST_HEXLEN;
+}
+
+/* What sweep needs on its way. */
+typedef struct sweeping {
+	stg_cache *c;
+	uid_t uid;
+	int dfd; /* mounts/ */
+	bool dry_run;
+	stg_clean_fn report;
+	void *arg;
+	stopping *stop;
+	size_t n_stop;
+} sweeping;
+
+/* End the mount mi: its process stopped (if it lives), unmounted, its
+ * record removed. */
+static void end_mount(sweeping *sw, const stg_mount_info *mi)
+{
+	if (sw->report)
+		sw->report(sw->arg, "mount", mi->mountpoint, 0);
+	if (sw->dry_run)
+		return;
+	if (mi->alive) {
+		/* its pins go here: the process would wait for the cache's lock,
+		 * held by this clean, to drop them itself */
+		if (hex_digest(mi->digest)) {
+			char kept[STG_DIGEST_HEXLEN + 3];
+			snprintf(kept, sizeof kept, "%s-f", mi->digest);
+			stg__unpin_key(sw->c, mi->digest, mi->owner);
+			stg__unpin_key(sw->c, kept, mi->owner);
+		}
+		if (stop_owner(mi->owner, sw->uid, &sw->stop[sw->n_stop]) == 0)
+			sw->n_stop++;
+	}
+	if (is_stager_mount(mi->mountpoint, sw->uid))
+		stg__unmount_path(mi->mountpoint);
+	unlinkat(sw->dfd, mi->owner, 0);
+}
+
+/* Mounts of dead processes; with job, all of that job's; with ask, those
+ * of jobs Slurm says are over.  Slurm is asked last, once the rest is
+ * done: what the epilog's clean is for never waits on it. */
+static int sweep(stg_ctx *ctx, stg_cache *c, const char *job, bool ask, bool dry_run,
+                 stg_clean_fn report, void *arg)
 {
 	stg_mount_info *v;
 	size_t n;
-	if (stg_mount_list(ctx, c, &v, &n))
+	if (list_mounts(ctx, c, false, &v, &n))
 		return -1;
+	/* the owner of the scratch root is the owner of its mounts */
+	struct stat st;
+	sweeping sw = {.c = c,
+	               .uid = fstat(c->rootfd, &st) == 0 ? st.st_uid : getuid(),
+	               .dry_run = dry_run,
+	               .report = report,
+	               .arg = arg,
+	               .stop = calloc(n ? n : 1, sizeof *sw.stop)};
+	sw.dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int removed = 0;
-	int dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	for (size_t i = 0; dfd >= 0 && i < n; i++) {
-		if (v[i].alive)
-			continue;
-		if (report)
-			report(arg, "mount", v[i].mountpoint, 0);
-		if (dry_run)
-			continue;
-		/* the owner of the scratch root is the owner of its mounts */
-		struct stat st;
-		if (v[i].mounted && fstat(c->rootfd, &st) == 0 &&
-		    is_stager_mount(v[i].mountpoint, st.st_uid))
-			stg__unmount_path(v[i].mountpoint);
-		unlinkat(dfd, v[i].owner, 0);
-		removed++;
+	job_states js = {0};
+	for (int pass = 0; pass < 2 && sw.stop && sw.dfd >= 0; pass++) {
+		for (size_t i = 0; i < n; i++) {
+			const stg_mount_info *mi = &v[i];
+			bool mine = !mi->alive || (job && mi->job && !strcmp(job, mi->job));
+			if (pass == 0 ? !mine
+			              : mine || !mi->job || !ask || job_over(&js, mi->job) != 1)
+				continue;
+			end_mount(&sw, mi);
+			removed++;
+		}
 	}
-	if (dfd >= 0)
-		close(dfd);
+	reap(ctx, sw.stop, sw.n_stop);
+	free(sw.stop);
+	if (sw.dfd >= 0)
+		close(sw.dfd);
 	stg_mount_list_free(v, n);
 	return removed;
+}
+
+int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, const char *job, bool dry_run,
+                      stg_clean_fn report, void *arg)
+{
+	return sweep(ctx, c, job, true, dry_run, report, arg);
 }
 
 /* The owner of the live mount recorded at mountpoint, or "". */
@@ -302,7 +498,7 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 	}
 	/* a dead one's record goes now */
 	if (c)
-		stg__mounts_clean(ctx, c, false, NULL, NULL);
+		sweep(ctx, c, NULL, false, false, NULL, NULL);
 out:
 	free(real);
 	return err;
@@ -358,6 +554,9 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	char *own = stg_owner_process((int)getpid());
 	snprintf(m->owner, sizeof m->owner, "%s", own ? own : "pid-0-0");
 	free(own);
+	const char *job = getenv("SLURM_JOB_ID");
+	if (job && *job && strlen(job) < sizeof m->job && strspn(job, "0123456789") == strlen(job))
+		snprintf(m->job, sizeof m->job, "%s", job);
 	stg_err err = STG_OK;
 	struct stat st;
 	m->pack_path = realpath(pack, NULL);
@@ -446,12 +645,8 @@ void stg_mount_close(stg_mount *m)
 	stg__mount_unmount(m);
 	record_remove(m);
 	stg__keep_close(m, m->keep);
-	if (m->pinned) {
-		int lock = stg__cache_lock(m->ctx, m->cache, "cache", true, NULL);
-		stg__unpin_key(m->cache, m->digest, m->owner);
-		if (lock >= 0)
-			stg__cache_unlock(lock);
-	}
+	if (m->pinned)
+		stg__mount_unpin(m, m->digest);
 	if (m->entry_fd >= 0)
 		close(m->entry_fd);
 	stg__mount_free(m);

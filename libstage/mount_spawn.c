@@ -17,6 +17,13 @@
  * ends on SIGTERM, SIGINT or SIGHUP, or when unmounted: it is served as
  * `stager mount --foreground` serves (stg_mount_foreground), which catches
  * those signals from before the mount appears.
+ *
+ * Inside a Slurm job, that serving also ends with the job (mount_job.c
+ * says which process of the job is watched, and why): the process is
+ * found first, while the caller that ran `stager mount` still lives, and
+ * watched once the tree is up; its end stops the serving as a stop signal
+ * does, so the mount is unmounted and the process ends even though it left
+ * the job's process group (proctrack/pgid would not kill it).
  */
 #include "mount.h"
 
@@ -55,6 +62,20 @@ static void on_stop(int sig)
 	if (fd >= 0)
 		(void)!write(fd, "", 1);
 	errno = e;
+}
+
+/* The job the mount was made in ended: stop as a stop signal does. */
+static void job_ended(void *arg, const stg_mount_job *j)
+{
+	stg_mount *m = arg;
+	if (j->pid)
+		stg__mount_log(m, STG_LOG_INFO,
+		               "job %s is over (%s, process %d, ended): unmounting '%s'", j->job,
+		               j->what, (int)j->pid, m->mountpoint);
+	else
+		stg__mount_log(m, STG_LOG_INFO, "job %s is over (Slurm says so): unmounting '%s'",
+		               j->job, m->mountpoint);
+	on_stop(SIGTERM);
 }
 
 struct stopper {
@@ -117,6 +138,10 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
                              const char *mountpoint, const stg_mount_opts *opts,
                              void (*ready)(void *arg), void *arg)
 {
+	/* the job's process to watch, while the caller (stg_mount_spawn's
+	 * parent, waiting for the tree) is still there to be looked up from */
+	stg_mount_job job;
+	bool in_job = stg__mount_job_find(&job);
 	/* the handlers go in before the mount appears: a stop signal sent as
 	 * soon as the tree shows must stop the serving, not end the process
 	 * and leave a dead mount behind.  One that came earlier, to a handler
@@ -153,11 +178,19 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 		if (pthread_create(&t, NULL, stopper, &st)) {
 			err = stg__fail(ctx, STG_ENOMEM, "cannot start a thread");
 		} else {
+			stg_mount_jobwatch *jw =
+			        in_job ? stg__mount_job_watch(&job, job_ended, m) : NULL;
+			if (in_job && !jw)
+				stg__log(ctx, STG_LOG_WARN,
+				         "cannot watch job %s: the mount of '%s' outlives it until "
+				         "`stager clean --job %s` or `stager umount`",
+				         job.job, m->mountpoint, job.job);
 			if (ready)
 				ready(arg);
 			if (stg__cancelled(ctx)) /* a stop came while it mounted */
 				stg_mount_stop(m);
 			err = stg_mount_serve(m);
+			stg__mount_job_unwatch(jw);
 			/* the stopper ends (it is woken if no stop came) before m goes */
 			atomic_store(&st.done, true);
 			(void)!write(p[1], "", 1);

@@ -1201,6 +1201,11 @@ STG_API void stg_mount_close(stg_mount *m);
  * the opening (a wait for a reader slot, say) ends it at once (STG_EINTR).
  * SIGINT and SIGHUP stay ignored if they were; SIGPIPE is ignored until
  * return.  ready(arg), if given, is called once the tree can be read.
+ * Inside a Slurm job (SLURM_JOB_ID) it also ends when the job does: the
+ * job's batch shell, looked for at the call from this process up (or,
+ * from a step of srun, among the job's processes on this node), is
+ * watched; without one, Slurm is asked every 30 s.  The mount's record
+ * names the job (stg_mount_info.job).
  * Errors as stg_mount_open's and stg_mount_serve's; the signals' handlers
  * are as they were on return.  One such call at a time in a process (the
  * signals are the process's). */
@@ -1218,8 +1223,8 @@ STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char 
  * signals a batch job's processes get (and SIGPIPE), so that a command keeps its data
  * until the caller ends the mount.  Untied (tie_fd may be NULL): the child
  * has a session of its own, outlives the caller, and ends on SIGTERM,
- * SIGINT or SIGHUP (as stg_mount_foreground), or when unmounted
- * (stg_umount).
+ * SIGINT or SIGHUP (as stg_mount_foreground), when unmounted (stg_umount),
+ * or, inside a Slurm job, when the job ends (as stg_mount_foreground).
  */
 STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack,
                                 const char *mountpoint, const stg_mount_opts *opts, int tied,
@@ -1233,11 +1238,16 @@ STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack
 STG_API stg_err stg_umount(stg_ctx *ctx, stg_cache *cache, const char *mountpoint);
 
 /* A mount of this cache's user: where, of what, by which process, and
- * whether that process lives and the mount is still there. */
+ * whether that process lives and the mount is still there.  A mount made
+ * inside a Slurm job (SLURM_JOB_ID) ends with the job: its serving
+ * process watches the job's batch shell (or asks Slurm), and `stager
+ * clean --job ID` (the epilog) or a clean after the job ends it. */
 typedef struct stg_mount_info {
 	char *mountpoint, *pack, *owner;
 	char digest[STG_DIGEST_HEXLEN + 1];
 	int alive, mounted;
+	char *job;    /* the Slurm job it was made in, or NULL */
+	int job_over; /* 1: Slurm says that job is over; 0: it is not; -1: unknown */
 } stg_mount_info;
 
 /* The mounts recorded under the scratch root; free with

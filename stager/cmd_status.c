@@ -161,16 +161,23 @@ static void print_holders_json(const stg_holder *h, size_t n)
 	printf("]");
 }
 
-/* Mounts made by stager mount, live or left by a process that died. */
+/* Mounts made by stager mount, live or left by a process that died; the
+ * Slurm job of each made in one, and whether it is over. */
 static void print_mounts_text(const stg_mount_info *m, size_t n)
 {
 	if (n)
 		printf("\nmounts\n");
-	for (size_t i = 0; i < n; i++)
+	for (size_t i = 0; i < n; i++) {
 		printf("  %s  %s (%s)\n", m[i].mountpoint, m[i].pack,
 		       m[i].alive
 		               ? "served"
 		               : "its process died: `stager umount` or `stager clean` removes it");
+		if (m[i].job)
+			printf("    job %s (%s)\n", m[i].job,
+			       m[i].job_over > 0    ? "over: `stager clean` removes the mount"
+			       : m[i].job_over == 0 ? "running"
+			                            : "state unknown: Slurm did not answer");
+	}
 }
 
 static void print_mounts_json(const stg_mount_info *m, size_t n)
@@ -183,8 +190,15 @@ static void print_mounts_json(const stg_mount_info *m, size_t n)
 		json_str(stdout, m[i].pack);
 		printf(",\"digest\":\"%s\",\"owner\":", m[i].digest);
 		json_str(stdout, m[i].owner);
-		printf(",\"alive\":%s,\"mounted\":%s}", m[i].alive ? "true" : "false",
+		printf(",\"alive\":%s,\"mounted\":%s,\"job\":", m[i].alive ? "true" : "false",
 		       m[i].mounted ? "true" : "false");
+		if (m[i].job)
+			json_str(stdout, m[i].job);
+		else
+			printf("null");
+		printf(",\"job_over\":%s}", m[i].job_over > 0    ? "true"
+		                            : m[i].job_over == 0 ? "false"
+		                                                 : "null");
 	}
 	printf("]");
 }

@@ -21,14 +21,15 @@ setup() {
 teardown() {
 	cd /
 	local m p
-	# by /proc/self/mountinfo: mountpoint(1) fails on a dead FUSE mount
-	for m in "$T"/mnt* "$T"/shared; do
-		mounted "${m#"$T"/}" && { fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"; }
+	# every mount under $T, by /proc/self/mountinfo: mountpoint(1) fails
+	# on a dead FUSE mount
+	for m in $(awk -v t="$T/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo); do
+		fusermount3 -u -z "$m" 2>/dev/null || umount -l "$m"
 	done
 	for p in $PIDS; do kill -9 "$p" 2>/dev/null || true; done
-	for m in "$T"/mnt* "$T"/shared; do
-		if mounted "${m#"$T"/}"; then return 0; fi # never rm through a mount
-	done
+	if awk -v t="$T/" 'index($5, t) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
+		return 0 # never rm through a mount
+	fi
 	chmod -R u+w "$T" 2>/dev/null || true
 	rm -rf "$T"
 }
@@ -51,6 +52,48 @@ server_pid() {
 		fi
 	done
 	return 1
+}
+
+# A stand-in for a Slurm job's processes on this node: a "slurmstepd" (a
+# copy of bash, so that its name is slurmstepd, titled as Slurm titles its
+# step daemons: "slurmstepd: [JOB.STEP]") whose one child, the step's main
+# process, runs SCRIPT with SLURM_JOB_ID=JOB and has its pid in SCRIPT.pid.
+fake_step() { # JOB STEP SCRIPT
+	[ -x "$T/slurmstepd" ] || cp "$(command -v bash)" "$T/slurmstepd"
+	cat >"$T/stepd.sh" <<'STEPD'
+bash "$1" &
+echo $! >"$1.pid.tmp" && mv "$1.pid.tmp" "$1.pid"
+wait
+STEPD
+	SLURM_JOB_ID=$1 bash -c 'exec -a "slurmstepd: [$1.$2]" "$0" "$3/stepd.sh" "$4"' \
+		"$T/slurmstepd" "$1" "$2" "$T" "$T/$3" 3>&- &
+	PIDS="$PIDS $!"
+	wait_until 10 test -s "$T/$3.pid"
+	PIDS="$PIDS $(cat "$T/$3.pid")"
+}
+
+# Slurm's answers, in $T/bin: squeue lists the job if SLURM_STATE holds a
+# state, else fails as for a job it has forgotten, and with SLURM_HANG set
+# it does not answer at all (a minute); scontrol ping says the
+# controller is SLURM_CTL; scontrol listpids lists $T/bin/listpids, or
+# fails as where no step of the job runs.
+fake_slurm() {
+	mkdir -p "$T/bin"
+	cat >"$T/bin/squeue" <<'SQUEUE'
+#!/bin/sh
+[ -z "$SLURM_HANG" ] || exec sleep 60
+[ -n "$SLURM_STATE" ] || { echo "slurm_load_jobs error: Invalid job id specified" >&2; exit 1; }
+echo "$SLURM_STATE"
+SQUEUE
+	cat >"$T/bin/scontrol" <<'SCONTROL'
+#!/bin/sh
+case $1 in
+ping) echo "Slurmctld(primary) at ctl is $SLURM_CTL" ;;
+listpids) cat "${0%/*}/listpids" 2>/dev/null || exit 1 ;;
+*) exit 1 ;;
+esac
+SCONTROL
+	chmod +x "$T/bin/squeue" "$T/bin/scontrol"
 }
 
 @test "mount: the tree as packed (modes, mtimes, symlinks, hardlinks), read-only, umount" {
@@ -473,4 +516,149 @@ same" ]
 	echo "$output" | grep -q "format 2: its frames cannot be checked alone, so they are not kept (--cache)"
 	stager umount mnt
 	fusermount3 -u shared
+}
+
+@test "mount in a job: it records the job; it ends on its own when the job's batch shell does (kill -9)" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	job=$((800000 + RANDOM))
+	cat >batch.sh <<EOF
+"$STAGER" mount p.tar.zst mnt 2>mount.err || exit
+exec sleep 300
+EOF
+	fake_step "$job" batch batch.sh
+	wait_until 10 mounted mnt
+	shell=$(cat batch.sh.pid)
+	wait_until 10 server_pid
+	pid=$(server_pid)
+	[ "$(cat mnt/f)" = x ]
+	# Slurm's controller does not answer: the job's state is unknown,
+	# never taken for over
+	fake_slurm
+	export SLURM_STATE= SLURM_CTL=DOWN PATH="$T/bin:$PATH"
+	run stager status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq -r '.mounts[0].job')" = "$job" ]
+	[ "$(echo "$output" | jq '.mounts[0].job_over')" = null ]
+	run stager status
+	echo "$output" | grep -q "job $job (state unknown"
+	# the daemon left the job's session: only its own watch ends it
+	[ "$(ps -o sid= -p "$pid")" -ne "$(ps -o sid= -p "$shell")" ]
+	kill -9 "$shell"
+	wait_until 5 gone "$pid"
+	! mounted mnt || false
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+	grep -q "job $job is over (its batch shell, process $shell, ended): unmounting '$T/mnt'" \
+		"$STAGER_SCRATCH_ROOT/mounts/log"
+}
+
+@test "mount in a job: made by a step (srun), it lives as long as the batch shell, not the step" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	job=$((800000 + RANDOM))
+	echo 'exec sleep 300' >batch.sh
+	fake_step "$job" batch batch.sh
+	# another cluster's job of the same id, on this machine: not this one
+	echo 'exec sleep 300' >other.sh
+	fake_step "$job" batch other.sh
+	# Slurm lists the job's processes here: the batch shell is the batch
+	# step's task 0
+	fake_slurm
+	printf 'PID JOBID STEPID LOCALID GLOBALID\n%s %s batch 0 0\n' "$(cat batch.sh.pid)" "$job" \
+		>bin/listpids
+	cat >task.sh <<EOF
+PATH="$T/bin:\$PATH" "$STAGER" mount p.tar.zst mnt 2>mount.err || exit
+exec sleep 300
+EOF
+	fake_step "$job" 0 task.sh
+	wait_until 10 mounted mnt
+	wait_until 10 server_pid
+	pid=$(server_pid)
+	# the step ends: the mount stays
+	task=$(cat task.sh.pid)
+	kill -9 "$task"
+	wait_until 5 gone "$task"
+	# as does the other cluster's job
+	kill -9 "$(cat other.sh.pid)"
+	sleep 2.5 # check-tests: longer than the watch's /proc poll, were it watching either
+	running "$pid"
+	[ "$(cat mnt/f)" = x ]
+	# the batch shell ends: the mount goes
+	kill -9 "$(cat batch.sh.pid)"
+	wait_until 5 gone "$pid"
+	! mounted mnt || false
+}
+
+@test "mount in a job: clean --job ends that job's mounts and drops their pins; another job's stays; plain clean ends those of jobs over" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	# staged first: the mounts serve the node cache's entry and pin it
+	stager stage -q p.tar.zst staged >/dev/null
+	a=$((800000 + RANDOM))
+	b=$((a + 1))
+	mkdir -p jobdir/m mnt2
+	SLURM_JOB_ID=$a stager mount p.tar.zst jobdir/m
+	SLURM_JOB_ID=$b stager mount p.tar.zst mnt2
+	pa=$(server_pid jobdir/m)
+	pb=$(server_pid mnt2)
+	fake_slurm
+	export SLURM_STATE=RUNNING SLURM_CTL=UP
+	export PATH="$T/bin:$PATH"
+	run stager status --json
+	[ "$(echo "$output" | jq "[.entries[].pins[] | select(.owner | startswith(\"pid-$pa-\"))] | length")" -eq 1 ]
+	run stager clean --dry-run --job "$a"
+	echo "$output" | grep -q "would remove mount .* $T/jobdir/m$"
+	[ "$(echo "$output" | grep -c "remove mount")" -eq 1 ]
+	running "$pa"
+	# the epilog's clean, as the job's user; Slurm does not answer: job
+	# a's mount goes before Slurm is asked about b's, and Slurm is given
+	# 10 s, not the minute it would take
+	t0=$(date +%s.%N)
+	SLURM_HANG=1 "$STAGER" clean --job "$a" >clean.out 2>&1 3>&- &
+	cl=$!
+	PIDS=$cl
+	wait_until 3 gone "$pa"
+	wait_pid "$cl" 20
+	t=$(echo "$(date +%s.%N) - $t0" | bc -l)
+	cat clean.out
+	echo "clean --job took $t s"
+	grep -q "removed mount .* $T/jobdir/m$" clean.out
+	[ "$(grep -c "removed mount" clean.out)" -eq 1 ]
+	# stopped by its SIGTERM at once, not killed after the wait
+	[ "$(grep -c "did not end" clean.out)" -eq 0 ]
+	[ "$(echo "$t < 14" | bc -l)" -eq 1 ]
+	! mounted jobdir/m || false
+	rmdir jobdir/m jobdir # the job's directory can go now
+	run stager status --json
+	[ "$(echo "$output" | jq "[.entries[].pins[] | select(.owner | startswith(\"pid-$pa-\"))] | length")" -eq 0 ]
+	[ "$(echo "$output" | jq "[.entries[].pins[] | select(.owner | startswith(\"pid-$pb-\"))] | length")" -eq 1 ]
+	[ "$(echo "$output" | jq '.mounts | length')" -eq 1 ]
+	[ "$(echo "$output" | jq -r '.mounts[0].job')" = "$b" ]
+	running "$pb"
+	[ "$(cat mnt2/f)" = x ]
+	# a plain clean asks Slurm: job b runs; then it is gone from squeue
+	# but the controller does not answer (unknown: kept); then it is over
+	run stager status
+	echo "$output" | grep -q "job $b (running)"
+	run stager clean
+	[ "$status" -eq 0 ]
+	running "$pb"
+	export SLURM_STATE= SLURM_CTL=DOWN
+	run stager status --json
+	[ "$(echo "$output" | jq '.mounts[0].job_over')" = null ]
+	run stager clean
+	[ "$status" -eq 0 ]
+	running "$pb"
+	[ "$(cat mnt2/f)" = x ]
+	export SLURM_CTL=UP
+	run stager status --json
+	[ "$(echo "$output" | jq '.mounts[0].job_over')" = true ]
+	run stager status
+	echo "$output" | grep -q "job $b (over"
+	run stager clean
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "removed mount .* $T/mnt2$"
+	gone "$pb"
+	! mounted mnt2 || false
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
 }
