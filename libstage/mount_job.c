@@ -305,7 +305,8 @@ bool stg__mount_job_find(stg_mount_job *j)
 	}
 	if (top && (!strcmp(step, "batch") || !strcmp(step, "interactive"))) {
 		j->pid = top;
-		snprintf(j->what, sizeof j->what, "its %s shell", step);
+		snprintf(j->what, sizeof j->what, "its %s shell",
+		         strcmp(step, "batch") ? "interactive" : "batch");
 	} else if ((j->pid = batch_shell(j->job)) != 0) {
 		snprintf(j->what, sizeof j->what, "its batch shell");
 	}
