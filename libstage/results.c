@@ -554,6 +554,10 @@ stg_err stg_kept_list(stg_ctx *ctx, stg_cache *c, stg_kept **out, size_t *count)
 	stg__names_free(names, n);
 	if (!v)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	if (k == 0) { /* none: nothing for the caller to free */
+		free(v);
+		v = NULL;
+	}
 	*out = v;
 	*count = k;
 	return STG_OK;

@@ -98,8 +98,8 @@ dir="$base/$SLURM_JOB_ID"
 # only the directory the prolog made: a real directory, the job's user's
 if [ -d "$dir" ] && [ ! -L "$dir" ] &&
 	[ "$(stat -c %U "$dir" 2>/dev/null)" = "$SLURM_JOB_USER" ]; then
-	as_user 120 rm -rf --one-file-system -- "$dir" >/dev/null 2>&1 ||
-		say "cannot remove $dir"
-	rmdir "$dir" 2>/dev/null
+	# its contents as the user; the directory itself (in root's base) by root
+	as_user 120 find "$dir" -xdev -mindepth 1 -delete >/dev/null 2>&1
+	rmdir "$dir" 2>/dev/null || say "cannot remove $dir"
 fi
 exit 0
