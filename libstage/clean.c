@@ -342,10 +342,11 @@ static int keep_one(void *arg, const char *src, const char *dest, bool pack)
 	/* on the shared filesystem it outlives the job where it is */
 	char fstype[32];
 	if (stg__dev_is_network(st.st_dev, fstype, sizeof fstype)) {
-		stg__log(r->ctx, STG_LOG_WARN,
-		         "results in '%s' were never fully collected to '%s'; they stay there (%s): "
-		         "`stager collect %s %s` sends the rest",
-		         src, dest, fstype, src, dest);
+		stg__log(
+		        r->ctx, STG_LOG_WARN,
+		        "results in '%s' were never fully collected to '%s'; they stay there (%s): "
+		        "`stager collect %s %s` sends the rest",
+		        src, dest, fstype, src, dest);
 		return 0;
 	}
 	/* "job-42" + "out" -> "job42-out", as stager run names what it keeps */

@@ -567,7 +567,8 @@ int stg__collect_whole(stg_ctx *ctx, stg_cache *c, const char *src, const char *
 		crec *r = stg__col_rec_find(k, it->path);
 		char type = S_ISDIR(it->st.st_mode) ? 'd' : S_ISLNK(it->st.st_mode) ? 'l' : 'f';
 		if (!r || r->type != type ||
-		    (type == 'f' && (!same_ident(r, &it->st) || r->mode != (it->st.st_mode & 07777))) ||
+		    (type == 'f' &&
+		     (!same_ident(r, &it->st) || r->mode != (it->st.st_mode & 07777))) ||
 		    (type == 'l' && r->ino != (uint64_t)it->st.st_ino))
 			whole = 0;
 	}

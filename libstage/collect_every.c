@@ -86,8 +86,10 @@ stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const
 		char owner[128];
 		snprintf(owner, sizeof owner, "job-%s", job);
 		if (stg__results_add(ctx, cache, owner, src, dest, o->pack))
-			stg__log(ctx, STG_LOG_WARN, "%s: if this job is killed before '%s' is collected, "
-			         "the epilog cannot keep it", ctx->errmsg, src);
+			stg__log(ctx, STG_LOG_WARN,
+			         "%s: if this job is killed before '%s' is collected, "
+			         "the epilog cannot keep it",
+			         ctx->errmsg, src);
 	}
 	if (!every)
 		return stg__collect_round(ctx, cache, src, dest, o, t);

@@ -74,8 +74,7 @@ void stg__kept_note_write(stg_ctx *ctx, const char *name, const char *path, cons
 	stg__put_escaped(f, path);
 	fputs("\ndest ", f);
 	stg__put_escaped(f, dest ? dest : "");
-	fprintf(f, "\nbytes %llu\nsince %lld\n", (unsigned long long)bytes,
-	        (long long)time(NULL));
+	fprintf(f, "\nbytes %llu\nsince %lld\n", (unsigned long long)bytes, (long long)time(NULL));
 	if (fclose(f) || !text) {
 		free(text);
 		return;
@@ -145,11 +144,11 @@ static bool read_note(int dirfd, const char *name, stg_kept_note *e)
 		if (!sp)
 			continue;
 		*sp++ = '\0';
-		char **field = !strcmp(line, "node") ? &e->node
-		             : !strcmp(line, "job")  ? &e->job
-		             : !strcmp(line, "path") ? &e->path
-		             : !strcmp(line, "dest") ? &e->dest
-		                                     : NULL;
+		char **field = !strcmp(line, "node")   ? &e->node
+		               : !strcmp(line, "job")  ? &e->job
+		               : !strcmp(line, "path") ? &e->path
+		               : !strcmp(line, "dest") ? &e->dest
+		                                       : NULL;
 		if (field && !*field && stg__unescape(sp))
 			*field = strdup(sp);
 		else if (!strcmp(line, "bytes"))

@@ -149,8 +149,7 @@ static int collect_pair(void *arg, const char *src, const char *dest, bool pack)
  * its lock: the record of a job is shared by its `stager run` and every
  * `stager collect` it starts.  A record left empty is removed. */
 static stg_err results_update(stg_ctx *ctx, stg_cache *c, const char *owner, size_t n,
-                              const char *const *src, const char *const *dest, bool pack,
-                              bool add)
+                              const char *const *src, const char *const *dest, bool pack, bool add)
 {
 	if (!owner_ok(owner))
 		return stg__fail(ctx, STG_EUSAGE, "'%s' is not an owner name", owner ? owner : "");
@@ -159,8 +158,8 @@ static stg_err results_update(stg_ctx *ctx, stg_cache *c, const char *owner, siz
 	snprintf(rel, sizeof rel, "results/%s", owner);
 	int lk = stg__cache_lock(ctx, c, lname, true, NULL);
 	if (lk < 0)
-		return stg__fail_errno(ctx, STG_EIO, errno, "cannot lock the results of '%s' in '%s'",
-		                       owner, c->root);
+		return stg__fail_errno(ctx, STG_EIO, errno,
+		                       "cannot lock the results of '%s' in '%s'", owner, c->root);
 	rpairs p = {0};
 	stg_err err = STG_OK;
 	char *text = NULL;
@@ -219,8 +218,8 @@ static stg_err results_update(stg_ctx *ctx, stg_cache *c, const char *owner, siz
 		goto out;
 	}
 	if (write_atomic(c, "results", owner, text, len))
-		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot record the results of '%s' in '%s'",
-		                      owner, c->root);
+		err = stg__fail_errno(ctx, STG_EIO, errno,
+		                      "cannot record the results of '%s' in '%s'", owner, c->root);
 out:
 	free(text);
 	rpairs_free(&p);
@@ -252,8 +251,7 @@ stg_err stg_results_done(stg_ctx *ctx, stg_cache *c, const char *owner)
 }
 
 int stg__results_each(stg_cache *c, const char *owner,
-                      int (*fn)(void *arg, const char *src, const char *dest, bool pack),
-                      void *arg)
+                      int (*fn)(void *arg, const char *src, const char *dest, bool pack), void *arg)
 {
 	char rel[STG_PATH_MAX];
 	snprintf(rel, sizeof rel, "results/%s", owner);
@@ -304,9 +302,10 @@ static stg_err copy_item(void *arg, const char *path, const struct stat *st, con
 		rc = symlinkat(link ? link : "", t->dfd, path);
 	} else if (S_ISREG(st->st_mode)) {
 		int in = openat(t->sfd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-		int out = in < 0 ? -1
-		                 : openat(t->dfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		                          0600);
+		int out =
+		        in < 0 ? -1
+		               : openat(t->dfd, path,
+		                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 		rc = in < 0 || out < 0 || stg__copy_file(in, out, (uint64_t)st->st_size) ||
 		     fchmod(out, st->st_mode & 07777) ||
 		     futimens(out, (struct timespec[2]){st->st_atim, st->st_mtim}) || fsync(out);
@@ -432,16 +431,17 @@ stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char
 		char why[300];
 		if (e == EXDEV && copy_tree(ctx, src, dst, why, sizeof why) == 0) {
 			if (stg__rmtree(src))
-				stg__log(ctx, STG_LOG_WARN, "results copied to '%s', but '%s' stays: %s",
-				         dst, src, strerror(errno));
+				stg__log(ctx, STG_LOG_WARN,
+				         "results copied to '%s', but '%s' stays: %s", dst, src,
+				         strerror(errno));
 			moved = true;
 			break;
 		}
 		if (e == EXDEV) {
 			if (dest)
 				unlinkat(c->rootfd, to, 0);
-			err = stg__fail(ctx, STG_EIO, "cannot copy '%s' to '%s/kept': %s", src, c->root,
-			                why);
+			err = stg__fail(ctx, STG_EIO, "cannot copy '%s' to '%s/kept': %s", src,
+			                c->root, why);
 			break;
 		}
 		if (dest)

@@ -68,7 +68,8 @@ static bool dies_of(pid_t pid, int sig)
 	unsigned long long cgt = 0, ign = 0;
 	bool seen = false;
 	while (fgets(line, sizeof line, f)) {
-		if (sscanf(line, "SigCgt: %llx", &cgt) == 1 || sscanf(line, "SigIgn: %llx", &ign) == 1)
+		if (sscanf(line, "SigCgt: %llx", &cgt) == 1 ||
+		    sscanf(line, "SigIgn: %llx", &ign) == 1)
 			seen = true;
 	}
 	fclose(f);

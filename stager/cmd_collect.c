@@ -17,7 +17,15 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_PACK, OPT_EVERY, OPT_LEVEL, OPT_NODE_READY, OPT_KEPT, OPT_JOB };
+enum {
+	OPT_JSON = OPT_FIRST_LOCAL,
+	OPT_PACK,
+	OPT_EVERY,
+	OPT_LEVEL,
+	OPT_NODE_READY,
+	OPT_KEPT,
+	OPT_JOB
+};
 
 static void print_json(const char *src, const char *dest, const stg_collect_totals *t)
 {
@@ -69,8 +77,8 @@ static void on_kept(void *arg, const stg_kept *k, stg_err err, const stg_collect
 	}
 }
 
-static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co,
-                        const char *job, int json)
+static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co, const char *job,
+                        int json)
 {
 	kept_out o = {.ctx = ctx, .json = json, .first = 1};
 	if (json)
@@ -91,14 +99,15 @@ static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *
 	if (!stg_kept_list(ctx, cache, &v, &n)) {
 		size_t jl = job ? strlen(job) : 0;
 		for (size_t i = 0; i < n; i++) {
-			if (!v[i].dest || (job && (strncmp(v[i].name, "job", 3) ||
-			                           strncmp(v[i].name + 3, job, jl) ||
-			                           v[i].name[3 + jl] != '-')))
+			if (!v[i].dest ||
+			    (job && (strncmp(v[i].name, "job", 3) ||
+			             strncmp(v[i].name + 3, job, jl) || v[i].name[3 + jl] != '-')))
 				continue;
-			cli_error("results for '%s' are kept on %s in '%s' (%s): `srun -w %s -N1 -n1 "
-			         "stager collect --kept` sends them",
-			         v[i].dest, node, v[i].path,
-			         stg_format_size(v[i].bytes, a, sizeof a), node);
+			cli_error(
+			        "results for '%s' are kept on %s in '%s' (%s): `srun -w %s -N1 -n1 "
+			        "stager collect --kept` sends them",
+			        v[i].dest, node, v[i].path,
+			        stg_format_size(v[i].bytes, a, sizeof a), node);
 		}
 		stg_kept_free(v, n);
 	}

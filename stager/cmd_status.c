@@ -45,7 +45,8 @@ static void print_notes_text(void)
 		printf("\nkept results on other nodes (from ~/.local/state/stager/kept)\n");
 	for (size_t i = 0; i < n; i++) {
 		char a[16];
-		printf("  %s: job %s, %s for %s in %s: `srun -w %s -N1 -n1 stager collect --kept`\n",
+		printf("  %s: job %s, %s for %s in %s: `srun -w %s -N1 -n1 stager collect "
+		       "--kept`\n",
 		       v[i].node, v[i].job, stg_format_size(v[i].bytes, a, sizeof a), v[i].dest,
 		       v[i].path, v[i].node);
 	}
