@@ -100,6 +100,8 @@ stg_err stg__hook_run(stg_ctx *ctx, const char *path, char *const env[], const s
 	memset(r, 0, sizeof *r);
 	r->exit_status = -1;
 	r->out.fd = r->err.fd = -1;
+	if (stg__cancelled(ctx))
+		return stg__fail(ctx, STG_EINTR, "interrupted before '%s' ran", path);
 	stg_err ret = STG_OK;
 	int po[2] = {-1, -1}, pe[2] = {-1, -1}, px[2] = {-1, -1};
 	r->out.buf = malloc(STG_HOOK_OUT_MAX + 1);
