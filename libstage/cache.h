@@ -79,8 +79,9 @@ bool stg__entry_pinned(stg_cache *c, const char *key, stg_owner_cache *oc);
 size_t stg__entries(stg_cache *c, stg_lru **out);
 stg_err stg__space(stg_ctx *ctx, stg_cache *c, stg_space *sp);
 /* Evict unpinned entries, oldest first, until need more bytes fit under
- * cache_max and above min_free; STG_ENOSPC with the figures if they cannot.
- * The caller holds locks/cache. */
+ * cache_max and above min_free; STG_ENOSPC with the figures if they cannot,
+ * and with nothing evicted if they could not even with every unpinned
+ * entry gone.  The caller holds locks/cache. */
 stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);
 /* The same, taking locks/cache. */
 stg_err stg__room_for(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep);

@@ -75,6 +75,53 @@ int stg__entry_remove(stg_cache *c, const char *key)
 	return 0;
 }
 
+/* STG_ENOSPC with the figures: what is needed, what is available, the
+ * cache and what of it could go.  before: decided before evicting anything
+ * (it could never fit). */
+static stg_err no_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const stg_space *sp,
+                       uint64_t free_now, uint64_t used, uint64_t evictable, bool cap_ok,
+                       bool before)
+{
+	char a[16], b[16], d[16], e[16], f[16], g[16], h[16];
+	stg_format_size(need, a, sizeof a);
+	stg_format_size(used, d, sizeof d);
+	stg_format_size(evictable, e, sizeof e);
+	const char *pinned = used > evictable ? "; the rest is pinned by live jobs" : "";
+	const char *done = before ? "; nothing was evicted" : "";
+	if (!cap_ok) {
+		/* the most the cap could ever leave for it */
+		uint64_t stays = used - evictable;
+		stg_format_size(sp->cache_max > stays ? sp->cache_max - stays : 0, b, sizeof b);
+		stg_format_size(sp->cache_max, g, sizeof g);
+		return stg__fail(
+		        ctx, STG_ENOSPC,
+		        "not enough room in the cache on %s: need %s, at most %s available "
+		        "under cache_max %s (cache %s, of which %s evictable%s)%s%s",
+		        c->root, a, b, g, d, e, pinned, done,
+		        need > sp->cache_max ? ": raise cache_max" : "");
+	}
+	uint64_t avail = free_now > sp->min_free ? free_now - sp->min_free : 0;
+	stg_format_size(avail, b, sizeof b);
+	stg_format_size(free_now, h, sizeof h);
+	stg_format_size(sp->min_free, f, sizeof f);
+	return stg__fail(ctx, STG_ENOSPC,
+	                 "not enough space on %s: need %s, %s available (%s free, min_free %s; "
+	                 "cache %s, of which %s evictable%s)%s",
+	                 c->root, a, b, h, f, d, e, pinned, done);
+}
+
+/* Does need fit with used bytes in the cache and free_now on the
+ * filesystem?  Each of the two limits apart. */
+static bool fits_cap(const stg_space *sp, uint64_t used, uint64_t need)
+{
+	return !sp->cache_max || (need <= sp->cache_max && used <= sp->cache_max - need);
+}
+
+static bool fits_free(const stg_space *sp, uint64_t free_now, uint64_t need)
+{
+	return free_now >= need && free_now - need >= sp->min_free;
+}
+
 stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *keep)
 {
 	stg_space sp;
@@ -99,11 +146,18 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 			evictable += v[i].size;
 	}
 	uint64_t free_now = sp.fs_free;
+	/* first whether it can fit at all, with every unpinned entry gone:
+	 * if not, nothing is evicted for nothing */
+	uint64_t free_best = free_now + evictable < free_now ? UINT64_MAX : free_now + evictable;
+	bool cap_ok = fits_cap(&sp, used - evictable, need);
+	if (!cap_ok || !fits_free(&sp, free_best, need)) {
+		free(v);
+		free(pinned);
+		return no_room(ctx, c, need, &sp, free_now, used, evictable, cap_ok, true);
+	}
 	/* oldest first, until both the cap and the free-space floor hold */
 	for (size_t i = 0; i < n; i++) {
-		bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
-		bool free_ok = free_now >= need && free_now - need >= sp.min_free;
-		if (cap_ok && free_ok)
+		if (fits_cap(&sp, used, need) && fits_free(&sp, free_now, need))
 			break;
 		if (pinned[i])
 			continue;
@@ -125,29 +179,11 @@ stg_err stg__make_room(stg_ctx *ctx, stg_cache *c, uint64_t need, const char *ke
 	/* what the filesystem says now */
 	stg__space(ctx, c, &sp);
 	free_now = sp.fs_free;
-	bool cap_ok = !sp.cache_max || used + need <= sp.cache_max;
-	bool free_ok = free_now >= need && free_now - need >= sp.min_free;
+	cap_ok = fits_cap(&sp, used, need);
+	bool free_ok = fits_free(&sp, free_now, need);
 	free(v);
 	free(pinned);
 	if (cap_ok && free_ok)
 		return STG_OK;
-	char a[16], b[16], d[16], e[16], f[16];
-	stg_format_size(need, a, sizeof a);
-	stg_format_size(free_now, b, sizeof b);
-	stg_format_size(used, d, sizeof d);
-	stg_format_size(evictable, e, sizeof e);
-	stg_format_size(sp.min_free, f, sizeof f);
-	if (!cap_ok) {
-		char g[16];
-		stg_format_size(sp.cache_max, g, sizeof g);
-		return stg__fail(
-		        ctx, STG_ENOSPC,
-		        "not enough room in the cache on %s: need %s, cache_max %s (cache %s, "
-		        "of which %s evictable; the rest is pinned by live jobs)",
-		        c->root, a, g, d, e);
-	}
-	return stg__fail(ctx, STG_ENOSPC,
-	                 "not enough space on %s: need %s, %s free, min_free %s (cache %s, of "
-	                 "which %s evictable; the rest is pinned by live jobs)",
-	                 c->root, a, b, f, d, e);
+	return no_room(ctx, c, need, &sp, free_now, used, evictable, cap_ok, false);
 }

@@ -184,6 +184,35 @@ make_pack() { # dir pack megabytes
 	echo "$output" | grep -q "evictable"
 }
 
+@test "a stage that can never fit evicts nothing: exit 3 with the figures" {
+	export STAGER_CACHE_MAX=4M
+	make_pack a a.tar.zst 1
+	make_pack b b.tar.zst 2
+	make_pack big big.tar.zst 5
+	# a: evictable (no pin); b: pinned by this live shell
+	"$STAGER" stage -q --no-pin a.tar.zst da >/dev/null
+	"$STAGER" stage -q b.tar.zst db >/dev/null
+	# larger than cache_max itself: nothing could ever make room
+	run "$STAGER" stage big.tar.zst dbig
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "need 5\.[0-9] MiB, at most [0-9.]+ MiB available under cache_max 4\.0 MiB \(cache 3\.[0-9] MiB, of which 1\.[0-9] MiB evictable; the rest is pinned by live jobs\); nothing was evicted: raise cache_max$"
+	[[ "$output" != *"evicted the cached copy"* ]]
+	[ ! -e dbig ]
+	diff -r a da
+	# within cache_max, but more than evicting a would free (b is pinned)
+	make_pack c c.tar.zst 2
+	run "$STAGER" stage c.tar.zst dc
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "need 2\.[0-9] MiB, at most 1\.[0-9] MiB available under cache_max 4\.0 MiB \(cache 3\.[0-9] MiB, of which 1\.[0-9] MiB evictable; the rest is pinned by live jobs\); nothing was evicted$"
+	[[ "$output" != *"evicted the cached copy"* ]]
+	diff -r a da
+	run "$STAGER" status --json
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e '.entries | length == 2'
+}
+
 @test "pins: clean keeps what a live owner uses and removes what a dead one left" {
 	make_pack src ds.tar.zst 1
 	make_pack src2 other.tar.zst 1

@@ -567,8 +567,9 @@ static void test_make_room(void **state)
 	assert_true(stg__entry_exists(f->c, ut_key(3)));
 	char want[512];
 	snprintf(want, sizeof want,
-	         "not enough room in the cache on %s: need 800 B, cache_max 1000 B (cache 600 B, "
-	         "of which 0 B evictable; the rest is pinned by live jobs)",
+	         "not enough room in the cache on %s: need 800 B, at most 400 B available under "
+	         "cache_max 1000 B (cache 600 B, of which 0 B evictable; the rest is pinned by "
+	         "live jobs); nothing was evicted",
 	         stg_cache_root(f->c));
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	/* without keep, the newer one goes; the pinned one never */
@@ -593,20 +594,57 @@ static void test_min_free(void **state)
 	f->c = ut_cache(f->ctx, f->dir, set);
 	make_entry(f->c, ut_key(1), 10, 1000, "/s/x");
 	assert_int_equal(stg__make_room(f->ctx, f->c, 1, NULL), STG_ENOSPC);
-	/* it tried: the unpinned entry went first */
-	assert_false(stg__entry_exists(f->c, ut_key(1)));
+	/* it could never fit: the unpinned entry stays */
+	assert_true(stg__entry_exists(f->c, ut_key(1)));
 	char want[256];
-	snprintf(want, sizeof want, "not enough space on %s: need 1 B, ", stg_cache_root(f->c));
+	snprintf(want, sizeof want, "not enough space on %s: need 1 B, 0 B available (",
+	         stg_cache_root(f->c));
 	assert_memory_equal(stg_errmsg(f->ctx), want, strlen(want));
 	assert_non_null(strstr(stg_errmsg(f->ctx), " free, min_free "));
+	assert_non_null(strstr(stg_errmsg(f->ctx),
+	                       "cache 10 B, of which 10 B evictable); nothing was evicted"));
+	assert_int_equal(f->log.n, 0);
+}
+
+/* What can never fit is refused before anything is evicted: larger than
+ * cache_max, or than what evicting every unpinned entry would free. */
+static void test_make_room_never(void **state)
+{
+	fx *f = *state;
+	const char *set[] = {"cache_max", "1000", NULL};
+	f->c = ut_cache(f->ctx, f->dir, set);
+	make_entry(f->c, ut_key(1), 300, 1000, "/s/old");
+	make_entry(f->c, ut_key(2), 300, 2000, "/s/pinned");
+	char *me = stg_owner_process(getpid());
+	assert_int_equal(stg__pin(f->c, ut_key(2), me), 0);
+	/* larger than the cap itself */
+	assert_int_equal(stg__make_room(f->ctx, f->c, 1001, NULL), STG_ENOSPC);
+	assert_true(stg__entry_exists(f->c, ut_key(1)));
+	assert_int_equal(f->log.n, 0);
+	char want[512];
+	snprintf(want, sizeof want,
+	         "not enough room in the cache on %s: need 1001 B, at most 700 B available under "
+	         "cache_max 1000 B (cache 600 B, of which 300 B evictable; the rest is pinned by "
+	         "live jobs); nothing was evicted: raise cache_max",
+	         stg_cache_root(f->c));
+	assert_string_equal(stg_errmsg(f->ctx), want);
+	/* within the cap, but more than evicting the old one would free */
+	assert_int_equal(stg__make_room(f->ctx, f->c, 701, NULL), STG_ENOSPC);
+	assert_true(stg__entry_exists(f->c, ut_key(1)));
+	assert_int_equal(f->log.n, 0);
+	/* what can fit still evicts */
+	assert_int_equal(stg__make_room(f->ctx, f->c, 700, NULL), STG_OK);
+	assert_false(stg__entry_exists(f->c, ut_key(1)));
+	assert_true(stg__entry_exists(f->c, ut_key(2)));
+	free(me);
 }
 
 #define T(name) cmocka_unit_test_setup_teardown(name, ut_setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_open),      T(test_open_user),     T(test_open_refused), T(test_job_tmpdir),
-        T(test_locks),     T(test_locks_cleaned), T(test_owners),       T(test_keys),
-        T(test_meta),      T(test_pins),          T(test_entries_lru),  T(test_space),
-        T(test_make_room), T(test_min_free),
+        T(test_open),      T(test_open_user),     T(test_open_refused),    T(test_job_tmpdir),
+        T(test_locks),     T(test_locks_cleaned), T(test_owners),          T(test_keys),
+        T(test_meta),      T(test_pins),          T(test_entries_lru),     T(test_space),
+        T(test_make_room), T(test_min_free),      T(test_make_room_never),
 };
 
 UT_MAIN(tests)
