@@ -22,12 +22,14 @@
 #include "sigwatch.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 void stg_run_opts_init(stg_run_opts *opts)
@@ -99,6 +101,15 @@ static stg_err stage_everywhere(run_state *r, run_pair *p, const stg_stage_opts 
 		                             "the stagers of '%s' on the job's nodes gave no path",
 		                             p->src));
 	} else {
+		/* the line a stage on one node says (stage_all), with how each
+		 * node came by the data */
+		char how[1024] = "each node read it itself";
+		size_t used = 0;
+		for (size_t i = 0; fr.pack && i < fr.n_nodes && used < sizeof how - 100; i++)
+			used += (size_t)snprintf(how + used, sizeof how - used, "%s%s %s",
+			                         i ? ", " : "", fr.nodes[i].name, fr.nodes[i].how);
+		stg__log(r->ctx, STG_LOG_INFO, "staged '%s' at '%s' on %u nodes (%.2f s): %s",
+		         p->src, fr.path, stg_job_nodes(), fr.seconds, how);
 		free(p->dest);
 		p->dest = fr.path;
 		p->staged = true;
@@ -228,7 +239,9 @@ static void kept_report(void *arg, const stg_kept *k, stg_err err, const stg_col
 }
 
 /* Results that earlier jobs on this node could not collect: sent to their
- * DEST by a child at idle I/O priority while the command runs. */
+ * DEST by a child at idle I/O priority while the command runs; stg_run
+ * waits for it after the command (kept_wait), so that what it announces
+ * is done. */
 static void collect_kept_in_background(run_state *r)
 {
 	stg_kept *v;
@@ -252,6 +265,56 @@ static void collect_kept_in_background(run_state *r)
 		stg_io_idle(1);
 		_exit(stg_collect_kept(r->ctx, r->cache, &r->co, kept_report, r->ctx) ? 1 : 0);
 	}
+	if (pid < 0)
+		stg__log(r->ctx, STG_LOG_ERROR,
+		         "cannot start collecting the kept results (%s): they stay in '%s/kept' "
+		         "for `stager collect --kept`",
+		         strerror(errno), stg_cache_root(r->cache));
+	else
+		r->kept = pid;
+}
+
+/* The child of collect_kept_in_background, once the command has ended
+ * and the job's own results are collected: waited for, since what it
+ * announced must not be cut short by stg_run's end (its parent's death
+ * stops it), unless the job is stopping (stopped, or a stop signal w
+ * counts past before, or ctx cancelled): then it is stopped, what it sent
+ * is whole, and the rest stays kept. */
+static void kept_wait(run_state *r, stg_sigwatch *w, unsigned before, bool stopped)
+{
+	bool said = false;
+	while (r->kept > 0) {
+		pid_t p = waitpid(r->kept, NULL, WNOHANG);
+		if (p == r->kept || (p < 0 && errno != EINTR)) {
+			r->kept = 0;
+			return;
+		}
+		if (stopped || (w && atomic_load(&w->stops) > before) || stg__cancelled(r->ctx))
+			break;
+		if (!said)
+			stg__log(r->ctx, STG_LOG_INFO,
+			         "waiting for the kept results of earlier jobs to reach their "
+			         "destinations");
+		said = true;
+		if (w) {
+			struct pollfd pf = {.fd = w->wake, .events = POLLIN};
+			if (poll(&pf, 1, 100) > 0)
+				stg__sigwatch_drain(w);
+		} else {
+			usleep(100000);
+		}
+	}
+	if (r->kept <= 0)
+		return;
+	kill(r->kept, SIGTERM);
+	while (waitpid(r->kept, NULL, 0) < 0 && errno == EINTR)
+		;
+	r->kept = 0;
+	stg__log(r->ctx, STG_LOG_ERROR,
+	         "the job is stopping: the kept results of earlier jobs were not all collected; "
+	         "what is left stays in '%s/kept' for the next `stager run` on this node, or "
+	         "`stager collect --kept`",
+	         stg_cache_root(r->cache));
 }
 
 /* Results that could not all be collected: out of the job's scratch, which
@@ -425,6 +488,11 @@ static void finish(run_state *r, const sigset_t *old, bool stopped, stg_run_resu
 		stg__log(r->ctx, STG_LOG_INFO, "the command %s; results collected%s",
 		         stopped ? "was stopped by a signal" : "failed",
 		         res->collect_err ? " only in part (see above)" : "");
+	/* the job's own results are safe: now those of earlier jobs, which
+	 * a stop signal may cut short too */
+	kept_wait(r, watching ? &w : NULL, before, stopped);
+	if (watching && atomic_load(&w.stops) > before)
+		res->stopped = true;
 	clean_up(r);
 	if (watching)
 		stg__sigwatch_end(&w);
@@ -486,6 +554,7 @@ stg_err stg_run(stg_ctx *ctx, stg_cache *cache, const stg_config *cfg, const stg
 		err = told(ctx, stg__fail_errno(ctx, STG_EIO, errno, "cannot start '%s'",
 		                                opts->argv[0]));
 		pthread_sigmask(SIG_SETMASK, &old, NULL);
+		kept_wait(&r, NULL, 0, false);
 		clean_up(&r);
 		goto out;
 	}

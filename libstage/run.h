@@ -56,6 +56,7 @@ typedef struct run_state {
 	bool own_jobdir;
 	stg_collect_opts co;
 	pid_t cmd, collector;
+	pid_t kept;     /* the child collecting kept results of earlier jobs */
 	bool all_nodes; /* on every node of the job (srun steps) */
 	uint64_t every;
 	run_budget budget;

@@ -170,6 +170,8 @@ static bool reap(run_state *r, int *status)
 		if (pid == r->collector) {
 			r->collector = 0;
 			collector_measured(r);
+		} else if (pid == r->kept) {
+			r->kept = 0; /* it told how each went */
 		} else if (pid == r->cmd) {
 			*status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 			r->cmd = 0;

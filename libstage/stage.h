@@ -920,8 +920,11 @@ typedef struct stg_run_result {
  * exported as STAGER_OUT, STAGER_OUT_2, ..., and recorded as pending
  * (stg_results_pending); kept results of earlier jobs on this node
  * collected to their dest (stg_collect_kept) by a child at idle I/O
- * priority; then the command, and stg_run waits for it.  The exports are
- * setenv() in this process, for the command to inherit.
+ * priority; then the command, and stg_run waits for it.  (It waits for
+ * that child too, once the command has ended and its own results are
+ * collected; a terminating signal stops the child, the rest stays kept,
+ * and the log says so.)  The exports are setenv() in this process, for the
+ * command to inherit.
  *
  * While the command runs: SIGTERM, SIGINT and SIGHUP are passed on to it
  * (not when a terminal sent them to the whole process group), and after

@@ -176,6 +176,46 @@ exists() { compgen -G "$1" >/dev/null; }
 	[ -z "$(ls scratch2/kept)" ]
 }
 
+# Results an earlier job on this node could not collect, kept for DEST:
+# MiB of random data in SCRATCH_ROOT/kept (a copy of them in ./kept-copy).
+make_kept() { # DEST MiB
+	stager status >/dev/null
+	k="$T/scratch/kept/pid1-out.$(date +%s)"
+	mkdir -p "$k"
+	head -c "$(($2 * 1048576))" /dev/urandom >"$k/r"
+	echo small >"$k/s"
+	cp -r "$k" kept-copy
+	echo "$1" >"$k.to"
+}
+
+@test "kept results that run announces are collected before it exits" {
+	make_kept "$T/earlier" 3
+	# at 1 MiB/s, sending them takes longer than the command
+	run stager run --bwlimit 1M --collect out:results -- true
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"1 kept result of earlier jobs on this node: collecting them to their destinations"* ]]
+	[[ "$output" == *"kept results '$k' (from an earlier job) collected to '$T/earlier'"* ]]
+	diff -r kept-copy earlier
+	[ ! -e "$k" ]
+	[ -z "$(ls scratch/kept)" ]
+}
+
+@test "a stop signal while run waits for kept results: it says what is left, and where" {
+	make_kept "$T/earlier" 3
+	"$STAGER" run --bwlimit 256K --collect out:results -- true 2>err &
+	pid=$!
+	wait_until 30 grep -q "waiting for the kept results of earlier jobs" err
+	kill -TERM "$pid"
+	st=0
+	wait_pid "$pid" 30 || st=$?
+	cat err
+	[ "$st" -eq 5 ]
+	grep -q "the kept results of earlier jobs were not all collected; what is left stays in '$T/scratch/kept'" err
+	# what was not sent is still kept, whole
+	diff -r kept-copy "$k"
+}
+
 @test "usage errors exit 1" {
 	run stager run
 	[ "$status" -eq 1 ]
