@@ -5,7 +5,10 @@
  * Human messages and progress go to stderr; stdout carries only results
  * (a path, a digest, a listing, or one JSON object), so scripts can capture
  * it.  Progress is a bar on a terminal and a plain line every few seconds in
- * a batch log.
+ * a batch log.  stdout is a stream of ours over descriptor 1
+ * (cli_begin): a bar is ended before a result is written after it, and
+ * what is written is counted, so that a command asked for --json that
+ * fails without printing its object gets one here (cli_finish).
  */
 #include "cli.h"
 
@@ -23,19 +26,49 @@
 cli_opts g_opts;
 const char *g_cmd = "stager";
 
-static void vmsg(const char *prefix, const char *fmt, va_list ap)
+/* The running command (cli_begin): its name and arguments, whether it was
+ * asked for --json, and the last error it told (for cli_finish). */
+static struct {
+	const char *name;
+	int argc;
+	char **argv;
+	bool json;
+	char error[2048];
+} current;
+
+/* An error message, kept for the JSON object of a failure (warnings are
+ * not errors). */
+static void remember(const char *m)
 {
+	if (strncmp(m, "warning: ", 9))
+		snprintf(current.error, sizeof current.error, "%s", m);
+}
+
+static void vmsg(bool error, const char *fmt, va_list ap)
+{
+	char *m = NULL;
+	if (vasprintf(&m, fmt, ap) < 0)
+		m = NULL;
 	cli_progress_end();
-	fprintf(stderr, "stager: %s%s%s", g_cmd ? g_cmd : "", g_cmd ? ": " : "", prefix);
-	vfprintf(stderr, fmt, ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "stager: %s%s%s\n", g_cmd ? g_cmd : "", g_cmd ? ": " : "", m ? m : fmt);
+	if (error && m)
+		remember(m);
+	free(m);
+}
+
+static void __attribute__((format(printf, 2, 3))) msg(bool error, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vmsg(error, fmt, ap);
+	va_end(ap);
 }
 
 void cli_error(const char *fmt, ...)
 {
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg("", fmt, ap);
+	vmsg(true, fmt, ap);
 	va_end(ap);
 }
 
@@ -45,7 +78,7 @@ void cli_info(const char *fmt, ...)
 		return;
 	va_list ap;
 	va_start(ap, fmt);
-	vmsg("", fmt, ap);
+	vmsg(false, fmt, ap);
 	va_end(ap);
 }
 
@@ -86,14 +119,35 @@ int cli_usage(const char *fmt, ...)
 	va_end(ap);
 	cli_progress_end();
 	fprintf(stderr, "stager: %s%s", g_cmd ? g_cmd : "", g_cmd ? ": " : "");
-	if (n >= 0)
+	if (n >= 0) {
 		usage_text(m);
-	else
+		remember(m);
+	} else {
 		fputs(fmt, stderr);
+	}
 	fputc('\n', stderr);
 	free(m);
 	see_help();
 	return EXIT_USAGE;
+}
+
+/* What getopt_long said on stderr when it returned '?', for the JSON
+ * object: the argument it stopped at (a long option, always the one
+ * before optind). */
+static void remember_bad_option(void)
+{
+	const char *a = optind > 0 && optind <= current.argc ? current.argv[optind - 1] : NULL;
+	char m[512];
+	if (a && a[0] == '-' && a[1] == '-' && !optopt)
+		snprintf(m, sizeof m, "unrecognized or ambiguous option '%.400s'", a);
+	else if (a && a[0] == '-' && a[1] == '-')
+		snprintf(m, sizeof m, "option '%.400s' %s", a,
+		         strchr(a, '=') ? "takes no value" : "needs a value");
+	else if (optopt > ' ' && optopt < 127)
+		snprintf(m, sizeof m, "option -%c is unknown, or needs a value", optopt);
+	else
+		snprintf(m, sizeof m, "bad option");
+	remember(m);
 }
 
 int cli_fail(stg_ctx *ctx, stg_err err)
@@ -170,7 +224,10 @@ int cli_global_option(int c, const char *arg)
 		return -2;
 	case 'h':
 	case OPT_HELP: cli_print_help(cli_find(g_cmd)); return EXIT_OK;
-	case '?': see_help(); return EXIT_USAGE;
+	case '?':
+		remember_bad_option();
+		see_help();
+		return EXIT_USAGE;
 	}
 	return -1;
 }
@@ -197,7 +254,7 @@ stg_config *cli_config(stg_ctx *ctx)
 	stg_config *cfg = stg_config_new();
 	if (!cfg) {
 		cli_error("out of memory");
-		exit(EXIT_IO);
+		exit(cli_finish(EXIT_IO));
 	}
 	const char *site = getenv("STAGER_SITE_CONFIG");
 	char user[4096];
@@ -238,7 +295,7 @@ stg_config *cli_config(stg_ctx *ctx)
 		err = stg_config_set(ctx, cfg, "bwlimit", g_opts.bwlimit, "--bwlimit");
 	if (err) {
 		cli_fail(ctx, err);
-		exit(EXIT_USAGE);
+		exit(cli_finish(EXIT_USAGE));
 	}
 	return cfg;
 }
@@ -310,7 +367,7 @@ static double now(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-static void on_log(void *arg, stg_log_level level, const char *msg)
+static void on_log(void *arg, stg_log_level level, const char *text)
 {
 	(void)arg;
 	if (level == STG_LOG_DEBUG && !g_opts.verbose)
@@ -320,9 +377,9 @@ static void on_log(void *arg, stg_log_level level, const char *msg)
 		return;
 	pthread_mutex_lock(&prog_mu);
 	if (level == STG_LOG_WARN)
-		cli_error("warning: %s", msg);
+		msg(false, "warning: %s", text);
 	else
-		cli_error("%s", msg);
+		msg(level == STG_LOG_ERROR, "%s", text);
 	pthread_mutex_unlock(&prog_mu);
 }
 
@@ -364,13 +421,16 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 	prog.step_ended = end;
 	/* the tool's own word for its main step: a stage unpacks */
 	const char *label = !strcmp(g_cmd, "stage") && !strcmp(what, "unpack") ? "stage" : what;
-	char d[16], tt[16], rate[16], eta[80] = "";
+	char d[16], tt[16], r16[16], rate[32] = "", eta[80] = "";
+	/* a rate only once the step has taken a time that can be measured
+	 * (a step over in a few milliseconds has none, not "0 B/s") */
 	double el = t - prog.step_start;
-	double r = el > 0.05 ? (double)(done - prog.step_done0) / el : 0;
+	double r = el >= 0.05 ? (double)(done - prog.step_done0) / el : 0;
 	stg_format_size(done, d, sizeof d);
 	stg_format_size(total, tt, sizeof tt);
-	stg_format_size((uint64_t)r, rate, sizeof rate);
-	if (r > 0 && total > done) {
+	if (r >= 1)
+		snprintf(rate, sizeof rate, "%s/s", stg_format_size((uint64_t)r, r16, sizeof r16));
+	if (r >= 1 && total > done) {
 		char e[64];
 		format_eta((double)(total - done) / r, e, sizeof e);
 		snprintf(eta, sizeof eta, ", %s left", e);
@@ -382,12 +442,12 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 		for (int i = 0; i < 30; i++)
 			bar[i] = i < fill ? '#' : ' ';
 		bar[30] = '\0';
-		fprintf(stderr, "\r%-7s [%s] %3d%% %s / %s  %s/s%s\033[K", label, bar, pct, d, tt,
-		        rate, eta);
+		fprintf(stderr, "\r%-7s [%s] %3d%% %s / %s%s%s%s\033[K", label, bar, pct, d, tt,
+		        *rate ? "  " : "", rate, eta);
 		prog.active = true;
 	} else {
-		fprintf(stderr, "stager: %s: %d%% (%s of %s, %s/s%s)\n", label, pct, d, tt, rate,
-		        eta);
+		fprintf(stderr, "stager: %s: %d%% (%s of %s%s%s%s)\n", label, pct, d, tt,
+		        *rate ? ", " : "", rate, eta);
 	}
 	pthread_mutex_unlock(&prog_mu);
 }
@@ -398,6 +458,73 @@ void cli_progress_end(void)
 		fputs("\r\033[K", stderr);
 		prog.active = false;
 	}
+}
+
+/* ---- stdout, and the JSON object of a failure ------------------------------ */
+
+static uint64_t out_bytes; /* written to stdout so far */
+
+/* stdout's writes: a bar on stderr is ended first (on a terminal, or with
+ * both in one log, the result would follow the bar on its line); 0 on
+ * an error (errno set), as fopencookie asks. */
+static ssize_t out_write(void *cookie, const char *buf, size_t len)
+{
+	(void)cookie;
+	size_t done = 0;
+	pthread_mutex_lock(&prog_mu);
+	cli_progress_end();
+	while (done < len) {
+		ssize_t n = write(STDOUT_FILENO, buf + done, len - done);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			break;
+		done += (size_t)n;
+	}
+	out_bytes += done;
+	pthread_mutex_unlock(&prog_mu);
+	return (ssize_t)done;
+}
+
+void cli_begin(const cli_cmd *cmd, int argc, char **argv)
+{
+	current.name = cmd->name;
+	current.argc = argc;
+	current.argv = argv;
+	/* --json among the options of a command that takes it (its help says
+	 * so; run's CMD may take a --json of its own), not after "--"; the
+	 * tasks on other nodes (--node-*) speak a protocol on stdout and get
+	 * no object */
+	for (int i = 1; strstr(cmd->help, "--json") && i < argc && strcmp(argv[i], "--"); i++) {
+		if (!strncmp(argv[i], "--node-", 7)) {
+			current.json = false;
+			break;
+		}
+		if (!strcmp(argv[i], "--json"))
+			current.json = true;
+	}
+	/* glibc's stdout is a variable a program may set */
+	static const cookie_io_functions_t io = {.write = out_write};
+	FILE *f = fopencookie(NULL, "w", io);
+	if (!f)
+		return; /* the C library's stdout, then */
+	setvbuf(f, NULL, isatty(STDOUT_FILENO) ? _IOLBF : _IOFBF, BUFSIZ);
+	stdout = f;
+}
+
+int cli_finish(int status)
+{
+	fflush(stdout);
+	if (!current.json || status == EXIT_OK || out_bytes)
+		return status;
+	/* a failure that printed nothing: say it in JSON too */
+	printf("{\"ok\":false,\"command\":");
+	json_str(stdout, current.name);
+	printf(",\"exit\":%d,\"error\":", status);
+	json_str(stdout, *current.error ? current.error : "failed (no message)");
+	printf("}\n");
+	fflush(stdout);
+	return status;
 }
 
 static stg_ctx *volatile sig_ctx;
@@ -414,7 +541,7 @@ stg_ctx *cli_ctx(void)
 	stg_ctx *ctx = stg_ctx_new();
 	if (!ctx) {
 		cli_error("out of memory");
-		exit(EXIT_IO);
+		exit(cli_finish(EXIT_IO));
 	}
 	stg_set_log(ctx, on_log, NULL);
 	progress_mode m = g_opts.progress;

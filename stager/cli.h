@@ -83,6 +83,16 @@ int cli_global_options_only(int argc, char **argv);
  * through the shared-FS limits; an exit status or 0. */
 int cli_check_globals(void);
 
+/* Before a command runs (main): its name and arguments; stdout becomes
+ * the tool's own stream (a progress bar is ended before a result goes
+ * out after it; what goes out is counted). */
+void cli_begin(const cli_cmd *cmd, int argc, char **argv);
+/* After it, with its exit status, which it returns: a command that was
+ * asked for --json and failed without printing anything prints
+ * {"ok": false, "command", "exit", "error"} (its last error message).
+ * Also before exit() on a fatal error. */
+int cli_finish(int status);
+
 /* "stager: CMD: message" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_info(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -558,5 +558,6 @@ int main(int argc, char **argv)
 	char prog[64];
 	snprintf(prog, sizeof prog, "stager: %s", cmd->name);
 	argv[i] = prog;
-	return cmd->run(argc - i, argv + i);
+	cli_begin(cmd, argc - i, argv + i);
+	return cli_finish(cmd->run(argc - i, argv + i));
 }

@@ -2,6 +2,7 @@
 # The command line: help, version, unknown commands, bad arguments.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 @test "--help lists every command of the design" {
 	run stager --help
@@ -59,4 +60,56 @@ load helpers
 	[ "$status" -eq 1 ]
 	run stager --progress=sometimes ls x
 	[ "$status" -eq 1 ]
+}
+
+# $output is one JSON object, and jq's FILTER is true of it (jq 1.6's -e
+# is true of no input at all).
+json_ok() {
+	[ "$(jq -s length <<<"$output")" = 1 ] || return 1
+	jq -e "$@" <<<"$output" >/dev/null
+}
+
+@test "--json: a failure prints one object with ok, command, exit and error" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	# a missing source: exit 2
+	run --separate-stderr stager stage --json missing.tar.zst
+	echo "$output"
+	[ "$status" -eq 2 ]
+	json_ok --arg m "cannot read '$T/missing.tar.zst': No such file or directory" \
+		'. == {ok: false, command: "stage", exit: 2, error: $m}'
+	[[ "$stderr" == *"cannot read '$T/missing.tar.zst'"* ]]
+	# usage errors: exit 1
+	run --separate-stderr stager stage --json
+	[ "$status" -eq 1 ]
+	json_ok '.ok == false and .command == "stage" and .exit == 1 and (.error | startswith("what to stage?"))'
+	run --separate-stderr stager ls --json --no-such-option x.tar.zst
+	[ "$status" -eq 1 ]
+	json_ok '.command == "ls" and .exit == 1 and .error == "unrecognized or ambiguous option '"'"'--no-such-option'"'"'"'
+	run --separate-stderr stager pack --json src --level 42
+	[ "$status" -eq 1 ]
+	json_ok '.command == "pack" and .exit == 1 and (.error | test("--level"))'
+	# a bad setting (stager exits from reading its configuration)
+	run --separate-stderr env STAGER_CACHE_MAX=lots "$STAGER" collect --json a b
+	[ "$status" -eq 1 ]
+	json_ok '.command == "collect" and .exit == 1 and (.error | test("STAGER_CACHE_MAX"))'
+}
+
+@test "--json: a failure whose command prints its own object prints that one alone; without --json, nothing" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	echo junk >bad.tar.zst
+	run --separate-stderr stager verify --json bad.tar.zst
+	[ "$status" -eq 4 ]
+	json_ok '.pack == "bad.tar.zst" and .ok == false'
+	run --separate-stderr stager verify bad.tar.zst
+	[ "$status" -eq 4 ]
+	[ -z "$output" ]
+	# success: the command's object, unchanged
+	mkdir src && echo x >src/x
+	run --separate-stderr stager pack --json src -o p.tar.zst
+	[ "$status" -eq 0 ]
+	json_ok 'has("ok") | not'
+	# run takes no --json: its command's own --json is the command's
+	run --separate-stderr stager run -- sh -c 'echo --json; exit 3'
+	[ "$status" -eq 3 ]
+	[ "$output" = "--json" ]
 }

@@ -26,6 +26,21 @@ files_of() { (cd "$1" && find . -mindepth 1 ! -name '.stager*' -printf '%P\n' | 
 # A temporary of collect's with data in it, under DIR (not SRC or scratch).
 tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -o -name '.stager-tmp.*' -size +0 -print 2>/dev/null)" ]; }
 
+@test "progress: a rate once a step takes a measurable time; none, not 0 B/s, before" {
+	mkdir src
+	head -c 100000 /dev/urandom >src/small
+	run --separate-stderr stager --progress=bar collect src quick
+	[ "$status" -eq 0 ]
+	printf '%s' "$stderr" | tr '\r' '\n'
+	[[ "$stderr" == *"100% 97.7 KiB / 97.7 KiB"* ]]
+	[[ "$stderr" != *" 0 B/s"* ]]
+	# 2 MB at 1 MiB/s: its rate, measured
+	head -c 2000000 /dev/urandom >src/big
+	run --separate-stderr stager --progress=bar collect --bwlimit 1M src slow
+	[ "$status" -eq 0 ]
+	printf '%s' "$stderr" | tr '\r' '\n' | grep -Eq '100% .* [0-9.]+ (KiB|MiB)/s'
+}
+
 @test "collect copies a tree like rsync -a (modes, mtimes, links, awkward names)" {
 	make_awkward_tree src
 	(umask 002 && echo gw >src/group-writable && chmod 0664 src/group-writable)

@@ -2,6 +2,7 @@
 # stager pack, and what plain tar and zstd make of a pack.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 @test "pack round trip keeps everything, and tar reads the pack identically" {
 	make_awkward_tree src
@@ -58,6 +59,17 @@ load helpers
 	run stager pack -q src -o p.tar.zst --json
 	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.files == 1 and .dirs == 1 and (.digest | length) == 64 and .pack == "p.tar.zst"'
+}
+
+@test "a pack too quick to time shows no rate on its bar, never 0 B/s" {
+	mkdir src
+	echo a >src/a
+	head -c 100000 /dev/urandom >src/b
+	run --separate-stderr stager --progress=bar pack src -o p.tar.zst
+	[ "$status" -eq 0 ]
+	printf '%s' "$stderr" | tr '\r' '\n'
+	[[ "$stderr" == *"[##############################] 100% 97.7 KiB / 97.7 KiB"* ]]
+	[[ "$stderr" != *" 0 B/s"* ]]
 }
 
 @test "frames are independent and cut at the frame size" {

@@ -23,6 +23,20 @@ teardown_file() { rm -rf "$PACKDIR"; }
 	echo "$output" | jq -e '.ok == true'
 }
 
+@test "verify --progress=bar on a terminal: the bar is ended before the result, which has its own line" {
+	command -v script >/dev/null || skip "needs script (util-linux)"
+	cp "$PACKDIR/p.tar.zst" p.tar.zst
+	# stdout and stderr on one terminal (a pty), as a user sees them
+	run script -qec "\"$STAGER\" verify --progress=bar p.tar.zst" /dev/null
+	printf '%s' "$output" | od -c | tail -8
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"[##############################] 100%"* ]]
+	# what the terminal shows: each piece between carriage returns and
+	# line feeds, without its escape sequences; the result alone on one
+	ok=$(printf '%s' "$output" | tr '\r' '\n' | sed 's/\x1b\[[0-9;]*[A-Za-z]//g' | grep -F ': OK')
+	[ "$ok" = "p.tar.zst: OK" ]
+}
+
 @test "a flipped bit anywhere gives exit 4 with the problem named" {
 	size=$(stat -c %s "$PACKDIR/p.tar.zst")
 	for off in 0 1000 700000 1500000 $((size / 2)) $((size - 3000)) $((size - 100)) $((size - 49)) $((size - 1)); do
