@@ -301,6 +301,11 @@ JOB
 	done
 	# no temporaries left in the shared destinations
 	[ -z "$(find "$BK/res4" -name '.stager*')" ]
+	# the staging line, as on one node, with how each node came by the
+	# data: read once (by the lead), sent to the others
+	grep -Eq "^stager: run: staged '$SH/ds4\.tar\.zst' at '[^']+/ds4' on 3 nodes \([0-9.]+ s\): (n[123] (cached|sbcast|shared|read)(, |\$)){3}" out/run4.log
+	[ "$(grep -c "^stager: run: staged '$SH/ds4" out/run4.log)" -eq 1 ]
+	grep "^stager: run: staged '$SH/ds4" out/run4.log | grep -q " sbcast"
 	# the dataset crossed the shared filesystem once
 	read=$(stat_of bytes_read)
 	[ "$read" -le $((size + size / 10)) ]
