@@ -17,6 +17,7 @@
  */
 #include "collect_every.h"
 
+#include "collect.h"
 #include "results.h"
 #include "sigwatch.h"
 
@@ -61,6 +62,46 @@ stg_err stg__collect_round(stg_ctx *ctx, stg_cache *cache, const char *src, cons
 	return err;
 }
 
+/* SRC on a mount of the job's own (job_container/tmpfs's private /tmp):
+ * Slurm removes it when the job ends, before the epilog, which so cannot
+ * keep what did not reach DEST.  When the collect is stopped, a copy of
+ * SRC goes to kept/ on the node's scratch first (a local copy: seconds of
+ * KillWait), named for the job (the epilog's `collect --kept --job`
+ * sends it).  Its name into kept[len] ("" if none was made). */
+static void keep_private(stg_ctx *ctx, stg_cache *c, const char *src, const char *dest,
+                         const stg_collect_opts *o, const char *job, char *kept, size_t len)
+{
+	kept[0] = '\0';
+	if (stg__collect_whole(ctx, c, src, dest, o->pack) == 1)
+		return; /* all of it is in DEST already */
+	const char *base = strrchr(src, '/');
+	char name[256], *path = NULL;
+	snprintf(name, sizeof name, "job%.100s-%.100s", job,
+	         base && base[1] ? base + 1 : "results");
+	/* the stop that brought us here must not cut the copy short (a
+	 * second one still does) */
+	sig_atomic_t was = ctx->cancelled;
+	ctx->cancelled = 0;
+	stg_err err = stg__keep_results(ctx, c, src, name, dest, true, &path);
+	if (!ctx->cancelled)
+		ctx->cancelled = was;
+	if (err) {
+		stg__log(ctx, STG_LOG_ERROR,
+		         "'%s' is in this job's own mount, which Slurm removes with the job, and "
+		         "it cannot be kept on the node: %s",
+		         src, ctx->errmsg);
+		return;
+	}
+	if (o->pack)
+		stg__kept_set_pack(c, path);
+	stg__log(ctx, STG_LOG_WARN,
+	         "the job is stopping and '%s' goes with it: a copy is kept in '%s' for '%s' "
+	         "(the epilog sends it; or `stager collect --kept`)",
+	         src, path, dest);
+	snprintf(kept, len, "%s", strrchr(path, '/') + 1);
+	free(path);
+}
+
 /* The control descriptor has something: "now" asks for a collect; its
  * end (or an error) stops the loop. */
 static void control(int fd, unsigned *nows, bool *closed)
@@ -82,7 +123,17 @@ stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const
 	 * clean keeps what did not reach DEST instead of removing it with the
 	 * job's scratch */
 	const char *job = getenv("SLURM_JOB_ID");
-	if (job && *job && strlen(job) < 100) {
+	char mnt[256], kept[256] = "";
+	bool private =
+	        job && *job && strlen(job) < 100 && stg__job_private_mount(src, mnt, sizeof mnt);
+	if (private) {
+		stg__log(ctx, STG_LOG_WARN,
+		         "'%s' is on '%s', a mount of this job's own that Slurm removes with the "
+		         "job, before the epilog: if the job is stopped, what is there is copied "
+		         "to the node's scratch first (results written under $SLURM_TMPDIR need "
+		         "no copy)",
+		         src, mnt);
+	} else if (job && *job && strlen(job) < 100) {
 		char owner[128];
 		snprintf(owner, sizeof owner, "job-%s", job);
 		if (stg__results_add(ctx, cache, owner, src, dest, o->pack))
@@ -91,8 +142,12 @@ stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const
 			         "the epilog cannot keep it",
 			         ctx->errmsg, src);
 	}
-	if (!every)
-		return stg__collect_round(ctx, cache, src, dest, o, t);
+	if (!every) {
+		stg_err err = stg__collect_round(ctx, cache, src, dest, o, t);
+		if (err == STG_EINTR && private)
+			keep_private(ctx, cache, src, dest, o, job, kept, sizeof kept);
+		return err;
+	}
 	stg_sigwatch w;
 	if (stg__sigwatch_start(&w, ctx, 0)) {
 		stg_err err = stg__fail_errno(ctx, STG_EIO, errno, "cannot start a thread");
@@ -129,7 +184,14 @@ stg_err stg_collect_every(stg_ctx *ctx, stg_cache *cache, const char *src, const
 	stg__log(ctx, STG_LOG_DEBUG, "stopping: collecting one last time");
 	stg_collect_opts last = *o;
 	last.slot_wait_max = LAST_SLOT_WAIT;
+	if (private && atomic_load(&w.stops))
+		keep_private(ctx, cache, src, dest, o, job, kept, sizeof kept);
 	err = stg__collect_round(ctx, cache, src, dest, &last, t);
+	/* all of it reached DEST: the copy is not needed */
+	if (*kept && !err && !t->failed && !t->changing && !stg__kept_remove(cache, kept))
+		stg__log(ctx, STG_LOG_INFO,
+		         "'%s' reached '%s' whole: the copy kept on the node is removed", src,
+		         dest);
 out:
 	stg__sigwatch_end(&w);
 	return err;

@@ -364,6 +364,12 @@ out:
 stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char *name,
                          const char *dest, char **out)
 {
+	return stg__keep_results(ctx, c, src, name, dest, false, out);
+}
+
+stg_err stg__keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char *name,
+                          const char *dest, bool copy, char **out)
+{
 	*out = NULL;
 	if (!name || !*name || strchr(name, '/') || name[0] == '.')
 		return stg__fail(ctx, STG_EUSAGE, "'%s' is not a name for kept results",
@@ -420,17 +426,17 @@ stg_err stg_keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char
 				break;
 			}
 		}
-		if (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) == 0 ||
-		    (errno == EINVAL && rename(src, dst) == 0)) {
+		if (!copy && (renameat2(AT_FDCWD, src, AT_FDCWD, dst, RENAME_NOREPLACE) == 0 ||
+		              (errno == EINVAL && rename(src, dst) == 0))) {
 			moved = true;
 			break;
 		}
-		int e = errno;
+		int e = copy ? EXDEV : errno;
 		/* on another filesystem ($SLURM_TMPDIR beside the scratch root):
-		 * copied, then removed where it was */
+		 * copied, then removed where it was (unless a copy is asked for) */
 		char why[300];
 		if (e == EXDEV && copy_tree(ctx, src, dst, why, sizeof why) == 0) {
-			if (stg__rmtree(src))
+			if (!copy && stg__rmtree(src))
 				stg__log(ctx, STG_LOG_WARN,
 				         "results copied to '%s', but '%s' stays: %s", dst, src,
 				         strerror(errno));

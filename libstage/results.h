@@ -16,6 +16,10 @@ int stg__results_each(stg_cache *c, const char *owner,
  * results yet to collect, beside what is there. */
 stg_err stg__results_add(stg_ctx *ctx, stg_cache *c, const char *owner, const char *src,
                          const char *dest, bool pack);
+/* stg_keep_results; copy: src is copied and stays, also on one
+ * filesystem. */
+stg_err stg__keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const char *name,
+                          const char *dest, bool copy, char **out);
 /* Kept results (a path under kept/) that go to their DEST as a pack. */
 int stg__kept_set_pack(stg_cache *c, const char *kept);
 /* The epoch of a kept name (0: not one). */

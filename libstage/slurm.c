@@ -283,3 +283,88 @@ void stg_job_clock_read(stg_job_clock *jc)
 	if (script[0])
 		script_signal(script, jc);
 }
+
+/* A mountinfo field unescaped in place (\040 for a space, and so on). */
+static void unescape(char *s)
+{
+	char *o = s;
+	for (char *p = s; *p; p++) {
+		if (p[0] == '\\' && p[1] >= '0' && p[1] <= '3' && p[2] >= '0' && p[2] <= '7' &&
+		    p[3] >= '0' && p[3] <= '7') {
+			*o++ = (char)((p[1] - '0') * 64 + (p[2] - '0') * 8 + (p[3] - '0'));
+			p += 3;
+		} else {
+			*o++ = *p;
+		}
+	}
+	*o = '\0';
+}
+
+/* Does a mount's root (what of its filesystem it shows) name job: a
+ * directory "ID", ".ID" (job_container/tmpfs: BasePath/[NODE/]ID/.ID),
+ * "job-ID", "job_ID" or "jobID" (per-job /tmp of SPANK plugins)? */
+static bool root_names_job(const char *root, const char *job)
+{
+	size_t jl = strlen(job);
+	for (const char *p = root; *p;) {
+		while (*p == '/')
+			p++;
+		size_t n = strcspn(p, "/");
+		if (n >= jl && !memcmp(p + n - jl, job, jl)) {
+			size_t pre = n - jl;
+			if (pre == 0 || (pre == 1 && p[0] == '.') ||
+			    (pre == 4 && (!memcmp(p, "job-", 4) || !memcmp(p, "job_", 4))) ||
+			    (pre == 3 && !memcmp(p, "job", 3)))
+				return true;
+		}
+		p += n;
+	}
+	return false;
+}
+
+bool stg__job_private_mount_in(FILE *mountinfo, const char *path, const char *job, char *mnt,
+                               size_t len)
+{
+	char *line = NULL;
+	size_t cap = 0, best = 0;
+	bool priv = false;
+	while (getline(&line, &cap, mountinfo) > 0) {
+		char *save = NULL, *f[5] = {NULL};
+		char *t = strtok_r(line, " \n", &save);
+		for (int i = 0; t && i < 5; i++, t = strtok_r(NULL, " \n", &save))
+			f[i] = t;
+		if (!f[4])
+			continue;
+		unescape(f[3]);
+		unescape(f[4]);
+		size_t n = strlen(f[4]);
+		if (!strcmp(f[4], "/"))
+			n = 0; /* "/" is the prefix of every path */
+		else if (strncmp(path, f[4], n) || (path[n] && path[n] != '/'))
+			continue;
+		/* the deepest mount point, and of those the last (on top) */
+		if (n + 1 < best)
+			continue;
+		best = n + 1;
+		priv = root_names_job(f[3], job);
+		if (mnt)
+			snprintf(mnt, len, "%s", n ? f[4] : "/");
+	}
+	free(line);
+	return priv;
+}
+
+bool stg__job_private_mount(const char *path, char *mnt, size_t len)
+{
+	const char *job = getenv("SLURM_JOB_ID");
+	char *real = NULL;
+	if (!job || !*job || strspn(job, "0123456789") != strlen(job) || strlen(job) > 20 ||
+	    !(real = realpath(path, NULL)))
+		return false;
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	bool priv = f && stg__job_private_mount_in(f, real, job, mnt, len);
+	if (f)
+		fclose(f);
+	free(real);
+	return priv;
+}

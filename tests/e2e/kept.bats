@@ -120,3 +120,44 @@ teardown() {
 	[ "$status" -eq 1 ]
 	[[ "$output" == *"not a Slurm job id"* ]]
 }
+
+# A job's own mount, as job_container/tmpfs makes one: in a mount
+# namespace of the test's, BasePath/ID/.ID bound at a directory.
+@test "a collect from a mount of the job's own: said at once; stopped, a copy is kept for the job and collect --kept --job sends it" {
+	command -v unshare >/dev/null && unshare -m true 2>/dev/null || skip "needs mount namespaces"
+	mkdir -p jc/502/.502 jobtmp dest
+	cat >job.sh <<JOB
+mount --bind "$T/jc/502/.502" "$T/jobtmp" || exit 99
+mkdir -p "$T/jobtmp/out/sub"
+head -c 20000000 /dev/urandom >"$T/jobtmp/out/big"
+echo small >"$T/jobtmp/out/sub/small"
+cp -r "$T/jobtmp/out" "$T/copy"
+SLURM_JOB_ID=502 "$STAGER" collect --bwlimit 2M "$T/jobtmp/out" "$T/dest/r" 2>"$T/err" &
+p=\$!
+until grep -q "collecting 2 files" "$T/err"; do sleep 0.1; done
+sleep 1
+kill -TERM \$p
+wait \$p
+echo "rc=\$?" >"$T/rc"
+JOB
+	# (-v: the line that says the collect began)
+	sed -i 's/collect --bwlimit/collect -v --bwlimit/' job.sh
+	unshare -m --propagation private sh job.sh
+	cat err rc
+	[ "$(cat rc)" = rc=5 ]
+	grep -q "warning: '$T/jobtmp/out' is on '$T/jobtmp', a mount of this job's own that Slurm removes with the job" err
+	grep -q "a copy is kept in '$T/scratch/kept/job502-out\.[0-9]*' for '$T/dest/r'" err
+	# the job's mount is gone (its namespace ended): the copy is all there is
+	[ ! -e jobtmp/out ]
+	rm -rf jc/502
+	run "$STAGER" collect --kept --job 502
+	echo "$output"
+	[ "$status" -eq 0 ]
+	diff -r copy dest/r
+	[ -z "$(ls scratch/kept)" ]
+	# a collect from anywhere else in the same job is not told
+	mkdir plain && echo p >plain/p
+	run env SLURM_JOB_ID=502 "$STAGER" collect plain dest/p
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"a mount of this job's own"* ]]
+}

@@ -11,11 +11,18 @@
 load helpers
 load site
 
-# realsite-cgroup.bats is this file under proctrack/cgroup (a link to it):
-# the same job patterns, with users of its own (the two files run side by
-# side, and site_stop ends its users' processes)
+# realsite-cgroup.bats is this file under proctrack/cgroup, and
+# realsite-container.bats under job_container/tmpfs (each job a private
+# /tmp and /dev/shm; links to it): the same job patterns, with users of
+# their own (the files run side by side, and site_stop ends its users'
+# processes)
+# The jobs write their results in OUT, under $SLURM_TMPDIR (the prolog's,
+# on the node's disk: not the private /tmp of job_container/tmpfs, which
+# Slurm removes before the epilog; see the last test).
+OUT='$SLURM_TMPDIR/out'
 case $BATS_TEST_FILENAME in
 *-cgroup.bats) export PROCTRACK=cgroup U1=stgcg1 U2=stgcg2 ;;
+*-container.bats) export JOB_CONTAINER=tmpfs U1=stgct1 U2=stgct2 ;;
 *) U1=stgjob1 U2=stgjob2 ;;
 esac
 SITE_USERS="$U1 $U2"
@@ -27,6 +34,8 @@ setup_file() {
 	D=$(mktemp -d /var/tmp/stager-site.XXXXXX)
 	chmod 0755 "$D"
 	export D
+	# job_container/tmpfs's BasePath: a directory per job, outside /tmp
+	[ -z "${JOB_CONTAINER:-}" ] || export JOB_CONTAINER_BASE="$D/jc"
 	# the jobs' $SLURM_TMPDIR on a filesystem of its own, as on many
 	# sites: results kept from there are copied to the scratch root
 	mkdir -p "$D/jobs"
@@ -48,7 +57,7 @@ setup_file() {
 	# (the collect never catches up; KillWait gives it 5 s at the end)
 	cat >"$S1/limit.sh" <<JOB
 #!/bin/bash
-OUT=\$SLURM_TMPDIR/out
+OUT=$OUT
 mkdir -p "\$OUT"
 stager collect --every 10s --bwlimit 1M "\$OUT" "$S1/limit-results" &
 exec bash -c '
@@ -121,11 +130,12 @@ JOB
 @test "a plain collect as the job's last line, cut short by scancel and KillWait: the epilog keeps the results and sends them" {
 	cat >"$S1/last.sh" <<JOB
 #!/bin/bash
-mkdir -p "\$SLURM_TMPDIR/out"
-head -c 30000000 /dev/urandom >"\$SLURM_TMPDIR/out/big"
-echo small >"\$SLURM_TMPDIR/out/small"
-sha256sum <"\$SLURM_TMPDIR/out/big" | cut -c1-64 >"$S1/last.sum"
-stager collect --bwlimit 2M "\$SLURM_TMPDIR/out" "$S1/last-results"
+OUT=$OUT
+mkdir -p "\$OUT"
+head -c 30000000 /dev/urandom >"\$OUT/big"
+echo small >"\$OUT/small"
+sha256sum <"\$OUT/big" | cut -c1-64 >"$S1/last.sum"
+stager collect --bwlimit 2M "\$OUT" "$S1/last-results"
 JOB
 	id=$(submit1 "$S1/last.sh")
 	wait_until 60 sh -c "ls -a '$S1/last-results' 2>/dev/null | grep -q stager-tmp"
@@ -175,7 +185,7 @@ JOB
 @test "results the epilog cannot send: the job's log and stager status on a login node say where they are; the one command brings them back" {
 	cat >"$S1/nosend.sh" <<JOB
 #!/bin/bash
-OUT=\$SLURM_TMPDIR/out
+OUT=$OUT
 mkdir -p "\$OUT"
 echo first >"\$OUT/first"
 stager collect "\$OUT" "$S1/nosend-results"
@@ -228,4 +238,27 @@ JOB
 		[ "$(sha256sum <"$S1/limit-results/$name" | cut -c1-64)" = "$sum" ]
 	done <"$S1/limit.written"
 	grep -q "collected kept results" "$S1/limit.log"
+}
+
+@test "job_container/tmpfs: a collect from the job's private /tmp says at once that Slurm removes it before the epilog" {
+	[ -n "${JOB_CONTAINER:-}" ] || skip "realsite-container.bats runs it"
+	cat >"$S1/private.sh" <<JOB
+#!/bin/bash
+mkdir -p /tmp/out
+echo x >/tmp/out/x
+stager collect /tmp/out "$S1/private-results"
+echo "rc=\$?" >"$S1/private.rc"
+# the job's /tmp is its own
+[ -e "/tmp/private-probe-$U1" ] && echo "host /tmp seen" >>"$S1/private.rc"
+JOB
+	touch "/tmp/private-probe-$U1"
+	id=$(submit1 "$S1/private.sh")
+	wait_until 60 job_gone "$id"
+	rm -f "/tmp/private-probe-$U1"
+	cat "$S1/$id.log" "$S1/private.rc"
+	[ "$(cat "$S1/private.rc")" = rc=0 ]
+	[ "$(cat "$S1/private-results/x")" = x ]
+	grep -q "warning: '/tmp/out' is on '/tmp', a mount of this job's own that Slurm removes with the job, before the epilog" "$S1/$id.log"
+	# nothing of it is kept, and the host's /tmp/out was never this job's
+	[ ! -e /tmp/out/x ] || [ "$(stat -c %U /tmp/out/x)" != "$U1" ]
 }

@@ -310,6 +310,48 @@ static void test_pattern_message_slash(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* A mount of the job's own, from mountinfo lines: job_container/tmpfs's
+ * BasePath/[NODE/]ID/.ID at /tmp, a SPANK plugin's job-ID; the deepest
+ * mount point counts, and of equal ones the last (on top). */
+static bool private_in(const char *info, const char *path, const char *job, char *mnt)
+{
+	FILE *f = fmemopen((void *)info, strlen(info), "r");
+	assert_non_null(f);
+	bool p = stg__job_private_mount_in(f, path, job, mnt, 64);
+	fclose(f);
+	return p;
+}
+
+static void test_private_mount(void **state)
+{
+	(void)state;
+	const char *info =
+	        "22 1 254:0 / / rw,relatime - ext4 /dev/vda rw\n"
+	        "66 22 254:0 /var/spool/jc/n1/4242/.4242 /tmp rw,relatime - ext4 /dev/vda rw\n"
+	        "67 22 0:27 /job-77 /dev/shm rw - tmpfs tmpfs rw\n"
+	        "68 22 254:0 /data/with\\040space /scratch/a\\040b rw - ext4 /dev/vda rw\n"
+	        "69 22 254:0 /jobs/4242x /var/x rw - ext4 /dev/vda rw\n";
+	char mnt[64];
+	assert_true(private_in(info, "/tmp/out", "4242", mnt));
+	assert_string_equal(mnt, "/tmp");
+	assert_true(private_in(info, "/tmp", "4242", mnt));
+	/* another job's id, a longer one, or a path beside the mount point */
+	assert_false(private_in(info, "/tmp/out", "424", mnt));
+	assert_false(private_in(info, "/tmpx/out", "4242", mnt));
+	assert_string_equal(mnt, "/");
+	assert_false(private_in(info, "/var/x/y", "4242", mnt));
+	assert_true(private_in(info, "/dev/shm/a", "77", mnt));
+	assert_false(private_in(info, "/scratch/a b/c", "4242", mnt));
+	assert_string_equal(mnt, "/scratch/a b");
+	/* a mount on top of the private one hides it */
+	char stacked[512];
+	snprintf(stacked, sizeof stacked, "%s70 66 0:30 / /tmp rw - tmpfs tmpfs rw\n", info);
+	assert_false(private_in(stacked, "/tmp/out", "4242", mnt));
+	/* a line cut short, and no lines */
+	assert_false(private_in("1 2 3:4\n", "/tmp", "4242", mnt));
+	assert_false(private_in("", "/tmp", "4242", NULL));
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         T(test_capture),
@@ -319,6 +361,7 @@ static const struct CMUnitTest tests[] = {
         T(test_clock_no_exec),
         T(test_patterns),
         T(test_pattern_message_slash),
+        T(test_private_mount),
 };
 
 /* As the batch shell's child: read the clock, write what it says. */

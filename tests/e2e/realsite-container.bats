@@ -1,0 +1,1 @@
+realsite.bats
