@@ -1,62 +1,69 @@
 #!/usr/bin/env bats
-# stager mount inside real Slurm jobs (one node, scripts/slurm-test-cluster.sh,
+# stager mount inside real Slurm jobs of an ordinary user (tests/e2e/site.bash:
+# stager installed, the prolog and task prolog in slurm.conf, one node,
 # proctrack/pgid) with NO epilog: the mount's process leaves the job's
 # process group (setsid), so Slurm does not kill it, and nothing but its
-# own watch of the job ends it.  The jobs are root's (/dev/fuse may be
-# root's alone on a test machine).
+# own watch of the job ends it.
+#
+# The user mounts through libfuse, which opens /dev/fuse itself: Debian
+# (udev) makes it 0666; where a test machine has it root's alone, it is
+# made as Debian has it.
 
 load helpers
+load site
+
+U=stgmount
+SITE_USERS=$U
 
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
+	command -v useradd >/dev/null || skip "needs useradd"
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
-	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
-	export SL=$(mktemp -d /tmp/stager-mountjob.XXXXXX)
-	chmod 0755 "$SL"
-	mkdir -p "$SL/shared/ds" "$SL/out"
-	echo "scratch_root = $SL/scratch" >"$SL/stager.conf"
-	export STAGER_SITE_CONFIG="$SL/stager.conf"
-	unset STAGER_SCRATCH_ROOT SLURM_TMPDIR SLURM_JOB_ID
-	for i in $(seq 1 20); do echo "$i" >"$SL/shared/ds/f$i"; done
-	"$STAGER" pack -q "$SL/shared/ds" -o "$SL/shared/ds.tar.zst" >/dev/null
-	SLURM_CONF=$("$top/scripts/slurm-test-cluster.sh" start "$SL/cluster")
-	export SLURM_CONF
+	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
+	D=$(mktemp -d /var/tmp/stager-mountjob.XXXXXX)
+	chmod 0755 "$D"
+	export D
+	SITE_NO_EPILOG=1 site_start "$D" 2>"$D/start.err" || {
+		cat "$D/start.err" >&2
+		return 1
+	}
 	! grep -q '^Epilog=' "$SLURM_CONF" || false
+	S="$D/shared/$U"
+	mkdir -p "$S/ds" "$S/out"
+	for i in $(seq 1 20); do echo "$i" >"$S/ds/f$i"; done
+	chown -R "$U" "$S"
+	as_job_user "$U" stager pack -q "$S/ds" -o "$S/ds.tar.zst" >/dev/null
 }
 
 teardown_file() {
-	[ -n "${SL:-}" ] || return 0
-	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	[ -n "${D:-}" ] || return 0
 	squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
-	wait_until 20 sh -c '[ -z "$(squeue -h 2>/dev/null)" ]' || true
-	"$top/scripts/slurm-test-cluster.sh" stop "$SL/cluster" || true
 	# what a failed test left: its mounts, then their processes (by pid)
-	awk -v t="$SL/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |
+	awk -v t="$D/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |
 		xargs -r -n1 umount -l 2>/dev/null || true
-	local r p
-	for r in "$SL"/scratch/mounts/pid-*; do
-		[ -f "$r" ] || continue
-		p=${r##*/pid-}
-		kill -9 "${p%%-*}" 2>/dev/null || true
-	done
-	if awk -v t="$SL/" 'index($5, t) == 1 { f = 1 } END { exit !f }' /proc/self/mountinfo; then
-		return 0 # never rm through a mount
-	fi
-	rm -rf "$SL"
+	site_stop "$D"
 }
 
-setup() { cd "$SL"; }
+setup() {
+	S="$D/shared/$U"
+	M="$D/scratch/$U/mounts"
+	cd "$S"
+}
 teardown() { :; }
 
-submit() { sbatch --parsable -o "$SL/out/%j.log" -n1 --mem=200 "$@" | cut -d';' -f1; }
+submit() { site_submit "$U" -o "$S/out/%j.log" -n1 --mem=200 "$@"; }
+# stager as the user on a login node
+ustager() { login_stager "$U" "$@"; }
+# A mount point of the user's.
+mountpoint_of_user() { install -d -o "$U" -m 0755 "$S/$1"; }
 
 mounted() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
 gone() { ! running "$1"; }
 # The pid of the process serving the mount at DIR (from its record).
 server_pid() {
 	local r
-	for r in "$SL"/scratch/mounts/pid-*; do
+	for r in "$M"/pid-*; do
 		if [ "$(head -1 "$r" 2>/dev/null)" = "$1" ]; then
 			r=${r##*/pid-}
 			echo "${r%%-*}"
@@ -65,73 +72,80 @@ server_pid() {
 	done
 	return 1
 }
-no_record() { ! grep -qx "$1" "$SL"/scratch/mounts/pid-* 2>/dev/null; }
+no_record() { ! grep -qx "$1" "$M"/pid-* 2>/dev/null; }
 
 @test "a job's mount ends when the job is cancelled, with no epilog: the mount's own watch of the batch shell" {
-	mkdir m1
+	mountpoint_of_user m1
 	cat >m1.sh <<JOB
 #!/bin/bash
-"$STAGER" mount "$SL/shared/ds.tar.zst" "$SL/m1" || exit
-cat "$SL/m1/f7" >"$SL/out/m1.read"
+stager mount "$S/ds.tar.zst" "$S/m1" || exit
+cat "$S/m1/f7" >"$S/out/m1.read"
 sleep 300
 JOB
 	id=$(submit m1.sh)
 	wait_until 60 test -s out/m1.read
 	[ "$(cat out/m1.read)" = 7 ]
-	pid=$(server_pid "$SL/m1")
+	pid=$(server_pid "$S/m1")
 	running "$pid"
-	run "$STAGER" status --json
+	run ustager status --json
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | jq -r '.mounts[0].job')" = "$id" ]
 	[ "$(echo "$output" | jq '.mounts[0].job_over')" = false ]
 	scancel "$id"
 	# the report's machine took over 50 s and never got there
 	wait_until 15 gone "$pid"
-	! mounted "$SL/m1" || false
-	no_record "$SL/m1"
+	! mounted "$S/m1" || false
+	no_record "$S/m1"
 	rmdir m1
-	grep -q "job $id is over (its batch shell, process [0-9]*, ended): unmounting '$SL/m1'" \
-		scratch/mounts/log
+	grep -q "job $id is over (its batch shell, process [0-9]*, ended): unmounting '$S/m1'" \
+		"$M/log"
 }
 
 @test "srun stager mount: the mount outlives its step, lives as long as the job, and ends with it" {
-	mkdir m2
+	mountpoint_of_user m2
 	cat >m2.sh <<JOB
 #!/bin/bash
-srun -n1 "$STAGER" mount "$SL/shared/ds.tar.zst" "$SL/m2" || exit
-touch "$SL/out/m2.stepdone"
+srun -n1 stager mount "$S/ds.tar.zst" "$S/m2" || exit
+touch "$S/out/m2.stepdone"
 sleep 300
 JOB
 	id=$(submit m2.sh)
 	wait_until 60 test -e out/m2.stepdone
-	pid=$(server_pid "$SL/m2")
+	pid=$(server_pid "$S/m2")
 	# the step is over; its mount is still served
 	[ -z "$(squeue -h -s -j "$id" -o %i | grep "^$id\.0$")" ]
 	sleep 2.5 # check-tests: the mount must not follow the step (a /proc poll is 2 s)
 	running "$pid"
-	[ "$(cat m2/f3)" = 3 ]
+	[ "$(as_job_user "$U" cat "$S/m2/f3")" = 3 ]
 	scancel "$id"
 	wait_until 15 gone "$pid"
-	! mounted "$SL/m2" || false
-	no_record "$SL/m2"
-	grep -q "job $id is over (its batch shell, process [0-9]*, ended): unmounting '$SL/m2'" \
-		scratch/mounts/log
+	! mounted "$S/m2" || false
+	no_record "$S/m2"
+	grep -q "job $id is over (its batch shell, process [0-9]*, ended): unmounting '$S/m2'" \
+		"$M/log"
 }
 
 @test "salloc's own command (no batch step on any node): Slurm is asked, the mount ends within 30 s of the job" {
-	mkdir m3
-	salloc -n1 --mem=100 "$STAGER" mount "$SL/shared/ds.tar.zst" "$SL/m3" 3>&- 2>salloc.err
-	pid=$(server_pid "$SL/m3")
-	[ "$(cat m3/f1)" = 1 ]
+	mountpoint_of_user m3
+	# (salloc's own command runs where salloc does, with no task prolog:
+	# the site's settings as on a login node)
+	as_job_user "$U" env STAGER_SITE_CONFIG="$SITE/stager.conf" \
+		salloc -n1 --mem=100 stager mount "$S/ds.tar.zst" "$S/m3" 3>&- 2>"$D/salloc.err"
+	pid=$(server_pid "$S/m3")
+	[ "$(as_job_user "$U" cat "$S/m3/f1")" = 1 ]
 	# salloc released the job when its command returned: status says so
-	wait_until 20 sh -c '"$STAGER" status --json | jq -e ".mounts[] | select(.job_over == true)"'
-	id=$(jq -r '.mounts[0].job' <<<"$("$STAGER" status --json)")
+	over() {
+		ustager status --json >"$D/st.json" &&
+			jq -e '.mounts[] | select(.job_over == true)' "$D/st.json" >/dev/null
+	}
+	wait_until 20 over
+	id=$(jq -r '.mounts[0].job' "$D/st.json")
 	[ -n "$id" ]
-	run "$STAGER" status
+	run ustager status
 	echo "$output" | grep -q "job $id (over"
 	# the mount's process sees it at its next look (every 30 s)
 	wait_until 40 gone "$pid"
-	! mounted "$SL/m3" || false
-	no_record "$SL/m3"
-	grep -q "job $id is over (Slurm says so): unmounting '$SL/m3'" scratch/mounts/log
+	! mounted "$S/m3" || false
+	no_record "$S/m3"
+	grep -q "job $id is over (Slurm says so): unmounting '$S/m3'" "$M/log"
 }

@@ -262,3 +262,35 @@ JOB
 	# nothing of it is kept, and the host's /tmp/out was never this job's
 	[ ! -e /tmp/out/x ] || [ "$(stat -c %U /tmp/out/x)" != "$U1" ]
 }
+
+@test "a scancel'ed job that had a plain stager mount: the mount and its process are gone, the job's directories too" {
+	[ -e /dev/fuse ] && command -v fusermount3 >/dev/null || skip "needs /dev/fuse and fusermount3"
+	# (libfuse opens /dev/fuse as the user: Debian makes it 0666)
+	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
+	install -d -o $U1 "$S1/mnt"
+	cat >"$S1/mount.sh" <<JOB
+#!/bin/bash
+stager mount "$S1/ds.tar.zst" "$S1/mnt" || exit
+cmp "$S1/mnt/sub/big" "$S1/ds/sub/big" && echo same >"$S1/mount.read"
+grep " $S1/mnt " /proc/self/mountinfo >"$S1/mount.info"
+sleep 300
+JOB
+	id=$(submit1 "$S1/mount.sh")
+	wait_until 60 test -s "$S1/mount.read"
+	[ "$(cat "$S1/mount.read")" = same ]
+	# its server: the user's process that holds the mount (its record)
+	pid=$(grep -lx "$S1/mnt" "$D/scratch/$U1/mounts"/pid-* | sed 's|.*/pid-||; s|-.*||')
+	running "$pid"
+	[ "$(stat -c %U /proc/"$pid")" = $U1 ]
+	scancel "$id"
+	wait_until 60 job_gone "$id"
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+	wait_until 15 sh -c "! kill -0 $pid 2>/dev/null"
+	! awk -v m="$S1/mnt" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo || false
+	[ -z "$(ls -A "$S1/mnt")" ]
+	run login_stager $U1 status --json
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | jq '.mounts | length')" -eq 0 ]
+	# no pin of the job's is left on the pack's entry
+	[ "$(pins_of $U1 "$id")" -eq 0 ]
+}

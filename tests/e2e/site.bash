@@ -8,7 +8,8 @@
 # environment.
 #
 #   site_start DIR        (NODES=N, PROCTRACK=cgroup passed on to
-#                          scripts/slurm-test-cluster.sh)
+#                          scripts/slurm-test-cluster.sh; SITE_NO_EPILOG=1:
+#                          the prolog and task prolog only)
 #   site_stop DIR
 #   as_job_user USER CMD...   CMD as USER, a login shell's environment
 #   site_submit USER ARGS...  sbatch as USER; prints the job id
@@ -38,9 +39,11 @@ CONF
 		install -d -m 0700 -o "$u" "$d/shared/$u"
 		rm -rf "/home/$u/.local/state/stager"
 	done
-	local hooks="$d/prefix/libexec/stager"
+	local hooks="$d/prefix/libexec/stager" epilog
+	epilog=$hooks/epilog
+	[ -z "${SITE_NO_EPILOG:-}" ] || epilog=
 	SLURM_CONF=$(PROLOG="$hooks/prolog" TASK_PROLOG="$hooks/task-prolog" \
-		"$top/scripts/slurm-test-cluster.sh" start "$d/cluster" "$hooks/epilog") || return 1
+		"$top/scripts/slurm-test-cluster.sh" start "$d/cluster" "$epilog") || return 1
 	export SLURM_CONF
 	# ordinary users reach munge's socket (it is 0777) and slurm.conf
 	chmod 0711 "$d/cluster" "$d/cluster/munge" "$d/cluster/spool"
