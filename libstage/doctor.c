@@ -144,7 +144,14 @@ static void check_scratch(doctor *d, stg_cache *cache)
 	}
 	bool net;
 	const char *kind = fs_kind((long)sf.f_type, &net);
-	if (net)
+	char mnt[256];
+	if (stg__job_private_mount(root, mnt, sizeof mnt))
+		check(d, STG_CHECK_FAIL, "scratch root",
+		      "set scratch_root to a node-local disk outside the job's private mounts",
+		      "'%s' is on '%s', a mount of this job's own (job_container/tmpfs): the "
+		      "cache and kept results go with each job",
+		      root, mnt);
+	else if (net)
 		check(d, STG_CHECK_WARN, "scratch root",
 		      "point scratch_root at the node's local disk",
 		      "'%s' is on %s, a network filesystem: staging there gains nothing", root,

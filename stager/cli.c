@@ -419,6 +419,10 @@ static void on_progress(void *arg, const char *what, uint64_t done, uint64_t tot
 	}
 	prog.last = t;
 	prog.step_ended = end;
+	/* a tree that grew while it was sent (a file still being written)
+	 * has sent more than it had at the start: never over 100% */
+	if (done > total)
+		total = done;
 	/* the tool's own word for its main step: a stage unpacks */
 	const char *label = !strcmp(g_cmd, "stage") && !strcmp(what, "unpack") ? "stage" : what;
 	char d[16], tt[16], r16[16], rate[32] = "", eta[80] = "";

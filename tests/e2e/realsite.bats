@@ -250,6 +250,8 @@ stager collect /tmp/out "$S1/private-results"
 echo "rc=\$?" >"$S1/private.rc"
 # the job's /tmp is its own
 [ -e "/tmp/private-probe-$U1" ] && echo "host /tmp seen" >>"$S1/private.rc"
+# a cache there would go with each job: doctor says so
+STAGER_SCRATCH_ROOT=/tmp/cache stager doctor >"$S1/private.doctor" 2>&1
 JOB
 	touch "/tmp/private-probe-$U1"
 	id=$(submit1 "$S1/private.sh")
@@ -259,6 +261,7 @@ JOB
 	[ "$(cat "$S1/private.rc")" = rc=0 ]
 	[ "$(cat "$S1/private-results/x")" = x ]
 	grep -q "warning: '/tmp/out' is on '/tmp', a mount of this job's own that Slurm removes with the job, before the epilog" "$S1/$id.log"
+	grep -q "^FAIL  scratch root .*'/tmp/cache' is on '/tmp', a mount of this job's own (job_container/tmpfs)" "$S1/private.doctor"
 	# nothing of it is kept, and the host's /tmp/out was never this job's
 	[ ! -e /tmp/out/x ] || [ "$(stat -c %U /tmp/out/x)" != "$U1" ]
 }
