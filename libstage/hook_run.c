@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,6 +71,13 @@ static void child(const char *path, char *const env[], const stg_hook_cred *cred
 	setpgid(0, 0);
 	for (int s = 1; s < NSIG; s++)
 		signal(s, SIG_DFL);
+	/* the C library's own signals (32, 33), which signal() refuses:
+	 * ignored by whoever started us, they would stay so in the hook
+	 * (a zeroed kernel sigaction is SIG_DFL, whatever the layout) */
+	for (int s = 32; s < SIGRTMIN; s++) {
+		unsigned long ksa[4] = {0};
+		syscall(SYS_rt_sigaction, s, ksa, NULL, sizeof(unsigned long));
+	}
 	sigset_t none;
 	sigemptyset(&none);
 	sigprocmask(SIG_SETMASK, &none, NULL);
