@@ -11,6 +11,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <pwd.h>
 #include <sys/statfs.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
@@ -428,4 +429,100 @@ uint64_t stg__tree_bytes(int dirfd, const char *name, int depth)
 			total += stg__tree_bytes(fd, de->d_name, depth + 1);
 	closedir(d);
 	return total;
+}
+
+/* uid's name into name[len] ("uid N" if it has none). */
+static void user_name(uid_t uid, char *name, size_t len)
+{
+	struct passwd pw, *res = NULL;
+	char buf[1024];
+	if (getpwuid_r(uid, &pw, buf, sizeof buf, &res) == 0 && res)
+		snprintf(name, len, "%s (uid %u)", res->pw_name, (unsigned)uid);
+	else
+		snprintf(name, len, "uid %u", (unsigned)uid);
+}
+
+/* Trusted to hold the user's files: the user's own, or root's. */
+static bool trusted(uid_t uid)
+{
+	return uid == geteuid() || uid == 0;
+}
+
+/* A directory of a group the user is in, which the group may write and
+ * others may not (a project's shared directory): its members are trusted
+ * with each other's results, no one else could have planted it. */
+static bool group_shared(const struct stat *st)
+{
+	if ((st->st_mode & S_IWOTH) || !(st->st_mode & S_IWGRP))
+		return false;
+	if (st->st_gid == getegid())
+		return true;
+	gid_t g[256];
+	int n = getgroups(256, g);
+	for (int i = 0; i < n; i++)
+		if (g[i] == st->st_gid)
+			return true;
+	return false;
+}
+
+stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
+{
+	char at[STG_PATH_MAX + 1], who[300];
+	struct stat st, lst;
+	if (strlen(path) >= sizeof at)
+		return stg__fail(ctx, STG_EUSAGE, "path too long: '%.200s...'", path);
+	snprintf(at, sizeof at, "%s", path);
+	/* DEST itself, if it is there: a directory of the user's, or a link
+	 * of the user's to one */
+	if (lstat(at, &lst) == 0) {
+		if (S_ISLNK(lst.st_mode) && !trusted(lst.st_uid)) {
+			user_name(lst.st_uid, who, sizeof who);
+			return stg__fail(ctx, STG_EEXIST,
+			                 "'%s' is a link of another user, %s: nothing was written "
+			                 "through it; remove it (or ask its owner to), or choose "
+			                 "another destination",
+			                 path, who);
+		}
+		if (stat(at, &st))
+			return STG_OK; /* (a dangling link of the user's: the caller says) */
+		if (S_ISDIR(st.st_mode) && st.st_uid != geteuid() && !group_shared(&st)) {
+			user_name(st.st_uid, who, sizeof who);
+			return stg__fail(
+			        ctx, STG_EEXIST,
+			        "'%s' is a directory of another user, %s: nothing was "
+			        "written to it; remove it (or ask its owner to), or choose "
+			        "another destination",
+			        path, who);
+		}
+		return STG_OK;
+	}
+	/* else the nearest directory that is there, which it is made in: the
+	 * user's or root's (a sticky /scratch, a home), and no link of
+	 * anyone else's on the way */
+	for (;;) {
+		char *slash = strrchr(at, '/');
+		if (!slash)
+			snprintf(at, sizeof at, ".");
+		else if (slash == at)
+			at[1] = '\0';
+		else
+			*slash = '\0';
+		if (lstat(at, &lst) == 0)
+			break;
+		if (errno != ENOENT || !strcmp(at, ".") || !strcmp(at, "/"))
+			return STG_OK; /* (the caller's mkdir says why) */
+	}
+	uid_t owner = lst.st_uid;
+	if (!S_ISLNK(lst.st_mode) || trusted(lst.st_uid)) {
+		if (stat(at, &st))
+			return STG_OK;
+		owner = st.st_uid;
+		if (trusted(owner) || group_shared(&st))
+			return STG_OK;
+	}
+	user_name(owner, who, sizeof who);
+	return stg__fail(ctx, STG_EEXIST,
+	                 "'%s' would be made in '%s', %s of another user, %s: nothing "
+	                 "was written; choose a destination in a directory of yours",
+	                 path, at, S_ISLNK(lst.st_mode) ? "a link" : "a directory", who);
 }

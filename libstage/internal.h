@@ -283,6 +283,15 @@ int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len
  * type into type[len], from /proc/self/mountinfo: no call reaches the
  * filesystem (statfs is a round trip on NFS). */
 bool stg__dev_is_network(dev_t dev, char *type, size_t len);
+/* May the user write into a directory at path (there, or made there)?
+ * Only into one of the user's, reached through no link of another
+ * user's: STG_EEXIST naming the owner, with what to do, if path is
+ * another user's directory or link, or would be made in another user's
+ * directory (root's are trusted as parents: a sticky /scratch, /home; a
+ * group's directory that others cannot write is trusted by its members: a
+ * project's shared directory).  Checked on every run; the caller checks
+ * the descriptor it then opens too. */
+stg_err stg__dest_ours(stg_ctx *ctx, const char *path);
 /* Bytes a tree takes on disk (blocks), not following links; name
  * relative to dirfd. */
 uint64_t stg__tree_bytes(int dirfd, const char *name, int depth);

@@ -262,6 +262,8 @@ tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -
 	mkdir -p dest/sub
 	chmod -R a+rwX "$T"
 	chmod 0555 dest/sub
+	# (DEST is the user's: collect writes into no one else's directory)
+	[ "$(id -u)" -ne 0 ] || chown -R 65534 dest
 	as_user_setup
 	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" collect src dest
 	echo "$output"

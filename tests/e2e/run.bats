@@ -153,6 +153,8 @@ exists() { compgen -G "$1" >/dev/null; }
 	mkdir results
 	chmod -R a+rwX "$T"
 	chmod 0555 results
+	# (DEST is the user's: collect writes into no one else's directory)
+	[ "$(id -u)" -ne 0 ] || chown 65534 results
 	as_user_setup
 	run as_user env HOME="$T" STAGER_SCRATCH_ROOT="$T/scratch2" "$AS_USER_STAGER" run \
 		--collect out:results -- sh -c 'echo precious >"$STAGER_OUT/r"'

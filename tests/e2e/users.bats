@@ -287,3 +287,71 @@ SH
 		as stgbob "$U/bin/stager" clean --all -q
 	done
 }
+
+@test "collect refuses a DEST another user planted: their directory, their link, or a parent of theirs; the user's own link is followed" {
+	mkdir -p src && echo secret >src/result && chmod -R a+rX src
+	chmod 0777 "$T"
+	# bob's world-writable directory where alice will collect
+	as stgbob mkdir -m 0777 planted
+	t0=$(date +%s.%N)
+	run as stgalice "$U/bin/stager" collect src "$T/planted"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/planted' is a directory of another user, stgbob (uid $(id -u stgbob)): nothing was written to it"* ]]
+	[ -z "$(ls -A planted)" ]
+	# bob's link to a directory of bob's
+	as stgbob mkdir -m 0777 bobs
+	as stgbob ln -s "$T/bobs" link
+	run as stgalice "$U/bin/stager" collect src "$T/link"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/link' is a link of another user, stgbob (uid $(id -u stgbob)): nothing was written through it"* ]]
+	[ -z "$(ls -A bobs)" ]
+	# a parent of bob's that alice's DEST would be made in
+	run as stgalice "$U/bin/stager" collect src "$T/bobs/new/run1"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/bobs/new/run1' would be made in '$T/bobs', a directory of another user, stgbob (uid $(id -u stgbob)): nothing was written"* ]]
+	[ -z "$(ls -A bobs)" ]
+	# --pack too
+	run as stgalice "$U/bin/stager" collect --pack src "$T/planted/r.tar.zst"
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A planted)" ]
+	# alice's own directory, and her own link to it: collected
+	as stgalice mkdir mine
+	as stgalice ln -s "$T/mine" mylink
+	run as stgalice "$U/bin/stager" collect src "$T/mylink"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat mine/result)" = secret ]
+	# rechecked on every run: bob swaps his directory in for alice's
+	# (she made it in a place he can write)
+	as stgalice mkdir run2
+	run as stgalice "$U/bin/stager" collect src "$T/run2"
+	[ "$status" -eq 0 ]
+	rm -rf run2
+	as stgbob mkdir -m 0777 run2
+	echo more >src/more && chmod a+r src/more
+	run as stgalice "$U/bin/stager" collect src "$T/run2"
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A run2)" ]
+	# a project's directory: bob's, writable by a group alice is in and
+	# by no one else: trusted, as a parent and as DEST
+	getent group stgshare >/dev/null || groupadd stgshare
+	usermod -a -G stgshare stgalice
+	usermod -a -G stgshare stgbob
+	as stgbob mkdir -m 2770 project
+	chgrp stgshare project
+	run as stgalice "$U/bin/stager" collect src "$T/project/alice-run1"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat project/alice-run1/result)" = secret ]
+	run as stgalice "$U/bin/stager" collect src "$T/project"
+	[ "$status" -eq 0 ]
+	# the same, writable by all: anyone could have planted it
+	chmod 2777 project
+	run as stgalice "$U/bin/stager" collect src "$T/project/alice-run2"
+	[ "$status" -eq 1 ]
+	[ ! -e project/alice-run2 ]
+	echo "# refusals took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s" >&3
+}
