@@ -198,6 +198,9 @@ install: all
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' libstage/libstage.pc.in >$(DESTDIR)$(PKGDIR)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
+	# the node's slot directory, root's, made at boot (systemd-tmpfiles)
+	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
+	install -m 644 etc/tmpfiles-stager.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@MANDIR@|$(MANDIR)|g' -e 's|@PKGDIR@|$(PKGDIR)|g' \
@@ -210,7 +213,8 @@ uninstall:
 	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1 \
 	      $(DESTDIR)$(DOCDIR)/stager.conf.example $(DESTDIR)$(COMPDIR)/stager \
 	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua $(DESTDIR)$(LIBEXECDIR)/prolog \
-	      $(DESTDIR)$(LIBEXECDIR)/task-prolog $(DESTDIR)$(LIBEXECDIR)/epilog
+	      $(DESTDIR)$(LIBEXECDIR)/task-prolog $(DESTDIR)$(LIBEXECDIR)/epilog \
+	      $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
 
 format:
 	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c

@@ -230,15 +230,36 @@ static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out, int
 		snprintf(cand[1], sizeof cand[1], "/scratch-ssd/%s", user);
 		snprintf(cand[2], sizeof cand[2], "%s/stager-%s", tmp, user);
 		int i;
-		for (i = 0; i < 3; i++)
+		for (i = 0; i < 3; i++) {
+			/* one there that is not the user's was made by someone
+			 * else: said, never skipped for the next (a squatter
+			 * would choose where the user's data goes) */
+			struct stat st;
+			if (lstat(cand[i], &st) == 0 &&
+			    !(S_ISDIR(st.st_mode) && st.st_uid == getuid())) {
+				char who[300];
+				stg__user_text(st.st_uid, who, sizeof who);
+				return stg__fail(
+				        ctx, STG_EIO,
+				        "'%s', your default scratch root, is %s of another user, "
+				        "%s "
+				        "(made before you used it): nothing was written; ask your "
+				        "administrators to remove it, or set scratch_root in "
+				        "~/.config/stager/config or use --scratch",
+				        cand[i],
+				        S_ISDIR(st.st_mode) ? "a directory" : "a file or link",
+				        who);
+			}
 			if (usable(cand[i]))
 				break;
+		}
 		if (i == 3)
 			return stg__fail(ctx, STG_EIO,
 			                 "no usable scratch directory (tried %s, %s, %s); set "
 			                 "scratch_root in ~/.config/stager/config or use --scratch",
 			                 cand[0], cand[1], cand[2]);
-		snprintf(buf, sizeof buf, "%s", cand[i]);
+		_Static_assert(sizeof buf == sizeof cand[0], "one size of path");
+		memcpy(buf, cand[i], sizeof buf);
 		if ((*fd = private_dir(ctx, buf, 0, false)) < 0)
 			return STG_EIO;
 	}

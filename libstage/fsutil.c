@@ -431,8 +431,7 @@ uint64_t stg__tree_bytes(int dirfd, const char *name, int depth)
 	return total;
 }
 
-/* uid's name into name[len] ("uid N" if it has none). */
-static void user_name(uid_t uid, char *name, size_t len)
+void stg__user_text(uid_t uid, char *name, size_t len)
 {
 	struct passwd pw, *res = NULL;
 	char buf[1024];
@@ -476,7 +475,7 @@ stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
 	 * of the user's to one */
 	if (lstat(at, &lst) == 0) {
 		if (S_ISLNK(lst.st_mode) && !trusted(lst.st_uid)) {
-			user_name(lst.st_uid, who, sizeof who);
+			stg__user_text(lst.st_uid, who, sizeof who);
 			return stg__fail(ctx, STG_EEXIST,
 			                 "'%s' is a link of another user, %s: nothing was written "
 			                 "through it; remove it (or ask its owner to), or choose "
@@ -486,7 +485,7 @@ stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
 		if (stat(at, &st))
 			return STG_OK; /* (a dangling link of the user's: the caller says) */
 		if (S_ISDIR(st.st_mode) && st.st_uid != geteuid() && !group_shared(&st)) {
-			user_name(st.st_uid, who, sizeof who);
+			stg__user_text(st.st_uid, who, sizeof who);
 			return stg__fail(
 			        ctx, STG_EEXIST,
 			        "'%s' is a directory of another user, %s: nothing was "
@@ -520,7 +519,7 @@ stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
 		if (trusted(owner) || group_shared(&st))
 			return STG_OK;
 	}
-	user_name(owner, who, sizeof who);
+	stg__user_text(owner, who, sizeof who);
 	return stg__fail(ctx, STG_EEXIST,
 	                 "'%s' would be made in '%s', %s of another user, %s: nothing "
 	                 "was written; choose a destination in a directory of yours",

@@ -283,6 +283,8 @@ int stg__copy_range(int sfd, uint64_t soff, int dfd, uint64_t doff, uint64_t len
  * type into type[len], from /proc/self/mountinfo: no call reaches the
  * filesystem (statfs is a round trip on NFS). */
 bool stg__dev_is_network(dev_t dev, char *type, size_t len);
+/* "NAME (uid N)" of uid into name[len] ("uid N" if it has no name). */
+void stg__user_text(uid_t uid, char *name, size_t len);
 /* May the user write into a directory at path (there, or made there)?
  * Only into one of the user's, reached through no link of another
  * user's: STG_EEXIST naming the owner, with what to do, if path is

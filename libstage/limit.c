@@ -63,6 +63,20 @@ static int slot_dir_open(stg_ctx *ctx, const char *dir)
 			close(fd);
 		return -1;
 	}
+	/* made by a user, it is theirs to chmod (every user's limit off) and
+	 * to empty of others' slots: only root's is shared */
+	if (st.st_uid != 0 && st.st_uid != geteuid()) {
+		char who[300];
+		stg__user_text(st.st_uid, who, sizeof who);
+		stg__log(ctx, STG_LOG_WARN,
+		         "no node-wide limit on shared-FS readers: slot_dir '%s' belongs to %s, "
+		         "who could turn the limit off for everyone; ask your administrators to "
+		         "make it root's (the stager prolog does, or tmpfiles.d/stager.conf from "
+		         "`make install`)",
+		         dir, who);
+		close(fd);
+		return -1;
+	}
 	if ((st.st_mode & 01777) != 01777 && st.st_uid != geteuid()) {
 		stg__log(ctx, STG_LOG_WARN,
 		         "no node-wide limit on shared-FS readers: slot_dir '%s' is not a sticky, "

@@ -41,6 +41,14 @@ if [ -L "$base" ] || [ ! -d "$base" ] || [ "$(stat -c %u "$base")" != 0 ] ||
 	echo "stager-prolog: $base must be a directory owned by root, not writable by others" >&2
 	exit 1
 fi
+# the node's reader slots (max_readers_per_node): a directory of root's,
+# sticky and world-writable; one a user made first is theirs to turn off
+slots=${STAGER_SLOT_DIR:-/run/lock/stager}
+if [ ! -e "$slots" ] && [ ! -L "$slots" ] && [ -d "$(dirname "$slots")" ]; then
+	mkdir -m 1777 "$slots" 2>/dev/null && chmod 1777 "$slots"
+elif [ -L "$slots" ] || [ "$(stat -c %u "$slots")" != 0 ]; then
+	echo "stager-prolog: $slots (slot_dir) is not root's: its owner can turn off every user's limit; remove it (the prolog then makes it)" >&2
+fi
 dir="$base/$SLURM_JOB_ID"
 if [ -e "$dir" ] || [ -L "$dir" ]; then
 	# a leftover of an earlier job with this id: removed as its owner

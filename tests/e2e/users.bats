@@ -355,3 +355,41 @@ SH
 	[ ! -e project/alice-run2 ]
 	echo "# refusals took $(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s" >&3
 }
+
+@test "squatting: a default scratch root another user made is refused naming them, never skipped; a slot directory a user made is not used by others" {
+	[ ! -e /disk/scratch ] && [ ! -e /scratch-ssd ] || skip "this machine has a default scratch disk"
+	: >site.conf
+	mkdir -m 1777 tmpx
+	# bob makes alice's default root (TMPDIR/stager-USER) before she does
+	as stgbob mkdir -m 0777 tmpx/stager-stgalice
+	run as stgalice env TMPDIR="$T/tmpx" "$U/bin/stager" stage "$U/ds.tar.zst"
+	echo "$output"
+	[ "$status" -ne 0 ]
+	[[ "$output" == *"'$T/tmpx/stager-stgalice', your default scratch root, is a directory of another user, stgbob (uid $(id -u stgbob))"*"set scratch_root"* ]]
+	[ -z "$(ls -A tmpx/stager-stgalice)" ]
+	# her own: used
+	rmdir tmpx/stager-stgalice
+	run as stgalice env TMPDIR="$T/tmpx" "$U/bin/stager" stage -q "$U/ds.tar.zst"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U tmpx/stager-stgalice)" = stgalice ]
+	# a slot directory bob made (he could chmod 700 it): alice does not
+	# use it, and says why; root's is used
+	printf 'scratch_root = %s/scratch/$USER\nmax_readers_per_node = 1\nslot_wait_max = 2\n' "$T" >site.conf
+	mkdir -m 1777 scratch
+	chmod 1777 "$T" # (like /run/lock, where anyone may make it first)
+	as stgbob mkdir -m 1777 slots
+	run as stgalice "$U/bin/stager" stage "$U/ds.tar.zst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"slot_dir '$T/slots' belongs to stgbob (uid $(id -u stgbob)), who could turn the limit off for everyone"* ]]
+	[ -z "$(ls -A slots)" ]
+	rm -rf slots
+	mkdir -m 1777 slots
+	# (a dataset not in her cache: read from the shared filesystem)
+	mkdir ds3 && echo three >ds3/f && chmod -R a+rX ds3
+	run as stgalice "$U/bin/stager" stage "$T/ds3"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"slot_dir"* ]]
+	[ -e slots/slot.0 ]
+}
