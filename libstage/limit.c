@@ -38,6 +38,7 @@
 /* ---- node slots --------------------------------------------------------------- */
 
 #define SLOT_DIR_DEFAULT  "/run/lock/stager"
+#define FAIR_WAIT         1.0 /* s before a wait asks whether the holders are fair */
 #define SLOT_DIR_FALLBACK "/dev/shm/stager-slots"
 
 /* Open (creating it if need be) the slot directory; -1 if it cannot be used.
@@ -107,6 +108,54 @@ static int slot_open(int dirfd, unsigned i)
 	return fd;
 }
 
+/* Does one other user hold more of the n node slots than a fair share
+ * (n over the users who hold or want them, at least 1) while this one
+ * holds none?  Their name and count into who[len].  A user who takes
+ * every slot (on purpose, with flock, or with many jobs) then delays the
+ * others by a second, not by slot_wait_max. */
+static bool unfair(stg_ctx *ctx, const stg_limits *lim, unsigned n, char *who, size_t len)
+{
+	stg_holder *v = NULL;
+	size_t m = 0;
+	if (stg__holders(ctx, lim, &v, &m)) {
+		free(v);
+		return false;
+	}
+	unsigned uids[64], counts[64], users = 0, mine = 0;
+	for (size_t i = 0; i < m; i++) {
+		if (strcmp(v[i].kind, "node"))
+			continue;
+		if (v[i].uid == (unsigned)geteuid()) {
+			mine++;
+			continue;
+		}
+		unsigned k = 0;
+		while (k < users && uids[k] != v[i].uid)
+			k++;
+		if (k == users && users < 64) {
+			uids[users] = v[i].uid;
+			counts[users++] = 0;
+		}
+		if (k < users)
+			counts[k]++;
+	}
+	unsigned fair = n / (users + 1) ? n / (users + 1) : 1;
+	bool over = false;
+	for (unsigned k = 0; k < users && !mine && !over; k++) {
+		if (counts[k] <= fair)
+			continue;
+		over = true;
+		const char *name = "";
+		for (size_t i = 0; i < m; i++)
+			if (v[i].uid == uids[k] && !strcmp(v[i].kind, "node"))
+				name = v[i].user;
+		snprintf(who, len, "%s holds %u of the %u", *name ? name : "another user",
+		         counts[k], n);
+	}
+	free(v);
+	return over;
+}
+
 static stg_err node_slot(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double deadline)
 {
 	unsigned n = lim->node_slots;
@@ -133,6 +182,7 @@ static stg_err node_slot(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double dead
 	double delay = 0.02, t0 = stg__now();
 	double bound = lim->slot_wait_max ? t0 + lim->slot_wait_max : 0;
 	bool told = false;
+	double fair_check = t0 + FAIR_WAIT;
 	for (;;) {
 		for (unsigned k = 0; k < n && s->fd < 0; k++) {
 			unsigned i = (start + k) % n;
@@ -158,6 +208,18 @@ static stg_err node_slot(stg_ctx *ctx, stg_limits *lim, stg_slot *s, double dead
 			         lim->slot_wait_max,
 			         who[0] ? who : "processes this user cannot see");
 			break;
+		}
+		if (stg__now() >= fair_check) {
+			char who[128];
+			if (unfair(ctx, lim, n, who, sizeof who)) {
+				stg__log(ctx, STG_LOG_WARN,
+				         "going ahead without a shared-FS slot: %s on this node, "
+				         "more "
+				         "than a fair share while others wait",
+				         who);
+				break;
+			}
+			fair_check = stg__now() + FAIR_WAIT;
 		}
 		if (!told && stg__now() - t0 > 0.5) {
 			char who[512];

@@ -393,3 +393,34 @@ SH
 	[[ "$output" != *"slot_dir"* ]]
 	[ -e slots/slot.0 ]
 }
+
+@test "fair slots: a user who holds every node slot delays another user by a second, not by slot_wait_max; one fair share each is waited for" {
+	mkdir -m 1777 slots scratch
+	printf 'scratch_root = %s/scratch/$USER\nmax_readers_per_node = 2\nslot_wait_max = 600\n' "$T" >site.conf
+	# bob holds both slots (with flock, as anyone can)
+	for i in 0 1; do
+		# (-o: the lock is flock's alone, not its sleep's)
+		runuser -u stgbob -- sh -c "exec 3>&-; exec flock -o $T/slots/slot.$i sleep 300" &
+		pids+=($!)
+	done
+	wait_until 10 sh -c "[ \$(pgrep -u stgbob -xc sleep) -eq 2 ]"
+	mkdir ds4 && echo four >ds4/f && chmod -R a+rX ds4
+	t0=$(date +%s.%N)
+	run as stgalice "$U/bin/stager" stage "$T/ds4"
+	t1=$(date +%s.%N)
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"going ahead without a shared-FS slot: stgbob holds 2 of the 2 on this node, more than a fair share while others wait"* ]]
+	took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')
+	echo "# alice went ahead after $took s (slot_wait_max 600)" >&3
+	awk -v t="$took" 'BEGIN { exit !(t >= 1 && t < 5) }'
+	# bob lets one go: one each is fair, and alice takes the free one at once
+	pkill -u stgbob -f "flock -o $T/slots/slot.1"
+	wait_until 10 sh -c "[ \$(pgrep -u stgbob -xc flock) -eq 1 ]"
+	mkdir ds5 && echo five >ds5/f && chmod -R a+rX ds5
+	run as stgalice "$U/bin/stager" stage "$T/ds5"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"fair share"* ]]
+	[[ "$output" != *"waiting for a shared-FS slot"* ]]
+}
