@@ -412,7 +412,10 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 	char *dest = o->dest ? dest_into(o->dest, src) : default_dest(ctx, c, src, owner, &err);
 	if (!dest)
 		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
-	err = o->copy ? copy_dest(ctx, target, dest) : link_dest(ctx, c, target, dest);
+	/* a link or copy only where no other user could swap it for one of
+	 * theirs (the job would read their data) */
+	if (!(err = stg__dest_ours(ctx, dest, true)))
+		err = o->copy ? copy_dest(ctx, target, dest) : link_dest(ctx, c, target, dest);
 	if (err) {
 		free(dest);
 		return err;

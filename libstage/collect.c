@@ -115,7 +115,7 @@ static stg_err check_space(collector *k, const char *path, uint64_t need, uint64
 static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 {
 	stg__col_op(k);
-	stg_err err = stg__dest_ours(k->ctx, path);
+	stg_err err = stg__dest_ours(k->ctx, path, false);
 	if (err)
 		return err;
 	if (mkdir(path, mode) && errno != EEXIST) {
@@ -129,7 +129,7 @@ static stg_err open_dest(collector *k, const char *path, mode_t mode, bool note)
 	if (k->destfd < 0 || fstat(k->destfd, &st))
 		return stg__fail_errno(k->ctx, STG_EIO, errno, "cannot open '%s'", path);
 	/* what was opened, whatever happened since the check */
-	if (st.st_uid != geteuid() && stg__dest_ours(k->ctx, path))
+	if (st.st_uid != geteuid() && stg__dest_ours(k->ctx, path, false))
 		return STG_EEXIST; /* (it said why) */
 	/* where the temporaries of this collect go: `stager clean` removes
 	 * what a killed one left there once the record goes */

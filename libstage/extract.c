@@ -614,6 +614,9 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		opts = &def;
 	}
 	struct stat st;
+	stg_err derr = stg__dest_ours(ctx, dir, false);
+	if (derr)
+		return derr;
 	if (lstat(dir, &st) == 0) {
 		bool empty = false;
 		if (S_ISDIR(st.st_mode) && opts->replace_empty) {

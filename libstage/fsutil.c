@@ -464,7 +464,7 @@ static bool group_shared(const struct stat *st)
 	return false;
 }
 
-stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
+stg_err stg__dest_ours(stg_ctx *ctx, const char *path, bool file)
 {
 	char at[STG_PATH_MAX + 1], who[300];
 	struct stat st, lst;
@@ -482,6 +482,16 @@ stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
 			                 "another destination",
 			                 path, who);
 		}
+		if (file && !S_ISLNK(lst.st_mode) && !trusted(lst.st_uid)) {
+			stg__user_text(lst.st_uid, who, sizeof who);
+			return stg__fail(
+			        ctx, STG_EEXIST,
+			        "'%s' is another user's, %s: nothing was written; remove it "
+			        "(or ask its owner to), or choose another destination",
+			        path, who);
+		}
+		if (file)
+			goto made_in; /* what it goes into decides */
 		if (stat(at, &st))
 			return STG_OK; /* (a dangling link of the user's: the caller says) */
 		if (S_ISDIR(st.st_mode) && st.st_uid != geteuid() && !group_shared(&st)) {
@@ -498,6 +508,7 @@ stg_err stg__dest_ours(stg_ctx *ctx, const char *path)
 	/* else the nearest directory that is there, which it is made in: the
 	 * user's or root's (a sticky /scratch, a home), and no link of
 	 * anyone else's on the way */
+made_in:
 	for (;;) {
 		char *slash = strrchr(at, '/');
 		if (!slash)

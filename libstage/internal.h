@@ -292,8 +292,11 @@ void stg__user_text(uid_t uid, char *name, size_t len);
  * directory (root's are trusted as parents: a sticky /scratch, /home; a
  * group's directory that others cannot write is trusted by its members: a
  * project's shared directory).  Checked on every run; the caller checks
- * the descriptor it then opens too. */
-stg_err stg__dest_ours(stg_ctx *ctx, const char *path);
+ * the descriptor it then opens too.  file: path is a file or link that is
+ * made or replaced there (a pack, a staged link): one of another user's
+ * there is refused, and the directory it goes in must be trusted as a
+ * parent. */
+stg_err stg__dest_ours(stg_ctx *ctx, const char *path, bool file);
 /* Bytes a tree takes on disk (blocks), not following links; name
  * relative to dirfd. */
 uint64_t stg__tree_bytes(int dirfd, const char *name, int depth);

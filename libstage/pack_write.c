@@ -564,7 +564,10 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
                      stg_pack_info *info)
 {
 	stg_bases bases = {0};
-	stg_err err = STG_OK;
+	/* a pack goes only where no other user could swap it for theirs */
+	stg_err err = stg__dest_ours(ctx, out_path, true);
+	if (err)
+		return err;
 	if (opts && opts->n_bases && (err = stg__bases_open(ctx, opts, out_path, &bases))) {
 		stg__bases_free(&bases);
 		return err;

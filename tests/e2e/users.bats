@@ -424,3 +424,24 @@ SH
 	[[ "$output" != *"fair share"* ]]
 	[[ "$output" != *"waiting for a shared-FS slot"* ]]
 }
+
+@test "stage, unpack and pack write into no directory and through no link of another user's" {
+	chmod 1777 "$T"
+	as stgbob mkdir -m 0777 bobs
+	as stgbob ln -s "$T/bobs" blink
+	for c in "unpack $U/ds.tar.zst $T/bobs" "unpack $U/ds.tar.zst $T/bobs/sub" \
+		"stage $U/ds.tar.zst $T/bobs" "stage $U/ds.tar.zst $T/bobs/x" "stage $U/ds.tar.zst $T/blink" \
+		"pack $U/ds -o $T/bobs/x.tar.zst"; do
+		# shellcheck disable=SC2086 # the words of c
+		run as stgalice "$U/bin/stager" $c
+		echo "$c: $output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"another user, stgbob (uid $(id -u stgbob))"* || "$output" == *"another user's, stgbob (uid $(id -u stgbob))"* ]]
+		[[ "$output" == *"nothing was written"* ]]
+	done
+	[ -z "$(ls -A bobs)" ]
+	# into her own: as before
+	run as stgalice "$U/bin/stager" unpack "$U/ds.tar.zst" "$T/mine"
+	[ "$status" -eq 0 ]
+	[ "$(cat mine/a)" = hello ]
+}
