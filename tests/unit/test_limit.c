@@ -225,8 +225,8 @@ static void test_unusable(void **state)
 	free(target);
 }
 
-/* A slot directory that another user owns and that is not sticky and
- * world-writable is not trusted (as root: given away to nobody). */
+/* A slot directory that another user owns is not trusted, sticky or not:
+ * its owner could chmod it (as root: given away to nobody). */
 static void test_foreign_slot_dir(void **state)
 {
 	fx *f = *state;
@@ -238,8 +238,16 @@ static void test_foreign_slot_dir(void **state)
 	stg_slot s;
 	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
 	assert_int_equal(s.fd, -1);
-	assert_non_null(strstr(f->log.text, "is not a sticky, world-writable directory (mode 0755, "
-	                                    "owner 65534)"));
+	assert_non_null(strstr(f->log.text, "belongs to nobody (uid 65534), who could turn the "
+	                                    "limit off for everyone"));
+	stg_cache_close(c);
+	/* sticky and world-writable makes no difference */
+	assert_int_equal(chmod(f->slots, 01777), 0);
+	f->log.text[0] = '\0';
+	c = cache_with(f, "2", "0");
+	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
+	assert_int_equal(s.fd, -1);
+	assert_non_null(strstr(f->log.text, "belongs to nobody (uid 65534)"));
 	stg_cache_close(c);
 }
 
