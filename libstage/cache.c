@@ -361,14 +361,18 @@ static int lock_once(stg_ctx *ctx, stg_cache *c, const char *path, bool wait, bo
 	}
 	if (waited)
 		*waited = true;
-	/* blocking; a signal (stg_cancel) interrupts it with EINTR */
-	while (flock(fd, LOCK_EX)) {
-		if (errno != EINTR || stg__cancelled(ctx)) {
-			int e = errno;
+	/* tried again and again, not blocked in flock: a stop signal that
+	 * came just before a blocking flock would not interrupt it, and the
+	 * wait would last as long as the holder */
+	double delay = 0.005;
+	while (flock(fd, LOCK_EX | LOCK_NB)) {
+		if (errno != EWOULDBLOCK || !stg__nap(ctx, delay)) {
+			int e = errno == EWOULDBLOCK ? EINTR : errno;
 			close(fd);
 			errno = e;
 			return -1;
 		}
+		delay = delay * 2 > 0.1 ? 0.1 : delay * 2;
 	}
 	return fd;
 }

@@ -166,6 +166,10 @@ static stg_err stage_source(stg_ctx *ctx, stg_cache *c, stg_source *s, const stg
 			if (errno != EWOULDBLOCK)
 				goto lock_failed;
 			/* another process builds it: wait for it */
+			stg__log(ctx, STG_LOG_INFO,
+			         "'%s' is being staged by another process on this node: waiting "
+			         "for it (the source is read once)",
+			         s->name);
 			if ((let_go = s->ops->reopen != NULL))
 				stg__source_let_go(s);
 			if ((klock = stg__cache_lock(ctx, c, lock, true, NULL)) < 0)
@@ -376,7 +380,16 @@ stg_err stg_stage(stg_ctx *ctx, stg_cache *c, const char *src, const stg_stage_o
 		         (unsigned long long)st.st_ino, (unsigned long long)st.st_size,
 		         (unsigned long long)(st.st_mtim.tv_sec * 1000000000ll +
 		                              st.st_mtim.tv_nsec));
-		if ((idlock = stg__cache_lock(ctx, c, name, true, &waited)) < 0) {
+		if ((idlock = stg__cache_lock(ctx, c, name, false, NULL)) < 0 &&
+		    errno == EWOULDBLOCK) {
+			stg__log(ctx, STG_LOG_INFO,
+			         "'%s' is being staged by another process on this node: waiting "
+			         "for it (the source is read once)",
+			         src);
+			waited = true;
+			idlock = stg__cache_lock(ctx, c, name, true, NULL);
+		}
+		if (idlock < 0) {
 			err = stg__cancelled(ctx) ? stg__fail(ctx, STG_EINTR, "interrupted")
 			                          : stg__fail_errno(ctx, STG_EIO, errno,
 			                                            "cannot lock '%s'", name);
