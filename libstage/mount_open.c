@@ -662,6 +662,11 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	}
 	if (opts && opts->keep_frames && m->entry_fd < 0 && (err = stg__keep_open(ctx, m)))
 		goto fail;
+	/* a stop that came while it waited: nothing is mounted */
+	if (stg__cancelled(ctx)) {
+		err = stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted", mountpoint);
+		goto fail;
+	}
 	if ((err = stg__mount_session(ctx, m, m->mountpoint)))
 		goto fail;
 	record_write(m);
