@@ -85,8 +85,9 @@ typedef struct stg_mount_job {
 	char what[32];            /* "its batch shell", for messages */
 } stg_mount_job;
 typedef struct stg_mount_jobwatch stg_mount_jobwatch;
-/* false outside a Slurm job */
-bool stg__mount_job_find(stg_mount_job *j);
+/* false outside a Slurm job; Slurm's answer is given up on once ctx (if
+ * not NULL) is cancelled */
+bool stg__mount_job_find(stg_mount_job *j, const stg_ctx *ctx);
 /* A thread that calls over(arg, j) once, when the job ends; NULL if it
  * cannot be started.  unwatch ends it: over is never called after. */
 stg_mount_jobwatch *stg__mount_job_watch(const stg_mount_job *j,

@@ -64,6 +64,7 @@ extern char **environ;
 #define SLURM_POLL_MS 30000 /* Slurm asked, without a process to watch */
 #define JOIN_WAIT_NS  500000000L
 #define SLURM_WAIT    10.0 /* s a Slurm command may take (its own MessageTimeout) */
+#define CANCEL_STEP   0.1  /* s between looks at the caller's cancellation */
 
 /* ---- processes ----------------------------------------------------------------- */
 
@@ -176,8 +177,9 @@ static bool stepd_of(pid_t pid, const char *job, char *step, size_t len)
  * most SLURM_WAIT seconds: a Slurm command waits on its controller or its
  * node's daemons as long as they make it, and clean, status and `stager
  * mount` must not.  Its exit status, or -1 (could not run, killed by the
- * time limit: *late is then set). */
-static int run_bounded(char *const argv[], char *out, size_t len, bool *late)
+ * time limit: *late is then set; or killed because ctx, if not NULL, was
+ * cancelled: a mount's start answers a stop signal within a second). */
+static int run_bounded(char *const argv[], char *out, size_t len, bool *late, const stg_ctx *ctx)
 {
 	int p[2];
 	out[0] = '\0';
@@ -208,16 +210,21 @@ static int run_bounded(char *const argv[], char *out, size_t len, bool *late)
 	}
 	size_t got = 0;
 	double until = stg__now() + SLURM_WAIT;
-	bool killed = false;
+	bool killed = false, late_now = false;
 	for (;;) {
 		double left = until - stg__now();
 		struct pollfd pf = {.fd = p[0], .events = POLLIN};
-		int n = left > 0 ? poll(&pf, 1, (int)(left * 1000) + 1) : 0;
-		if (n < 0 && errno == EINTR)
+		int step = left > CANCEL_STEP ? (int)(CANCEL_STEP * 1000) : (int)(left * 1000) + 1;
+		int n = left > 0 ? poll(&pf, 1, step) : 0;
+		bool cancelled = ctx && stg__cancelled(ctx);
+		if (n < 0 && errno == EINTR && !cancelled)
 			continue;
-		if (n <= 0) {
+		if (n == 0 && left > CANCEL_STEP && !cancelled)
+			continue;
+		if (n <= 0 || cancelled) {
 			kill(-pid, SIGKILL);
 			killed = true;
+			late_now = !cancelled;
 			break;
 		}
 		char sink[4096];
@@ -235,7 +242,7 @@ static int run_bounded(char *const argv[], char *out, size_t len, bool *late)
 	int st = 0;
 	while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
 		;
-	if (killed && late)
+	if (late_now && late)
 		*late = true;
 	return killed || !WIFEXITED(st) ? -1 : WEXITSTATUS(st);
 }
@@ -255,13 +262,13 @@ static bool numeric(const char *s)
  * is a slurmstepd; 0 if there is none here (another node of the job,
  * salloc) or Slurm cannot say.  Not from the step daemons' titles alone:
  * two clusters on one machine (test clusters) have jobs of the same id. */
-static pid_t batch_shell(const char *job)
+static pid_t batch_shell(const char *job, const stg_ctx *ctx)
 {
 	char *argv[] = {"scontrol", "listpids", (char *)job, NULL};
 	size_t len = (size_t)1 << 16;
 	char *out = malloc(len);
 	pid_t pid = 0, pp;
-	if (out && run_bounded(argv, out, len, NULL) == 0) {
+	if (out && run_bounded(argv, out, len, NULL, ctx) == 0) {
 		/* PID JOBID STEPID LOCALID GLOBALID */
 		for (char *line = out; line && *line && !pid;) {
 			char *nl = strchr(line, '\n');
@@ -282,7 +289,7 @@ static pid_t batch_shell(const char *job)
 	return pid;
 }
 
-bool stg__mount_job_find(stg_mount_job *j)
+bool stg__mount_job_find(stg_mount_job *j, const stg_ctx *ctx)
 {
 	memset(j, 0, sizeof *j);
 	const char *id = getenv("SLURM_JOB_ID");
@@ -307,7 +314,7 @@ bool stg__mount_job_find(stg_mount_job *j)
 		j->pid = top;
 		snprintf(j->what, sizeof j->what, "its %s shell",
 		         strcmp(step, "batch") ? "interactive" : "batch");
-	} else if ((j->pid = batch_shell(j->job)) != 0) {
+	} else if ((j->pid = batch_shell(j->job, ctx)) != 0) {
 		snprintf(j->what, sizeof j->what, "its batch shell");
 	}
 	if (j->pid && stg__proc_stat(j->pid, NULL, &j->start))
@@ -325,7 +332,7 @@ int stg__mount_job_over(const char *job, bool *late)
 	        "REQUEUED", "STOPPED", "SIGNALING", "STAGE_OUT",   "REQUEUE_HOLD", "REQUEUE_FED"};
 	char *q[] = {"squeue", "-h", "-o", "%T", "-j", (char *)job, NULL};
 	char out[1024];
-	int status = run_bounded(q, out, sizeof out, late);
+	int status = run_bounded(q, out, sizeof out, late, NULL);
 	if (status != 0 && status != 1)
 		return -1;
 	for (size_t i = 0; i < sizeof alive / sizeof alive[0]; i++)
@@ -334,7 +341,7 @@ int stg__mount_job_over(const char *job, bool *late)
 	/* squeue fails alike (status 1) for a job it forgot and a controller
 	 * it cannot reach: over only if the controller answers */
 	char *ping[] = {"scontrol", "ping", NULL};
-	if (run_bounded(ping, out, sizeof out, late) < 0 || !strstr(out, " is UP"))
+	if (run_bounded(ping, out, sizeof out, late, NULL) < 0 || !strstr(out, " is UP"))
 		return -1;
 	return 1;
 }

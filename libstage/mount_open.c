@@ -32,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -534,6 +535,52 @@ static int cached_entry(stg_ctx *ctx, stg_mount *m, const struct stat *st)
 	return fd;
 }
 
+/* The mountpoint (given; real: resolved, or NULL): an empty directory of
+ * the user's, and not a link to one.  A mount over another user's
+ * directory (one anybody may write) would hide it from its owner until
+ * root unmounted it.  Checked on the directory opened without following
+ * a link, which must still be the one the mount goes on. */
+static stg_err check_mountpoint(stg_ctx *ctx, const char *given, const char *real)
+{
+	char path[STG_PATH_MAX + 1];
+	size_t n = strlen(given);
+	while (n > 1 && given[n - 1] == '/')
+		n--; /* "link/" would follow the link */
+	if (n > STG_PATH_MAX)
+		return stg__fail(ctx, STG_EUSAGE, "mountpoint '%s': name too long", given);
+	snprintf(path, sizeof path, "%.*s", (int)n, given);
+	struct stat st, at;
+	if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "mountpoint '%s' is a symbolic link: mount on an empty directory "
+		                 "of yours, not on a link",
+		                 given);
+	int fd = real ? open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+	if (fd < 0 || fstat(fd, &st) || stat(real, &at) || st.st_dev != at.st_dev ||
+	    st.st_ino != at.st_ino) {
+		if (fd >= 0)
+			close(fd);
+		return stg__fail(ctx, STG_EUSAGE, "mountpoint '%s' is not a directory", given);
+	}
+	stg_err err = STG_OK;
+	if (st.st_uid != geteuid()) {
+		struct passwd pw, *res = NULL;
+		char buf[1024];
+		if (getpwuid_r(st.st_uid, &pw, buf, sizeof buf, &res) || !res)
+			res = NULL;
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "'%s' belongs to %s%s(uid %u), not you: mount on an empty "
+		                "directory of yours",
+		                given, res ? res->pw_name : "", res ? " " : "",
+		                (unsigned)st.st_uid);
+	} else if (!stg__dir_is_empty(fd)) {
+		err = stg__fail(ctx, STG_EUSAGE,
+		                "mountpoint '%s' is not empty: mount on an empty directory", given);
+	}
+	close(fd);
+	return err;
+}
+
 stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char *mountpoint,
                        const stg_mount_opts *opts, stg_mount **out)
 {
@@ -558,27 +605,14 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	if (job && *job && strlen(job) < sizeof m->job && strspn(job, "0123456789") == strlen(job))
 		snprintf(m->job, sizeof m->job, "%s", job);
 	stg_err err = STG_OK;
-	struct stat st;
 	m->pack_path = realpath(pack, NULL);
 	m->mountpoint = realpath(mountpoint, NULL);
 	if (!m->pack_path) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", pack);
 		goto fail;
 	}
-	if (!m->mountpoint || stat(m->mountpoint, &st) || !S_ISDIR(st.st_mode)) {
-		err = stg__fail(ctx, STG_EUSAGE, "mountpoint '%s' is not a directory", mountpoint);
+	if ((err = check_mountpoint(ctx, mountpoint, m->mountpoint)))
 		goto fail;
-	}
-	int dfd = open(m->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	bool empty = dfd >= 0 && stg__dir_is_empty(dfd);
-	if (dfd >= 0)
-		close(dfd);
-	if (!empty) {
-		err = stg__fail(ctx, STG_EUSAGE,
-		                "mountpoint '%s' is not empty: mount on an empty directory",
-		                mountpoint);
-		goto fail;
-	}
 	/* a FIFO or device put where the pack should be is refused, not waited on */
 	int fd = open(m->pack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
@@ -628,6 +662,11 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	}
 	if (opts && opts->keep_frames && m->entry_fd < 0 && (err = stg__keep_open(ctx, m)))
 		goto fail;
+	/* a stop that came while it waited: nothing is mounted */
+	if (stg__cancelled(ctx)) {
+		err = stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted", mountpoint);
+		goto fail;
+	}
 	if ((err = stg__mount_session(ctx, m, m->mountpoint)))
 		goto fail;
 	record_write(m);

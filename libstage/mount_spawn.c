@@ -18,6 +18,16 @@
  * `stager mount --foreground` serves (stg_mount_foreground), which catches
  * those signals from before the mount appears.
  *
+ * Until the caller is told, it can give up (interrupted: SIGINT, SIGTERM
+ * or SIGHUP, whatever their disposition was, end an untied caller's wait;
+ * run's are its own): it closes its end of a pipe to the child, sends an
+ * untied one SIGTERM and waits for it to end, so that nothing is mounted
+ * after it returns.  The child listens to that pipe (its "ear") until it
+ * tells: its end, or its caller's death, stops any wait of its start (a
+ * reader slot, Slurm) and unmounts a tree already up.  The child keeps no
+ * descriptor of its caller's but its standard ones until it tells (then
+ * its log), the scratch root and its two pipes.
+ *
  * Inside a Slurm job, that serving also ends with the job (mount_job.c
  * says which process of the job is watched, and why): the process is
  * found first, while the caller that ran `stager mount` still lives, and
@@ -29,6 +39,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,8 +59,10 @@
 static _Atomic(stg_ctx *) stop_ctx;
 static atomic_int stop_pipe = -1; /* the write end, non-blocking */
 static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
-#define N_STOPS (sizeof stops / sizeof stops[0])
-#define KICK_NS 20000000L /* between the stopper's signals to the serving thread */
+#define N_STOPS     (sizeof stops / sizeof stops[0])
+#define KICK_NS     20000000L /* between the stopper's signals to the serving thread */
+#define POLL_MS     100       /* between a waiting caller's looks at its cancellation */
+#define GIVE_UP_MAX 3.0       /* s an interrupted caller waits for the child to end */
 
 static void on_stop(int sig)
 {
@@ -138,41 +151,47 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
                              const char *mountpoint, const stg_mount_opts *opts,
                              void (*ready)(void *arg), void *arg)
 {
-	/* the job's process to watch, while the caller (stg_mount_spawn's
-	 * parent, waiting for the tree) is still there to be looked up from */
-	stg_mount_job job;
-	bool in_job = stg__mount_job_find(&job);
-	/* the handlers go in before the mount appears: a stop signal sent as
-	 * soon as the tree shows must stop the serving, not end the process
-	 * and leave a dead mount behind.  One that came earlier, to a handler
-	 * of the caller's, has cancelled ctx.  No SA_RESTART: libfuse's main
-	 * thread waits in sem_wait() and must see the signal.  SIGINT and
-	 * SIGHUP ignored (nohup, a background job) stay ignored.  SIGPIPE is
-	 * ignored while serving: a message to a stderr nobody reads any more
-	 * must not end the process with the mount left behind. */
+	/* the handlers go in before anything waits, and before the mount
+	 * appears: a stop signal sent as soon as the tree shows must stop the
+	 * serving, not end the process and leave a dead mount behind.  One that
+	 * came earlier, to a handler of the caller's, has cancelled ctx.  No
+	 * SA_RESTART: libfuse's main thread waits in sem_wait() and must see
+	 * the signal.  Until the tree is up, each stop signal ends the wait,
+	 * even one ignored when the process started: nothing is lost, and a
+	 * wait for a reader slot can be long.  Then SIGINT and SIGHUP ignored
+	 * (nohup, a script's background job) are ignored again, and the
+	 * serving goes on.  SIGPIPE is ignored while serving: a message to a
+	 * stderr nobody reads any more must not end the process with the mount
+	 * left behind. */
 	int p[2];
 	if (pipe2(p, O_CLOEXEC))
 		return stg__fail_errno(ctx, STG_EIO, errno, "pipe");
 	fcntl(p[1], F_SETFL, O_NONBLOCK);
-	struct sigaction sa, old[N_STOPS], old_pipe;
+	struct sigaction sa, old[N_STOPS], old_pipe, ign;
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_stop;
 	sigemptyset(&sa.sa_mask);
-	atomic_store(&stop_ctx, ctx);
-	atomic_store(&stop_pipe, p[1]);
-	for (size_t i = 0; i < N_STOPS; i++) {
-		sigaction(stops[i], NULL, &old[i]);
-		if (old[i].sa_handler != SIG_IGN || stops[i] == SIGTERM)
-			sigaction(stops[i], &sa, NULL);
-	}
-	struct sigaction ign;
 	memset(&ign, 0, sizeof ign);
 	ign.sa_handler = SIG_IGN;
 	sigemptyset(&ign.sa_mask);
+	atomic_store(&stop_ctx, ctx);
+	atomic_store(&stop_pipe, p[1]);
+	for (size_t i = 0; i < N_STOPS; i++)
+		sigaction(stops[i], &sa, &old[i]);
 	sigaction(SIGPIPE, &ign, &old_pipe);
-	stg_mount *m;
-	stg_err err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+	/* the job's process to watch, while the caller (stg_mount_spawn's
+	 * parent, waiting for the tree) is still there to be looked up from */
+	stg_mount_job job;
+	bool in_job = stg__mount_job_find(&job, ctx);
+	stg_mount *m = NULL;
+	stg_err err = stg__cancelled(ctx)
+	                      ? stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted",
+	                                  mountpoint)
+	                      : stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
 	if (!err) {
+		for (size_t i = 0; i < N_STOPS; i++)
+			if (old[i].sa_handler == SIG_IGN && stops[i] != SIGTERM)
+				sigaction(stops[i], &ign, NULL);
 		struct stopper st = {m, pthread_self(), p[0], false};
 		pthread_t t;
 		if (pthread_create(&t, NULL, stopper, &st)) {
@@ -208,11 +227,97 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 	return err;
 }
 
+/* The child's ear on its caller while it mounts: the caller's end of the
+ * tie closes when the caller gives up (interrupted) or dies, and the child
+ * gives up too, as a stop signal makes it: its waits end (ctx cancelled;
+ * the signals are left to the thread that waits, so that one interrupts a
+ * blocking lock), a tree already up is unmounted (the serving's stop).
+ * The ear ends before the caller is told: once told, the caller's exit
+ * closes the tie too, and an untied mount outlives its caller. */
+struct ear {
+	stg_ctx *ctx;
+	int tie;     /* the child's end of the tie */
+	int wake[2]; /* ends the ear */
+	pthread_t t;
+	bool on;
+};
+
+static void *ear_listen(void *arg)
+{
+	struct ear *e = arg;
+	struct pollfd pf[2] = {{.fd = e->tie, .events = POLLIN},
+	                       {.fd = e->wake[0], .events = POLLIN}};
+	for (;;) {
+		int n = poll(pf, 2, -1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || pf[1].revents)
+			return NULL;
+		if (pf[0].revents) {
+			stg_cancel(e->ctx);
+			int fd = atomic_load(&stop_pipe);
+			if (fd >= 0)
+				(void)!write(fd, "", 1);
+			return NULL;
+		}
+	}
+}
+
+static void ear_start(struct ear *e, stg_ctx *ctx, int tie)
+{
+	e->ctx = ctx;
+	e->tie = tie;
+	e->on = false;
+	if (pipe2(e->wake, O_CLOEXEC))
+		return;
+	sigset_t all, was;
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &was); /* the ear's own mask: every signal blocked */
+	e->on = pthread_create(&e->t, NULL, ear_listen, e) == 0;
+	pthread_sigmask(SIG_SETMASK, &was, NULL);
+	if (!e->on) {
+		close(e->wake[0]);
+		close(e->wake[1]);
+	}
+}
+
+static void ear_stop(struct ear *e)
+{
+	if (!e->on)
+		return;
+	(void)!write(e->wake[1], "", 1);
+	pthread_join(e->t, NULL);
+	close(e->wake[0]);
+	close(e->wake[1]);
+	e->on = false;
+}
+
+/* The child keeps none of its caller's descriptors (a lock, another
+ * mount's tie, whatever a shell had open) for as long as it serves: only
+ * the standard ones and keep[0..n-1]. */
+static void close_inherited(const int *keep, size_t n)
+{
+	int from = STDERR_FILENO + 1;
+	for (;;) {
+		int next = -1; /* the lowest kept descriptor at or above from */
+		for (size_t i = 0; i < n; i++)
+			if (keep[i] >= from && (next < 0 || keep[i] < next))
+				next = keep[i];
+		if (next < 0)
+			break;
+		for (int fd = from; fd < next; fd++)
+			close(fd);
+		from = next + 1;
+	}
+	closefrom(from);
+}
+
 /* The untied child: once mounted, tell the caller and log to scratch. */
 struct child_ready {
 	stg_cache *cache;
 	int fd;
 	bool told;
+	struct ear *ear;
 };
 
 static bool tell(int fd, stg_ctx *ctx, stg_err err)
@@ -229,6 +334,8 @@ static bool tell(int fd, stg_ctx *ctx, stg_err err)
 static void child_ready(void *arg)
 {
 	struct child_ready *r = arg;
+	ear_stop(r->ear);
+	close(r->ear->tie); /* what it listened to: the caller's exit closes it now */
 	r->told = true;
 	if (!tell(r->fd, NULL, STG_OK))
 		raise(SIGTERM); /* nobody waits for the tree: unmount */
@@ -263,35 +370,125 @@ static int serve_tied(stg_ctx *ctx, stg_mount *m)
 	return stg_exit_status(err);
 }
 
+/* The caller's wait for the child's word (into msg, NUL-terminated):
+ * until the child closes its end, or, once ctx is cancelled, for
+ * GIVE_UP_MAX s after giving up (the tie closed, an untied child sent
+ * SIGTERM).  Whether it gave up. */
+static bool hear(stg_ctx *ctx, int fd, pid_t child, int tied, int *tie, char *msg, size_t len)
+{
+	size_t got = 0;
+	bool gave_up = false;
+	double until = 0;
+	for (;;) {
+		if (!gave_up && stg__cancelled(ctx)) {
+			gave_up = true;
+			close(*tie);
+			*tie = -1;
+			if (!tied)
+				kill(child, SIGTERM);
+			until = stg__now() + GIVE_UP_MAX;
+		}
+		if (gave_up && stg__now() >= until)
+			break;
+		struct pollfd pf = {.fd = fd, .events = POLLIN};
+		int n = poll(&pf, 1, POLL_MS);
+		if (n < 0 && errno != EINTR)
+			break;
+		if (n <= 0)
+			continue;
+		ssize_t r = read(fd, msg + got, len - 1 - got);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		got += (size_t)r;
+	}
+	msg[got] = '\0';
+	return gave_up;
+}
+
+/* The child's end: within GIVE_UP_MAX s if the caller gave up (then
+ * killed, and a tree it said was up unmounted for it), else when it ends. */
+static int reap(pid_t child, bool gave_up, bool up, const char *mountpoint)
+{
+	int st = 0;
+	double until = stg__now() + GIVE_UP_MAX;
+	for (;;) {
+		pid_t w = waitpid(child, &st, gave_up ? WNOHANG : 0);
+		if (w == child || (w < 0 && errno != EINTR))
+			return st;
+		if (w == 0 && stg__now() >= until) {
+			kill(child, SIGKILL);
+			while (waitpid(child, &st, 0) < 0 && errno == EINTR)
+				;
+			if (up)
+				stg__unmount_path(mountpoint);
+			return st;
+		}
+		if (w == 0)
+			stg__nap(NULL, 0.01);
+	}
+}
+
 stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const char *mountpoint,
                         const stg_mount_opts *opts, int tied, int *pid, int *tie_fd)
 {
-	int ready[2], tie[2] = {-1, -1};
+	int ready[2], tie[2];
 	*pid = -1;
 	if (tie_fd)
 		*tie_fd = -1;
-	if (pipe2(ready, O_CLOEXEC) || (tied && pipe2(tie, O_CLOEXEC)))
+	if (pipe2(ready, O_CLOEXEC))
 		return stg__fail_errno(ctx, STG_EIO, errno, "pipe");
+	if (pipe2(tie, O_CLOEXEC)) {
+		int e = errno;
+		close(ready[0]);
+		close(ready[1]);
+		return stg__fail_errno(ctx, STG_EIO, e, "pipe");
+	}
+	/* an untied mount's caller answers every stop signal while it waits,
+	 * whatever it inherited (stg_mount_foreground says why); run's are
+	 * run's.  The child starts with these handlers too. */
+	struct sigaction sa, old[N_STOPS];
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop;
+	sigemptyset(&sa.sa_mask);
+	if (!tied) {
+		atomic_store(&stop_ctx, ctx);
+		for (size_t i = 0; i < N_STOPS; i++)
+			sigaction(stops[i], &sa, &old[i]);
+	}
 	fflush(NULL);
 	pid_t child = fork();
 	if (child < 0) {
 		int e = errno;
 		close(ready[0]);
 		close(ready[1]);
-		if (tied) {
-			close(tie[0]);
-			close(tie[1]);
+		close(tie[0]);
+		close(tie[1]);
+		if (!tied) {
+			for (size_t i = 0; i < N_STOPS; i++)
+				sigaction(stops[i], &old[i], NULL);
+			atomic_store(&stop_ctx, NULL);
 		}
 		return stg__fail_errno(ctx, STG_EIO, e, "cannot start the mount's process");
 	}
 	if (child == 0) {
 		close(ready[0]);
+		close(tie[1]);
+		if (tied)
+			ignore_job_signals();
+		const int keep[] = {cache->rootfd, ready[1], tie[0]};
+		close_inherited(keep, sizeof keep / sizeof keep[0]);
+		signal(SIGPIPE, SIG_IGN); /* a caller that gave up: its pipe is closed */
+		struct ear ear;
+		ear_start(&ear, ctx, tie[0]);
 		stg_err err;
 		if (!tied) {
 			setsid();
-			struct child_ready r = {cache, ready[1], false};
+			struct child_ready r = {cache, ready[1], false, &ear};
 			err = stg_mount_foreground(ctx, cache, pack, mountpoint, opts, child_ready,
 			                           &r);
+			ear_stop(&ear);
 			if (r.told) {
 				if (err)
 					stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));
@@ -300,41 +497,41 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 			tell(ready[1], ctx, err);
 			_exit(stg_exit_status(err));
 		}
-		ignore_job_signals();
-		close(tie[1]);
 		stg_mount *m;
 		err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+		ear_stop(&ear);
 		bool told = tell(ready[1], ctx, err);
 		if (err)
 			_exit(stg_exit_status(err));
-		if (!told) {
+		if (!told || stg__cancelled(ctx)) {
 			stg_mount_close(m);
-			_exit(7);
+			_exit(told ? 5 : 7);
 		}
 		m->tie_fd = tie[0];
 		log_to_scratch(cache);
 		_exit(serve_tied(ctx, m));
 	}
 	close(ready[1]);
-	if (tied)
-		close(tie[0]);
+	close(tie[0]);
 	char msg[STG_ERRMSG_MAX + 16];
-	size_t got = 0;
-	ssize_t n;
-	while ((n = read(ready[0], msg + got, sizeof msg - 1 - got)) > 0 ||
-	       (n < 0 && errno == EINTR))
-		if (n > 0)
-			got += (size_t)n;
+	bool gave_up = hear(ctx, ready[0], child, tied, &tie[1], msg, sizeof msg);
 	close(ready[0]);
-	msg[got] = '\0';
+	if (!tied) {
+		for (size_t i = 0; i < N_STOPS; i++)
+			sigaction(stops[i], &old[i], NULL);
+		atomic_store(&stop_ctx, NULL);
+	}
 	char *rest = NULL;
-	long code = got ? strtol(msg, &rest, 10) : -1;
-	if (code != 0) {
-		int st = 0;
-		while (waitpid(child, &st, 0) < 0 && errno == EINTR)
-			;
-		if (tied)
+	long code = msg[0] ? strtol(msg, &rest, 10) : -1;
+	if (code != 0 || gave_up) {
+		int st = reap(child, gave_up, code == 0, mountpoint);
+		if (tie[1] >= 0)
 			close(tie[1]);
+		if (gave_up && code == STG_EINTR && rest && *rest)
+			return stg__fail(ctx, STG_EINTR, "%s", rest + 1);
+		if (gave_up)
+			return stg__fail(ctx, STG_EINTR, "interrupted: nothing was mounted at '%s'",
+			                 mountpoint);
 		if (code > 0 && code <= STG_ENOTSUP && rest)
 			return stg__fail(ctx, (stg_err)code, "%s",
 			                 *rest ? rest + 1 : stg_strerror((stg_err)code));
@@ -345,5 +542,7 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 	*pid = (int)child;
 	if (tie_fd)
 		*tie_fd = tie[1];
+	else
+		close(tie[1]);
 	return STG_OK;
 }

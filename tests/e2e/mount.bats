@@ -348,20 +348,22 @@ SCONTROL
 	holder=$!
 	PIDS=$holder
 	wait_until 30 slot_held "$STAGER_SLOT_DIR/slot.0"
-	for sig in TERM HUP; do
-		"$STAGER" mount --foreground p.tar.zst mnt2 2>fg.log 3>&- &
+	for sig in TERM HUP INT; do
+		# a log of its own: fg.log of the last round says it waits before
+		# this process has even started (it would die of SIGHUP, 129)
+		"$STAGER" mount --foreground p.tar.zst mnt2 2>"fg-$sig.log" 3>&- &
 		fg=$!
 		PIDS="$holder $fg"
-		wait_until 20 grep -q "waiting for a shared-FS slot" fg.log
+		wait_until 20 grep -q "waiting for a shared-FS slot" "fg-$sig.log"
 		t0=$(date +%s.%N)
 		kill -"$sig" "$fg"
 		rc=0
 		wait_pid "$fg" 10 || rc=$?
 		t=$(echo "$(date +%s.%N) - $t0" | bc -l)
-		cat fg.log
+		cat "fg-$sig.log"
 		echo "SIG$sig: exit $rc after $t s"
-		[ "$rc" -eq 5 ] # interrupted
-		grep -q "interrupted while waiting for a shared-FS slot" fg.log
+		[ "$rc" -eq 5 ] # interrupted (SIGINT too, ignored as a background job starts)
+		grep -q "interrupted while waiting for a shared-FS slot" "fg-$sig.log"
 		awk -v t="$t" 'BEGIN { exit !(t < 2) }' # not after slot_wait_max (600 s)
 		! mounted mnt2 || false
 	done
@@ -664,4 +666,33 @@ EOF
 	gone "$pb"
 	! mounted mnt2 || false
 	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+}
+
+@test "mount: its serving process holds no descriptor of its caller's, only its own (background mount and run --mount)" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	echo secret >caller-only
+	# the caller has an extra descriptor open (7)
+	stager mount p.tar.zst mnt 7<caller-only
+	pid=$(server_pid mnt)
+	ls -l "/proc/$pid/fd" | tee fds
+	! grep -q caller-only fds || false
+	# each is the mount's own: standard ones (/dev/null, its log), the
+	# scratch root, /dev/fuse, the pack, its stop pipe
+	awk 'NR > 1 { print $NF }' fds | while read -r t; do
+		case "$t" in
+		/dev/null | /dev/fuse | "$T/p.tar.zst" | "$STAGER_SCRATCH_ROOT" | "$STAGER_SCRATCH_ROOT/mounts/log" | pipe:*) ;;
+		*) echo "not the mount's own: $t" && exit 1 ;;
+		esac
+	done
+	stager umount mnt
+	# run --mount's: the command looks at it while it runs
+	stager run --mount p.tar.zst:"$T/mnt" -- sh -c '
+		for r in "$STAGER_SCRATCH_ROOT"/mounts/pid-*; do
+			r=${r##*/pid-}
+			ls -l "/proc/${r%%-*}/fd"
+		done >run-fds' 7<caller-only
+	cat run-fds
+	grep -q /dev/fuse run-fds
+	! grep -q caller-only run-fds || false
 }

@@ -445,3 +445,62 @@ SH
 	[ "$status" -eq 0 ]
 	[ "$(cat mine/a)" = hello ]
 }
+
+# mount: an ordinary user mounts through /dev/fuse, mode 0666 as Debian
+# ships it (some test machines have it root's alone)
+fuse_for_users() {
+	[ -e /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
+	mkdir -m 1777 scratch
+	printf 'scratch_root = %s/scratch/$USER\n' "$T" >site.conf
+}
+mounted_at() { awk -v m="$1" '$5 == m { f = 1 } END { exit !f }' /proc/self/mountinfo; }
+
+@test "mount: another user's directory, even one every user may write, is refused, naming its owner; its owner keeps it" {
+	fuse_for_users
+	mkdir bobdir alicedir
+	chown stgbob bobdir
+	chmod 0777 bobdir
+	chown stgalice alicedir
+	t0=$(date +%s.%N)
+	run as stgalice "$U/bin/stager" mount "$U/ds.tar.zst" "$T/bobdir"
+	echo "$output"
+	echo "# refused after $(echo "$(date +%s.%N) - $t0" | bc -l) s" >&3
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/bobdir' belongs to stgbob (uid $(id -u stgbob)), not you: mount on an empty directory of yours"* ]]
+	! mounted_at "$T/bobdir" || false
+	! pgrep -u stgalice -f "stager mount" || false
+	[ -z "$(ls scratch/stgalice/mounts 2>/dev/null | grep '^pid-')" ]
+	# bob still has it
+	as stgbob sh -c "echo mine >'$T/bobdir/f'"
+	[ "$(as stgbob cat "$T/bobdir/f")" = mine ]
+	# --foreground as well
+	run as stgalice "$U/bin/stager" mount --foreground "$U/ds.tar.zst" "$T/bobdir/"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"belongs to stgbob"* ]]
+	# her own: mounted (and bob's refusal was not for lack of /dev/fuse)
+	as stgalice "$U/bin/stager" mount "$U/ds.tar.zst" "$T/alicedir"
+	[ "$(as stgalice cat "$T/alicedir/a")" = hello ]
+	as stgalice "$U/bin/stager" umount "$T/alicedir"
+	! mounted_at "$T/alicedir" || false
+}
+
+@test "mount: a symbolic link as the mountpoint is refused, to another user's directory or to one's own" {
+	fuse_for_users
+	mkdir bobdir alicedir
+	chown stgbob bobdir
+	chmod 0777 bobdir
+	chown stgalice alicedir
+	ln -s bobdir to-bob
+	ln -s alicedir to-alice
+	for link in to-bob to-alice to-alice/; do
+		run as stgalice "$U/bin/stager" mount "$U/ds.tar.zst" "$T/$link"
+		echo "$output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"mountpoint '$T/$link' is a symbolic link: mount on an empty directory of yours, not on a link"* ]]
+	done
+	! mounted_at "$T/bobdir" || false
+	! mounted_at "$T/alicedir" || false
+	! pgrep -u stgalice -f "stager mount" || false
+}

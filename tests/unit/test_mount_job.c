@@ -80,13 +80,13 @@ static void test_find(void **state)
 	(void)state;
 	stg_mount_job j;
 	/* outside a job, or an id that is not one */
-	assert_false(stg__mount_job_find(&j));
+	assert_false(stg__mount_job_find(&j, NULL));
 	setenv("SLURM_JOB_ID", "12x", 1);
-	assert_false(stg__mount_job_find(&j));
+	assert_false(stg__mount_job_find(&j, NULL));
 	/* a job, no step daemon above this process, Slurm lists nothing
 	 * here: Slurm is asked */
 	setenv("SLURM_JOB_ID", "4242", 1);
-	assert_true(stg__mount_job_find(&j));
+	assert_true(stg__mount_job_find(&j, NULL));
 	assert_string_equal(j.job, "4242");
 	assert_int_equal(j.pid, 0);
 	assert_string_equal(j.what, "Slurm");
@@ -95,7 +95,7 @@ static void test_find(void **state)
 	snprintf(pids, sizeof pids, "PID JOBID STEPID LOCALID GLOBALID\\n%d 4242 batch 0 0\\n",
 	         (int)getpid());
 	setenv("FAKE_PIDS", pids, 1);
-	assert_true(stg__mount_job_find(&j));
+	assert_true(stg__mount_job_find(&j, NULL));
 	assert_int_equal(j.pid, 0);
 }
 
