@@ -127,6 +127,8 @@ static bool pack_changed(stg_mount *m)
 	return true;
 }
 
+#define MOUNT_SLOT_WAIT 5 /* s a read waits for a shared-FS slot, at most */
+
 /* Hold the shared-FS slot for a fetch (taken if need be). */
 static int slot_take(stg_mount *m)
 {
@@ -138,7 +140,13 @@ static int slot_take(stg_mount *m)
 			return ENOMEM;
 		}
 		c->log_fn = NULL;
-		stg_err err = stg__slot_acquire(c, &m->cache->lim, &m->slot);
+		/* a read(2) through the mount waits for a slot a few seconds at
+		 * most, not slot_wait_max: a program blocked in read for minutes
+		 * cannot even be told why */
+		stg_limits lim = m->cache->lim;
+		if (!lim.slot_wait_max || lim.slot_wait_max > MOUNT_SLOT_WAIT)
+			lim.slot_wait_max = MOUNT_SLOT_WAIT;
+		stg_err err = stg__slot_acquire(c, &lim, &m->slot);
 		stg_ctx_free(c);
 		if (err) {
 			pthread_mutex_unlock(&m->slot_mu);

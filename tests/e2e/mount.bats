@@ -451,6 +451,25 @@ SCONTROL
 	stager umount mnt
 }
 
+@test "mount: a read waits for a reader slot 5 s at most, not slot_wait_max" {
+	mkdir src && head -c 2000000 /dev/urandom >src/f
+	stager pack -q src -o p.tar.zst
+	export STAGER_SLOT_DIR=$T/slots STAGER_MAX_READERS_PER_NODE=1 STAGER_SLOT_WAIT_MAX=600
+	mkdir -m 1777 "$T/slots"
+	stager mount p.tar.zst mnt
+	# the node's one slot, held for good (a stuck stage, say)
+	flock -o "$T/slots/slot.0" sleep 300 &
+	PIDS=$!
+	wait_until 10 sh -c "grep -q FLOCK /proc/locks && [ -n \"\$(pgrep -f 'flock -o $T/slots')\" ]"
+	t0=$(date +%s.%N)
+	cmp mnt/f src/f
+	t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
+	echo "# the read went ahead without a slot after $t s" >&3
+	awk -v t="$t" 'BEGIN { exit !(t >= 4 && t < 10) }'
+	kill "$PIDS"
+	stager umount mnt
+}
+
 @test "run --mount: the command reads the pack at STAGER_MOUNT, which goes after it, also after SIGTERM" {
 	mkdir src && head -c 3000000 /dev/urandom >src/big && echo x >src/f
 	stager pack -q src -o p.tar.zst --frame-size 256K
