@@ -13,6 +13,7 @@
  * has no write bits (its directories get theirs back last of all).
  */
 #include "extract.h"
+#include "dircur.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -26,6 +27,10 @@
 
 /* ---- checking and planning ----------------------------------------------- */
 
+/* In the paths' map, a directory no entry names (a parent implied by what
+ * is under it) whose own parents were checked. */
+#define IMPLIED (NONE - 1)
+
 typedef struct symlink_probe {
 	const stg_pack *p;
 	const stg_strmap *map;
@@ -35,7 +40,15 @@ static bool probe_is_symlink(void *arg, const char *path, size_t len)
 {
 	const symlink_probe *pr = arg;
 	uint32_t i = stg__strmap_get(pr->map, path, len);
-	return i != NONE && pr->p->t.recs[i].type == STG_SYMLINK;
+	return i < IMPLIED && pr->p->t.recs[i].type == STG_SYMLINK;
+}
+
+/* Where the parent of path[0..len) ends (0: none). */
+static size_t parent_len(const char *path, size_t len)
+{
+	while (len > 0 && path[len - 1] != '/')
+		len--;
+	return len > 0 ? len - 1 : 0;
 }
 
 /* Is the tree the manifest describes safe to extract: unique paths,
@@ -45,7 +58,7 @@ static bool probe_is_symlink(void *arg, const char *path, size_t len)
 static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map, bool any_link)
 {
 	const stg_trailer *t = &p->t;
-	if (t->n_entries >= NONE)
+	if (t->n_entries >= IMPLIED)
 		return stg__fail(ctx, STG_ECORRUPT, "damaged pack: too many entries");
 	if (stg__strmap_init(map, t->n_entries))
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -62,20 +75,28 @@ static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map, bool
 	for (size_t i = 0; i < t->n_entries; i++) {
 		const stg_rec *r = &t->recs[i];
 		const char *path = stg__rec_path(p, r);
-		for (size_t k = 0; k < r->path_len; k++) {
-			if (path[k] != '/')
-				continue;
+		/* up to the nearest parent the map knows: an entry's own
+		 * parents are checked in its turn, an implied one's when it
+		 * was added, so each path costs a lookup or two, not one a
+		 * level (a tree 2,000 levels deep is checked in linear time) */
+		for (size_t k = r->path_len; (k = parent_len(path, k)) > 0;) {
 			uint32_t j = stg__strmap_get(map, path, k);
-			if (j != NONE && t->recs[j].type != STG_DIR)
+			if (j == NONE) {
+				if (stg__strmap_put(map, path, k, IMPLIED) < 0)
+					return stg__fail(ctx, STG_ENOMEM, "out of memory");
+				continue;
+			}
+			if (j != IMPLIED && t->recs[j].type != STG_DIR)
 				return stg__fail(ctx, STG_ECORRUPT,
 				                 "refusing a hostile pack: '%s' lies under '%.*s', "
 				                 "which is not a directory",
 				                 path, (int)k, path);
+			break;
 		}
 		const char *link = stg__rec_link(p, r);
 		if (r->type == STG_HARDLINK) {
 			uint32_t j = stg__strmap_get(map, link, r->link_len);
-			if (j == NONE || j >= i || t->recs[j].type != STG_FILE)
+			if (j >= i || t->recs[j].type != STG_FILE) /* NONE, IMPLIED too */
 				return stg__fail(ctx, STG_ECORRUPT,
 				                 "refusing a hostile pack: hardlink '%s' points to "
 				                 "'%s', which is not an earlier file of the pack",
@@ -145,19 +166,28 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r),
 				                        r->link_len)] = true;
 		}
+		bool *up = calloc(ne, sizeof *up); /* parents selected */
+		if (!up) {
+			free(need);
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		}
 		for (size_t i = 0; i < ne; i++) {
 			const stg_rec *r = &t->recs[i];
-			if (!pl->sel[i])
+			if (!pl->sel[i] || up[i])
 				continue;
+			up[i] = true;
 			const char *path = stg__rec_path(p, r);
-			for (size_t k = 0; k < r->path_len; k++) {
-				if (path[k] != '/')
-					continue;
+			for (size_t k = r->path_len; (k = parent_len(path, k)) > 0;) {
 				uint32_t j = stg__strmap_get(&pl->map, path, k);
-				if (j != NONE)
-					pl->sel[j] = true;
+				if (j >= IMPLIED)
+					continue;
+				pl->sel[j] = true;
+				if (up[j])
+					break;
+				up[j] = true;
 			}
 		}
+		free(up);
 	}
 	size_t n_spans = 0;
 	for (size_t i = 0; i < ne; i++) {
@@ -276,109 +306,118 @@ mode_t stg__ex_umask(void)
 	return m;
 }
 
-/* mkdir -p of path's parent directories (implied by the pack). */
-static int make_parents(int rootfd, const char *path, char *last, size_t *last_len)
+/* The directory that holds path (made if missing, with its parents: a
+ * pack may leave them implied), from the cursor; *base is path's last
+ * component.  -1/errno. */
+static int parent_fd(stg_dircur *dc, const char *path, size_t len, bool create, const char **base)
 {
-	const char *slash = strrchr(path, '/');
-	if (!slash)
-		return 0;
-	size_t plen = (size_t)(slash - path);
-	if (plen == *last_len && memcmp(last, path, plen) == 0)
-		return 0;
-	char buf[STG_PATH_MAX + 1];
-	memcpy(buf, path, plen);
-	buf[plen] = '\0';
-	for (size_t k = 0; k <= plen; k++) {
-		if (k < plen && buf[k] != '/')
-			continue;
-		buf[k] = '\0';
-		if (mkdirat(rootfd, buf, 0777) && errno != EEXIST)
-			return -1;
-		if (k < plen)
-			buf[k] = '/';
-	}
-	memcpy(last, path, plen);
-	*last_len = plen;
-	return 0;
+	size_t plen = parent_len(path, len);
+	*base = path + plen + (plen > 0);
+	return stg__dircur_open(dc, path, plen, create);
 }
 
 stg_err stg__ex_prepare(const ex_tree *s)
 {
 	stg_ctx *ctx = s->ctx;
 	const stg_trailer *t = &s->p->t;
-	char last[STG_PATH_MAX + 1];
-	size_t last_len = (size_t)-1;
+	stg_dircur dc;
+	stg__dircur_init(&dc, s->rootfd);
+	stg_err err = STG_OK;
 	XXH128_canonical_t empty;
 	XXH128_canonicalFromHash(&empty, XXH3_128bits(NULL, 0));
-	for (size_t i = 0; i < t->n_entries; i++) {
+	for (size_t i = 0; i < t->n_entries && !err; i++) {
 		const stg_rec *r = &t->recs[i];
 		if (!s->sel[i])
 			continue;
-		const char *path = stg__rec_path(s->p, r);
-		if (r->type == STG_FILE && r->size == 0 && memcmp(r->xxh3, empty.digest, 16))
-			return stg__fail(ctx, STG_ECORRUPT,
-			                 "'%s' is damaged: an empty file with a non-empty hash",
-			                 path);
+		if (stg__cancelled(ctx)) {
+			err = stg__fail(ctx, STG_EINTR, "interrupted");
+			break;
+		}
+		const char *path = stg__rec_path(s->p, r), *base;
+		if (r->type == STG_FILE && r->size == 0 && memcmp(r->xxh3, empty.digest, 16)) {
+			err = stg__fail(ctx, STG_ECORRUPT,
+			                "'%s' is damaged: an empty file with a non-empty hash",
+			                path);
+			break;
+		}
 		if (s->rootfd < 0)
 			continue;
-		if (make_parents(s->rootfd, path, last, &last_len))
-			return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
-			                       "cannot create the parents of '%s'", path);
+		int pfd = parent_fd(&dc, path, r->path_len, true, &base);
+		if (pfd < 0) {
+			err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO), errno,
+			                      "cannot create the parents of '%s'", path);
+			break;
+		}
 		if (r->type == STG_DIR) {
-			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
-				return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
-				                       errno, "cannot create '%s'", path);
+			if (mkdirat(pfd, base, 0700) && errno != EEXIST)
+				err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_EIO),
+				                      errno, "cannot create '%s'", path);
 		} else if (r->type == STG_FILE &&
 		           (r->size == 0 || (s->span_of && s->span_of[i] != NONE))) {
 			bool span = s->span_of && s->span_of[i] != NONE;
-			int fd = openat(s->rootfd, path,
+			int fd = openat(pfd, base,
 			                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			                span ? 0600 : stg__ex_create_mode(r, s->read_only));
 			if (fd < 0 || (!span && stg__ex_set_meta(s, fd, r, false))) {
 				int e = errno;
-				if (fd >= 0)
-					close(fd);
-				return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				                       "cannot create '%s'", path);
+				err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+				                      "cannot create '%s'", path);
 			}
-			close(fd);
+			if (fd >= 0)
+				close(fd);
 		}
 	}
-	return STG_OK;
+	stg__dircur_free(&dc);
+	return err;
 }
 
 stg_err stg__ex_finish(const ex_tree *s)
 {
 	stg_ctx *ctx = s->ctx;
 	const stg_trailer *t = &s->p->t;
-	for (int pass = 0; pass < 3; pass++) {
+	stg_dircur dc;
+	stg__dircur_init(&dc, s->rootfd);
+	stg_err err = STG_OK;
+	for (int pass = 0; pass < 3 && !err; pass++) {
 		for (size_t i = 0; i < t->n_entries; i++) {
 			const stg_rec *r = &t->recs[i];
 			if (!s->sel[i])
 				continue;
-			const char *path = stg__rec_path(s->p, r);
+			if (stg__cancelled(ctx)) {
+				err = stg__fail(ctx, STG_EINTR, "interrupted");
+				break;
+			}
+			bool mine = (pass == 0 && r->type == STG_HARDLINK) ||
+			            (pass == 1 && r->type == STG_SYMLINK) ||
+			            (pass == 2 && r->type == STG_DIR);
+			if (!mine)
+				continue;
+			const char *path = stg__rec_path(s->p, r), *base;
 			const char *link = stg__rec_link(s->p, r);
 			struct timespec ts[2] = {{0, UTIME_OMIT}, {r->mtime, (long)r->mtime_nsec}};
-			int rc = 0;
-			if (pass == 0 && r->type == STG_HARDLINK)
-				rc = linkat(s->rootfd, link, s->rootfd, path, 0);
-			else if (pass == 1 && r->type == STG_SYMLINK)
-				rc = symlinkat(link, s->rootfd, path) ||
-				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
-			else if (pass == 2 && r->type == STG_DIR)
-				rc = fchmodat(s->rootfd, path,
+			int pfd = parent_fd(&dc, path, r->path_len, false, &base);
+			int rc = -1;
+			if (pfd >= 0 && pass == 0)
+				rc = linkat(s->rootfd, link, pfd, base, 0);
+			else if (pfd >= 0 && pass == 1)
+				rc = symlinkat(link, pfd, base) ||
+				     utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
+			else if (pfd >= 0)
+				rc = fchmodat(pfd, base,
 				              stg__final_mode(r, s->read_only) |
 				                      (s->read_only ? 0500 : 0),
 				              0) ||
-				     utimensat(s->rootfd, path, ts, AT_SYMLINK_NOFOLLOW);
+				     utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
 			if (rc) {
 				int e = errno;
-				return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-				                       "cannot create '%s'", path);
+				err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+				                      "cannot create '%s'", path);
+				break;
 			}
 		}
 	}
-	return STG_OK;
+	stg__dircur_free(&dc);
+	return err;
 }
 
 /* The tree around the files, for a builder that writes the files itself

@@ -7,8 +7,9 @@
  *
  * The order is part of the pack format's promise that the same tree gives
  * the same pack (and digest): it must not depend on readdir's order, the
- * locale or the filesystem.  A directory is listed whole and closed before
- * what is under it is walked, so depth holds no descriptors.
+ * locale or the filesystem.  A directory is listed whole before what is
+ * under it is walked; the walk's stack is on the heap, a frame and a
+ * listing a level, and depth holds at most OPEN_LEVELS descriptors.
  */
 #include "walk.h"
 
@@ -58,56 +59,161 @@ static stg_err append(stg_walk *w, const char *path, const struct stat *st, cons
 	return STG_OK;
 }
 
-stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
-{
+/* How many directories up the walk keeps open: a deeper one is closed
+ * while what is under it is walked and opened again by its path after. */
+#define OPEN_LEVELS 32
+
+/* One directory being walked: its sorted names, the next one, where its
+ * path ends in w's path, its descriptor (-1: closed, see OPEN_LEVELS) and
+ * its identity (to check it when it is opened again). */
+typedef struct wframe {
 	char **names;
-	size_t n;
+	size_t n, i, plen;
+	int dfd;
+	dev_t dev;
+	ino_t ino;
+} wframe;
+
+/* Open and list the directory at path (its first plen bytes), from its
+ * parent's descriptor pfd (name: its last component) or, pfd < 0, from
+ * rootfd. */
+static stg_err open_frame(stg_walk *w, int rootfd, int pfd, const char *name, const char *path,
+                          wframe *f)
+{
 	w->ops += 2; /* open and list */
 	stg__bucket_take(w->ctx, w->opl, 2);
-	if (stg__dir_names(rootfd, rel, true, &names, &n))
-		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
-		                       "cannot read directory '%s'", *rel ? rel : ".");
-	int dfd = *rel ? openat(rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+	f->dfd = pfd >= 0 ? openat(pfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+	         : *path  ? openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+	                  : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	struct stat st;
+	if (f->dfd < 0 || fstat(f->dfd, &st) ||
+	    stg__dir_names(f->dfd, NULL, true, &f->names, &f->n)) {
+		int e = errno;
+		if (f->dfd >= 0)
+			close(f->dfd);
+		f->dfd = -1;
+		return stg__fail_errno(w->ctx, stg__err_from_errno(e, STG_ENOENT), e,
+		                       "cannot read directory '%s'", *path ? path : ".");
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	return STG_OK;
+}
+
+/* A directory closed while its subtree was walked, opened again. */
+static stg_err reopen_frame(stg_walk *w, int rootfd, const char *path, wframe *f)
+{
+	w->ops++;
+	stg__bucket_take(w->ctx, w->opl, 1);
+	f->dfd = *path ? openat(rootfd, path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
 	               : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+	struct stat st;
+	if (f->dfd < 0 || fstat(f->dfd, &st))
+		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_ENOENT), errno,
+		                       "cannot read directory '%s'", *path ? path : ".");
+	if (st.st_dev != f->dev || st.st_ino != f->ino)
+		return stg__fail(w->ctx, STG_EIO, "'%s' was replaced during the walk",
+		                 *path ? path : ".");
+	return STG_OK;
+}
+
+/*
+ * Depth first with a stack on the heap, not the C stack: a tree may be as
+ * deep as its paths allow (STG_PATH_MAX bytes: 2,048 levels of one-letter
+ * names), and deeper ones are refused by the length check before anything
+ * under them is opened.  A level costs a frame and its names; at most
+ * OPEN_LEVELS descriptors are open whatever the depth.
+ */
+stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
+{
+	size_t rlen = strlen(rel);
+	if (rlen > STG_PATH_MAX)
+		return stg__fail(w->ctx, STG_ENOTSUP, "path too long (over %d bytes): '%s'",
+		                 STG_PATH_MAX, rel);
+	char *path = malloc(STG_PATH_MAX + 1);
+	wframe *fr = NULL;
+	size_t depth = 0, cap = 0;
 	stg_err err = STG_OK;
-	if (dfd < 0)
-		err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot read directory '%s'",
-		                      *rel ? rel : ".");
-	for (size_t i = 0; i < n && !err; i++) {
+	if (!path || stg__grow((void **)&fr, &cap, 1, sizeof *fr, SIZE_MAX)) {
+		free(path);
+		return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+	}
+	memcpy(path, rel, rlen + 1);
+	memset(&fr[0], 0, sizeof fr[0]);
+	fr[0].plen = rlen;
+	if ((err = open_frame(w, rootfd, -1, NULL, path, &fr[0])))
+		goto out;
+	depth = 1;
+	while (depth > 0 && !err) {
+		wframe *f = &fr[depth - 1];
+		if (f->i == f->n) {
+			if (f->dfd >= 0)
+				close(f->dfd);
+			stg__names_free(f->names, f->n);
+			depth--;
+			if (depth > 0)
+				path[fr[depth - 1].plen] = '\0';
+			continue;
+		}
 		if (stg__cancelled(w->ctx)) {
 			err = stg__fail(w->ctx, STG_EINTR, "interrupted");
 			break;
 		}
-		char path[STG_PATH_MAX + 1];
-		const char *sep = *rel ? "/" : "";
-		if ((size_t)snprintf(path, sizeof path, "%s%s%s", rel, sep, names[i]) >=
-		    sizeof path) {
+		if (f->dfd < 0 && (err = reopen_frame(w, rootfd, path, f)))
+			break;
+		const char *name = f->names[f->i++];
+		size_t nlen = strlen(name), sep = f->plen ? 1 : 0;
+		if (f->plen + sep + nlen > STG_PATH_MAX) {
 			err = stg__fail(w->ctx, STG_ENOTSUP,
 			                "path too long (over %d bytes): '%s%s%s'", STG_PATH_MAX,
-			                rel, sep, names[i]);
+			                path, sep ? "/" : "", name);
 			break;
 		}
+		if (sep)
+			path[f->plen] = '/';
+		memcpy(path + f->plen + sep, name, nlen + 1);
 		struct stat st;
 		w->ops++;
 		stg__bucket_take(w->ctx, w->opl, 1);
-		if (fstatat(dfd, names[i], &st, AT_SYMLINK_NOFOLLOW)) {
+		if (fstatat(f->dfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}
-		if (w->keep ? !w->keep(w->keep_arg, path, &st) : !plain(w, path, &st))
-			continue;
-		/* in w, not on a stack as deep as the tree */
-		const char *link = S_ISLNK(st.st_mode) ? w->target : NULL;
-		if (link && (err = read_link(w, dfd, names[i], path, w->target)))
+		bool kept = w->keep ? w->keep(w->keep_arg, path, &st) : plain(w, path, &st);
+		const char *link = kept && S_ISLNK(st.st_mode) ? w->target : NULL;
+		if (link && (err = read_link(w, f->dfd, name, path, w->target)))
 			break;
-		err = w->visit ? w->visit(w->visit_arg, path, &st, link)
-		               : append(w, path, &st, link);
-		if (!err && S_ISDIR(st.st_mode))
-			err = stg__walk_tree(w, rootfd, path);
+		if (kept)
+			err = w->visit ? w->visit(w->visit_arg, path, &st, link)
+			               : append(w, path, &st, link);
+		if (err || !kept || !S_ISDIR(st.st_mode)) {
+			path[f->plen] = '\0';
+			continue;
+		}
+		if (stg__grow((void **)&fr, &cap, depth + 1, sizeof *fr, SIZE_MAX)) {
+			err = stg__fail(w->ctx, STG_ENOMEM, "out of memory");
+			break;
+		}
+		f = &fr[depth - 1];
+		wframe *c = &fr[depth];
+		memset(c, 0, sizeof *c);
+		c->plen = f->plen + sep + nlen;
+		if ((err = open_frame(w, rootfd, f->dfd, name, path, c)))
+			break;
+		depth++;
+		if (depth > OPEN_LEVELS && fr[depth - 1 - OPEN_LEVELS].dfd >= 0) {
+			close(fr[depth - 1 - OPEN_LEVELS].dfd);
+			fr[depth - 1 - OPEN_LEVELS].dfd = -1;
+		}
 	}
-	if (dfd >= 0)
-		close(dfd);
-	stg__names_free(names, n);
+out:
+	for (size_t k = 0; k < depth; k++) {
+		if (fr[k].dfd >= 0)
+			close(fr[k].dfd);
+		stg__names_free(fr[k].names, fr[k].n);
+	}
+	free(fr);
+	free(path);
 	return err;
 }
 
