@@ -75,6 +75,9 @@ static const struct {
          "where stager is not on the login node's non-interactive PATH)"},
         {"stall_timeout", K_COUNT, "30",
          "seconds reading a foreign archive may make no progress before it is refused"},
+        {"io_timeout", K_COUNT, "120",
+         "seconds push, pull and serve wait for the far end to send or take a byte before "
+         "they give up on the connection (0: no bound)"},
 };
 #define N_KEYS (sizeof keys / sizeof keys[0])
 

@@ -7,9 +7,13 @@
  * chunk may not decompress to more than STG_WIRE_CHUNK bytes; every string
  * in a message is checked (length, NUL, a clean relative path) before use.
  * Reading from a memory buffer is the same code path, for the fuzz target.
+ * Reads and writes are bounded in time by proto_live.c.  A peer's text
+ * (its ERROR message, a path it sent) reaches a local message only through
+ * stg__peer_text, escaped.
  */
 #include "proto.h"
 #include "pace.h"
+#include "proto_live.h"
 
 #include <errno.h>
 #include <librsync.h>
@@ -38,6 +42,7 @@ stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 
 void stg__wire_free(stg_wire *w)
 {
+	stg__live_free(w);
 	free(w->buf);
 	free(w->zbuf);
 	ZSTD_freeCCtx(w->cz);
@@ -47,8 +52,11 @@ void stg__wire_free(stg_wire *w)
 	w->dz = NULL;
 }
 
-/* Read exactly len bytes; 1 at a clean end of stream before any byte. */
-static int read_exact(stg_wire *w, uint8_t *p, size_t len, bool *eof_at_start)
+/* Read exactly len bytes; -1 with *eof_at_start at a clean end of stream
+ * before any byte, -1/errno (ETIMEDOUT: past the I/O timeout).  start:
+ * the bytes are a frame's header, whose first byte may be waited for
+ * without bound (unless the wire says otherwise, proto_live.c). */
+static int read_exact(stg_wire *w, uint8_t *p, size_t len, bool start, bool *eof_at_start)
 {
 	size_t got = 0;
 	*eof_at_start = false;
@@ -60,6 +68,8 @@ static int read_exact(stg_wire *w, uint8_t *p, size_t len, bool *eof_at_start)
 			memcpy(p + got, w->mem + w->mem_pos, (size_t)n);
 			w->mem_pos += (size_t)n;
 		} else {
+			if (stg__live_wait_in(w, got > 0 || !start))
+				return -1;
 			n = read(w->in, p + got, len - got);
 			if (n < 0 && errno == EINTR && !stg__cancelled(w->ctx))
 				continue;
@@ -93,32 +103,46 @@ static stg_err peer_error(stg_wire *w, const uint8_t *p, uint32_t len)
 	case STG_EUSAGE: break;
 	default: code = STG_EREMOTE;
 	}
-	/* the reader keeps a spare byte past the payload for this NUL */
-	char *msg = (char *)w->buf + 1;
-	w->buf[len] = '\0';
-	for (char *c = msg; *c; c++)
-		if ((unsigned char)*c < 0x20)
-			*c = '?';
+	/* its text, escaped: it must not drive the local terminal */
+	char msg[STG_ERRMSG_MAX - 16];
+	if (len > 1)
+		stg__peer_text((const char *)p + 1, len - 1, msg, sizeof msg);
 	return stg__fail(w->ctx, code, "the far end: %s", len > 1 ? msg : "unknown error");
+}
+
+/* A read that failed: why, in words. */
+static stg_err read_failed(stg_wire *w, bool eof, bool mid)
+{
+	w->broken = true;
+	if (stg__cancelled(w->ctx))
+		return stg__fail(w->ctx, STG_EINTR, "interrupted");
+	if (errno == ETIMEDOUT)
+		return stg__fail(w->ctx, STG_EREMOTE,
+		                 "the far end sent nothing for %d s%s: the connection is stalled "
+		                 "or lost (io_timeout, STAGER_IO_TIMEOUT; the same command "
+		                 "again resumes)",
+		                 stg__live_timeout(w), mid ? " in the middle of a message" : "");
+	if (errno)
+		return stg__fail_errno(w->ctx, STG_EREMOTE, errno, "reading from the connection");
+	return stg__fail(w->ctx, STG_EREMOTE, "the connection closed %s",
+	                 eof ? "unexpectedly" : "in the middle of a frame");
 }
 
 stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint32_t *len)
 {
 	uint8_t hdr[STG_WIRE_HDR];
 	bool eof;
-	if (stg__cancelled(w->ctx))
-		return stg__fail(w->ctx, STG_EINTR, "interrupted");
-	if (read_exact(w, hdr, sizeof hdr, &eof)) {
-		w->broken = true;
+	uint32_t n;
+	for (;;) {
 		if (stg__cancelled(w->ctx))
 			return stg__fail(w->ctx, STG_EINTR, "interrupted");
-		if (errno)
-			return stg__fail_errno(w->ctx, STG_EREMOTE, errno,
-			                       "reading from the connection");
-		return stg__fail(w->ctx, STG_EREMOTE, "the connection closed %s",
-		                 eof ? "unexpectedly" : "in the middle of a frame");
+		if (read_exact(w, hdr, sizeof hdr, true, &eof))
+			return read_failed(w, eof, false);
+		n = stg__get32(hdr + 1);
+		/* the keepalive: the peer is there, nothing more */
+		if (hdr[0] != STG_W_NOOP || n)
+			break;
 	}
-	uint32_t n = stg__get32(hdr + 1);
 	if (hdr[0] == 0 || hdr[0] > STG_W_TYPE_MAX)
 		return stg__fail(w->ctx, STG_EREMOTE,
 		                 "protocol error: unknown message type %u (a damaged stream, or "
@@ -128,16 +152,8 @@ stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint
 		return stg__fail(w->ctx, STG_EREMOTE,
 		                 "protocol error: a frame of %u bytes (at most %u allowed)", n,
 		                 STG_WIRE_FRAME_MAX);
-	if (n && read_exact(w, w->buf, n, &eof)) {
-		w->broken = true;
-		if (stg__cancelled(w->ctx))
-			return stg__fail(w->ctx, STG_EINTR, "interrupted");
-		if (errno)
-			return stg__fail_errno(w->ctx, STG_EREMOTE, errno,
-			                       "reading from the connection");
-		return stg__fail(w->ctx, STG_EREMOTE,
-		                 "the connection closed in the middle of a frame");
-	}
+	if (n && read_exact(w, w->buf, n, false, &eof))
+		return read_failed(w, false, true);
 	w->buf[n] = '\0';
 	if (hdr[0] == STG_W_ERROR) {
 		w->broken = true;
@@ -153,7 +169,7 @@ static const char *type_name(uint8_t t)
 {
 	static const char *names[] = {"?",           "HELLO",    "WELCOME", "ERROR",     "ENTRY",
 	                              "ENTRIES_END", "WANT",     "SIG",     "WANTS_END", "FILE",
-	                              "DATA",        "FILE_END", "DONE",    "PUBLISHED"};
+	                              "DATA",        "FILE_END", "DONE",    "PUBLISHED", "NOOP"};
 	return t <= STG_W_TYPE_MAX ? names[t] : "?";
 }
 
@@ -180,10 +196,21 @@ stg_err stg__wire_send(stg_wire *w, uint8_t type, const void *a, size_t alen, co
 	stg__bucket_take(w->ctx, w->bw, (double)(alen + blen + sizeof hdr));
 	if (stg__cancelled(w->ctx))
 		return stg__fail(w->ctx, STG_EINTR, "interrupted");
-	if (stg__write_full(w->out, hdr, sizeof hdr) ||
-	    (alen && stg__write_full(w->out, a, alen)) ||
-	    (blen && stg__write_full(w->out, b, blen))) {
-		int en = errno;
+	/* one frame at a time: the keepalive's NOOP never lands inside it */
+	stg__live_lock(w);
+	int bad = stg__live_write(w, hdr, sizeof hdr) || (alen && stg__live_write(w, a, alen)) ||
+	          (blen && stg__live_write(w, b, blen));
+	int en = errno;
+	stg__live_unlock(w);
+	if (bad) {
+		if (en == ETIMEDOUT) {
+			w->broken = true;
+			return stg__fail(w->ctx, STG_EREMOTE,
+			                 "the far end read nothing for %d s: the connection is "
+			                 "stalled or lost (io_timeout, STAGER_IO_TIMEOUT; the same "
+			                 "command again resumes)",
+			                 stg__live_timeout(w));
+		}
 		if (stg__cancelled(w->ctx))
 			return stg__fail(w->ctx, STG_EINTR, "interrupted");
 		if (w->broken)
@@ -283,6 +310,105 @@ stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_
 	return STG_OK;
 }
 
+/* ---- a peer's text and a manifest's names -------------------------------- */
+
+/* The length of the valid UTF-8 sequence at p (n bytes left) and its code
+ * point; 0 if it is not one (overlong, a surrogate, past U+10FFFF, cut). */
+static size_t utf8_seq(const unsigned char *p, size_t n, uint32_t *cp)
+{
+	size_t k;
+	uint32_t c, min;
+	if (p[0] >= 0xc2 && p[0] <= 0xdf) {
+		k = 2, c = p[0] & 0x1f, min = 0x80;
+	} else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+		k = 3, c = p[0] & 0x0f, min = 0x800;
+	} else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+		k = 4, c = p[0] & 0x07, min = 0x10000;
+	} else {
+		return 0;
+	}
+	if (k > n)
+		return 0;
+	for (size_t i = 1; i < k; i++) {
+		if ((p[i] & 0xc0) != 0x80)
+			return 0;
+		c = c << 6 | (p[i] & 0x3f);
+	}
+	if (c < min || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff))
+		return 0;
+	*cp = c;
+	return k;
+}
+
+const char *stg__peer_text(const char *s, size_t n, char *out, size_t size)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	size_t o = 0, i = 0;
+	while (i < n && p[i]) {
+		uint32_t cp = 0;
+		size_t k = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\\' ? 1 : 0;
+		if (!k && p[i] >= 0x80 && (k = utf8_seq(p + i, n - i, &cp)) &&
+		    (cp < 0xa0 || (cp >= 0x202a && cp <= 0x202e) || (cp >= 0x2066 && cp <= 0x2069)))
+			k = 0; /* C1 controls and bidi overrides, even well encoded */
+		size_t need = k ? k : 4 * (cp >= 0x80 ? (cp < 0x800 ? 2 : 3) : 1);
+		if (o + need + 4 > size) {
+			snprintf(out + o, size - o, "...");
+			return out;
+		}
+		if (k) {
+			memcpy(out + o, p + i, k);
+			o += k;
+			i += k;
+			continue;
+		}
+		/* escaped, each byte: a C1 character as its two, a stray one alone */
+		size_t m = cp >= 0x80 ? (cp < 0x800 ? 2 : 3) : 1;
+		for (size_t j = 0; j < m; j++)
+			o += (size_t)snprintf(out + o, size - o, "\\x%02x", p[i + j]);
+		i += m;
+	}
+	out[o] = '\0';
+	return out;
+}
+
+typedef struct arena_block {
+	struct arena_block *next;
+	size_t cap, used;
+	char data[];
+} arena_block;
+
+#define ARENA_BLOCK ((size_t)1 << 20)
+
+char *stg__arena_strndup(stg_arena *a, const char *s, size_t n)
+{
+	arena_block *b = a->head;
+	if (!b || b->cap - b->used < n + 1) {
+		size_t cap = n + 1 > ARENA_BLOCK ? n + 1 : ARENA_BLOCK;
+		if (!(b = malloc(sizeof *b + cap)))
+			return NULL;
+		b->cap = cap;
+		b->used = 0;
+		b->next = a->head;
+		a->head = b;
+	}
+	char *d = b->data + b->used;
+	memcpy(d, s, n);
+	d[n] = '\0';
+	b->used += n + 1;
+	a->bytes += n + 1;
+	return d;
+}
+
+void stg__arena_free(stg_arena *a)
+{
+	while (a->head) {
+		arena_block *b = a->head;
+		a->head = b->next;
+		free(b);
+	}
+	a->bytes = 0;
+}
+
 /* ---- messages ------------------------------------------------------------ */
 
 size_t stg__wentry_encode(const stg_wentry *e, uint8_t *out)
@@ -313,6 +439,13 @@ void stg__wentry_free(stg_wentry *e)
 
 stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e)
 {
+	return stg__wentry_decode_in(ctx, p, len, e, NULL);
+}
+
+stg_err stg__wentry_decode_in(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e,
+                              stg_arena *names)
+{
+	char sh[STG_SHOWN_MAX];
 	memset(e, 0, sizeof *e);
 	if (len < STG_WENTRY_FIXED)
 		return stg__fail(ctx, STG_ECORRUPT, "protocol error: a short ENTRY");
@@ -326,25 +459,31 @@ stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wen
 	e->mtime_nsec = stg__get32(p + 21);
 	memcpy(e->xxh3, p + 25, 16);
 	const char *path = (const char *)p + STG_WENTRY_FIXED, *link = path + pl;
+	stg__peer_text(path, pl, sh, sizeof sh);
 	if (!stg__path_ok(path, pl))
 		return stg__fail(ctx, STG_ECORRUPT,
-		                 "refusing the path '%.*s': not a clean relative path", (int)pl,
-		                 path);
+		                 "refusing the path '%s': not a clean relative path", sh);
 	if (e->mtime_nsec > 999999999)
-		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a bad mtime", (int)pl, path);
+		return stg__fail(ctx, STG_ECORRUPT, "'%s': a bad mtime", sh);
 	bool wants_link = e->type == STG_SYMLINK || e->type == STG_HARDLINK;
 	if (e->type < STG_FILE || e->type > STG_HARDLINK)
-		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': unknown entry type %u", (int)pl, path,
-		                 e->type);
+		return stg__fail(ctx, STG_ECORRUPT, "'%s': unknown entry type %u", sh, e->type);
 	if (wants_link != (ll > 0) || memchr(link, '\0', ll))
-		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a malformed link", (int)pl, path);
+		return stg__fail(ctx, STG_ECORRUPT, "'%s': a malformed link", sh);
 	if (e->type == STG_HARDLINK && !stg__path_ok(link, ll))
-		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a hardlink to a bad path", (int)pl,
-		                 path);
+		return stg__fail(ctx, STG_ECORRUPT, "'%s': a hardlink to a bad path", sh);
 	/* every bit means something: a damaged entry never decodes */
 	static const uint8_t zero[16];
 	if (e->mode & ~07777u || (e->type != STG_FILE && (e->size || memcmp(e->xxh3, zero, 16))))
-		return stg__fail(ctx, STG_ECORRUPT, "'%.*s': a malformed entry", (int)pl, path);
+		return stg__fail(ctx, STG_ECORRUPT, "'%s': a malformed entry", sh);
+	if (names) {
+		if (!(e->path = stg__arena_strndup(names, path, pl)) ||
+		    (ll && !(e->link = stg__arena_strndup(names, link, ll)))) {
+			e->path = e->link = NULL;
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		}
+		return STG_OK;
+	}
 	if (!(e->path = strndup(path, pl)) || (ll && !(e->link = strndup(link, ll)))) {
 		stg__wentry_free(e);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");

@@ -27,6 +27,13 @@
  * Either side may send ERROR (a result code and a message) instead of what
  * is expected, and then closes.  The phases alternate strictly, so neither
  * side ever writes while the other also writes: no deadlock on pipes.
+ *
+ * Since version 3 each end also sends NOOP (no payload) whenever it sent
+ * nothing for a third of its I/O timeout, from a thread of its own, and
+ * the reader skips them: so a peer that says nothing for a whole timeout
+ * is gone or stalled, and the reader gives up, between frames as within
+ * one.  With an older peer only a frame begun and not finished in time
+ * counts (it may be hashing for hours before its next frame).
  */
 #ifndef STG_PROTO_H
 #define STG_PROTO_H
@@ -38,11 +45,19 @@
 #define STG_WIRE_MAGIC "STGWIRE1"
 /* 2: WANT's resume offer and FILE's offset.  A server speaks every version
  * from STG_WIRE_VERSION_MIN up and answers in the client's. */
-#define STG_WIRE_VERSION     2
+#define STG_WIRE_VERSION     3 /* 3: NOOP, the keepalive */
 #define STG_WIRE_VERSION_MIN 1
 #define STG_WIRE_FRAME_MAX   (4u << 20) /* largest payload a reader accepts */
 #define STG_WIRE_CHUNK       (1u << 20) /* largest raw DATA chunk */
 #define STG_WIRE_HDR         5
+/* What a receiver accepts of a manifest: entries, and bytes of paths and
+ * link targets (kept in one arena, about 160 bytes per entry besides):
+ * at most about 800 MiB held for the largest.  Past either, the transfer
+ * is refused before anything is written. */
+#define STG_WIRE_ENTRIES_MAX (4u << 20)
+#define STG_WIRE_NAMES_MAX   ((uint64_t)128 << 20)
+/* The I/O timeout when the caller gives none (seconds). */
+#define STG_WIRE_TIMEOUT 120
 
 enum {
 	STG_W_HELLO = 1,
@@ -58,7 +73,8 @@ enum {
 	STG_W_FILE_END = 11,
 	STG_W_DONE = 12,
 	STG_W_PUBLISHED = 13,
-	STG_W_TYPE_MAX = 13,
+	STG_W_NOOP = 14,
+	STG_W_TYPE_MAX = 14,
 };
 
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
@@ -71,6 +87,8 @@ enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2, STG_FLAG_LEVEL = 4 };
  * (mem != NULL: the fuzz target and tests). */
 typedef struct stg_wire {
 	stg_ctx *ctx;
+	struct wire_live *live; /* the timeout's and the keepalive's state
+	                           (proto.c; NULL: none) */
 	int in, out;
 	const uint8_t *mem;
 	size_t mem_len, mem_pos;
@@ -88,6 +106,13 @@ typedef struct stg_wire {
 
 stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out);
 void stg__wire_free(stg_wire *w);
+/* Bound every read from the peer and every write to it by timeout
+ * seconds (<= 0: none): within a frame always; between frames once
+ * idle is set (the peer is known to send NOOPs, or must answer at
+ * once).  With keepalive (the agreed version is 3 or more), a thread
+ * sends NOOP after a third of the timeout without a frame sent; it
+ * stops in stg__wire_free.  Call again to change either. */
+stg_err stg__wire_timeout(stg_wire *w, int timeout, bool idle, bool keepalive);
 
 /* Read one frame; *payload points into w->buf until the next read.  A
  * truncated stream, an unknown type or an oversize length is an error
@@ -108,6 +133,31 @@ stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t 
 stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
                        size_t *rawlen);
 
+/* a + b, or UINT64_MAX past it: sizes that a peer declares are added so,
+ * never wrapped (two files of 2^63 bytes are not 0 bytes). */
+static inline uint64_t stg__sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* A peer's text (n bytes of s), for a local message: printable ASCII and
+ * valid UTF-8 printable characters as they are; control bytes (C0, DEL,
+ * C1 raw or UTF-8 encoded), bidi overrides, bytes of invalid UTF-8 and
+ * the backslash as \xNN; cut with "..." to fit out (size >= 8).  Returns
+ * out.  So nothing a peer sends can drive the local terminal. */
+const char *stg__peer_text(const char *s, size_t n, char *out, size_t size);
+#define STG_SHOWN_MAX 400 /* a buffer for stg__peer_text in a message */
+
+/* Strings kept in large blocks that never move, freed together: a
+ * manifest's paths cost their bytes, not an allocation each. */
+typedef struct stg_arena {
+	struct arena_block *head;
+	uint64_t bytes; /* the strings' bytes so far (NULs included) */
+} stg_arena;
+/* A NUL-terminated copy of n bytes of s; NULL when out of memory. */
+char *stg__arena_strndup(stg_arena *a, const char *s, size_t n);
+void stg__arena_free(stg_arena *a);
+
 /* A manifest entry on the wire. */
 typedef struct stg_wentry {
 	uint8_t type; /* stg_type */
@@ -116,7 +166,7 @@ typedef struct stg_wentry {
 	int64_t mtime;
 	uint32_t mtime_nsec;
 	uint8_t xxh3[16];
-	char *path; /* malloc'ed */
+	char *path; /* malloc'ed, or in an arena */
 	char *link; /* symlink target, hardlink's target path; NULL otherwise */
 } stg_wentry;
 
@@ -127,6 +177,9 @@ size_t stg__wentry_encode(const stg_wentry *e, uint8_t *out);
 /* Decode and check an ENTRY payload: a known type, a clean relative path,
  * a link only where one belongs.  STG_ECORRUPT names what is wrong. */
 stg_err stg__wentry_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e);
+/* The same with path and link copied into names (not to be freed alone). */
+stg_err stg__wentry_decode_in(stg_ctx *ctx, const uint8_t *p, uint32_t len, stg_wentry *e,
+                              stg_arena *names);
 void stg__wentry_free(stg_wentry *e);
 
 /* An ENTRY frame is a chunk (as DATA) of records, each a u16 length and an

@@ -1092,6 +1092,12 @@ typedef struct stg_xfer_opts {
 	                              that stager did not publish, and that is
 	                              not empty, is replaced (never a home
 	                              directory); without it, STG_EEXIST */
+	int io_timeout;            /* seconds a read from or a write to the far
+	                              end may wait (0: 120; < 0: no bound); a
+	                              far end that speaks protocol 3 sends a
+	                              keepalive while busy, so only a stalled
+	                              or lost one hits it; with an older far
+	                              end it bounds only a message begun */
 } stg_xfer_opts;
 
 STG_API void stg_xfer_opts_init(stg_xfer_opts *opts);
@@ -1147,6 +1153,9 @@ STG_API stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, i
 /* The far end: answer one push or pull on in/out.  Errors are also sent to
  * the client. */
 STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
+/* The same with opts (only io_timeout counts: the client asks the rest). */
+STG_API stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
+                               stg_xfer_result *res);
 
 /* ---- mounting a pack ----------------------------------------------------- */
 

@@ -80,6 +80,12 @@ _Static_assert(XFER_BLOCK == STG_WIRE_CHUNK, "a transfer buffer holds one wire c
 
 /* ---- the two ends ------------------------------------------------------- */
 
+/* opts->io_timeout as the wire takes it: seconds, <= 0 none. */
+static int io_timeout(const stg_xfer_opts *o)
+{
+	return !o || !o->io_timeout ? STG_WIRE_TIMEOUT : o->io_timeout < 0 ? 0 : o->io_timeout;
+}
+
 void stg_xfer_opts_init(stg_xfer_opts *o)
 {
 	memset(o, 0, sizeof *o);
@@ -249,6 +255,9 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 		w.bw = &bw;
 	if (o->level)
 		w.level = o->level;
+	/* until the far end says which version it speaks, only a message
+	 * begun is bounded: ssh may be asking for a password */
+	int tmo = io_timeout(o);
 	size_t pl = strlen(path);
 	/* a pull's level is the far end's to use: it compresses the data */
 	uint8_t hello[15];
@@ -267,9 +276,11 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 		err = stg__fail(ctx, STG_EUSAGE, "a bad remote path '%s'", path);
 		goto out;
 	}
-	if ((err = stg__wire_send(&w, STG_W_HELLO, hello, hl, path, pl)) ||
+	if ((err = stg__wire_timeout(&w, tmo, false, false)) ||
+	    (err = stg__wire_send(&w, STG_W_HELLO, hello, hl, path, pl)) ||
 	    (err = stg__wire_expect(&w, STG_W_WELCOME, &p, &len)) ||
-	    (err = stg__welcome_decode(&w, p, len)))
+	    (err = stg__welcome_decode(&w, p, len)) ||
+	    (err = stg__wire_timeout(&w, tmo, w.version >= 3, w.version >= 3)))
 		goto out;
 	err = op == STG_OP_PUSH ? stg__send_tree(ctx, &w, local, "push", res)
 	                        : stg__receive_tree(ctx, &w, local, false, o->replace, "pull", res);
@@ -391,6 +402,12 @@ stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, int in, i
 
 stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 {
+	return stg_serve_with(ctx, in, out, NULL, res);
+}
+
+stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
+                       stg_xfer_result *res)
+{
 	double t0 = stg__now();
 	memset(res, 0, sizeof *res);
 	stg_wire w;
@@ -400,10 +417,13 @@ stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res)
 	const uint8_t *p;
 	uint32_t len;
 	uint8_t op, flags;
-	int level;
+	int level, tmo = io_timeout(opts);
 	const char *path;
-	if ((err = stg__wire_expect(&w, STG_W_HELLO, &p, &len)) ||
-	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &w.version, &path)))
+	/* a client sends HELLO at once: waiting for it is bounded */
+	if ((err = stg__wire_timeout(&w, tmo, true, false)) ||
+	    (err = stg__wire_expect(&w, STG_W_HELLO, &p, &len)) ||
+	    (err = stg__hello_decode(ctx, p, len, &op, &flags, &level, &w.version, &path)) ||
+	    (err = stg__wire_timeout(&w, tmo, w.version >= 3, w.version >= 3)))
 		goto out;
 	if (level)
 		w.level = level;

@@ -18,7 +18,6 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define ENTRIES_MAX (16u << 20)
 /* A file smaller than this is asked for whole even when an old version is
  * here: its delta would save little, and its signature is a large share
  * of it. */
@@ -33,17 +32,44 @@
 
 /* ---- the receiver ------------------------------------------------------- */
 
+const char *stg__recv_shown(receiver *rc, const char *path)
+{
+	return stg__peer_text(path, strlen(path), rc->sh, sizeof rc->sh);
+}
+
+int stg__recv_open_file(int root, const char *path, struct stat *st)
+{
+	int fd = stg__open_beneath(root, path, O_RDONLY | O_NONBLOCK, 0);
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) || !S_ISREG(st->st_mode)) {
+		int en = S_ISREG(st->st_mode) ? errno : EINVAL;
+		close(fd);
+		errno = en;
+		return -1;
+	}
+	/* a regular file ignores O_NONBLOCK; cleared all the same */
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	return fd;
+}
+
 /* One entry of the manifest, checked against those before it. */
 static stg_err add_entry(void *arg, const uint8_t *p, uint32_t len)
 {
 	receiver *rc = arg;
-	if (rc->n >= ENTRIES_MAX)
-		return stg__fail(rc->ctx, STG_ECORRUPT, "over %u entries", ENTRIES_MAX);
-	if (stg__grow((void **)&rc->r, &rc->cap, rc->n + 1, sizeof *rc->r, ENTRIES_MAX))
+	/* bounded before anything is written: entries, and their names */
+	if (rc->n >= STG_WIRE_ENTRIES_MAX || rc->names.bytes + len > STG_WIRE_NAMES_MAX)
+		return stg__fail(rc->ctx, STG_ECORRUPT,
+		                 "refusing a manifest of over %u entries or %llu MiB of path names "
+		                 "(the most a receiver accepts); nothing was written: push or pull "
+		                 "a smaller tree, or a pack of it",
+		                 STG_WIRE_ENTRIES_MAX,
+		                 (unsigned long long)(STG_WIRE_NAMES_MAX >> 20));
+	if (stg__grow((void **)&rc->r, &rc->cap, rc->n + 1, sizeof *rc->r, STG_WIRE_ENTRIES_MAX))
 		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 	rentry *re = &rc->r[rc->n];
 	memset(re, 0, sizeof *re);
-	stg_err err = stg__wentry_decode(rc->ctx, p, len, &re->e);
+	stg_err err = stg__wentry_decode_in(rc->ctx, p, len, &re->e, &rc->names);
 	if (err)
 		return err;
 	rc->n++;
@@ -55,20 +81,22 @@ static stg_err add_entry(void *arg, const uint8_t *p, uint32_t len)
 		if (pi == UINT32_MAX || rc->r[pi].e.type != STG_DIR)
 			return stg__fail(rc->ctx, STG_ECORRUPT,
 			                 "refusing '%s': its parent is not a directory of the tree",
-			                 path);
+			                 stg__recv_shown(rc, path));
 	}
 	if (re->e.type == STG_HARDLINK) {
 		uint32_t ti = stg__strmap_get(&rc->paths, re->e.link, strlen(re->e.link));
 		if (ti == UINT32_MAX || rc->r[ti].e.type != STG_FILE)
 			return stg__fail(
 			        rc->ctx, STG_ECORRUPT,
-			        "refusing '%s': a hardlink to what is not a file before it", path);
+			        "refusing '%s': a hardlink to what is not a file before it",
+			        stg__recv_shown(rc, path));
 	}
 	int put = stg__strmap_put(&rc->paths, path, strlen(path), (uint32_t)(rc->n - 1));
 	if (put < 0)
 		return stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 	if (put == 0)
-		return stg__fail(rc->ctx, STG_ECORRUPT, "'%s' twice in the manifest", path);
+		return stg__fail(rc->ctx, STG_ECORRUPT, "'%s' twice in the manifest",
+		                 stg__recv_shown(rc, path));
 	return STG_OK;
 }
 
@@ -186,12 +214,14 @@ static bool same_content(receiver *rc, int root, const stg_wentry *e, bool *meta
 	*meta = *exists = false;
 	if (root < 0)
 		return false;
-	int fd = stg__open_beneath(root, e->path, O_RDONLY, 0);
+	/* never a FIFO or a device another user put there: that open would
+	 * wait for ever */
+	struct stat st;
+	int fd = stg__recv_open_file(root, e->path, &st);
 	if (fd < 0)
 		return false;
-	struct stat st;
 	bool same = false;
-	if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+	{
 		*exists = true;
 		uint8_t h[16];
 		uint64_t size;
@@ -207,7 +237,7 @@ static bool same_content(receiver *rc, int root, const stg_wentry *e, bool *meta
 
 /* A new temporary name in the partial directory's root that no manifest
  * path takes. */
-static void tmp_name(receiver *rc, char *out, size_t len)
+void stg__recv_tmp_name(receiver *rc, char *out, size_t len)
 {
 	do
 		snprintf(out, len, ".stager-tmp.%u", rc->tmp_seq++);
@@ -215,12 +245,12 @@ static void tmp_name(receiver *rc, char *out, size_t len)
 }
 
 /* Give fd e's metadata and rename tmp (in the partial root) to e's path. */
-static stg_err finish_file(receiver *rc, int fd, const char *tmp, const stg_wentry *e)
+stg_err stg__recv_finish_file(receiver *rc, int fd, const char *tmp, const stg_wentry *e)
 {
 	struct timespec ts[2] = {{0, UTIME_OMIT}, {e->mtime, e->mtime_nsec}};
 	if (fchmod(fd, e->mode & 01777) || futimens(fd, ts))
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot set the mode of '%s'",
-		                       e->path);
+		                       stg__recv_shown(rc, e->path));
 	const char *base;
 	int pfd = stg__parent_of(rc->part, e->path, &base);
 	if (pfd < 0 || renameat(rc->part, tmp, pfd, base)) {
@@ -228,7 +258,7 @@ static stg_err finish_file(receiver *rc, int fd, const char *tmp, const stg_went
 		if (pfd >= 0)
 			close(pfd);
 		return stg__fail_errno(rc->ctx, stg__err_from_errno(en, STG_EIO), en,
-		                       "cannot write '%s'", e->path);
+		                       "cannot write '%s'", stg__recv_shown(rc, e->path));
 	}
 	close(pfd);
 	return STG_OK;
@@ -238,16 +268,17 @@ static stg_err finish_file(receiver *rc, int fd, const char *tmp, const stg_went
 static stg_err copy_local(receiver *rc, int root, const stg_wentry *e)
 {
 	char tmp[64];
-	tmp_name(rc, tmp, sizeof tmp);
-	int s = stg__open_beneath(root, e->path, O_RDONLY, 0);
+	stg__recv_tmp_name(rc, tmp, sizeof tmp);
+	struct stat st;
+	int s = stg__recv_open_file(root, e->path, &st);
 	int d = openat(rc->part, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	stg_err err = STG_OK;
 	if (s < 0 || d < 0 || stg__copy_file(s, d, e->size)) {
 		err = stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                      "cannot copy '%s'", e->path);
+		                      "cannot copy '%s'", stg__recv_shown(rc, e->path));
 		goto out;
 	}
-	err = finish_file(rc, d, tmp, e);
+	err = stg__recv_finish_file(rc, d, tmp, e);
 out:
 	if (s >= 0)
 		close(s);
@@ -298,13 +329,11 @@ static stg_err send_want(receiver *rc, uint32_t idx, uint8_t kind)
 static stg_err send_sig(receiver *rc, uint32_t idx, int root, bool *whole)
 {
 	const stg_wentry *e = &rc->r[idx].e;
-	int fd = stg__open_beneath(root, e->path, O_RDONLY, 0);
 	struct stat st;
-	if (fd < 0 || fstat(fd, &st)) {
-		if (fd >= 0)
-			close(fd);
-		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
-	}
+	int fd = stg__recv_open_file(root, e->path, &st);
+	if (fd < 0)
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
+		                       stg__recv_shown(rc, e->path));
 	/* the shortest strong sums librsync deems safe for this size, not its
 	 * 32-byte default: a signature is a few percent of the file, not 14% */
 	rs_magic_number magic = RS_RK_BLAKE2_SIG_MAGIC;
@@ -312,10 +341,11 @@ static stg_err send_sig(receiver *rc, uint32_t idx, int root, bool *whole)
 	*whole = false;
 	if (rs_sig_args(st.st_size, &magic, &block_len, &strong_len) != RS_DONE) {
 		close(fd);
-		return stg__fail(rc->ctx, STG_EIO, "cannot make a signature of '%s'", e->path);
+		return stg__fail(rc->ctx, STG_EIO, "cannot make a signature of '%s'",
+		                 stg__recv_shown(rc, e->path));
 	}
 	uint64_t est = 12 + ((uint64_t)st.st_size / block_len + 1) * (4 + strong_len);
-	if (rc->sig_bytes + est > SIG_BUDGET) {
+	if (stg__sat_add(rc->sig_bytes, est) > SIG_BUDGET) {
 		close(fd);
 		*whole = true;
 		return STG_OK;
@@ -365,8 +395,9 @@ static stg_err resume_offer(receiver *rc, rentry *re, bool *complete)
 	}
 	int fd = openat(rc->part, data, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0)
-		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
-	err = finish_file(rc, fd, data, e);
+		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
+		                       stg__recv_shown(rc, e->path));
+	err = stg__recv_finish_file(rc, fd, data, e);
 	close(fd);
 	if (err)
 		return err;
@@ -390,7 +421,7 @@ stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res)
 			    fchmodat(pfd, base, 0700, 0))
 				err = stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO),
 				                      errno, "cannot create the directory '%s'",
-				                      e->path);
+				                      stg__recv_shown(rc, e->path));
 			if (pfd >= 0)
 				close(pfd);
 			res->dirs++;
@@ -401,7 +432,7 @@ stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res)
 			continue;
 		}
 		res->files++;
-		res->content_bytes += e->size;
+		res->content_bytes = stg__sat_add(res->content_bytes, e->size);
 		bool meta, in_part, in_dest;
 		bool complete = false;
 		if (same_content(rc, rc->part, e, &meta, &in_part)) {
@@ -428,7 +459,8 @@ stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res)
 				stg__resume_remove(rc->part, e->path);
 			continue;
 		}
-		rc->total += e->size - re->offer;
+		/* sizes are the peer's word: added without wrapping */
+		rc->total = stg__sat_add(rc->total, e->size - re->offer);
 		bool whole = !(in_part || in_dest) || e->size < DELTA_MIN;
 		if (!whole) {
 			re->basis = in_part ? BASIS_PARTIAL : BASIS_DEST;
@@ -450,167 +482,16 @@ stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res)
 		if (rc->total > avail) {
 			char a[16], b[16];
 			return stg__fail(rc->ctx, STG_ENOSPC,
-			                 "not enough space for '%s': need %s, %s free", rc->name,
-			                 stg_format_size(rc->total, a, sizeof a),
+			                 "not enough space for '%s': need %s, %s free; nothing was "
+			                 "written",
+			                 rc->name,
+			                 rc->total == UINT64_MAX
+			                         ? "more than 16 EiB"
+			                         : stg_format_size(rc->total, a, sizeof a),
 			                 stg_format_size(avail, b, sizeof b));
 		}
 	}
 	return stg__wire_send(rc->w, STG_W_WANTS_END, NULL, 0, NULL, 0);
-}
-
-/* A file being received. */
-typedef struct incoming {
-	receiver *rc;
-	const stg_wentry *e;
-	int fd, basis;
-	uint64_t size;
-	XXH3_state_t *xs;
-	stg_rfile *rf; /* a partial copy, kept if the transfer is cut */
-} incoming;
-
-static stg_err write_sink(void *arg, const uint8_t *p, size_t n)
-{
-	incoming *in = arg;
-	in->size += n;
-	if (in->size > in->e->size)
-		return stg__fail(in->rc->ctx, STG_ECORRUPT,
-		                 "'%s': more data than its %llu bytes arrived", in->e->path,
-		                 (unsigned long long)in->e->size);
-	XXH3_128bits_update(in->xs, p, n);
-	if (in->rf ? stg__rfile_write(in->rf, p, n) : stg__write_full(in->fd, p, n))
-		return stg__fail_errno(in->rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                       "cannot write '%s'", in->e->path);
-	in->rc->done += n;
-	stg__progress(in->rc->ctx, in->rc->what, in->rc->done, in->rc->total);
-	return STG_OK;
-}
-
-stg_err stg__recv_receive_file(receiver *rc, const uint8_t *p, uint32_t len)
-{
-	stg_wfile f;
-	stg_err err = stg__file_decode(rc->w, p, len, &f);
-	if (err)
-		return err;
-	uint32_t idx = f.idx;
-	uint8_t kind = f.kind;
-	/* the data starts at 0 or where the offer ends, nowhere else */
-	if (idx >= rc->n || !rc->r[idx].wanted || rc->r[idx].received ||
-	    (kind == STG_WANT_DELTA) != (rc->r[idx].basis != BASIS_NONE) ||
-	    (f.off && f.off != rc->r[idx].offer))
-		return stg__fail(rc->ctx, STG_EREMOTE,
-		                 "protocol error: entry %u was not asked for like this", idx);
-	rentry *re = &rc->r[idx];
-	incoming in = {.rc = rc, .e = &re->e, .fd = -1, .basis = -1, .size = f.off};
-	stg_rfile rf = {.dir = -1, .fd = -1, .ck = -1};
-	char tmp[XFER_RNAME];
-	rs_job_t *job = NULL;
-	if (re->resumable) {
-		in.fd = stg__rfile_open(&rf, rc->part, re->e.path, f.off, rc->boot) ? -1 : rf.fd;
-		in.rf = &rf;
-		snprintf(tmp, sizeof tmp, "%s", rf.name);
-	} else {
-		tmp_name(rc, tmp, sizeof tmp);
-		in.fd = openat(rc->part, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-		               0600);
-	}
-	/* the offered bytes' hash goes on, or, refused, they are sent again */
-	re->from = f.off;
-	if (f.off) {
-		in.xs = re->pre;
-		re->pre = NULL;
-	} else {
-		rc->total += re->offer;
-	}
-	if (in.fd < 0 || (!in.xs && !(in.xs = XXH3_createState()))) {
-		err = stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
-		                      "cannot create '%s'", re->e.path);
-		goto out;
-	}
-	if (!f.off)
-		XXH3_128bits_reset(in.xs);
-	if (kind == STG_WANT_DELTA) {
-		in.basis = stg__open_beneath(re->basis == BASIS_PARTIAL ? rc->part : rc->dest,
-		                             re->e.path, O_RDONLY, 0);
-		if (in.basis < 0 || !(job = rs_patch_begin(stg__basis_copy, &in.basis))) {
-			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read the old '%s'",
-			                      re->e.path);
-			goto out;
-		}
-	}
-	bool done = false;
-	for (;;) {
-		uint8_t t;
-		const uint8_t *dp;
-		uint32_t dl;
-		if ((err = stg__wire_read(rc->w, &t, &dp, &dl)))
-			goto out;
-		if (t == STG_W_FILE_END)
-			break;
-		if (t != STG_W_DATA) {
-			err = stg__fail(rc->ctx, STG_EREMOTE,
-			                "protocol error: message %u inside a file", t);
-			goto out;
-		}
-		const uint8_t *raw;
-		size_t rl;
-		if ((err = stg__wire_data(rc->w, dp, dl, &raw, &rl)))
-			goto out;
-		if (job) {
-			if (done && rl) {
-				err = stg__fail(rc->ctx, STG_ECORRUPT, "'%s': data after its delta",
-				                re->e.path);
-				goto out;
-			}
-			err = stg__job_feed(rc->ctx, job, raw, rl, false, rc->out, write_sink, &in,
-			                    &done);
-		} else {
-			err = write_sink(&in, raw, rl);
-		}
-		if (err)
-			goto out;
-	}
-	if (job && !done &&
-	    (err = stg__job_feed(rc->ctx, job, NULL, 0, true, rc->out, write_sink, &in, &done)))
-		goto out;
-	XXH128_canonical_t c;
-	XXH128_canonicalFromHash(&c, XXH3_128bits_digest(in.xs));
-	if (in.size != re->e.size) {
-		err = stg__fail(rc->ctx, STG_ECORRUPT,
-		                "'%s' arrived damaged (%llu bytes, expected %llu); nothing was "
-		                "published",
-		                re->e.path, (unsigned long long)in.size,
-		                (unsigned long long)re->e.size);
-		goto out;
-	}
-	if (memcmp(c.digest, re->e.xxh3, 16)) {
-		err = stg__fail(rc->ctx, STG_ECORRUPT,
-		                "'%s' arrived damaged (its XXH3-128 does not match the sender's); "
-		                "nothing was published",
-		                re->e.path);
-		goto out;
-	}
-	if ((err = finish_file(rc, in.fd, tmp, &re->e)))
-		goto out;
-	if (in.rf)
-		stg__rfile_done(in.rf);
-	re->received = re->checked = true;
-out:
-	if (job)
-		rs_job_free(job);
-	XXH3_freeState(in.xs);
-	if (in.basis >= 0)
-		close(in.basis);
-	if (in.rf) {
-		/* cut: what arrived stays for the next transfer to offer;
-		 * damaged: it goes */
-		stg__rfile_close(in.rf, err != STG_ECORRUPT);
-	} else {
-		if (in.fd >= 0)
-			close(in.fd);
-		if (err)
-			unlinkat(rc->part, tmp, 0);
-	}
-	return err;
 }
 
 /* Links, then every file checked and the manifest against the sender's digest. */
@@ -638,7 +519,8 @@ stg_err stg__recv_links_and_verify(receiver *rc)
 		}
 		if (pfd < 0 || err)
 			err = stg__fail_errno(rc->ctx, STG_EIO, errno,
-			                      "cannot create the link '%s'", e->path);
+			                      "cannot create the link '%s'",
+			                      stg__recv_shown(rc, e->path));
 		if (pfd >= 0)
 			close(pfd);
 		if (tfd >= 0)
@@ -653,22 +535,22 @@ stg_err stg__recv_links_and_verify(receiver *rc)
 	uint8_t enc[STG_WENTRY_FIXED + 2 * (STG_PATH_MAX + 1)];
 	for (size_t i = 0; i < rc->n && !err; i++) {
 		const stg_wentry *e = &rc->r[i].e;
-		int fd = e->type == STG_FILE ? stg__open_beneath(rc->part, e->path, O_RDONLY, 0)
-		                             : -2;
 		struct stat st;
-		if (fd == -1 || (fd >= 0 && (fstat(fd, &st) || !S_ISREG(st.st_mode)))) {
-			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'", e->path);
+		int fd = e->type == STG_FILE ? stg__recv_open_file(rc->part, e->path, &st) : -2;
+		if (fd == -1) {
+			err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
+			                      stg__recv_shown(rc, e->path));
 		} else if (fd >= 0 && (!rc->r[i].checked || (uint64_t)st.st_size != e->size)) {
 			/* not read in this run (a local copy): read it now */
 			uint8_t h[16];
 			uint64_t size;
 			if (stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size)) {
 				err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
-				                      e->path);
+				                      stg__recv_shown(rc, e->path));
 			} else if (size != e->size || memcmp(h, e->xxh3, 16)) {
 				err = stg__fail(rc->ctx, STG_ECORRUPT,
 				                "'%s' does not match the sender's checksum",
-				                e->path);
+				                stg__recv_shown(rc, e->path));
 			}
 		}
 		if (fd >= 0)

@@ -11,6 +11,8 @@
 #include "xfer.h"
 #include "walk.h"
 
+#include <sys/stat.h>
+
 enum { BASIS_NONE, BASIS_PARTIAL, BASIS_DEST };
 
 typedef struct rentry {
@@ -45,6 +47,7 @@ typedef struct receiver {
 	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
 	size_t n, cap;
+	stg_arena names; /* the manifest's paths and links */
 	stg_strmap paths;
 	bool map;
 	uint8_t digest[32];
@@ -59,6 +62,7 @@ typedef struct receiver {
 	bool rmap;
 	unsigned offers;
 	char boot[XFER_BOOT];
+	char sh[STG_SHOWN_MAX]; /* a peer's path, escaped for a message */
 } receiver;
 
 /* A directory's identity for the record: its inode number, its ctime and,
@@ -111,5 +115,16 @@ stg_err stg__recv_clean_partial(receiver *rc);
 stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res);
 stg_err stg__recv_receive_file(receiver *rc, const uint8_t *p, uint32_t len);
 stg_err stg__recv_links_and_verify(receiver *rc);
+
+/* Shared by the steps: a new temporary name in the partial root; fd's
+ * metadata set and tmp renamed to e's path; a path the peer sent, escaped
+ * for a message (in rc->sh, until the next call). */
+void stg__recv_tmp_name(receiver *rc, char *out, size_t len);
+stg_err stg__recv_finish_file(receiver *rc, int fd, const char *tmp, const stg_wentry *e);
+const char *stg__recv_shown(receiver *rc, const char *path);
+/* Open path beneath root to read only if it is a regular file: never a
+ * FIFO or a device someone put there (O_NONBLOCK, checked on the opened
+ * descriptor).  -1/errno (EINVAL: not a regular file); *st filled. */
+int stg__recv_open_file(int root, const char *path, struct stat *st);
 
 #endif

@@ -43,6 +43,7 @@ typedef struct sender {
 	uint8_t *buf, *out;
 	uint64_t done, total; /* progress */
 	const char *what;
+	const char *shown; /* the tree, for messages */
 } sender;
 
 /* Bytes of a file or of its delta, as DATA frames (none for an empty
@@ -64,6 +65,20 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 	bool map = false;
 	if (err)
 		goto out;
+	/* what the receiver would refuse is refused before anything is hashed */
+	uint64_t names = 0;
+	for (size_t i = 0; i < wk.n; i++)
+		names += strlen(wk.v[i].path) + 1;
+	if (wk.n > STG_WIRE_ENTRIES_MAX || names > STG_WIRE_NAMES_MAX) {
+		err = stg__fail(s->ctx, STG_EUSAGE,
+		                "'%s' holds %zu entries and %llu MiB of path names: a transfer "
+		                "takes at most %u entries and %llu MiB of names; pack it (stager "
+		                "pack) and push the pack, or push its parts",
+		                s->shown, wk.n, (unsigned long long)(names >> 20),
+		                STG_WIRE_ENTRIES_MAX,
+		                (unsigned long long)(STG_WIRE_NAMES_MAX >> 20));
+		goto out;
+	}
 	if (!sha || stg__strmap_init(&inodes, 64) || !(s->e = calloc(wk.n + 1, sizeof *s->e)) ||
 	    !(keys = calloc(wk.n + 1, sizeof *keys))) {
 		err = stg__fail(s->ctx, STG_ENOMEM, "out of memory");
@@ -111,7 +126,15 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 			}
 		}
 		if (e->type == STG_FILE) {
-			int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
+			/* O_NONBLOCK: a FIFO put in its place since the walk must
+			 * not hold the open for ever (checked below) */
+			struct stat fst;
+			int fd = stg__open_beneath(s->root, e->path, O_RDONLY | O_NONBLOCK, 0);
+			if (fd >= 0 && (fstat(fd, &fst) || !S_ISREG(fst.st_mode))) {
+				close(fd);
+				fd = -1;
+				errno = EINVAL;
+			}
 			if (fd < 0 || stg__hash_fd(fd, s->buf, XFER_BLOCK, e->xxh3, &e->size)) {
 				err = stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'",
 				                      e->path);
@@ -122,7 +145,7 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 			}
 			close(fd);
 			res->files++;
-			res->content_bytes += e->size;
+			res->content_bytes = stg__sat_add(res->content_bytes, e->size);
 		}
 		s->n++;
 		EVP_DigestUpdate(sha, enc, stg__wentry_encode(e, enc));
@@ -188,7 +211,13 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 {
 	const stg_wentry *e = &s->e[wt->idx];
 	stg_err err = STG_OK;
-	int fd = stg__open_beneath(s->root, e->path, O_RDONLY, 0);
+	struct stat fst;
+	int fd = stg__open_beneath(s->root, e->path, O_RDONLY | O_NONBLOCK, 0);
+	if (fd >= 0 && (fstat(fd, &fst) || !S_ISREG(fst.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
 	if (fd < 0)
 		return stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'", e->path);
 	rs_signature_t *sig = NULL;
@@ -340,7 +369,7 @@ static stg_err read_wants(sender *s, want **out, size_t *count)
 		}
 		v[n] = (want){.idx = idx, .kind = x.kind, .off = x.off};
 		memcpy(v[n++].prefix, x.prefix, 16);
-		s->total += s->e[idx].size;
+		s->total = stg__sat_add(s->total, s->e[idx].size);
 	}
 	free(seen);
 	*out = v;
@@ -351,7 +380,7 @@ static stg_err read_wants(sender *s, want **out, size_t *count)
 stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
                        stg_xfer_result *res)
 {
-	sender s = {.ctx = ctx, .w = w, .root = -1, .what = what};
+	sender s = {.ctx = ctx, .w = w, .root = -1, .what = what, .shown = dir};
 	want *wants = NULL;
 	size_t n_wants = 0;
 	stg_err err = STG_OK;

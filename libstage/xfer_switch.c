@@ -230,7 +230,8 @@ static stg_err publish(receiver *rc)
 			int en = errno;
 			if (pfd >= 0)
 				close(pfd);
-			return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot set up '%s'", e->path);
+			return stg__fail_errno(rc->ctx, STG_EIO, en, "cannot set up '%s'",
+			                       stg__recv_shown(rc, e->path));
 		}
 		close(pfd);
 	}
@@ -582,11 +583,12 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 			goto out;
 		rentry *re = &rc.r[idx];
 		re->basis != BASIS_NONE ? res->delta_files++ : res->whole_files++;
-		res->sent_content += re->e.size - re->from;
+		res->sent_content = stg__sat_add(res->sent_content, re->e.size - re->from);
 	}
 	for (size_t i = 0; i < rc.n; i++)
 		if (rc.r[i].wanted && !rc.r[i].received) {
-			err = stg__fail(ctx, STG_ECORRUPT, "'%s' never arrived", rc.r[i].e.path);
+			err = stg__fail(ctx, STG_ECORRUPT, "'%s' never arrived",
+			                stg__recv_shown(&rc, rc.r[i].e.path));
 			goto out;
 		}
 	if ((err = stg__recv_links_and_verify(&rc)) || (err = publish(&rc)))
@@ -598,11 +600,11 @@ out:
 	if (rc.rmap)
 		stg__strmap_free(&rc.rnames);
 	for (size_t i = 0; i < rc.n; i++) {
-		stg__wentry_free(&rc.r[i].e);
 		XXH3_freeState(rc.r[i].pre);
 		free(rc.r[i].rname);
 	}
 	free(rc.r);
+	stg__arena_free(&rc.names);
 	free(rc.buf);
 	free(rc.out);
 	/* a partial directory with nothing to resume from is no use */

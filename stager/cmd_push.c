@@ -32,6 +32,15 @@ static void xfer_json(const char *cmd, const char *src, const char *dest, const 
 	       (unsigned long long)(r->wire_out + r->wire_in), r->seconds, status);
 }
 
+/* the io_timeout setting ($STAGER_IO_TIMEOUT, a config file; checked when
+ * set) as stg_xfer_opts takes it: 0 there is no bound */
+static int io_timeout_of(const stg_config *cfg)
+{
+	const char *v = stg_config_get(cfg, "io_timeout", NULL);
+	long n = v ? strtol(v, NULL, 10) : 0;
+	return n <= 0 ? -1 : n > 1000000 ? 1000000 : (int)n;
+}
+
 /* push and pull: the same options, the arguments the other way round */
 static int push_or_pull(int argc, char **argv, bool push)
 {
@@ -92,6 +101,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 	stg_config *cfg = cli_config(ctx);
 	if (!o.remote_stager)
 		o.remote_stager = stg_config_get(cfg, "remote_stager", NULL);
+	o.io_timeout = io_timeout_of(cfg);
 	stg_xfer_result r;
 	stg_err err = push ? stg_push(ctx, src, dest, &o, &r) : stg_pull(ctx, src, dest, &o, &r);
 	rc = EXIT_OK;
@@ -138,8 +148,13 @@ int cmd_serve(int argc, char **argv)
 	/* no progress at this end: the client shows it */
 	g_opts.progress = PROGRESS_NONE;
 	stg_ctx *ctx = cli_ctx();
+	stg_config *cfg = cli_config(ctx);
+	stg_xfer_opts o;
+	stg_xfer_opts_init(&o);
+	o.io_timeout = io_timeout_of(cfg);
 	stg_xfer_result r;
-	stg_err err = stg_serve(ctx, STDIN_FILENO, STDOUT_FILENO, &r);
+	stg_err err = stg_serve_with(ctx, STDIN_FILENO, STDOUT_FILENO, &o, &r);
+	stg_config_free(cfg);
 	/* the client reports the error it was sent; say nothing twice */
 	rc = err ? stg_exit_status(err) : EXIT_OK;
 	if (err && g_opts.verbose)

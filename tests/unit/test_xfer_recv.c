@@ -91,11 +91,11 @@ static void rc_free(fx *f)
 {
 	receiver *rc = &f->rc;
 	for (size_t i = 0; i < rc->n; i++) {
-		stg__wentry_free(&rc->r[i].e);
 		XXH3_freeState(rc->r[i].pre);
 		free(rc->r[i].rname);
 	}
 	free(rc->r);
+	stg__arena_free(&rc->names); /* the entries' paths */
 	if (rc->map)
 		stg__strmap_free(&rc->paths);
 	if (rc->rmap)

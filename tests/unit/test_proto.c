@@ -1,0 +1,264 @@
+/* test_proto.c - what a hostile peer meets in proto.c and proto_live.c:
+ * sizes added without wrapping, its text escaped before any local message
+ * shows it, a manifest's names in an arena, the keepalive skipped by the
+ * reader, and reads and writes bounded by the I/O timeout. */
+#include "unit.h"
+#include "proto.h"
+#include "proto_live.h"
+
+static void test_sat_add(void **state)
+{
+	(void)state;
+	uint64_t half = (uint64_t)1 << 63;
+	assert_true(stg__sat_add(1, 2) == 3);
+	/* two files of 2^63 bytes are not 0 bytes */
+	assert_true(half + half == 0);
+	assert_true(stg__sat_add(half, half) == UINT64_MAX);
+	assert_true(stg__sat_add(stg__sat_add(half, half), 5) == UINT64_MAX);
+	assert_true(stg__sat_add(UINT64_MAX - 1, 1) == UINT64_MAX);
+	assert_true(stg__sat_add(UINT64_MAX - 2, 1) == UINT64_MAX - 1);
+	assert_true(stg__sat_add(0, UINT64_MAX) == UINT64_MAX);
+}
+
+static const char *esc(const char *s, char *buf, size_t size)
+{
+	return stg__peer_text(s, strlen(s), buf, size);
+}
+
+static void test_peer_text(void **state)
+{
+	(void)state;
+	char b[STG_SHOWN_MAX];
+	assert_string_equal(esc("plain/path.txt", b, sizeof b), "plain/path.txt");
+	/* C0, ESC sequences, DEL */
+	assert_string_equal(esc("a\x1b[2Jb", b, sizeof b), "a\\x1b[2Jb");
+	assert_string_equal(esc("\r\n\t\x7f", b, sizeof b), "\\x0d\\x0a\\x09\\x7f");
+	/* C1 as a raw byte (CSI) and well encoded in UTF-8 (U+009B) */
+	assert_string_equal(esc("x\x9b"
+	                        "31m",
+	                        b, sizeof b),
+	                    "x\\x9b31m");
+	assert_string_equal(esc("x\xc2\x9b"
+	                        "31m",
+	                        b, sizeof b),
+	                    "x\\xc2\\x9b31m");
+	/* the backslash itself, so an escape cannot be faked */
+	assert_string_equal(esc("a\\x1b", b, sizeof b), "a\\x5cx1b");
+	/* valid UTF-8 stays readable; bidi overrides do not */
+	assert_string_equal(esc("caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac", b, sizeof b),
+	                    "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac");
+	assert_string_equal(esc("\xe2\x80\xae"
+	                        "evil",
+	                        b, sizeof b),
+	                    "\\xe2\\x80\\xaeevil");
+	/* invalid UTF-8: overlong, surrogate, cut, stray continuation */
+	assert_string_equal(esc("\xc0\xaf", b, sizeof b), "\\xc0\\xaf");
+	assert_string_equal(esc("\xed\xa0\x80", b, sizeof b), "\\xed\\xa0\\x80");
+	assert_string_equal(esc("\xe6\x97", b, sizeof b), "\\xe6\\x97");
+	assert_string_equal(esc("\x80", b, sizeof b), "\\x80");
+	/* no raw control byte in anything, and cut to fit */
+	char in[2000], small[40];
+	for (size_t i = 0; i < sizeof in - 1; i++)
+		in[i] = (char)(1 + i % 255);
+	in[sizeof in - 1] = '\0';
+	esc(in, b, sizeof b);
+	assert_true(strlen(b) < sizeof b);
+	for (const unsigned char *p = (const unsigned char *)b; *p; p++)
+		assert_false(*p < 0x20 || *p == 0x7f);
+	assert_null(strstr(b, "\xc2\x9b"));
+	esc(in, small, sizeof small);
+	assert_true(strlen(small) < sizeof small);
+	assert_non_null(strstr(small, "..."));
+	/* a length, not a NUL, ends the text */
+	assert_string_equal(stg__peer_text("abcdef", 3, b, sizeof b), "abc");
+}
+
+static void test_arena(void **state)
+{
+	(void)state;
+	stg_arena a = {0};
+	char big[5000];
+	memset(big, 'p', sizeof big);
+	char *first = stg__arena_strndup(&a, "one", 3);
+	assert_string_equal(first, "one");
+	/* many strings: the first never moves */
+	for (int i = 0; i < 1000; i++)
+		assert_non_null(stg__arena_strndup(&a, big, sizeof big));
+	assert_string_equal(first, "one");
+	assert_true(a.bytes == 4 + 1000 * (sizeof big + 1));
+	stg__arena_free(&a);
+	assert_true(a.bytes == 0);
+	stg__arena_free(&a);
+}
+
+static void test_noop_skipped(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	/* NOOP, NOOP, DONE: the reader sees DONE */
+	static const uint8_t img[] = {STG_W_NOOP, 0, 0,          0, 0, STG_W_NOOP, 0, 0,
+	                              0,          0, STG_W_DONE, 0, 0, 0,          0};
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	w.mem = img;
+	w.mem_len = sizeof img;
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(t, STG_W_DONE);
+	stg__wire_free(&w);
+	/* a NOOP with a payload is no keepalive */
+	static const uint8_t bad[] = {STG_W_NOOP, 1, 0, 0, 0, 'x'};
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	w.mem = bad;
+	w.mem_len = sizeof bad;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(t, STG_W_NOOP);
+	stg__wire_free(&w);
+	stg_ctx_free(ctx);
+}
+
+/* A peer's ERROR message reaches the context escaped. */
+static void test_error_escaped(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	static const char msg[] = "\x07\x1b]0;owned\x07\x9b"
+	                          "2J bye";
+	uint8_t img[64] = {STG_W_ERROR, (uint8_t)sizeof msg, 0, 0, 0, STG_EIO};
+	memcpy(img + 6, msg, sizeof msg - 1);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	w.mem = img;
+	w.mem_len = 5 + sizeof msg;
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EIO);
+	const char *m = stg_errmsg(ctx);
+	print_message("# %s\n", m);
+	for (const unsigned char *c = (const unsigned char *)m; *c; c++)
+		assert_false(*c < 0x20 || (*c >= 0x7f && *c < 0xa0));
+	assert_non_null(strstr(m, "\\x1b]0;owned\\x07\\x9b2J bye"));
+	stg__wire_free(&w);
+	stg_ctx_free(ctx);
+}
+
+/* A peer that stops in the middle of a frame: the read gives up after the
+ * timeout (1 s here), with a message that says so. */
+static void test_stall_mid_frame(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	int in[2], out[2];
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, in[0], out[1]), STG_OK);
+	assert_int_equal(stg__wire_timeout(&w, 1, false, false), STG_OK);
+	/* a DATA frame of 100 bytes, of which 3 came */
+	static const uint8_t part[] = {STG_W_DATA, 100, 0, 0, 0, 0, 'a', 'b'};
+	assert_int_equal(write(in[1], part, sizeof part), (ssize_t)sizeof part);
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	double t0 = stg__now();
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	double took = stg__now() - t0;
+	print_message("# %.2f s: %s\n", took, stg_errmsg(ctx));
+	assert_true(took >= 0.9 && took < 2.5);
+	assert_non_null(strstr(stg_errmsg(ctx), "sent nothing for 1 s in the middle"));
+	stg__wire_free(&w);
+	/* between frames: no bound unless idle is set; with it, the same */
+	assert_int_equal(stg__wire_init(&w, ctx, in[0], out[1]), STG_OK);
+	assert_int_equal(stg__wire_timeout(&w, 1, true, false), STG_OK);
+	t0 = stg__now();
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	assert_true(stg__now() - t0 < 2.5);
+	stg__wire_free(&w);
+	for (int i = 0; i < 2; i++) {
+		close(in[i]);
+		close(out[i]);
+	}
+	stg_ctx_free(ctx);
+}
+
+/* A peer that reads nothing: a write gives up after the timeout. */
+static void test_stall_write(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	int in[2], out[2];
+	assert_int_equal(pipe(in), 0);
+	assert_int_equal(pipe(out), 0);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, in[0], out[1]), STG_OK);
+	assert_int_equal(stg__wire_timeout(&w, 1, false, false), STG_OK);
+	static uint8_t big[1 << 20];
+	double t0 = stg__now();
+	stg_err err = STG_OK;
+	for (int i = 0; i < 8 && !err; i++)
+		err = stg__wire_send(&w, STG_W_SIG, big, sizeof big, NULL, 0);
+	print_message("# %.2f s: %s\n", stg__now() - t0, stg_errmsg(ctx));
+	assert_int_equal(err, STG_EREMOTE);
+	assert_true(stg__now() - t0 < 3);
+	assert_non_null(strstr(stg_errmsg(ctx), "read nothing for 1 s"));
+	stg__wire_free(&w);
+	for (int i = 0; i < 2; i++) {
+		close(in[i]);
+		close(out[i]);
+	}
+	stg_ctx_free(ctx);
+}
+
+/* The keepalive: a busy end sends NOOPs, so a reader with idle set does
+ * not give up on it; and no NOOP lands inside a frame. */
+static void test_keepalive(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	int ab[2], ba[2];
+	assert_int_equal(pipe(ab), 0);
+	assert_int_equal(pipe(ba), 0);
+	stg_wire a, b;
+	assert_int_equal(stg__wire_init(&a, ctx, ba[0], ab[1]), STG_OK);
+	assert_int_equal(stg__wire_init(&b, ctx, ab[0], ba[1]), STG_OK);
+	assert_int_equal(stg__wire_timeout(&a, 1, true, true), STG_OK);
+	assert_int_equal(stg__wire_timeout(&b, 1, true, false), STG_OK);
+	/* a is "busy" for 2.5 s, then sends; b waits with a 1 s bound */
+	static uint8_t payload[100000];
+	memset(payload, 'k', sizeof payload);
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		usleep(2500000);
+		stg__wire_send(&a, STG_W_SIG, payload, sizeof payload, NULL, 0);
+		_exit(0);
+	}
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(stg__wire_read(&b, &t, &p, &len), STG_OK);
+	assert_int_equal(t, STG_W_SIG);
+	assert_int_equal(len, sizeof payload);
+	assert_memory_equal(p, payload, sizeof payload);
+	int st;
+	waitpid(pid, &st, 0);
+	stg__wire_free(&a);
+	stg__wire_free(&b);
+	for (int i = 0; i < 2; i++) {
+		close(ab[i]);
+		close(ba[i]);
+	}
+	stg_ctx_free(ctx);
+}
+
+static const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_sat_add),       cmocka_unit_test(test_peer_text),
+        cmocka_unit_test(test_arena),         cmocka_unit_test(test_noop_skipped),
+        cmocka_unit_test(test_error_escaped), cmocka_unit_test(test_stall_mid_frame),
+        cmocka_unit_test(test_stall_write),   cmocka_unit_test(test_keepalive),
+};
+
+UT_MAIN(tests)
