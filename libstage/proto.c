@@ -116,7 +116,7 @@ static stg_err read_failed(stg_wire *w, bool eof, bool mid)
 	w->broken = true;
 	if (stg__cancelled(w->ctx))
 		return stg__fail(w->ctx, STG_EINTR, "interrupted");
-	if (errno == ETIMEDOUT)
+	if (errno == ETIMEDOUT && (w->stalled = true))
 		return stg__fail(w->ctx, STG_EREMOTE,
 		                 "the far end sent nothing for %d s%s: the connection is stalled "
 		                 "or lost (io_timeout, STAGER_IO_TIMEOUT; the same command "
@@ -204,7 +204,7 @@ stg_err stg__wire_send(stg_wire *w, uint8_t type, const void *a, size_t alen, co
 	stg__live_unlock(w);
 	if (bad) {
 		if (en == ETIMEDOUT) {
-			w->broken = true;
+			w->broken = w->stalled = true;
 			return stg__fail(w->ctx, STG_EREMOTE,
 			                 "the far end read nothing for %d s: the connection is "
 			                 "stalled or lost (io_timeout, STAGER_IO_TIMEOUT; the same "

@@ -100,6 +100,7 @@ typedef struct stg_wire {
 	uint64_t bytes_in, bytes_out;
 	uint32_t version;      /* agreed in HELLO and WELCOME (initially this end's) */
 	bool broken;           /* the peer is gone or failed: do not send ERROR */
+	bool stalled;          /* ... it sent or took nothing for the timeout */
 	struct stg_bucket *bw; /* bytes written and read are charged here
 	                          (NULL: none) */
 } stg_wire;

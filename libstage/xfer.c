@@ -230,7 +230,8 @@ static stg_err into_path(stg_ctx *ctx, const char *dest, const char *src, bool s
 
 /* The client's half of a connection over in/out. */
 static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const char *local_arg,
-                          int in, int out, const stg_xfer_opts *o, stg_xfer_result *res)
+                          int in, int out, const stg_xfer_opts *o, stg_xfer_result *res,
+                          bool *stalled)
 {
 	stg_wire w;
 	stg_bucket bw;
@@ -289,6 +290,7 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 out:
 	res->wire_out = w.bytes_out;
 	res->wire_in = w.bytes_in;
+	*stalled = w.stalled;
 	stg__bucket_destroy(&bw);
 	stg__wire_free(&w);
 	free(path);
@@ -329,19 +331,30 @@ static stg_err client(stg_ctx *ctx, uint8_t op, const char *remote, const char *
 		                "'%s' is not a directory: push sends directories, not single "
 		                "files; push the directory that holds it (or one made for it)",
 		                local);
+	bool stalled = false;
 	if (!err && (err = spawn(ctx, o, host, &pid, &in, &out)) == STG_OK)
-		err = client_run(ctx, op, path, local, in, out, o, res);
+		err = client_run(ctx, op, path, local, in, out, o, res, &stalled);
 	if (out >= 0)
 		close(out);
 	if (in >= 0)
 		close(in);
 	if (pid > 0) {
 		int st = 0;
-		if (err == STG_EINTR)
+		/* a stalled transport may never notice its closed pipes */
+		if (err == STG_EINTR || stalled)
 			kill(pid, SIGTERM);
-		while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+		for (double t1 = stg__now(); stalled && stg__now() - t1 < 2;) {
+			if (waitpid(pid, &st, WNOHANG) == pid) {
+				pid = -1;
+				break;
+			}
+			stg__nap(ctx, 0.05);
+		}
+		if (pid > 0 && stalled)
+			kill(pid, SIGKILL);
+		while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
 			;
-		if (err == STG_EREMOTE && !strstr(stg_errmsg(ctx), "the far end:")) {
+		if (err == STG_EREMOTE && !stalled && !strstr(stg_errmsg(ctx), "the far end:")) {
 			char msg[STG_ERRMSG_MAX];
 			snprintf(msg, sizeof msg, "%s", stg_errmsg(ctx));
 			if (WIFEXITED(st) && WEXITSTATUS(st) && res->wire_in > 0)
@@ -383,7 +396,8 @@ static stg_err client_fd(stg_ctx *ctx, uint8_t op, const char *path, const char 
 {
 	double t0 = stg__now();
 	memset(res, 0, sizeof *res);
-	stg_err err = client_run(ctx, op, path, local, in, out, opts, res);
+	bool stalled;
+	stg_err err = client_run(ctx, op, path, local, in, out, opts, res, &stalled);
 	res->seconds = stg__now() - t0;
 	return err;
 }
@@ -417,7 +431,7 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 	const uint8_t *p;
 	uint32_t len;
 	uint8_t op, flags;
-	int level, tmo = io_timeout(opts);
+	int level, tmo = io_timeout(opts), lock = -1;
 	const char *path;
 	/* a client sends HELLO at once: waiting for it is bounded */
 	if ((err = stg__wire_timeout(&w, tmo, true, false)) ||
@@ -445,10 +459,15 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 	 * client reads (and hashes) its tree: in place of WELCOME */
 	else if (op == STG_OP_PUSH && (err = stg__receive_check(ctx, dir, pack, replace, "serve")))
 		;
-	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)))
-		err = op == STG_OP_PUSH
-		              ? stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res)
-		              : stg__send_tree(ctx, &w, dir, "serve", res);
+	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)) &&
+	         op == STG_OP_PUSH)
+		err = stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res);
+	/* a pull reads the tree only between transfers to it (the keepalive
+	 * tells the client that this end waits) */
+	else if (!err && !(err = stg__xfer_read_lock(ctx, dir, &lock)))
+		err = stg__send_tree(ctx, &w, dir, "serve", res);
+	if (lock >= 0)
+		close(lock);
 	free(dir);
 out:
 	if (err)

@@ -30,6 +30,14 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
                            const char *what);
 
+/* A pull's lock on the tree at path (xfer_record.c): shared, on the record
+ * beside it that transfers to path hold exclusively while they run; so a
+ * pull never reads a tree in the middle of its switch.  Waits (a bounded
+ * time, answering cancellation) while a transfer runs; *fd is the lock
+ * (-1: none needed, or none on this filesystem), for the caller to close
+ * when the tree was sent. */
+stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, int *fd);
+
 /* Resuming a file within (xfer_resume.c, which explains it): a file of
  * XFER_RESUME_MIN bytes or more is received into the partial directory's
  * root as ".stager-resume.HEX" (HEX from its path), flushed and its length

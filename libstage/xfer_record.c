@@ -413,3 +413,73 @@ void stg__xr_test_fill(receiver *rc)
 	if (fd >= 0)
 		close(fd);
 }
+
+/* ---- a pull's lock: readers of a published tree ------------------------- */
+
+/* The longest a pull waits for a transfer to PATH to end (seconds). */
+#define READ_LOCK_WAIT 600
+
+stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, int *out)
+{
+	*out = -1;
+	char dir[STG_PATH_MAX + 1], rec[STG_PATH_MAX + 32];
+	size_t len = strlen(path);
+	while (len > 1 && path[len - 1] == '/')
+		len--;
+	if (len == 0 || len > STG_PATH_MAX)
+		return STG_OK; /* the walk says what is wrong */
+	memcpy(dir, path, len);
+	dir[len] = '\0';
+	char *slash = strrchr(dir, '/');
+	const char *name = slash ? slash + 1 : dir;
+	if (slash == dir)
+		snprintf(rec, sizeof rec, "/.stager-published.%s", name);
+	else if (slash)
+		snprintf(rec, sizeof rec, "%.*s/.stager-published.%s", (int)(slash - dir), dir,
+		         name);
+	else
+		snprintf(rec, sizeof rec, ".stager-published.%s", name);
+	/* no record: stager never published here, and no transfer runs */
+	int fd = open(rec, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0)
+		return STG_OK;
+	if (!record_trusted(fd, &st)) {
+		close(fd);
+		return STG_OK;
+	}
+	double t0 = stg__now();
+	bool said = false;
+	for (;;) {
+		if (!flock(fd, LOCK_SH | LOCK_NB))
+			break;
+		int en = errno;
+		if (en != EWOULDBLOCK) {
+			/* no flock here: a POSIX lock of the open file description */
+			struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET};
+			if (!fcntl(fd, F_OFD_SETLK, &fl))
+				break;
+			en = errno == EACCES ? EWOULDBLOCK : errno;
+		}
+		if (en != EWOULDBLOCK)
+			break; /* no lock at all on this filesystem: carry on */
+		if (!said) {
+			stg__log(ctx, STG_LOG_INFO,
+			         "waiting for a transfer to '%s' to end before reading it", dir);
+			said = true;
+		}
+		if (stg__now() - t0 > READ_LOCK_WAIT) {
+			close(fd);
+			return stg__fail(ctx, STG_EIO,
+			                 "'%s' is being replaced by another transfer, still after "
+			                 "%d s: pull again when it is done",
+			                 dir, READ_LOCK_WAIT);
+		}
+		if (!stg__nap(ctx, 0.1)) {
+			close(fd);
+			return stg__fail(ctx, STG_EINTR, "interrupted");
+		}
+	}
+	*out = fd;
+	return STG_OK;
+}
