@@ -15,6 +15,7 @@
  * it stops making progress: every read and write adds to *progress.
  */
 #include "archive_unpack.h"
+#include "dircur.h"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -113,7 +114,9 @@ typedef struct ar_state {
 	int rootfd;
 	ar_item *items;
 	size_t n, cap;
-	stg_strmap map; /* path -> item index (latest) */
+	stg_strmap map;  /* path -> item index (latest) */
+	stg_strmap dirs; /* parents whose own parents were checked */
+	stg_dircur cur;  /* where the last entry went */
 	FILE *manifest;
 	uint64_t files, content, disk;
 	uint64_t written_since_check;
@@ -179,33 +182,51 @@ static bool is_symlink_cb(void *arg, const char *p, size_t len)
 	return i != UINT32_MAX && s->items[i].type == STG_SYMLINK;
 }
 
-/* No parent of path may be anything but a directory. */
-static bool parents_are_dirs(const ar_state *s, const char *path)
+/* Where the parent of path[0..len) ends (0: none). */
+static size_t parent_len(const char *path, size_t len)
 {
-	for (size_t k = 0; path[k]; k++) {
-		if (path[k] != '/')
-			continue;
+	while (len > 0 && path[len - 1] != '/')
+		len--;
+	return len > 0 ? len - 1 : 0;
+}
+
+/* No parent of path may be anything but a directory.  Parents already
+ * checked (in dirs) end the walk up, so a path costs a lookup or two, not
+ * one a level: a tree 2,000 levels deep is checked in linear time.  *upto
+ * is where the walk ended, for note_parents once path is an item's (the
+ * map's keys live as long as the items).  A later entry may put a link
+ * where a checked parent was implied: finish checks every path again,
+ * with dirs emptied. */
+static bool parents_are_dirs(const ar_state *s, const char *path, size_t *upto)
+{
+	size_t k = strlen(path);
+	while ((k = parent_len(path, k)) > 0) {
+		if (stg__strmap_get(&s->dirs, path, k) != UINT32_MAX)
+			break;
 		uint32_t i = lookup(s, path, k);
 		if (i != UINT32_MAX && s->items[i].type != STG_DIR)
 			return false;
 	}
+	*upto = k;
 	return true;
 }
 
-static int mkparents(int rootfd, const char *path)
+/* The parents of path that parents_are_dirs walked through, as checked. */
+static int note_parents(ar_state *s, const char *path, size_t upto)
 {
-	char buf[STG_PATH_MAX + 1];
-	snprintf(buf, sizeof buf, "%s", path);
-	for (char *p = buf; *p; p++) {
-		if (*p != '/')
-			continue;
-		*p = '\0';
-		int rc = mkdirat(rootfd, buf, 0700);
-		*p = '/';
-		if (rc && errno != EEXIST)
+	for (size_t k = strlen(path); (k = parent_len(path, k)) > upto;)
+		if (stg__strmap_put(&s->dirs, path, k, 0) < 0)
 			return -1;
-	}
 	return 0;
+}
+
+/* The directory that holds path, made with its parents if missing (an
+ * archive may leave them implied); *base is path's last component. */
+static int parent_fd(ar_state *s, const char *path, bool create, const char **base)
+{
+	const char *slash = strrchr(path, '/');
+	*base = slash ? slash + 1 : path;
+	return stg__dircur_open(&s->cur, path, slash ? (size_t)(slash - path) : 0, create);
 }
 
 static stg_err hostile(ar_state *s, const char *what, const char *path)
@@ -242,18 +263,18 @@ static void hash_hole(XXH3_state_t *xs, uint64_t *pos, uint64_t end)
 	}
 }
 
-static stg_err write_file(ar_state *s, struct archive *a, const char *path, uint32_t mode,
-                          int64_t size_hint, XXH128_canonical_t *hash, uint64_t *size)
+static stg_err write_file(ar_state *s, struct archive *a, int pfd, const char *base,
+                          const char *path, uint32_t mode, int64_t size_hint,
+                          XXH128_canonical_t *hash, uint64_t *size)
 {
 	/* a later entry of the same name replaces an earlier file, as tar does */
 	uint32_t prev = lookup(s, path, strlen(path));
 	if (prev != UINT32_MAX) {
 		if (s->items[prev].type != STG_FILE)
 			return hostile(s, "a file over a directory or link", path);
-		unlinkat(s->rootfd, path, 0);
+		unlinkat(pfd, base, 0);
 	}
-	int fd =
-	        openat(s->rootfd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	int fd = openat(pfd, base, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 		                       "cannot create '%s'", path);
@@ -361,7 +382,8 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			return hostile(s, "absolute path", raw);
 		if (!clean_path(raw, path, sizeof path))
 			return hostile(s, "unsafe path", raw);
-		if (!parents_are_dirs(s, path))
+		size_t upto;
+		if (!parents_are_dirs(s, path, &upto))
 			return hostile(s, "a path under a file or link", path);
 		if (archive_entry_is_encrypted(ae))
 			return stg__fail(
@@ -375,7 +397,9 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			nsec = 0;
 		const char *hl = archive_entry_hardlink(ae);
 		mode_t type = archive_entry_filetype(ae);
-		if (mkparents(s->rootfd, path))
+		const char *base;
+		int pfd = parent_fd(s, path, true, &base);
+		if (pfd < 0)
 			return stg__fail_errno(s->ctx, stg__err_from_errno(errno, STG_EIO), errno,
 			                       "cannot create the parents of '%s'", path);
 		/* a later entry of a name replaces the earlier one (tar -r):
@@ -401,15 +425,15 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 				               "hardlink to something that is not an earlier file",
 				               path);
 			if (lookup(s, path, strlen(path)) != UINT32_MAX)
-				unlinkat(s->rootfd, path, 0);
-			if (linkat(s->rootfd, target, s->rootfd, path, 0))
+				unlinkat(pfd, base, 0);
+			if (linkat(s->rootfd, target, pfd, base, 0))
 				return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot link '%s'",
 				                       path);
 			t = STG_FILE;
 			s->files++;
 		} else if (type == AE_IFREG) {
 			int64_t hint = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : -1;
-			if ((err = write_file(s, a, path, mode, hint, &h, &size)))
+			if ((err = write_file(s, a, pfd, base, path, mode, hint, &h, &size)))
 				return err;
 			written = true;
 			s->files++;
@@ -419,7 +443,7 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		} else if (type == AE_IFDIR) {
 			if (prev != UINT32_MAX && s->items[prev].type != STG_DIR)
 				return hostile(s, "a directory over a file or link", path);
-			if (mkdirat(s->rootfd, path, 0700) && errno != EEXIST)
+			if (mkdirat(pfd, base, 0700) && errno != EEXIST)
 				return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot create '%s'",
 				                       path);
 			s->disk += 4096;
@@ -450,7 +474,8 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 		}
 		/* the map points at the latest entry of a name */
 		const char *key = s->items[idx].path;
-		if (stg__strmap_set(&s->map, key, strlen(key), idx) < 0)
+		if (stg__strmap_set(&s->map, key, strlen(key), idx) < 0 ||
+		    note_parents(s, key, upto))
 			return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 	}
 	return STG_OK;
@@ -459,12 +484,20 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 /* Links, then metadata, once every entry is known. */
 static stg_err finish(ar_state *s, bool read_only)
 {
+	stg__strmap_free(&s->dirs);
+	if (stg__strmap_init(&s->dirs, s->n))
+		return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 	for (size_t i = 0; i < s->n; i++) {
 		ar_item *it = &s->items[i];
 		if (lookup(s, it->path, strlen(it->path)) != i)
 			continue; /* replaced by a later entry */
-		if (!parents_are_dirs(s, it->path))
+		if (stg__cancelled(s->ctx))
+			return stg__fail(s->ctx, STG_EINTR, "interrupted");
+		size_t upto;
+		if (!parents_are_dirs(s, it->path, &upto))
 			return hostile(s, "a path under a file or link", it->path);
+		if (note_parents(s, it->path, upto))
+			return stg__fail(s->ctx, STG_ENOMEM, "out of memory");
 		if (it->type == STG_SYMLINK &&
 		    !stg__symlink_ok(it->path, it->link, is_symlink_cb, s))
 			return hostile(s, "symlink leading outside the destination", it->path);
@@ -477,17 +510,22 @@ static stg_err finish(ar_state *s, bool read_only)
 	}
 	for (size_t i = 0; i < s->n; i++) {
 		ar_item *it = &s->items[i];
-		if (lookup(s, it->path, strlen(it->path)) != i)
+		if (lookup(s, it->path, strlen(it->path)) != i ||
+		    (it->type != STG_SYMLINK && it->type != STG_FILE))
 			continue;
+		if (stg__cancelled(s->ctx))
+			return stg__fail(s->ctx, STG_EINTR, "interrupted");
 		struct timespec ts[2] = {{0, UTIME_OMIT}, {it->mtime, it->nsec}};
 		mode_t mode = read_only ? it->mode & ~0222u : it->mode;
-		int rc = 0;
-		if (it->type == STG_SYMLINK)
-			rc = symlinkat(it->link, s->rootfd, it->path) ||
-			     utimensat(s->rootfd, it->path, ts, AT_SYMLINK_NOFOLLOW);
-		else if (it->type == STG_FILE)
-			rc = fchmodat(s->rootfd, it->path, mode, 0) ||
-			     utimensat(s->rootfd, it->path, ts, AT_SYMLINK_NOFOLLOW);
+		const char *base;
+		int pfd = parent_fd(s, it->path, false, &base);
+		int rc = -1;
+		if (pfd >= 0 && it->type == STG_SYMLINK)
+			rc = symlinkat(it->link, pfd, base) ||
+			     utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
+		else if (pfd >= 0)
+			rc = fchmodat(pfd, base, mode, 0) ||
+			     utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW);
 		if (rc)
 			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'",
 			                       it->path);
@@ -498,10 +536,14 @@ static stg_err finish(ar_state *s, bool read_only)
 		ar_item *it = &s->items[i];
 		if (it->type != STG_DIR || lookup(s, it->path, strlen(it->path)) != i)
 			continue;
+		if (stg__cancelled(s->ctx))
+			return stg__fail(s->ctx, STG_EINTR, "interrupted");
 		struct timespec ts[2] = {{0, UTIME_OMIT}, {it->mtime, it->nsec}};
 		mode_t mode = (read_only ? it->mode & ~0222u : it->mode) | 0500;
-		if (fchmodat(s->rootfd, it->path, mode, 0) ||
-		    utimensat(s->rootfd, it->path, ts, AT_SYMLINK_NOFOLLOW))
+		const char *base;
+		int pfd = parent_fd(s, it->path, false, &base);
+		if (pfd < 0 || fchmodat(pfd, base, mode, 0) ||
+		    utimensat(pfd, base, ts, AT_SYMLINK_NOFOLLOW))
 			return stg__fail_errno(s->ctx, STG_EIO, errno, "cannot finish '%s'",
 			                       it->path);
 	}
@@ -516,6 +558,8 @@ static void ar_state_free(ar_state *s)
 	}
 	free(s->items);
 	stg__strmap_free(&s->map);
+	stg__strmap_free(&s->dirs);
+	stg__dircur_free(&s->cur);
 }
 
 stg_err stg__archive_unpack(stg_ctx *ctx, stg_cache *c, const stg_source *from, int tfd, int dfd,
@@ -528,7 +572,9 @@ stg_err stg__archive_unpack(stg_ctx *ctx, stg_cache *c, const stg_source *from, 
 	src.buf = stg__io_alloc(BLOCK);
 	src.sha = EVP_MD_CTX_new();
 	int mfd = -1;
-	if (!a || !src.buf || !src.sha || stg__strmap_init(&s.map, 1024)) {
+	stg__dircur_init(&s.cur, dfd);
+	if (!a || !src.buf || !src.sha || stg__strmap_init(&s.map, 1024) ||
+	    stg__strmap_init(&s.dirs, 1024)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}

@@ -55,7 +55,7 @@ static void removed(cl_run *r, const char *what, const char *rel, uint64_t bytes
 /* Remove rel (under the root) unless this is a dry run. */
 static void drop(cl_run *r, const char *what, const char *rel)
 {
-	uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
+	uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel);
 	if (!r->o->dry_run && stg__rmtree_at(r->c->rootfd, rel)) {
 		stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
 		         strerror(errno));
@@ -296,7 +296,7 @@ static void clean_kept(cl_run *r)
 		unsigned days = r->c->keep_days;
 		if (!when)
 			continue;
-		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
+		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel);
 		if (!r->o->kept && (!days || now - when < (time_t)days * 86400)) {
 			/* what stays is said too: clean never hides results */
 			if (r->report) {
@@ -357,7 +357,7 @@ static int keep_one(void *arg, const char *src, const char *dest, bool pack)
 		         *base ? base : "results");
 	else
 		snprintf(name, sizeof name, "%.100s-%.100s", k->owner, *base ? base : "results");
-	uint64_t bytes = stg__tree_bytes(AT_FDCWD, src, 0);
+	uint64_t bytes = stg__tree_bytes(AT_FDCWD, src);
 	if (r->o->dry_run) {
 		if (r->report)
 			r->report(r->arg, "keep", src, bytes);
@@ -498,7 +498,7 @@ static void clean_entries(cl_run *r)
 			continue;
 		char rel[STG_PATH_MAX];
 		snprintf(rel, sizeof rel, "cache/%s", v[i].key);
-		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel, 0);
+		uint64_t bytes = stg__tree_bytes(r->c->rootfd, rel);
 		if (!r->o->dry_run && stg__entry_remove(r->c, v[i].key)) {
 			stg__log(r->ctx, STG_LOG_WARN, "cannot remove '%s/%s': %s", r->c->root, rel,
 			         strerror(errno));

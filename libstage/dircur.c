@@ -11,10 +11,11 @@
  * costs the components where its path differs from the last one.
  *
  * Every component is opened with O_NOFOLLOW | O_DIRECTORY from its parent's
- * descriptor, so no symlink is ever followed; a level reopened from the
- * root (only the deepest OPEN_LEVELS stay open, so depth holds a bounded
- * number of descriptors) is opened with RESOLVE_BENEATH and
- * RESOLVE_NO_SYMLINKS.
+ * descriptor, so no symlink is ever followed.  Only the deepest OPEN_LEVELS
+ * stay open, so depth holds a bounded number of descriptors; a level
+ * closed is opened again from its child's "..", or from the root with
+ * RESOLVE_BENEATH and RESOLVE_NO_SYMLINKS, and must be the directory it
+ * was (device and inode).
  */
 #include "dircur.h"
 
@@ -33,12 +34,29 @@ void stg__dircur_init(stg_dircur *c, int rootfd)
 	c->rootfd = rootfd;
 }
 
+/* Down to depth levels.  A level left closed is opened again from its
+ * child's "..", before the child is closed, if it is still the directory
+ * it was (else later from the root, beneath it): going up a deep path
+ * costs a level a step, not a walk from the root. */
 static void pop_to(stg_dircur *c, size_t depth)
 {
 	while (c->depth > depth) {
 		c->depth--;
-		if (c->depth > 0 && c->lv[c->depth].fd >= 0)
-			close(c->lv[c->depth].fd);
+		stg_dirlevel *l = &c->lv[c->depth];
+		if (c->depth == 0 || l->fd < 0)
+			continue;
+		stg_dirlevel *up = &c->lv[c->depth - 1];
+		if (up->fd < 0 && c->depth - 1 >= depth) {
+			struct stat st;
+			int fd = openat(l->fd, "..",
+			                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0 && fstat(fd, &st) == 0 && st.st_dev == up->dev &&
+			    st.st_ino == up->ino)
+				up->fd = fd;
+			else if (fd >= 0)
+				close(fd);
+		}
+		close(l->fd);
 	}
 }
 
@@ -63,7 +81,13 @@ static int push(stg_dircur *c, size_t end, int fd)
 		errno = ENOMEM;
 		return -1;
 	}
-	c->lv[c->depth++] = (stg_dirlevel){end, fd};
+	struct stat st;
+	if (fstat(fd, &st)) {
+		if (fd != c->rootfd)
+			close(fd);
+		return -1;
+	}
+	c->lv[c->depth++] = (stg_dirlevel){end, fd, st.st_dev, st.st_ino};
 	/* the root is the caller's: never closed */
 	if (c->depth > OPEN_LEVELS + 1 && c->lv[c->depth - 1 - OPEN_LEVELS].fd >= 0) {
 		close(c->lv[c->depth - 1 - OPEN_LEVELS].fd);
@@ -95,6 +119,13 @@ int stg__dircur_open(stg_dircur *c, const char *path, size_t len, bool create)
 	if (top->fd < 0) {
 		c->path[top->end] = '\0';
 		top->fd = stg__open_beneath(c->rootfd, c->path, O_RDONLY | O_DIRECTORY, 0);
+		struct stat st;
+		if (top->fd >= 0 &&
+		    (fstat(top->fd, &st) || st.st_dev != top->dev || st.st_ino != top->ino)) {
+			close(top->fd);
+			top->fd = -1;
+			errno = ESTALE; /* replaced since it was opened */
+		}
 		if (top->fd < 0)
 			return -1;
 	}

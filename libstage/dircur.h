@@ -7,9 +7,13 @@
 
 #include "internal.h"
 
+#include <sys/types.h>
+
 typedef struct stg_dirlevel {
 	size_t end; /* the level's directory is path[0..end) */
 	int fd;     /* -1: closed (only the deepest levels stay open) */
+	dev_t dev;  /* its identity, to check it when it is opened again */
+	ino_t ino;
 } stg_dirlevel;
 
 typedef struct stg_dircur {

@@ -5,6 +5,11 @@
  * a symlink planted inside a tree being removed is removed itself, never
  * followed.  Directories without write permission (read-only trees, as a
  * pack may restore them) are made writable by their owner first.
+ *
+ * Trees are visited without recursion (stg__tree_visit: rmtree, a tree's
+ * bytes, the warm check's count): a stack of frames on the heap and at
+ * most VISIT_OPEN descriptors, so a tree as deep as the filesystem allows
+ * neither overflows the C stack nor runs out of descriptors.
  */
 #include "internal.h"
 
@@ -45,81 +50,6 @@ bool stg__dir_is_empty(int dirfd)
 	}
 	closedir(d);
 	return empty;
-}
-
-static int rm_contents(int fd, int depth)
-{
-	if (depth > 4096) {
-		errno = ELOOP;
-		return -1;
-	}
-	int dfd = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (dfd < 0)
-		return -1;
-	DIR *d = fdopendir(dfd);
-	if (!d) {
-		close(dfd);
-		return -1;
-	}
-	int rc = 0, saved = 0;
-	struct dirent *de;
-	while ((de = readdir(d))) {
-		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
-			continue;
-		if (unlinkat(fd, de->d_name, 0) == 0)
-			continue;
-		if (errno != EISDIR && errno != EPERM) {
-			if (errno != ENOENT && !saved)
-				saved = errno;
-			continue;
-		}
-		int sub = openat(fd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-		if (sub < 0) {
-			if (!saved)
-				saved = errno;
-			continue;
-		}
-		struct stat st;
-		if (fstat(sub, &st) == 0 && !(st.st_mode & S_IWUSR))
-			fchmod(sub, (st.st_mode & 07777) | S_IRWXU);
-		if (rm_contents(sub, depth + 1) && !saved)
-			saved = errno;
-		close(sub);
-		if (unlinkat(fd, de->d_name, AT_REMOVEDIR) && errno != ENOENT && !saved)
-			saved = errno;
-	}
-	closedir(d);
-	if (saved) {
-		errno = saved;
-		rc = -1;
-	}
-	return rc;
-}
-
-int stg__rmtree_at(int dirfd, const char *name)
-{
-	if (unlinkat(dirfd, name, 0) == 0)
-		return 0;
-	if (errno == ENOENT)
-		return 0;
-	if (errno != EISDIR && errno != EPERM)
-		return -1;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	struct stat st;
-	if (fstat(fd, &st) == 0 && !(st.st_mode & S_IWUSR))
-		fchmod(fd, (st.st_mode & 07777) | S_IRWXU);
-	int rc = rm_contents(fd, 0);
-	int e = errno;
-	close(fd);
-	if (rc) {
-		errno = e;
-		return -1;
-	}
-	if (unlinkat(dirfd, name, AT_REMOVEDIR) && errno != ENOENT)
-		return -1;
-	return 0;
 }
 
 int stg__rmtree(const char *path)
@@ -407,27 +337,24 @@ int stg__parent_of(int root, const char *path, const char **base)
 }
 
 /* Bytes a tree takes (blocks), not following links. */
-uint64_t stg__tree_bytes(int dirfd, const char *name, int depth)
+static int bytes_entry(void *arg, int dirfd, const char *name, const struct stat *st)
+{
+	(void)dirfd;
+	(void)name;
+	*(uint64_t *)arg += (uint64_t)st->st_blocks * 512;
+	return 1;
+}
+
+uint64_t stg__tree_bytes(int dirfd, const char *name)
 {
 	struct stat st;
 	if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW))
 		return 0;
 	uint64_t total = (uint64_t)st.st_blocks * 512;
-	if (!S_ISDIR(st.st_mode) || depth > 256)
+	if (!S_ISDIR(st.st_mode))
 		return total;
-	int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return total;
-	DIR *d = fdopendir(fd);
-	if (!d) {
-		close(fd);
-		return total;
-	}
-	struct dirent *de;
-	while ((de = readdir(d)))
-		if (strcmp(de->d_name, ".") && strcmp(de->d_name, ".."))
-			total += stg__tree_bytes(fd, de->d_name, depth + 1);
-	closedir(d);
+	stg_tvisit v = {.entry = bytes_entry, .arg = &total};
+	stg__tree_visit(dirfd, name, &v); /* what it could read */
 	return total;
 }
 
@@ -535,4 +462,191 @@ made_in:
 	                 "'%s' would be made in '%s', %s of another user, %s: nothing "
 	                 "was written; choose a destination in a directory of yours",
 	                 path, at, S_ISLNK(lst.st_mode) ? "a link" : "a directory", who);
+}
+
+/* ---- trees without recursion ------------------------------------------------ */
+
+/* How many directories up a visit keeps open; a level closed is opened
+ * again from its child's "..", checked to be the same directory. */
+#define VISIT_OPEN 32
+
+typedef struct vframe {
+	char **names;
+	size_t n, i;
+	int fd;
+	dev_t dev;
+	ino_t ino;
+} vframe;
+
+static int vframe_open(vframe *f, int dirfd, const char *name, const stg_tvisit *v)
+{
+	memset(f, 0, sizeof *f);
+	struct stat st;
+	f->fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (f->fd < 0 || fstat(f->fd, &st) || (v->enter && v->enter(v->arg, f->fd, &st)) ||
+	    stg__dir_names(f->fd, NULL, v->sorted, &f->names, &f->n)) {
+		int e = errno;
+		if (f->fd >= 0)
+			close(f->fd);
+		f->fd = -1;
+		errno = e;
+		return -1;
+	}
+	f->dev = st.st_dev;
+	f->ino = st.st_ino;
+	return 0;
+}
+
+/* A level closed while its subtree was visited, opened again from its
+ * child's "..": it must be the directory it was. */
+static int reopen_parent(const vframe *child, vframe *up)
+{
+	struct stat st;
+	up->fd = openat(child->fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (up->fd < 0)
+		return -1;
+	if (fstat(up->fd, &st) || st.st_dev != up->dev || st.st_ino != up->ino) {
+		close(up->fd);
+		up->fd = -1;
+		errno = ESTALE; /* moved while its subtree was visited */
+		return -1;
+	}
+	return 0;
+}
+
+int stg__tree_visit(int dirfd, const char *name, const stg_tvisit *v)
+{
+	vframe *fr = NULL;
+	size_t depth = 0, cap = 0;
+	int rc = 0, e = 0;
+	if (stg__grow((void **)&fr, &cap, 1, sizeof *fr, SIZE_MAX)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	if (vframe_open(&fr[0], dirfd, name, v)) {
+		e = errno;
+		rc = -1;
+		goto out;
+	}
+	depth = 1;
+	while (depth > 0) {
+		vframe *f = &fr[depth - 1];
+		if (f->i == f->n) {
+			vframe *up = depth > 1 ? &fr[depth - 2] : NULL;
+			int r = up && up->fd < 0 ? reopen_parent(f, up) : 0;
+			e = errno;
+			close(f->fd);
+			stg__names_free(f->names, f->n);
+			depth--;
+			if (!up)
+				break;
+			if (r || (v->leave && v->leave(v->arg, up->fd, up->names[up->i - 1]))) {
+				e = r ? e : errno;
+				rc = -1;
+				break;
+			}
+			continue;
+		}
+		if (v->cancel && v->cancel(v->arg)) {
+			e = EINTR;
+			rc = -1;
+			break;
+		}
+		const char *n = f->names[f->i++];
+		struct stat st;
+		if (fstatat(f->fd, n, &st, AT_SYMLINK_NOFOLLOW)) {
+			if (errno == ENOENT)
+				continue; /* gone since it was listed */
+			e = errno;
+			rc = -1;
+			break;
+		}
+		int r = v->entry(v->arg, f->fd, n, &st);
+		if (r < 0) {
+			e = errno;
+			rc = -1;
+			break;
+		}
+		if (r == 0 || !S_ISDIR(st.st_mode))
+			continue;
+		if (stg__grow((void **)&fr, &cap, depth + 1, sizeof *fr, SIZE_MAX)) {
+			e = ENOMEM;
+			rc = -1;
+			break;
+		}
+		f = &fr[depth - 1];
+		if (vframe_open(&fr[depth], f->fd, n, v)) {
+			e = errno;
+			rc = -1;
+			break;
+		}
+		depth++;
+		if (depth > VISIT_OPEN && fr[depth - 1 - VISIT_OPEN].fd >= 0) {
+			close(fr[depth - 1 - VISIT_OPEN].fd);
+			fr[depth - 1 - VISIT_OPEN].fd = -1;
+		}
+	}
+out:
+	for (size_t k = 0; k < depth; k++) {
+		if (fr[k].fd >= 0)
+			close(fr[k].fd);
+		stg__names_free(fr[k].names, fr[k].n);
+	}
+	free(fr);
+	if (rc)
+		errno = e;
+	return rc;
+}
+
+/* rmtree: a file goes at once, a directory once what it holds is gone;
+ * one without write permission is made writable by its owner first. */
+typedef struct rm_state {
+	int err; /* the first error, the rest still removed */
+} rm_state;
+
+static int rm_entry(void *arg, int dirfd, const char *name, const struct stat *st)
+{
+	rm_state *r = arg;
+	if (S_ISDIR(st->st_mode))
+		return 1;
+	if (unlinkat(dirfd, name, 0) && errno != ENOENT && !r->err)
+		r->err = errno;
+	return 0;
+}
+
+static int rm_enter(void *arg, int fd, const struct stat *st)
+{
+	(void)arg;
+	if (!(st->st_mode & S_IWUSR) || !(st->st_mode & S_IXUSR) || !(st->st_mode & S_IRUSR))
+		fchmod(fd, (st->st_mode & 07777) | S_IRWXU);
+	return 0;
+}
+
+static int rm_leave(void *arg, int dirfd, const char *name)
+{
+	rm_state *r = arg;
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) && errno != ENOENT && !r->err)
+		r->err = errno;
+	return 0;
+}
+
+int stg__rmtree_at(int dirfd, const char *name)
+{
+	if (unlinkat(dirfd, name, 0) == 0)
+		return 0;
+	if (errno == ENOENT)
+		return 0;
+	if (errno != EISDIR && errno != EPERM)
+		return -1;
+	rm_state r = {0};
+	stg_tvisit v = {.entry = rm_entry, .enter = rm_enter, .leave = rm_leave, .arg = &r};
+	if (stg__tree_visit(dirfd, name, &v))
+		return -1;
+	if (r.err) {
+		errno = r.err;
+		return -1;
+	}
+	if (unlinkat(dirfd, name, AT_REMOVEDIR) && errno != ENOENT)
+		return -1;
+	return 0;
 }

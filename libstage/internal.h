@@ -248,6 +248,24 @@ int stg__manifest_close(FILE *f);
 /* A path with '\\' and newline escaped, and back (false if malformed). */
 void stg__put_escaped(FILE *f, const char *path);
 bool stg__unescape(char *s);
+/* A tree visited without recursion (fsutil.c): entry is called for each
+ * entry under dirfd's directory name (dirfd: the directory that holds it,
+ * st: its lstat) and answers 1 to go into a directory, 0 not to, -1 to
+ * stop (errno set); enter (if set) gets a directory's descriptor before it
+ * is listed, leave (if set) is called once what a directory holds was
+ * visited (dirfd: its parent); cancel (if set) stops the visit (EINTR).
+ * Never through a link; whatever the depth, a frame and a listing a level
+ * on the heap and a bounded number of descriptors.  0 or -1/errno. */
+struct stat;
+typedef struct stg_tvisit {
+	int (*entry)(void *arg, int dirfd, const char *name, const struct stat *st);
+	int (*enter)(void *arg, int fd, const struct stat *st);
+	int (*leave)(void *arg, int dirfd, const char *name);
+	bool (*cancel)(void *arg);
+	void *arg;
+	bool sorted; /* each directory's names in bytewise order */
+} stg_tvisit;
+int stg__tree_visit(int dirfd, const char *name, const stg_tvisit *v);
 /* Remove a tree without following symlinks; 0 or -1/errno. */
 int stg__rmtree(const char *path);
 int stg__rmtree_at(int dirfd, const char *name);
@@ -299,7 +317,7 @@ void stg__user_text(uid_t uid, char *name, size_t len);
 stg_err stg__dest_ours(stg_ctx *ctx, const char *path, bool file);
 /* Bytes a tree takes on disk (blocks), not following links; name
  * relative to dirfd. */
-uint64_t stg__tree_bytes(int dirfd, const char *name, int depth);
+uint64_t stg__tree_bytes(int dirfd, const char *name);
 /* Whether fd's filesystem can share blocks between files (a reflink). */
 bool stg__fs_shares_blocks(int fd);
 /* mkdir -p of the directory that holds path (mode 0777 less the umask). */

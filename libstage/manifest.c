@@ -165,42 +165,21 @@ int stg__manifest_check(stg_ctx *ctx, FILE *f, int datafd)
 	return rc;
 }
 
-/* Regular-file names beneath dirfd (which it closes), at most depth
- * levels down; -1 on an error. */
-static int64_t count_files(int dirfd, int depth)
+/* Regular-file names beneath a directory, whatever its depth. */
+static int count_entry(void *arg, int dirfd, const char *name, const struct stat *st)
 {
-	DIR *d = fdopendir(dirfd);
-	if (!d) {
-		close(dirfd);
-		return -1;
-	}
+	(void)dirfd;
+	(void)name;
+	if (S_ISREG(st->st_mode))
+		(*(int64_t *)arg)++;
+	return 1;
+}
+
+static int64_t count_files(int datafd)
+{
 	int64_t n = 0;
-	struct dirent *e;
-	while (n >= 0 && (e = readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		unsigned char t = e->d_type;
-		struct stat st;
-		if (t == DT_UNKNOWN) {
-			if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW)) {
-				n = -1;
-				break;
-			}
-			t = S_ISREG(st.st_mode) ? DT_REG : S_ISDIR(st.st_mode) ? DT_DIR : DT_LNK;
-		}
-		if (t == DT_REG) {
-			n++;
-		} else if (t == DT_DIR) {
-			int sub = depth > 0
-			                  ? openat(dirfd, e->d_name,
-			                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
-			                  : -1;
-			int64_t m = sub >= 0 ? count_files(sub, depth - 1) : -1;
-			n = m < 0 ? -1 : n + m;
-		}
-	}
-	closedir(d);
-	return n;
+	stg_tvisit v = {.entry = count_entry, .arg = &n};
+	return stg__tree_visit(datafd, ".", &v) ? -1 : n;
 }
 
 int stg__manifest_quick(stg_ctx *ctx, FILE *f, int datafd)
@@ -241,8 +220,7 @@ int stg__manifest_quick(stg_ctx *ctx, FILE *f, int datafd)
 	free(line);
 	if (rc)
 		return rc;
-	int dup_fd = openat(datafd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-	int64_t have = dup_fd >= 0 ? count_files(dup_fd, 256) : -1;
+	int64_t have = count_files(datafd);
 	if (have < 0) {
 		stg__fail_errno(ctx, STG_ECORRUPT, errno, "cannot read the entry's tree");
 		return 1;

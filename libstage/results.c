@@ -468,7 +468,7 @@ stg_err stg__keep_results(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 		return err;
 	}
 	const char *kname = strrchr(dst, '/') + 1;
-	stg__kept_note_write(ctx, kname, dst, dest, stg__tree_bytes(AT_FDCWD, dst, 0));
+	stg__kept_note_write(ctx, kname, dst, dest, stg__tree_bytes(AT_FDCWD, dst));
 	*out = dst;
 	return STG_OK;
 }
@@ -534,7 +534,7 @@ stg_err stg_kept_list(stg_ctx *ctx, stg_cache *c, stg_kept **out, size_t *count)
 		if (e->path)
 			snprintf(e->path, plen, "%s/%s", c->root, rel);
 		e->since = when;
-		e->bytes = stg__tree_bytes(c->rootfd, rel, 0);
+		e->bytes = stg__tree_bytes(c->rootfd, rel);
 		char to[STG_PATH_MAX];
 		snprintf(to, sizeof to, "kept/%s.to", names[i]);
 		char *text = read_small(c, to);

@@ -4,9 +4,11 @@
  * absolute paths; opens confined beneath a directory that refuse "..",
  * absolute paths and every symlink. */
 #include "unit.h"
+#include "dircur.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <sys/resource.h>
 
 typedef struct fx {
 	UT_FX;
@@ -83,28 +85,136 @@ static void test_rmtree_links(void **state)
 }
 
 /* Deep trees: no stack overflow, no descriptor leak. */
+typedef struct deep_rm {
+	int dfd;
+	int rc, err;
+	uint64_t bytes;
+} deep_rm;
+
+static void *rmtree_thread(void *arg)
+{
+	deep_rm *d = arg;
+	d->bytes = stg__tree_bytes(d->dfd, "deep");
+	d->rc = stg__rmtree_at(d->dfd, "deep");
+	d->err = errno;
+	return NULL;
+}
+
+/* A tree 3,000 levels deep (paths of 6,000 bytes, over PATH_MAX), its
+ * directories read-only: its bytes counted and the tree removed from a
+ * thread with a 64 KiB stack, within 64 descriptors, none left open. */
 static void test_rmtree_deep(void **state)
 {
 	fx *f = *state;
-	char *p = ut_malloc(PATH_MAX);
-	strcpy(p, "deep");
-	assert_int_equal(mkdirat(f->dfd, p, 0755), 0);
-	int fd = openat(f->dfd, "deep", O_RDONLY | O_DIRECTORY);
-	for (int i = 0; i < 300; i++) {
-		assert_int_equal(mkdirat(fd, "d", 0755), 0);
-		int nfd = openat(fd, "d", O_RDONLY | O_DIRECTORY);
+	char *deep = ut_join(f->dir, "deep");
+	mkdir(deep, 0755);
+	ut_make_deep(deep, 3000);
+	/* read-only on the way down, as a pack may restore a tree */
+	int fd = open(deep, O_RDONLY | O_DIRECTORY), sub;
+	while ((sub = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW)) >= 0) {
+		fchmod(fd, 0555);
 		close(fd);
-		fd = nfd;
+		fd = sub;
 	}
+	fchmod(fd, 0555);
 	close(fd);
-	int probe = dup(0);
-	close(probe);
-	assert_int_equal(stg__rmtree_at(f->dfd, "deep"), 0);
+	struct rlimit old, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 64;
+	int fds = ut_open_fds();
+	deep_rm d = {.dfd = f->dfd};
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	ut_on_small_stack(rmtree_thread, &d, 64 * 1024);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_true(d.bytes >= 3000 * 4096ull); /* every directory's block */
+	if (d.rc)
+		fail_msg("rmtree: %s", strerror(d.err));
 	assert_false(ut_exists_at(f->dfd, "deep"));
-	int probe2 = dup(0);
-	assert_int_equal(probe2, probe);
-	close(probe2);
-	free(p);
+	assert_int_equal(ut_open_fds(), fds);
+	free(deep);
+}
+
+typedef struct counter {
+	int n, budget; /* entries seen; how many before a cancel (-1: never) */
+} counter;
+
+static bool stop_now(void *arg)
+{
+	counter *c = arg;
+	return c->budget >= 0 && c->n >= c->budget;
+}
+
+static int count_entry(void *arg, int dirfd, const char *name, const struct stat *st)
+{
+	(void)dirfd;
+	(void)name;
+	(void)st;
+	((counter *)arg)->n++;
+	return 1;
+}
+
+/* The directory cursor: the levels two paths share kept, the rest opened
+ * a component at a time; never through a link; levels closed beyond its
+ * window opened again, the same directories. */
+static void test_dircur(void **state)
+{
+	fx *f = *state;
+	char *deep = ut_join(f->dir, "deep");
+	mkdir(deep, 0755);
+	ut_make_deep(deep, 100);
+	ut_mkdir(f->dir, "x");
+	ut_symlink(f->dir, "x/l", "..");
+	stg_dircur c;
+	stg__dircur_init(&c, f->dfd);
+	/* made where missing, with create */
+	int fd = stg__dircur_open(&c, "a/b/c", 5, false);
+	assert_int_equal(fd, -1);
+	assert_int_equal(errno, ENOENT);
+	fd = stg__dircur_open(&c, "a/b/c", 5, true);
+	assert_true(fd >= 0);
+	assert_int_equal(mkdirat(fd, "in-c", 0755), 0);
+	assert_true(ut_exists_at(f->dfd, "a/b/c/in-c"));
+	/* a prefix of the last path, a sibling, the root */
+	fd = stg__dircur_open(&c, "a/b", 3, false);
+	assert_true(ut_exists_at(fd, "c"));
+	fd = stg__dircur_open(&c, "a/bc", 4, true);
+	assert_true(fd >= 0);
+	assert_true(ut_exists_at(f->dfd, "a/bc"));
+	fd = stg__dircur_open(&c, "", 0, false);
+	assert_int_equal(fd, f->dfd);
+	/* a link is never followed, last component or not */
+	assert_int_equal(stg__dircur_open(&c, "x/l", 3, true), -1);
+	assert_int_equal(stg__dircur_open(&c, "x/l/deep", 8, true), -1);
+	assert_false(ut_exists_at(f->dfd, "deep/in-l"));
+	/* down 100 levels, up to level 10 (closed, opened again), down again */
+	char p[256] = "deep";
+	for (int i = 0; i < 100; i++)
+		strcat(p, "/d");
+	int fds = ut_open_fds();
+	assert_true(stg__dircur_open(&c, p, strlen(p), false) >= 0);
+	assert_true(ut_open_fds() <= fds + 40);
+	fd = stg__dircur_open(&c, p, 4 + 2 * 10, false);
+	struct stat a, b;
+	assert_int_equal(fstat(fd, &a), 0);
+	assert_int_equal(fstatat(f->dfd, "deep/d/d/d/d/d/d/d/d/d/d", &b, 0), 0);
+	assert_true(a.st_ino == b.st_ino);
+	assert_true(stg__dircur_open(&c, p, strlen(p), false) >= 0);
+	assert_true(ut_exists_at(stg__dircur_open(&c, p, strlen(p), false), "f"));
+	stg__dircur_free(&c);
+	assert_true(ut_open_fds() < fds);
+
+	/* a visit goes all the way down, and stops when asked (EINTR) */
+	counter all = {0, -1}, some = {0, 10};
+	stg_tvisit v = {.entry = count_entry, .cancel = stop_now, .arg = &all};
+	assert_int_equal(stg__tree_visit(f->dfd, "deep", &v), 0);
+	assert_int_equal(all.n, 101); /* 100 directories and the file */
+	v.arg = &some;
+	assert_int_equal(stg__tree_visit(f->dfd, "deep", &v), -1);
+	assert_int_equal(errno, EINTR);
+	assert_int_equal(some.n, 10);
+	assert_true(ut_open_fds() < fds);
+	free(deep);
 }
 
 static void test_dir_names(void **state)
@@ -356,7 +466,7 @@ static void test_beneath(void **state)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         T(test_rmtree_links), T(test_rmtree_deep),         T(test_dir_names), T(test_replace),
-        T(test_copy_file),    T(test_mkdirs_and_absolute), T(test_beneath),
+        T(test_copy_file),    T(test_mkdirs_and_absolute), T(test_beneath),   T(test_dircur),
 };
 
 UT_MAIN(tests)

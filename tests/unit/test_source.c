@@ -202,6 +202,13 @@ static void test_hostile(void **state)
 	        {{{"f", AE_IFREG, "x", NULL, 0}, {"f/x", AE_IFREG, "x", NULL, 0}},
 	         2,
 	         "a path under a file or link: 'f/x'"},
+	        /* a/b was checked (implied) when a was not yet a link: the
+	         * check of every path at the end finds it */
+	        {{{"a/b/x", AE_IFREG, "x", NULL, 0},
+	          {"a", AE_IFLNK, "c", NULL, 0},
+	          {"a/b/y", AE_IFREG, "y", NULL, 0}},
+	         3,
+	         "a path under a file or link: 'a/b/x'"},
 	        {{{"h", 0, NULL, "nowhere", 0}},
 	         1,
 	         "hardlink to something that is not an earlier file: 'h'"},

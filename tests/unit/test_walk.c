@@ -1,11 +1,14 @@
 /* test_walk.c - the tree walker (walk.c): sorted, depth first, parents
  * before children, links listed with their targets and never followed,
  * special files skipped with a warning, every metadata operation counted
- * and charged to the operations limit, errors named. */
+ * and charged to the operations limit, errors named; a tree as deep as its
+ * paths allow walked on a small stack with few descriptors, a deeper one
+ * refused. */
 #include "unit.h"
 #include "walk.h"
 
 #include <errno.h>
+#include <sys/resource.h>
 
 typedef struct warn {
 	int n;
@@ -166,10 +169,86 @@ static void test_rate(void **state)
 	stg_ctx_free(ctx);
 }
 
+typedef struct deep_walk {
+	stg_walk w;
+	int rootfd;
+	stg_err err;
+} deep_walk;
+
+static void *walk_thread(void *arg)
+{
+	deep_walk *d = arg;
+	d->err = stg__walk_tree(&d->w, d->rootfd, "");
+	return NULL;
+}
+
+/* A chain 2,040 levels deep (paths of 4,079 bytes: as deep as one-letter
+ * names allow) is walked whole on a 64 KiB stack (the recursive walker
+ * took 4 KiB a level) and within 64 descriptors; 2,100 levels are refused
+ * by name, and nothing is left open either way. */
+static void test_deep(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	char *dir = ut_tmpdir();
+	ut_make_deep(dir, 2040);
+	struct rlimit old, low;
+	assert_int_equal(getrlimit(RLIMIT_NOFILE, &old), 0);
+	low = old;
+	low.rlim_cur = 64;
+	int fds = ut_open_fds();
+	deep_walk d = {.w = {.ctx = ctx}, .rootfd = open(dir, O_RDONLY | O_DIRECTORY)};
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &low), 0);
+	ut_on_small_stack(walk_thread, &d, 64 * 1024);
+	assert_int_equal(setrlimit(RLIMIT_NOFILE, &old), 0);
+	assert_int_equal(d.err, STG_OK);
+	assert_int_equal(d.w.n, 2041);
+	for (size_t i = 0; i < 2040; i++) {
+		assert_int_equal(strlen(d.w.v[i].path), 2 * i + 1);
+		assert_true(S_ISDIR(d.w.v[i].st.st_mode));
+	}
+	assert_int_equal(strlen(d.w.v[2040].path), 4081);
+	assert_string_equal(d.w.v[2040].path + 4080, "f");
+	/* open+list a directory, a stat an entry */
+	assert_int_equal(d.w.ops, 2041 * 2 + 2041);
+	stg__walk_free(&d.w);
+	assert_int_equal(ut_open_fds(), fds + 1);
+
+	/* 60 levels more: the first path over STG_PATH_MAX is refused */
+	bool bottom;
+	char *deeper = ut_tmpdir();
+	ut_make_deep(deeper, 2100);
+	assert_int_equal(ut_deep_depth(deeper, &bottom), 2100);
+	int dfd = open(deeper, O_RDONLY | O_DIRECTORY);
+	deep_walk e = {.w = {.ctx = ctx}, .rootfd = dfd};
+	ut_on_small_stack(walk_thread, &e, 64 * 1024);
+	assert_int_equal(e.err, STG_ENOTSUP);
+	assert_non_null(strstr(stg_errmsg(ctx), "path too long (over 4095 bytes): 'd/d/d/"));
+	assert_int_equal(e.w.n, 2048); /* every path up to 4,095 bytes */
+	stg__walk_free(&e.w);
+
+	/* cancelled: stops at once, whatever the depth */
+	stg_cancel(ctx);
+	deep_walk c = {.w = {.ctx = ctx}, .rootfd = dfd};
+	ut_on_small_stack(walk_thread, &c, 64 * 1024);
+	assert_int_equal(c.err, STG_EINTR);
+	assert_true(c.w.n <= 1);
+	stg__walk_free(&c.w);
+	close(dfd);
+	close(d.rootfd);
+	assert_int_equal(ut_open_fds(), fds);
+	ut_rmtree(deeper);
+	ut_rmtree(dir);
+	free(deeper);
+	free(dir);
+	stg_ctx_free(ctx);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_order),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_rate),
+        cmocka_unit_test(test_deep),
 };
 
 UT_MAIN(tests)

@@ -608,6 +608,76 @@ static inline int ut_teardown(void **state)
 	return 0;
 }
 
+/* A chain dir/d/d/.../d depth levels deep, made through descriptors (its
+ * paths may be longer than PATH_MAX), with a file "f" holding "bottom"
+ * at the bottom. */
+static inline void ut_make_deep(const char *dir, int depth)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY);
+	assert_true(fd >= 0);
+	for (int i = 0; i < depth; i++) {
+		assert_int_equal(mkdirat(fd, "d", 0755), 0);
+		int sub = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW);
+		assert_true(sub >= 0);
+		close(fd);
+		fd = sub;
+	}
+	int f = openat(fd, "f", O_WRONLY | O_CREAT | O_EXCL, 0644);
+	assert_true(f >= 0);
+	assert_int_equal(write(f, "bottom", 6), 6);
+	close(f);
+	close(fd);
+}
+
+/* How deep the chain of "d" under dir goes, and whether its bottom holds
+ * the file ut_make_deep made; through descriptors. */
+static inline int ut_deep_depth(const char *dir, bool *bottom)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY), depth = 0, sub;
+	assert_true(fd >= 0);
+	while ((sub = openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW)) >= 0) {
+		close(fd);
+		fd = sub;
+		depth++;
+	}
+	char buf[16] = {0};
+	int f = openat(fd, "f", O_RDONLY | O_NOFOLLOW);
+	*bottom = f >= 0 && read(f, buf, sizeof buf) == 6 && !memcmp(buf, "bottom", 6);
+	if (f >= 0)
+		close(f);
+	close(fd);
+	return depth;
+}
+
+/* The descriptors this process has open. */
+static inline int ut_open_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	assert_non_null(d);
+	int n = -1; /* d's own */
+	struct dirent *e;
+	while ((e = readdir(d)))
+		if (e->d_name[0] != '.')
+			n++;
+	closedir(d);
+	return n;
+}
+
+/* fn(arg) on a thread with a stack of stack bytes (a recursion as deep as
+ * a tree would overflow it), its result returned. */
+static inline void *ut_on_small_stack(void *(*fn)(void *), void *arg, size_t stack)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	void *ret = NULL;
+	assert_int_equal(pthread_attr_init(&at), 0);
+	assert_int_equal(pthread_attr_setstacksize(&at, stack), 0);
+	assert_int_equal(pthread_create(&t, &at, fn, arg), 0);
+	assert_int_equal(pthread_join(t, &ret), 0);
+	pthread_attr_destroy(&at);
+	return ret;
+}
+
 /* main: run tests, reporting in TAP. */
 #define UT_MAIN(tests)                                                                             \
 	int main(void)                                                                             \
