@@ -10,7 +10,7 @@ set -eu
 
 build_pkgs="build-essential pkg-config
 libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev libfuse3-dev fuse3"
-test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 hostname man-db
+test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 time hostname man-db
 clang libclang-rt-14-dev
 slurm-wlm munge
 rsync gnuplot-nox archivemount xfsprogs

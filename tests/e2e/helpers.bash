@@ -199,3 +199,12 @@ start_sshd() {
 	done
 	return 1
 }
+
+# Skip when an ordinary user's FUSE mount cannot be ended by the user here:
+# in a chroot (a fresh-check root), /proc/self/mountinfo shows the host's
+# paths, and fusermount3 -u finds no mount of the user's at the path given.
+user_fuse_unmount_or_skip() {
+	if command -v ischroot >/dev/null && ischroot; then
+		skip "in a chroot: fusermount3 cannot end a user's mount here (mountinfo shows the host's paths)"
+	fi
+}

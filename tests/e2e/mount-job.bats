@@ -20,6 +20,7 @@ setup_file() {
 	command -v useradd >/dev/null || skip "needs useradd"
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	user_fuse_unmount_or_skip
 	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
 	D=$(mktemp -d /var/tmp/stager-mountjob.XXXXXX)
 	chmod 0755 "$D"
@@ -37,7 +38,7 @@ setup_file() {
 }
 
 teardown_file() {
-	[ -n "${D:-}" ] || return 0
+	if [ -z "${D:-}" ]; then return 0; fi
 	squeue -h -o %i 2>/dev/null | xargs -r scancel 2>/dev/null || true
 	# what a failed test left: its mounts, then their processes (by pid)
 	awk -v t="$D/" 'index($5, t) == 1 { print $5 }' /proc/self/mountinfo |

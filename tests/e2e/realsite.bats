@@ -73,7 +73,7 @@ JOB
 }
 
 teardown_file() {
-	[ -n "${D:-}" ] || return 0
+	if [ -z "${D:-}" ]; then return 0; fi
 	site_stop "$D"
 }
 
@@ -268,6 +268,7 @@ JOB
 
 @test "a scancel'ed job that had a plain stager mount: the mount and its process are gone, the job's directories too" {
 	[ -e /dev/fuse ] && command -v fusermount3 >/dev/null || skip "needs /dev/fuse and fusermount3"
+	user_fuse_unmount_or_skip
 	# (libfuse opens /dev/fuse as the user: Debian makes it 0666)
 	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
 	install -d -o $U1 "$S1/mnt"

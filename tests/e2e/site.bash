@@ -58,8 +58,12 @@ site_stop() {
 	"$top/scripts/slurm-test-cluster.sh" stop "$d/cluster" || true
 	for u in $SITE_USERS; do pkill -u "$u" 2>/dev/null || true; done
 	grep " $d/" /proc/mounts | awk '{ print $2 }' | xargs -r -n1 umount -l 2>/dev/null || true
+	# (in a chroot /proc/mounts shows the host's paths: the known ones too)
+	for m in "$d/jobs" "$d"/shared/*/mnt; do
+		! mountpoint -q "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+	done
 	chmod -R u+w "$d" 2>/dev/null || true
-	rm -rf "$d"
+	rm -rf "$d" || true
 }
 
 as_job_user() {

@@ -450,6 +450,7 @@ SH
 # ships it (some test machines have it root's alone)
 fuse_for_users() {
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
+	user_fuse_unmount_or_skip
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
 	mkdir -m 1777 scratch
