@@ -60,7 +60,7 @@ site_stop() {
 	grep " $d/" /proc/mounts | awk '{ print $2 }' | xargs -r -n1 umount -l 2>/dev/null || true
 	# (in a chroot /proc/mounts shows the host's paths: the known ones too)
 	for m in "$d/jobs" "$d"/shared/*/mnt; do
-		! mountpoint -q "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+		if mountpoint -q "$m" 2>/dev/null; then umount -l "$m" 2>/dev/null || true; fi
 	done
 	chmod -R u+w "$d" 2>/dev/null || true
 	rm -rf "$d" || true
