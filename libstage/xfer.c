@@ -462,9 +462,11 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)) &&
 	         op == STG_OP_PUSH)
 		err = stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res);
-	/* a pull reads the tree only between transfers to it (the keepalive
-	 * tells the client that this end waits) */
-	else if (!err && !(err = stg__xfer_read_lock(ctx, dir, &lock)))
+	/* (a shared lock on the tree's record here, stg__xfer_read_lock,
+	 * deadlocked a pull into the very tree it reads: its receiver waits
+	 * for that record's lock while this end waits for its wants.  Not
+	 * taken until the receiver takes its lock before asking.) */
+	else if (!err)
 		err = stg__send_tree(ctx, &w, dir, "serve", res);
 	if (lock >= 0)
 		close(lock);
