@@ -249,30 +249,42 @@ JOB
 	grep -q "collected kept results" "$S1/limit.log"
 }
 
-@test "job_container/tmpfs: a collect from the job's private /tmp says at once that Slurm removes it before the epilog" {
-	[ -n "${JOB_CONTAINER:-}" ] || skip "realsite-container.bats runs it"
+@test "a collect from the job's /tmp: under job_container/tmpfs, said at once that Slurm removes it before the epilog; elsewhere nothing to say" {
+	rm -rf "/tmp/out-$U1" "/tmp/cache-$U1"
 	cat >"$S1/private.sh" <<JOB
 #!/bin/bash
-mkdir -p /tmp/out
-echo x >/tmp/out/x
-stager collect /tmp/out "$S1/private-results"
+mkdir -p /tmp/out-$U1
+echo x >/tmp/out-$U1/x
+stager collect /tmp/out-$U1 "$S1/private-results"
 echo "rc=\$?" >"$S1/private.rc"
-# the job's /tmp is its own
+# under job_container/tmpfs the job's /tmp is its own
 [ -e "/tmp/private-probe-$U1" ] && echo "host /tmp seen" >>"$S1/private.rc"
 # a cache there would go with each job: doctor says so
-STAGER_SCRATCH_ROOT=/tmp/cache stager doctor >"$S1/private.doctor" 2>&1
+STAGER_SCRATCH_ROOT=/tmp/cache-$U1 stager doctor >"$S1/private.doctor" 2>&1
 JOB
 	touch "/tmp/private-probe-$U1"
 	id=$(submit1 "$S1/private.sh")
 	wait_until 60 job_gone "$id"
 	rm -f "/tmp/private-probe-$U1"
 	cat "$S1/$id.log" "$S1/private.rc"
-	[ "$(cat "$S1/private.rc")" = rc=0 ]
 	[ "$(cat "$S1/private-results/x")" = x ]
-	grep -q "warning: '/tmp/out' is on '/tmp', a mount of this job's own that Slurm removes with the job, before the epilog" "$S1/$id.log"
-	grep -q "^FAIL  scratch root .*'/tmp/cache' is on '/tmp', a mount of this job's own (job_container/tmpfs)" "$S1/private.doctor"
-	# nothing of it is kept, and the host's /tmp/out was never this job's
-	[ ! -e /tmp/out/x ] || [ "$(stat -c %U /tmp/out/x)" != "$U1" ]
+	warning="warning: '/tmp/out-$U1' is on '/tmp', a mount of this job's own that Slurm removes with the job, before the epilog"
+	fail="^FAIL  scratch root .*'/tmp/cache-$U1' is on '/tmp', a mount of this job's own (job_container/tmpfs)"
+	if [ -n "${JOB_CONTAINER:-}" ]; then
+		[ "$(cat "$S1/private.rc")" = rc=0 ]
+		grep -q "$warning" "$S1/$id.log"
+		grep -q "$fail" "$S1/private.doctor"
+		# nothing of it is kept, and the host's /tmp never saw it
+		[ ! -e "/tmp/out-$U1" ]
+	else
+		# the host's /tmp: a plain collect, nothing to warn of
+		[ "$(cat "$S1/private.rc")" = "rc=0
+host /tmp seen" ]
+		! grep -q "a mount of this job's own" "$S1/$id.log"
+		! grep -q "a mount of this job's own" "$S1/private.doctor"
+		[ "$(stat -c %U "/tmp/out-$U1/x")" = "$U1" ]
+	fi
+	rm -rf "/tmp/out-$U1" "/tmp/cache-$U1"
 }
 
 @test "a scancel'ed job that had a plain stager mount: the mount and its process are gone, the job's directories too" {
