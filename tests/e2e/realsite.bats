@@ -280,8 +280,8 @@ JOB
 		# the host's /tmp: a plain collect, nothing to warn of
 		[ "$(cat "$S1/private.rc")" = "rc=0
 host /tmp seen" ]
-		! grep -q "a mount of this job's own" "$S1/$id.log"
-		! grep -q "a mount of this job's own" "$S1/private.doctor"
+		! grep -q "a mount of this job's own" "$S1/$id.log" || false
+		! grep -q "a mount of this job's own" "$S1/private.doctor" || false
 		[ "$(stat -c %U "/tmp/out-$U1/x")" = "$U1" ]
 	fi
 	rm -rf "/tmp/out-$U1" "/tmp/cache-$U1"
