@@ -167,9 +167,10 @@ stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint
 
 static const char *type_name(uint8_t t)
 {
-	static const char *names[] = {"?",           "HELLO",    "WELCOME", "ERROR",     "ENTRY",
-	                              "ENTRIES_END", "WANT",     "SIG",     "WANTS_END", "FILE",
-	                              "DATA",        "FILE_END", "DONE",    "PUBLISHED", "NOOP"};
+	static const char *names[] = {"?",         "HELLO",       "WELCOME", "ERROR",
+	                              "ENTRY",     "ENTRIES_END", "WANT",    "SIG",
+	                              "WANTS_END", "FILE",        "DATA",    "FILE_END",
+	                              "DONE",      "PUBLISHED",   "NOOP",    "HOLDS"};
 	return t <= STG_W_TYPE_MAX ? names[t] : "?";
 }
 
@@ -498,12 +499,14 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 		return stg__fail(ctx, STG_EREMOTE,
 		                 "protocol error: not a stager client (bad greeting)");
 	uint32_t v = stg__get32(p + 8);
-	if (v < STG_WIRE_VERSION_MIN || v > STG_WIRE_VERSION)
+	if (v < STG_WIRE_VERSION_MIN)
 		return stg__fail(ctx, STG_EREMOTE,
 		                 "protocol version %u at the client, %u here: install the same "
 		                 "stager version on both ends",
 		                 v, STG_WIRE_VERSION);
-	*version = v;
+	/* a newer client is answered in this end's version: it speaks the
+	 * older ones too, or says so */
+	*version = v > STG_WIRE_VERSION ? STG_WIRE_VERSION : v;
 	*op = p[12];
 	*flags = p[13];
 	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE | STG_FLAG_LEVEL))

@@ -8,6 +8,11 @@
  *   client -> server  HELLO    magic, version, operation (push/pull), flags, PATH
  *   server -> client  WELCOME  magic, version (the client's, if this end
  *                       speaks it: the one both then use)
+ *   client -> server  HOLDS    a pull's receiver, since version 4: the
+ *                       lock it holds on its DEST (this boot's id, the
+ *                       record's device and inode; all zero: none), so
+ *                       a server reading that very tree does not wait
+ *                       for it (see stg__xfer_read_lock)
  *   sender -> receiver  ENTRY...  the sender's tree, parents before children,
  *                       in compressed batches
  *                       ENTRIES_END  count, SHA-256 of the tree (see xfer.c)
@@ -44,8 +49,9 @@
 
 #define STG_WIRE_MAGIC "STGWIRE1"
 /* 2: WANT's resume offer and FILE's offset.  A server speaks every version
- * from STG_WIRE_VERSION_MIN up and answers in the client's. */
-#define STG_WIRE_VERSION     3 /* 3: NOOP, the keepalive */
+ * from STG_WIRE_VERSION_MIN up and answers in the client's, or in its own
+ * when the client's is newer (a client speaks every older one too). */
+#define STG_WIRE_VERSION     4 /* 3: NOOP, the keepalive; 4: HOLDS */
 #define STG_WIRE_VERSION_MIN 1
 #define STG_WIRE_FRAME_MAX   (4u << 20) /* largest payload a reader accepts */
 #define STG_WIRE_CHUNK       (1u << 20) /* largest raw DATA chunk */
@@ -74,7 +80,8 @@ enum {
 	STG_W_DONE = 12,
 	STG_W_PUBLISHED = 13,
 	STG_W_NOOP = 14,
-	STG_W_TYPE_MAX = 14,
+	STG_W_HOLDS = 15,
+	STG_W_TYPE_MAX = 15,
 };
 
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };

@@ -462,11 +462,18 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)) &&
 	         op == STG_OP_PUSH)
 		err = stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res);
-	/* (a shared lock on the tree's record here, stg__xfer_read_lock,
-	 * deadlocked a pull into the very tree it reads: its receiver waits
-	 * for that record's lock while this end waits for its wants.  Not
-	 * taken until the receiver takes its lock before asking.) */
-	else if (!err)
+	/* a pull reads the tree only between transfers to it (the keepalive
+	 * tells the client that this end waits); the client says first which
+	 * lock its receiver holds (before version 4 it took that lock only
+	 * later: no wait, since a pull into the very tree it reads would
+	 * wait for ever) */
+	else if (!err && w.version >= 4 && !(err = stg__wire_expect(&w, STG_W_HOLDS, &p, &len))) {
+		if (len != XFER_HOLDS)
+			err = stg__fail(ctx, STG_EREMOTE, "protocol error: a bad HOLDS (%u bytes)",
+			                (unsigned)len);
+		else if (!(err = stg__xfer_read_lock(ctx, dir, p, &lock)))
+			err = stg__send_tree(ctx, &w, dir, "serve", res);
+	} else if (!err)
 		err = stg__send_tree(ctx, &w, dir, "serve", res);
 	if (lock >= 0)
 		close(lock);

@@ -30,13 +30,20 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool replace,
                            const char *what);
 
+/* What a pull's receiver holds (HOLDS): this boot's id, then the device
+ * and inode (u64 each) of the record it holds locked; all zero: none. */
+#define XFER_HOLDS (XFER_BOOT + 16)
+
 /* A pull's lock on the tree at path (xfer_record.c): shared, on the record
  * beside it that transfers to path hold exclusively while they run; so a
  * pull never reads a tree in the middle of its switch.  Waits (a bounded
  * time, answering cancellation) while a transfer runs; *fd is the lock
  * (-1: none needed, or none on this filesystem), for the caller to close
- * when the tree was sent. */
-stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, int *fd);
+ * when the tree was sent.  holds (XFER_HOLDS bytes, or NULL): what the
+ * pull's own receiver holds; when that is this record, the pull is into
+ * the very tree it reads, and its receiver's lock keeps every other
+ * transfer out already (waiting for it would wait for ever). */
+stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, const uint8_t *holds, int *fd);
 
 /* Resuming a file within (xfer_resume.c, which explains it): a file of
  * XFER_RESUME_MIN bytes or more is received into the partial directory's

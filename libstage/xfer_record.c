@@ -416,10 +416,32 @@ void stg__xr_test_fill(receiver *rc)
 
 /* ---- a pull's lock: readers of a published tree ------------------------- */
 
+void stg__xr_holds(const receiver *rc, uint8_t out[XFER_HOLDS])
+{
+	memset(out, 0, XFER_HOLDS);
+	struct stat st;
+	if (rc->rec < 0 || fstat(rc->rec, &st))
+		return;
+	memcpy(out, rc->boot, XFER_BOOT);
+	stg__put64(out + XFER_BOOT, (uint64_t)st.st_dev);
+	stg__put64(out + XFER_BOOT + 8, (uint64_t)st.st_ino);
+}
+
+/* Is the record open at fd the one the pull's receiver holds? */
+static bool held_by_peer(int fd, const uint8_t *holds)
+{
+	char boot[XFER_BOOT];
+	struct stat st;
+	stg__boot_id(boot);
+	return holds && boot[0] && !memcmp(holds, boot, XFER_BOOT) && !fstat(fd, &st) &&
+	       stg__get64(holds + XFER_BOOT) == (uint64_t)st.st_dev &&
+	       stg__get64(holds + XFER_BOOT + 8) == (uint64_t)st.st_ino;
+}
+
 /* The longest a pull waits for a transfer to PATH to end (seconds). */
 #define READ_LOCK_WAIT 600
 
-stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, int *out)
+stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, const uint8_t *holds, int *out)
 {
 	*out = -1;
 	char dir[STG_PATH_MAX + 1], rec[STG_PATH_MAX + 32];
@@ -444,7 +466,7 @@ stg_err stg__xfer_read_lock(stg_ctx *ctx, const char *path, int *out)
 	struct stat st;
 	if (fd < 0)
 		return STG_OK;
-	if (!record_trusted(fd, &st)) {
+	if (!record_trusted(fd, &st) || held_by_peer(fd, holds)) {
 		close(fd);
 		return STG_OK;
 	}

@@ -97,6 +97,7 @@ int stg__xr_id_at(int dfd, const char *name, dir_id *id);
 bool stg__xr_id_equal(const dir_id *rec, const dir_id *cur, bool ctime);
 stg_err stg__xr_not_replaced(receiver *rc);
 stg_err stg__xr_record_lock(receiver *rc);
+void stg__xr_holds(const receiver *rc, uint8_t out[XFER_HOLDS]);
 void stg__xr_record_published(receiver *rc, int dfd, const char *name);
 int stg__xr_record_put(receiver *rc, const record *r);
 bool stg__xr_record_read(receiver *rc, record *r);

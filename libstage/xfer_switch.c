@@ -560,9 +560,18 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 	}
 	rc.map = true;
 	stg__boot_id(rc.boot);
-	if ((err = receiver_open(&rc, dest)) || (err = stg__recv_read_manifest(&rc)) ||
-	    (err = stg__recv_resume_names_init(&rc)) || (err = stg__recv_clean_partial(&rc)) ||
-	    (err = stg__recv_plan(&rc, res)))
+	if ((err = receiver_open(&rc, dest)))
+		goto out;
+	/* a pull's server reads its tree under a shared lock: it is told
+	 * which lock this end holds, in case it is that very tree */
+	if (!strcmp(what, "pull") && w->version >= 4) {
+		uint8_t holds[XFER_HOLDS];
+		stg__xr_holds(&rc, holds);
+		if ((err = stg__wire_send(w, STG_W_HOLDS, holds, sizeof holds, NULL, 0)))
+			goto out;
+	}
+	if ((err = stg__recv_read_manifest(&rc)) || (err = stg__recv_resume_names_init(&rc)) ||
+	    (err = stg__recv_clean_partial(&rc)) || (err = stg__recv_plan(&rc, res)))
 		goto out;
 	stg__progress(ctx, what, 0, rc.total);
 	for (;;) {

@@ -181,3 +181,36 @@ apull() { alice timeout 60 "$T/bin/stager" pull --rsh "$T/rsh" --remote-stager "
 	[[ "$output" == *"skipping 'shared/fifo': not a file"* ]]
 	[ ! -e local/ds/shared/fifo ]
 }
+
+@test "pull during a push to its tree waits for the switch and gets the whole new version" {
+	two_users
+	mkdir -p src remote local
+	echo v1 >src/a
+	chown -R stgalice src remote local
+	apush src "host:$T/remote/ds"
+	# version 2: 6 MB that a push at 2 MB/s takes 3 s to send
+	alice sh -c "head -c 6000000 /dev/urandom >$T/src/big; echo v2 >$T/src/a"
+	apush --bwlimit 2M src "host:$T/remote/ds" &
+	local push=$!
+	wait_until 10 test -d remote/.stager-partial.ds
+	local t0=$SECONDS
+	apull "host:$T/remote/ds" "$T/local/ds"
+	echo "the pull waited and took $((SECONDS - t0)) s" >&3
+	wait_pid "$push" 30
+	diff <(tree_sig src) <(tree_sig local/ds)
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}
+
+@test "pull into the very tree it reads: its own lock is not waited for; it ends at once, the tree unchanged" {
+	two_users
+	mkdir -p src remote
+	echo v1 >src/a
+	chown -R stgalice src remote
+	apush src "host:$T/remote/ds"
+	local t0=$SECONDS
+	run apull "host:$T/remote/ds" "$T/remote/ds"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ $((SECONDS - t0)) -lt 10 ]
+	diff <(tree_sig src) <(tree_sig remote/ds)
+}

@@ -413,11 +413,19 @@ nothing_escaped() {
 	printf 'SSH-2.0-not-stager\r\n' >"$T/stream"
 	run "$STAGER" serve <"$T/stream"
 	[ "$status" -eq 6 ]
-	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 99, 1, 0), "/tmp/x"' >"$T/p"
+	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 0, 1, 0), "/tmp/x"' >"$T/p"
 	frame 1 "$T/p" >"$T/stream"
 	run "$STAGER" serve <"$T/stream"
 	[ "$status" -eq 6 ]
-	grep -q 'protocol version 99' <(cat "$T/stream" | "$STAGER" serve 2>&1 | strings)
+	grep -q 'protocol version 0 at the client' <(cat "$T/stream" | "$STAGER" serve 2>&1 | strings)
+	# a newer client is answered in this end's version (4), and may speak it
+	perl -e 'binmode STDOUT; print "STGWIRE1", pack("VCC", 99, 2, 0), "'"$T"'"' >"$T/p"
+	frame 1 "$T/p" >"$T/stream"
+	# (it then reads the tree, and the stream ends)
+	local rc=0
+	"$STAGER" serve <"$T/stream" >"$T/out" 2>/dev/null || rc=$?
+	[ $rc -eq 6 ]
+	[ "$(head -c 17 "$T/out" | od -An -tx1 | tr -d ' \n')" = "020c0000005354475749524531""04000000" ]
 	perl -e 'binmode STDOUT; print pack("CV", 4, 0x7fffffff)' >"$T/stream"
 	run "$STAGER" serve <"$T/stream"
 	[ "$status" -eq 6 ]
