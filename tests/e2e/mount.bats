@@ -458,9 +458,10 @@ SCONTROL
 	mkdir -m 1777 "$T/slots"
 	stager mount p.tar.zst mnt
 	# the node's one slot, held for good (a stuck stage, say)
-	flock -o "$T/slots/slot.0" sleep 300 &
+	# (the sleep itself holds it: killed, nothing of it stays behind)
+	(exec 9>"$T/slots/slot.0" && flock 9 && exec sleep 300) >/dev/null 2>&1 3>&- &
 	PIDS=$!
-	wait_until 10 sh -c "grep -q FLOCK /proc/locks && [ -n \"\$(pgrep -f 'flock -o $T/slots')\" ]"
+	wait_until 10 sh -c "grep -q FLOCK /proc/locks && [ \"\$(cat /proc/$PIDS/comm)\" = sleep ]"
 	t0=$(date +%s.%N)
 	cmp mnt/f src/f
 	t=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }')
