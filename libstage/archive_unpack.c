@@ -234,13 +234,24 @@ static stg_err hostile(ar_state *s, const char *what, const char *path)
 	return stg__fail(s->ctx, STG_ECORRUPT, "refusing a hostile archive: %s: '%s'", what, path);
 }
 
-static stg_err space_check(ar_state *s)
+/* Is there room on scratch for need bytes more, above min_free?  path:
+ * the entry that declares them (NULL: bytes already being written). */
+static stg_err space_check(ar_state *s, uint64_t need, const char *path)
 {
 	struct statvfs v;
 	if (fstatvfs(s->rootfd, &v) == 0) {
 		uint64_t free_b = (uint64_t)v.f_bavail * v.f_frsize;
-		if (free_b < s->min_free) {
-			char a[16], b[16];
+		if (free_b < stg__sat_add(s->min_free, need)) {
+			char a[16], b[16], c[16];
+			if (path)
+				return stg__fail(
+				        s->ctx, STG_ENOSPC,
+				        "not enough space on scratch for '%s' in the archive: "
+				        "it is %s, %s free, min_free %s; nothing of it was "
+				        "written",
+				        path, stg_format_size(need, c, sizeof c),
+				        stg_format_size(free_b, a, sizeof a),
+				        stg_format_size(s->min_free, b, sizeof b));
 			return stg__fail(s->ctx, STG_ENOSPC,
 			                 "not enough space on scratch while unpacking the archive: "
 			                 "%s free, min_free %s",
@@ -321,7 +332,7 @@ static stg_err write_file(ar_state *s, struct archive *a, int pfd, const char *b
 		*s->progress += len + 1;
 		if (s->written_since_check > (64u << 20)) {
 			s->written_since_check = 0;
-			if ((err = space_check(s)))
+			if ((err = space_check(s, 0, NULL)))
 				goto out;
 		}
 		if (stg__cancelled(s->ctx)) {
@@ -433,6 +444,12 @@ static stg_err read_archive(ar_state *s, struct archive *a)
 			s->files++;
 		} else if (type == AE_IFREG) {
 			int64_t hint = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : -1;
+			/* a file the archive says is larger than the room left is
+			 * refused before any of it is written (a sparse one takes
+			 * only its data) */
+			if (hint > (1 << 20) && archive_entry_sparse_count(ae) == 0 &&
+			    (err = space_check(s, (uint64_t)hint, path)))
+				return err;
 			if ((err = write_file(s, a, pfd, base, path, mode, hint, &h, &size)))
 				return err;
 			written = true;

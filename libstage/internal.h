@@ -71,6 +71,13 @@ static inline void stg__put64(uint8_t *p, uint64_t v)
 	stg__put32(p + 4, (uint32_t)(v >> 32));
 }
 
+/* a + b, or UINT64_MAX past it: sizes that a peer or an archive declares
+ * are added so, never wrapped (two files of 2^63 bytes are not 0 bytes). */
+static inline uint64_t stg__sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
 /* Full-length I/O that retries on EINTR and short counts.  0 or -1/errno;
  * pread_full reports a short file as -1 with errno = 0. */
 int stg__write_full(int fd, const void *buf, size_t len);

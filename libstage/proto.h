@@ -141,13 +141,6 @@ stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t 
 stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_t **raw,
                        size_t *rawlen);
 
-/* a + b, or UINT64_MAX past it: sizes that a peer declares are added so,
- * never wrapped (two files of 2^63 bytes are not 0 bytes). */
-static inline uint64_t stg__sat_add(uint64_t a, uint64_t b)
-{
-	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
 /* A peer's text (n bytes of s), for a local message: printable ASCII and
  * valid UTF-8 printable characters as they are; control bytes (C0, DEL,
  * C1 raw or UTF-8 encoded), bidi overrides, bytes of invalid UTF-8 and

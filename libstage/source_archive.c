@@ -22,6 +22,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #define READER_MEM_MAX ((rlim_t)4 << 30) /* address space of an archive reader */
 
@@ -155,12 +156,28 @@ static stg_err archive_open(stg_ctx *ctx, stg_cache *c, stg_source *s, const stg
 	return STG_OK;
 }
 
+/* What the archive unpacks to at least, as far as can be told before
+ * reading it: its own size, or what its first zstd frame says it holds
+ * (zstd writes that when it compresses a file). */
+static uint64_t least_unpacked(const stg_source *s)
+{
+	uint64_t need = (uint64_t)s->st.st_size;
+	uint8_t head[18]; /* ZSTD_FRAMEHEADERSIZE_MAX (zstd.h hides it) */
+	ssize_t n = pread(s->fd, head, sizeof head, 0);
+	if (n > 0) {
+		unsigned long long cs = ZSTD_getFrameContentSize(head, (size_t)n);
+		if (cs != ZSTD_CONTENTSIZE_UNKNOWN && cs != ZSTD_CONTENTSIZE_ERROR && cs > need)
+			need = cs;
+	}
+	return need;
+}
+
 static stg_err archive_build(stg_ctx *ctx, stg_cache *c, stg_source *s, const char *name,
                              const stg_stage_opts *o, stg_stage_result *res)
 {
 	(void)o;
-	/* room for at least the archive's own size */
-	stg_err err = stg__room_for(ctx, c, (uint64_t)s->st.st_size, NULL);
+	/* room for at least what it unpacks to, where that is known */
+	stg_err err = stg__room_for(ctx, c, least_unpacked(s), NULL);
 	if (err)
 		return err;
 	stg_entry_build eb;

@@ -213,6 +213,44 @@ make_pack() { # dir pack megabytes
 	echo "$output" | jq -e '.entries | length == 2'
 }
 
+@test "a foreign archive larger than scratch: refused before it is read, by its size, its zstd frame's or its entry's" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	mkdir small
+	mount -t tmpfs -o size=48m tmpfs small || skip "cannot mount tmpfs"
+	export STAGER_SCRATCH_ROOT="$T/small/scratch" STAGER_MIN_FREE=1M
+	mkdir -p b
+	truncate -s 256M b/zero
+	tar -cf b.tar b
+	# a 100 GiB .tar.zst with no trailer (sparse here): its size says it
+	zstd -q -1 -c b.tar >huge.tar.zst
+	truncate -s 100G huge.tar.zst
+	# a 256 MiB tar of zeros in 9 KB: zstd wrote the frame's content size
+	zstd -q -1 b.tar -o frame.tar.zst
+	# the same from a pipe: no content size, but the entry's own
+	zstd -q -1 -c <b.tar >stream.tar.zst
+	rm b.tar
+	for a in huge frame stream; do
+		t0=$(date +%s%N)
+		run "$STAGER" stage $a.tar.zst d-$a
+		echo "$a: $status: $output ($((($(date +%s%N) - t0) / 1000000)) ms)" >&3
+		[ "$status" -eq 3 ]
+		[ $((($(date +%s%N) - t0) / 1000000)) -lt 2000 ]
+		[ ! -e d-$a ]
+	done
+	run "$STAGER" stage huge.tar.zst d
+	echo "$output" | grep -q "need 100.0 GiB, [0-9.]* MiB available"
+	run "$STAGER" stage frame.tar.zst d
+	echo "$output" | grep -q "need 256.0 MiB, [0-9.]* MiB available"
+	run "$STAGER" stage stream.tar.zst d
+	echo "$output" | grep -q "not enough space on scratch for 'b/zero' in the archive: it is 256.0 MiB, [0-9.]* MiB free, min_free 1.0 MiB; nothing of it was written"
+	# nothing of them is left, and a small archive still stages
+	[ -z "$(ls small/scratch/cache)" ]
+	[ "$(df --output=used -B1M small | tail -1 | tr -d ' ')" -lt 2 ]
+	mkdir -p s && echo ok >s/f && tar -cf - s | zstd -q >s.tar.zst
+	"$STAGER" stage -q s.tar.zst ds >/dev/null
+	[ "$(cat ds/s/f)" = ok ]
+}
+
 @test "pins: clean keeps what a live owner uses and removes what a dead one left" {
 	make_pack src ds.tar.zst 1
 	make_pack src2 other.tar.zst 1
