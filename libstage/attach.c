@@ -249,75 +249,135 @@ static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const c
 	return err;
 }
 
-/* Copy the tree at sfd into dfd (both directories), writable for the job. */
-static int copy_tree(int sfd, int dfd, int depth)
+/* A private copy, made without recursion (stg__tree_visit walks the
+ * entry): the copy's directories on a stack beside the visit's, the
+ * deepest COPY_OPEN of them open, a closed one opened again from its
+ * child's "..", checked to be the one made. */
+#define COPY_OPEN 32
+
+typedef struct cdir {
+	int fd;
+	dev_t dev;
+	ino_t ino;
+	mode_t mode;
+	struct timespec mtime;
+} cdir;
+
+typedef struct copier {
+	int top; /* the copy's top (the caller's) */
+	cdir *d;
+	size_t n, cap;
+	const char *pending; /* the directory just made, to go into */
+} copier;
+
+static int copy_entry(void *arg, int sfd, const char *n, const struct stat *st)
 {
-	if (depth > 2048) {
-		errno = ELOOP;
-		return -1;
+	copier *c = arg;
+	int dfd = c->d[c->n - 1].fd;
+	struct timespec ts[2] = {{0, UTIME_OMIT}, st->st_mtim};
+	mode_t mode = (st->st_mode & 07777) | S_IWUSR;
+	if (S_ISDIR(st->st_mode)) {
+		if (mkdirat(dfd, n, 0700))
+			return -1;
+		c->pending = n;
+		return 1;
 	}
-	int lfd = fcntl(sfd, F_DUPFD_CLOEXEC, 0);
-	DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
-	if (!d) {
-		if (lfd >= 0)
-			close(lfd);
-		return -1;
+	if (S_ISLNK(st->st_mode)) {
+		char t[STG_PATH_MAX + 1];
+		ssize_t k = readlinkat(sfd, n, t, sizeof t - 1);
+		if (k < 0)
+			return -1;
+		t[k] = '\0';
+		return symlinkat(t, dfd, n) || utimensat(dfd, n, ts, AT_SYMLINK_NOFOLLOW) ? -1 : 0;
 	}
+	if (!S_ISREG(st->st_mode))
+		return 0;
 	int rc = 0;
-	struct dirent *de;
-	while (rc == 0 && (de = readdir(d))) {
-		const char *n = de->d_name;
-		if (!strcmp(n, ".") || !strcmp(n, ".."))
-			continue;
+	int a = openat(sfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+	int b = a < 0 ? -1
+	              : openat(dfd, n, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (a < 0 || b < 0 || stg__copy_file(a, b, (uint64_t)st->st_size) || fchmod(b, mode) ||
+	    futimens(b, ts))
+		rc = -1;
+	int e = errno;
+	if (a >= 0)
+		close(a);
+	if (b >= 0 && close(b))
+		return -1;
+	errno = e;
+	return rc;
+}
+
+/* A directory of the entry is listed: its copy (the top's, or the one
+ * copy_entry just made) goes on the stack. */
+static int copy_enter(void *arg, int sfd, const struct stat *st)
+{
+	(void)sfd;
+	copier *c = arg;
+	if (stg__grow((void **)&c->d, &c->cap, c->n + 1, sizeof *c->d, SIZE_MAX)) {
+		errno = ENOMEM;
+		return -1;
+	}
+	cdir *d = &c->d[c->n];
+	struct stat dst;
+	d->fd = c->n == 0 ? fcntl(c->top, F_DUPFD_CLOEXEC, 0)
+	                  : openat(c->d[c->n - 1].fd, c->pending,
+	                           O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (d->fd < 0)
+		return -1;
+	if (fstat(d->fd, &dst)) {
+		close(d->fd);
+		return -1;
+	}
+	d->dev = dst.st_dev;
+	d->ino = dst.st_ino;
+	d->mode = (st->st_mode & 07777) | S_IWUSR | S_IXUSR;
+	d->mtime = st->st_mtim;
+	c->n++;
+	if (c->n > COPY_OPEN && c->d[c->n - 1 - COPY_OPEN].fd >= 0) {
+		close(c->d[c->n - 1 - COPY_OPEN].fd);
+		c->d[c->n - 1 - COPY_OPEN].fd = -1;
+	}
+	return 0;
+}
+
+/* What a directory holds is copied: its bits and mtime, then its parent
+ * is the top again. */
+static int copy_leave(void *arg, int sfd, const char *name)
+{
+	(void)sfd;
+	(void)name;
+	copier *c = arg;
+	cdir *d = &c->d[c->n - 1], *up = &c->d[c->n - 2];
+	struct timespec ts[2] = {{0, UTIME_OMIT}, d->mtime};
+	int rc = fchmod(d->fd, d->mode) || futimens(d->fd, ts) ? -1 : 0;
+	if (!rc && up->fd < 0) {
 		struct stat st;
-		if (fstatat(sfd, n, &st, AT_SYMLINK_NOFOLLOW)) {
+		up->fd = openat(d->fd, "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (up->fd < 0 || fstat(up->fd, &st) || st.st_dev != up->dev ||
+		    st.st_ino != up->ino) {
+			errno = up->fd < 0 ? errno : ESTALE; /* moved meanwhile */
 			rc = -1;
-			break;
-		}
-		struct timespec ts[2] = {{0, UTIME_OMIT}, st.st_mtim};
-		mode_t mode = (st.st_mode & 07777) | S_IWUSR;
-		if (S_ISDIR(st.st_mode)) {
-			int a = -1, b = -1;
-			if (mkdirat(dfd, n, 0700) ||
-			    (a = openat(sfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-			            0 ||
-			    (b = openat(dfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) <
-			            0 ||
-			    copy_tree(a, b, depth + 1) || fchmod(b, mode | S_IXUSR) ||
-			    futimens(b, ts))
-				rc = -1;
-			if (a >= 0)
-				close(a);
-			if (b >= 0)
-				close(b);
-		} else if (S_ISLNK(st.st_mode)) {
-			char t[STG_PATH_MAX + 1];
-			ssize_t k = readlinkat(sfd, n, t, sizeof t - 1);
-			if (k < 0)
-				rc = -1;
-			else {
-				t[k] = '\0';
-				rc = symlinkat(t, dfd, n)
-				             ? -1
-				             : utimensat(dfd, n, ts, AT_SYMLINK_NOFOLLOW);
-			}
-		} else if (S_ISREG(st.st_mode)) {
-			int a = openat(sfd, n, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-			int b = a < 0 ? -1
-			              : openat(dfd, n,
-			                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			                       0600);
-			if (a < 0 || b < 0 || stg__copy_file(a, b, (uint64_t)st.st_size) ||
-			    fchmod(b, mode) || futimens(b, ts))
-				rc = -1;
-			if (a >= 0)
-				close(a);
-			if (b >= 0 && close(b))
-				rc = -1;
 		}
 	}
 	int e = errno;
-	closedir(d);
+	close(d->fd);
+	c->n--;
+	errno = e;
+	return rc;
+}
+
+/* Copy the tree at sfd into dfd (both directories), writable for the job. */
+static int copy_tree(int sfd, int dfd)
+{
+	copier c = {.top = dfd};
+	stg_tvisit v = {.entry = copy_entry, .enter = copy_enter, .leave = copy_leave, .arg = &c};
+	int rc = stg__tree_visit(sfd, ".", &v);
+	int e = errno;
+	for (size_t k = 0; k < c.n; k++)
+		if (c.d[k].fd >= 0)
+			close(c.d[k].fd);
+	free(c.d);
 	errno = e;
 	return rc;
 }
@@ -347,7 +407,7 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 	int dfd = -1;
 	if (sfd < 0 || mkdir(tmp, 0700) ||
 	    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    copy_tree(sfd, dfd, 0) || fchmod(dfd, top_mode(sfd)) || rename(tmp, dest)) {
+	    copy_tree(sfd, dfd) || fchmod(dfd, top_mode(sfd)) || rename(tmp, dest)) {
 		int e = errno;
 		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
 		                      "cannot copy the dataset to '%s'", dest);

@@ -103,11 +103,10 @@ static void push_dir(builder *b, const char *path, size_t len, uint32_t ino)
 	}
 }
 
-/* The inode of directory path[0, len) ("" is the root), made if the pack
- * only implies it; 0 when out of memory. */
-static uint32_t dir_of(builder *b, const char *path, size_t len)
+/* The inode of path[0, len) if known (the stack, then every path):
+ * UINT32_MAX if not, 0 when out of memory. */
+static uint32_t known_dir(builder *b, const char *path, size_t len)
 {
-	stg_mtree *t = b->t;
 	if (len == 0)
 		return STG_MROOT;
 	dir_stack *st = &b->st;
@@ -116,29 +115,45 @@ static uint32_t dir_of(builder *b, const char *path, size_t len)
 			return st->v[k].ino;
 	if (map_all(b))
 		return 0;
-	uint32_t ino = stg__strmap_get(&b->map, path, len);
-	if (ino != UINT32_MAX)
-		return ino;
-	size_t slash = len;
-	while (slash > 0 && path[slash - 1] != '/')
-		slash--;
-	uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
-	if (!parent || grow_nodes(t))
-		return 0;
-	ino = (uint32_t)++t->n_nodes;
-	t->nodes[ino - 1] = (stg_mnode){
-	        .parent = parent,
-	        .rec = STG_MNONE,
-	        .target = ino,
-	        .nlink = 2,
-	        .name = path + slash,
-	        .name_len = (uint32_t)(len - slash),
-	        .type = STG_DIR,
-	        .mode = 0755,
-	};
-	if (stg__strmap_put(&b->map, path, len, ino) < 0)
-		return 0;
-	push_dir(b, path, len, ino);
+	return stg__strmap_get(&b->map, path, len);
+}
+
+/* The inode of directory path[0, len) ("" is the root), made with each
+ * parent the pack only implies (from the nearest one known down, without
+ * recursion: the depth is the pack's); 0 when out of memory. */
+static uint32_t dir_of(builder *b, const char *path, size_t len)
+{
+	stg_mtree *t = b->t;
+	size_t have = len;
+	uint32_t ino;
+	while ((ino = known_dir(b, path, have)) == UINT32_MAX) {
+		while (have > 0 && path[have - 1] != '/')
+			have--;
+		have = have ? have - 1 : 0;
+	}
+	while (ino && have < len) {
+		size_t start = have ? have + 1 : 0, end = start;
+		while (end < len && path[end] != '/')
+			end++;
+		if (grow_nodes(t))
+			return 0;
+		uint32_t parent = ino;
+		ino = (uint32_t)++t->n_nodes;
+		t->nodes[ino - 1] = (stg_mnode){
+		        .parent = parent,
+		        .rec = STG_MNONE,
+		        .target = ino,
+		        .nlink = 2,
+		        .name = path + start,
+		        .name_len = (uint32_t)(end - start),
+		        .type = STG_DIR,
+		        .mode = 0755,
+		};
+		if (stg__strmap_put(&b->map, path, end, ino) < 0)
+			return 0;
+		push_dir(b, path, end, ino);
+		have = end;
+	}
 	return ino;
 }
 

@@ -56,7 +56,7 @@ refused_too_long() {
 	[[ "$output" == *"path too long (over 4095 bytes)"* ]]
 }
 
-@test "a tree 1,900 levels deep is packed, unpacked and staged whole" {
+@test "a tree 1,900 levels deep is packed, unpacked and staged whole (linked and copied)" {
 	deep_src 1900
 	run stager pack src -o p.tar.zst
 	echo "$output"
@@ -78,6 +78,13 @@ refused_too_long() {
 			same_tree "st-$n-${s%%.*}" src ro
 		done
 	done
+	# a private copy (--copy), writable, as deep: with 256 descriptors
+	# and a 2 MiB stack (a few descriptors at a time, not one per level;
+	# no recursion)
+	run sh -c 'ulimit -n 256 && ulimit -s 2048 && exec "$0" stage --copy p.tar.zst st-copy' "$STAGER"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	same_tree st-copy src
 	# a deep entry whose owner is gone is cleaned (removed by descriptors,
 	# whatever its depth)
 	deep make other 1900 2
