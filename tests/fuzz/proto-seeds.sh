@@ -38,3 +38,12 @@ rm src/zero
 record push-delta
 "$S" pull -q --rsh ./rsh --remote-stager "$S" "x:$T/remote/ds" back
 record pull
+# protocol 4: a pull's HOLDS; a slow push and pull with a short io_timeout,
+# so that both ends' NOOPs (the keepalive) are in the streams
+"$S" pull -q --rsh ./rsh --remote-stager "$S" "x:$T/remote/ds" back
+record v4-pull-holds
+head -c 100000 /dev/urandom >src/slow
+STAGER_IO_TIMEOUT=1 "$S" push -q --bwlimit 50K --rsh ./rsh --remote-stager "$S" src "x:$T/remote/ds"
+record v4-push-noop
+STAGER_IO_TIMEOUT=1 "$S" pull -q --bwlimit 50K --rsh ./rsh --remote-stager "$S" "x:$T/remote/ds" back
+record v4-pull-noop
