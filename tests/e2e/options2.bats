@@ -260,6 +260,27 @@ noting_rsh() {
 	[ ! -e remote/ds2 ]
 }
 
+@test "pull --replace: an existing directory stager did not pull is refused and kept without it, replaced with it" {
+	noting_rsh
+	mkdir -p remote/ds mine && echo new >remote/ds/f && echo old >mine/o
+	run stager pull "h:$T/remote/ds" mine --rsh ./rsh --remote-stager "$STAGER"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"give --replace"* ]]
+	[ "$(files_in mine)" = "o " ]
+	[ "$(cat mine/o)" = old ]
+	run stager pull "h:$T/remote/ds" mine --rsh ./rsh --remote-stager "$STAGER" --replace
+	echo "$output"
+	[ "$status" -eq 0 ]
+	diff -r remote/ds mine
+	[ ! -e mine/o ]
+	# published now: the next pull replaces it without being asked
+	echo newer >remote/ds/f
+	run stager pull "h:$T/remote/ds" mine --rsh ./rsh --remote-stager "$STAGER"
+	[ "$status" -eq 0 ]
+	[ "$(cat mine/f)" = newer ]
+}
+
 # ---- clean ----------------------------------------------------------------
 
 @test "clean -n is --dry-run: it lists what would go, with sizes, and removes nothing" {
@@ -282,4 +303,57 @@ noting_rsh() {
 	run stager clean --all
 	[ "$status" -eq 0 ]
 	[ ! -e "$entry" ]
+}
+
+# ---- mount ----------------------------------------------------------------
+
+# the pid of the process serving the mount at mnt (from its record)
+server_pid() {
+	local r
+	for r in "$STAGER_SCRATCH_ROOT"/mounts/pid-*; do
+		if [ "$(head -1 "$r")" = "$T/mnt" ]; then
+			r=${r##*/pid-}
+			echo "${r%%-*}"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# the bytes the process PID has read (from files and /dev/fuse)
+rchar() { awk '$1 == "rchar:" { print $2 }' "/proc/$1/io"; }
+
+# drop FILE's pages from the kernel's page cache, so the next read of it
+# reaches the mount's process
+evict() {
+	python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY)
+os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)' "$1"
+}
+
+@test "mount --cache-size: a cache that holds the file serves a re-read from memory; a 1M one reads the pack again" {
+	[ -e /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null || skip "no fusermount3"
+	mkdir src mnt && head -c 4000000 /dev/urandom >src/f
+	stager pack -q src -o p.tar.zst --frame-size 256K >/dev/null
+	for size in 64M 1M; do
+		run stager mount -q --cache-size "$size" p.tar.zst mnt
+		[ "$status" -eq 0 ]
+		pid=$(server_pid)
+		[ -n "$pid" ]
+		cmp src/f mnt/f
+		before=$(rchar "$pid")
+		evict mnt/f
+		cmp src/f mnt/f
+		echo "--cache-size $size: the re-read read $(($(rchar "$pid") - before)) bytes"
+		echo "$(($(rchar "$pid") - before))" >"reread.$size"
+		run stager umount mnt
+		[ "$status" -eq 0 ]
+		wait_until 10 eval "! running $pid"
+	done
+	[ "$(cat reread.64M)" -lt 100000 ]
+	[ "$(cat reread.1M)" -gt 1000000 ]
+	run stager mount --cache-size lots p.tar.zst mnt
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'lots' is not a size"* ]]
 }
