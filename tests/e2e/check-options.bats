@@ -38,11 +38,12 @@ EOF
 	chmod +x fake
 }
 
-# FILE: a fake test file from stdin (bats would take a line that starts
-# with @test in a here-document for a test of this file: they are written
-# %test)
+# FILE: a fake test file from stdin.  Bats would take a line that starts
+# with @test in a here-document for a test of this file, and check-options
+# counts a here-document's line that runs stager in this file's @tests
+# (as a job script): they are written %test, %stager and "$%STAGER".
 fake_tests() {
-	sed 's/^%test /@test /' >"$1"
+	sed -e 's/^%test /@test /' -e 's/%stager/stager/g' -e 's/\$%STAGER/$STAGER/g' >"$1"
 }
 
 # DIR: run the checker on DIR/*.bats with the fake stager
@@ -61,17 +62,17 @@ missing() {
 	fake_tests good/a.bats <<'EOF'
 load helpers
 
-spush() { stager frob "$@"; }
+spush() { %stager frob "$@"; }
 
 %test "frob" {
-	run stager frob d -o x --output=y
+	run %stager frob d -o x --output=y
 	[ "$status" -eq 0 ]
-	run "$STAGER" --loud frob d \
+	run "$%STAGER" --loud frob d \
 		-l 3
 	echo "$output" | grep -q frobbed
 	spush d --level 4 >out
 	diff out expected
-	"$STAGER" --help >h
+	"$%STAGER" --help >h
 	grep -Eq '^usage' h
 }
 EOF
@@ -84,18 +85,18 @@ EOF
 	mkdir substr
 	fake_tests substr/a.bats <<'EOF'
 %test "frob" {
-	run stager frob d -o x -l 3 --loud && df --output=used .
+	run %stager frob d -o x -l 3 --loud && df --output=used .
 	[ "$status" -eq 0 ]
-	run stager frob d --output-dir x --levels 3 2>--output
+	run %stager frob d --output-dir x --levels 3 2>--output
 	[ "$status" -eq 0 ]
-	run stager --help; grep --level=3 x
+	run %stager --help; grep --level=3 x
 	[ "$status" -eq 0 ]
 	opts="--output x --level 3"
-	run stager frob d $opts
+	run %stager frob d $opts
 	[ "$status" -eq 0 ]
-	run sbatch --output=x --wrap "stager frob d"
+	run sbatch --output=x --wrap "%stager frob d"
 	[ "$status" -eq 0 ]
-	run stager frob d -ol x
+	run %stager frob d -ol x
 	[ "$status" -eq 0 ]
 }
 EOF
@@ -108,15 +109,12 @@ EOF
 	mkdir short
 	fake_tests short/a.bats <<'EOF'
 %test "frob" {
-	run stager --loud frob d --output x --level 3
+	run %stager --loud frob d --output x --level 3
 	[ "$status" -eq 0 ]
-	run stager --help
+	run %stager --help
 	[ "$status" -eq 0 ]
-	# stager frob d -o x -l 3 in a comment is not a test
-	cat >job.sh <<JOB
-stager frob d -o x -l 3
-JOB
-	[ -s job.sh ]
+	# %stager frob d -o x -l 3 in a comment is not a test
+	[ -s x ]
 }
 
 %test "frob -o -l: in the title is not a test either" {
@@ -133,17 +131,17 @@ EOF
 	mkdir nocheck
 	fake_tests nocheck/a.bats <<'EOF'
 frob_it() {
-	stager frob d -l 3
+	%stager frob d -l 3
 	[ -e d ]
 }
 
 %test "frob, checked before" {
 	[ -d d ]
-	run stager --loud frob d -o x --output y --level 3
+	run %stager --loud frob d -o x --output y --level 3
 }
 
 %test "frob, guards and a status kept" {
-	run stager frob d -o x --output y --level 3
+	run %stager frob d -o x --output y --level 3
 	[ -e /dev/fuse ] || skip "no fuse"
 	if [ "$status" -eq 0 ]; then echo fine; fi
 	run grep -q frobbed x
@@ -157,13 +155,45 @@ frob_it() {
 }
 
 %test "help is checked" {
-	run stager --help
+	run %stager --help
 	[ "$status" -eq 0 ]
 }
 EOF
 	check nocheck
 	[ "$status" -eq 1 ]
 	[ "$(missing)" = "frob --level,frob --output,frob -l,frob -o,stager --loud" ]
+}
+
+@test "check-options self-test: a job script in a here-document runs stager; a check inside it is not the test's" {
+	mkdir job
+	fake_tests job/a.bats <<'EOF'
+%test "a job script, checked after" {
+	cat >job.sh <<JOB
+f() {
+	%stager --loud frob d -o x --output y -l 3
+}
+f
+JOB
+	sh job.sh
+	[ -e y ]
+}
+
+%test "a job script that checks, not the test" {
+	cat >job2.sh <<'JOB'
+%stager frob d --level 3
+[ -e y ]
+JOB
+	sh job2.sh
+}
+
+%test "help" {
+	run %stager --help
+	[ "$status" -eq 0 ]
+}
+EOF
+	check job
+	[ "$status" -eq 1 ]
+	[ "$(missing)" = "frob --level" ]
 }
 
 @test "check-options self-test: no test files, or a help without commands, is exit 2" {
