@@ -1,8 +1,9 @@
 #!/usr/bin/env bats
 # The effect of options that had no test of it (scripts/check-options
 # lists what no test runs and checks): the short forms of the option
-# tables, and options that other tests only pass along (pull --replace,
-# unpack --threads, mount --cache-size, run --pack).  Each runs the option
+# tables, and options that other tests only pass along or refuse bad
+# values of (pull --replace, unpack --threads, mount --cache-size, run
+# --pack, stage --no-pin, --scratch, run --all-nodes outside Slurm).  Each runs the option
 # and checks what it does, against a run without it where that says more.
 # push and pull go through a local stand-in for ssh that notes its calls.
 
@@ -67,6 +68,28 @@ files_in() { (cd "$1" && find . -type f -printf '%P\n' | LC_ALL=C sort | tr '\n'
 noting_rsh() {
 	printf '#!/bin/sh\necho "$*" >>%s/rsh.log\nshift\nexec sh -c "$*"\n' "$T" >rsh
 	chmod +x rsh
+}
+
+# ---- global options ------------------------------------------------------
+
+@test "--scratch DIR: the cache and the job directories go under DIR, over STAGER_SCRATCH_ROOT" {
+	mkdir ds && echo d >ds/f
+	stager pack -q ds -o ds.tar.zst >/dev/null
+	run stager --scratch "$T/other" stage -q ds.tar.zst st
+	[ "$status" -eq 0 ]
+	[[ "$(readlink st)" == "$T/other/cache/"* ]]
+	[ "$(cat st/f)" = d ]
+	[ ! -e scratch/cache ]
+	run stager run --scratch="$T/other" -- sh -c 'echo "$STAGER_JOB_DIR" >"$0/jobdir"' "$T"
+	[ "$status" -eq 0 ]
+	[[ "$(cat jobdir)" == "$T/other/jobs/"* ]]
+	run stager status --scratch "$T/other" --json
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e --arg d "$T/other" '.settings.scratch_root.value == $d and (.entries | length == 1)'
+	# without it: STAGER_SCRATCH_ROOT
+	run stager stage -q ds.tar.zst st2
+	[ "$status" -eq 0 ]
+	[[ "$(readlink st2)" == "$T/scratch/cache/"* ]]
 }
 
 # ---- pack -----------------------------------------------------------------
@@ -213,6 +236,27 @@ noting_rsh() {
 	[ "$(files_in whole/)" = "drop/b keep/a top " ]
 }
 
+@test "stage --no-pin: the entry is not pinned for this shell, so clean --all may take it; without, it is kept" {
+	mkdir a b && echo a >a/f && echo b >b/f
+	stager pack -q a -o a.tar.zst >/dev/null
+	stager pack -q b -o b.tar.zst >/dev/null
+	# pinned by this (live) test shell; the other not pinned at all
+	run stager stage -q a.tar.zst pinned
+	[ "$status" -eq 0 ]
+	run stager stage -q b.tar.zst unpinned --no-pin
+	[ "$status" -eq 0 ]
+	[ "$(cat unpinned/f)" = b ]
+	"$STAGER" status --json >st.json
+	jq -e '[.entries[] | select(.source | endswith("/a.tar.zst")) | .pins[] | select(.alive)] | length == 1' st.json
+	jq -e '[.entries[] | select(.source | endswith("/b.tar.zst")) | .pins[]] | length == 0' st.json
+	run stager clean -q --all
+	[ "$status" -eq 0 ]
+	[ "$(cat pinned/f)" = a ]
+	[ ! -e unpinned/f ]
+	"$STAGER" status --json >st.json
+	jq -e '[.entries[].source] == ["'"$T"'/a.tar.zst"]' st.json
+}
+
 # ---- run ------------------------------------------------------------------
 
 @test "run --pack collects each SRC as one verified pack DEST.tar.zst, not a tree" {
@@ -234,6 +278,18 @@ noting_rsh() {
 	[ "$status" -eq 0 ]
 	[ "$(cat tree/r)" = result ]
 	[ ! -e tree.tar.zst ]
+}
+
+@test "run --all-nodes outside a Slurm allocation: refused (exit 1) before anything is staged or run" {
+	mkdir ds && echo d >ds/f
+	stager pack -q ds -o ds.tar.zst >/dev/null
+	run stager run --all-nodes --stage ds.tar.zst --collect out:"$T/res" -- touch "$T/ran"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"--all-nodes works inside a Slurm allocation"* ]]
+	[ ! -e ran ]
+	[ ! -e res ]
+	[ -z "$(ls -A scratch/cache 2>/dev/null)" ]
 }
 
 # ---- push and pull --------------------------------------------------------
