@@ -164,7 +164,7 @@ static void test_changing_same_size(void **state)
 {
 	fx *f = *state;
 	ut_fill_file(f->src, "big", 32 << 20, 5);
-	ut_writer w = {.path = ut_join(f->src, "big"), .off = 12345, .us = 100};
+	ut_writer w = {.path = ut_join(f->src, "big"), .off = 12345, .us = 20};
 	ut_writer_start(&w);
 	char *dest = ut_join(f->dir, "ds");
 	stg_stage_result r;

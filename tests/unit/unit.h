@@ -449,6 +449,7 @@ typedef struct ut_writer {
 	off_t off;
 	long us;
 	volatile int stop;
+	volatile long writes; /* made so far */
 	pthread_t th;
 } ut_writer;
 
@@ -460,7 +461,8 @@ static inline void *ut_writer_run(void *arg)
 	uint8_t b = 0;
 	while (!w->stop) {
 		b++;
-		pwrite(fd, &b, 1, w->off);
+		if (pwrite(fd, &b, 1, w->off) == 1)
+			w->writes++;
 		struct timespec ts = {0, w->us * 1000};
 		nanosleep(&ts, NULL);
 	}
@@ -468,11 +470,17 @@ static inline void *ut_writer_run(void *arg)
 	return NULL;
 }
 
-/* Start w's thread (w->path, off and us set). */
+/* Start w's thread (w->path, off and us set); it has written once when
+ * this returns (a thread not yet run changes nothing). */
 static inline void ut_writer_start(ut_writer *w)
 {
 	w->stop = 0;
+	w->writes = 0;
 	assert_int_equal(pthread_create(&w->th, NULL, ut_writer_run, w), 0);
+	while (w->writes == 0) {
+		struct timespec ts = {0, 100000};
+		nanosleep(&ts, NULL);
+	}
 }
 
 /* Stop w's thread and wait for it. */
