@@ -5,6 +5,7 @@
 # with the delta falls back to the full read.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
 	T=$(reachable_mktemp stager-e2e)
@@ -481,7 +482,7 @@ stage_falls_back() { # what the warning says
 	[[ "$output" == *"a stage here reads about"*"the delta from ${d1:0:12}"* ]]
 	# a damaged delta file is named, and the stage would read the pack
 	printf 'garbage' | dd of="$(ls shared/v2.tar.zst.delta-*)" bs=1 seek=0 conv=notrunc status=none
-	run "$STAGER" status --json shared/v2.tar.zst
+	run -0 "$STAGER" status --json shared/v2.tar.zst
 	echo "$output"
 	echo "$output" | jq -e '.packs[0] | .stage_via == "pack" and (.deltas[0].usable | not)
 		and (.deltas[0].problem | test("not a stager delta"))'

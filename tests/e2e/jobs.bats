@@ -11,6 +11,7 @@
 # files run side by side, and each site_stop ends its users' processes.
 
 load helpers
+bats_require_minimum_version 1.5.0
 load site
 
 U=stgjobs
@@ -138,7 +139,7 @@ JOB
 	[ -n "$id" ]
 	wait_until 60 job_gone "$id"
 	cat "out/$id.log"
-	run grep -c "not the batch script's main process" "out/$id.log"
+	run -1 grep -c "not the batch script's main process" "out/$id.log"
 	[ "$output" = 0 ]
 	[ "$(cat out/withexec-results/x)" = x ]
 	# periodic collects are on by default in a job with a time limit

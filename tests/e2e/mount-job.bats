@@ -10,6 +10,7 @@
 # made as Debian has it.
 
 load helpers
+bats_require_minimum_version 1.5.0
 load site
 
 U=stgmount
@@ -144,7 +145,7 @@ JOB
 	wait_until 20 over
 	id=$(jq -r '.mounts[0].job' "$D/st.json")
 	[ -n "$id" ]
-	run ustager status
+	run -0 ustager status
 	echo "$output" | grep -q "job $id (over"
 	# the mount's process sees it at its next look (every 30 s)
 	wait_until 40 gone "$pid"

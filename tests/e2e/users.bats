@@ -4,6 +4,7 @@
 # holds while another waits.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup_file() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to make two users"
@@ -123,7 +124,7 @@ as() {
 	run as stgalice "$U/bin/stager" status --json
 	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '.slots | length == 1 and .[0].user == "stgbob" and .[0].kind == "node"'
-	run as stgalice "$U/bin/stager" status
+	run -0 as stgalice "$U/bin/stager" status
 	[[ "$output" == *"shared-FS slots in use"*"stgbob pid"* ]]
 	# alice waits 2 s (slot_wait_max), says who holds it, and goes on
 	t0=$(date +%s.%N)
@@ -142,7 +143,7 @@ as() {
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[[ "$output" != *"waiting for a shared-FS slot"* ]]
-	run as stgalice "$U/bin/stager" status --json
+	run -0 as stgalice "$U/bin/stager" status --json
 	echo "$output" | jq -e '.slots | length == 0'
 }
 
@@ -174,7 +175,7 @@ as() {
 	[ "$status" -ne 0 ]
 	# a shared source stays shared
 	chmod 0755 priv
-	run as stgalice "$U/bin/stager" pack -q "$T/priv" -o "$T/pub.tar.zst"
+	run -0 as stgalice "$U/bin/stager" pack -q "$T/priv" -o "$T/pub.tar.zst"
 	run as stgalice "$U/bin/stager" unpack "$T/pub.tar.zst" "$T/pun"
 	[ "$status" -eq 0 ]
 	[ "$(stat -c %a pun)" = 755 ]
