@@ -128,17 +128,28 @@ make_pack() { # dir pack megabytes
 
 @test "kill -9 at random moments never leaves a wrong tree; the next stage succeeds" {
 	make_pack src ds.tar.zst 150
+	# a whole cold stage's time here: the kills come within it
+	base=$(time_ms "$STAGER" stage -q ds.tar.zst dest)
+	rm -rf dest
+	"$STAGER" clean -q --all >/dev/null
+	kill_seed
+	mid=0
 	for round in 1 2 3 4 5 6; do
 		rm -rf dest
-		"$STAGER" stage -q ds.tar.zst dest >/dev/null 2>&1 &
-		pid=$!
-		sleep "0.$((RANDOM % 6))$((RANDOM % 10))"
-		kill -9 $pid 2>/dev/null || true # it may be done already
-		st=0
-		wait_pid $pid 30 || st=$?
-		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
+		# a scratch root of its own each round, for a cold stage (the
+		# last round's entry stays pinned by this shell: a hit)
+		export STAGER_SCRATCH_ROOT=$T/scratch.$round
+		# a moment within it, 10-90 %: the seed repeats where the kills
+		# fall within the work, whatever this machine's speed
+		permille=$((100 + RANDOM % 800))
+		ms=$((base * permille / 1000))
+		"$STAGER" stage -q ds.tar.zst dest >/dev/null 2>&1 3>&- &
+		kill_after $! "$ms"
+		echo "round $round: killed at $permille/1000 of a whole stage ($ms of $base ms): status $KILL_RC"
+		[ "$KILL_RC" -eq 137 ] || [ "$KILL_RC" -eq 0 ] # killed, or done before
+		mid=$((mid + KILL_MID))
 		# an entry is complete or absent
-		for e in scratch/cache/*; do
+		for e in "$STAGER_SCRATCH_ROOT"/cache/*; do
 			[ -e "$e" ] || continue
 			case $e in *.tmp.*) continue ;; esac
 			[ -f "$e/meta" ]
@@ -147,13 +158,14 @@ make_pack() { # dir pack megabytes
 		run "$STAGER" stage -q ds.tar.zst dest
 		[ "$status" -eq 0 ]
 		diff -r src dest
-		# start cold again next round
-		"$STAGER" clean -q --all >/dev/null
+		# leftovers of killed builders are cleaned
+		run "$STAGER" clean --json -q
+		[ "$status" -eq 0 ]
+		[ -z "$(ls "$STAGER_SCRATCH_ROOT/cache" | grep -E '\.(tmp|old)\.')" ]
 	done
-	# leftovers of killed builders are cleaned
-	run "$STAGER" clean --json -q
-	[ "$status" -eq 0 ]
-	[ -z "$(ls scratch/cache | grep -E '\.(tmp|old)\.')" ]
+	# half the rounds, at least, cut the stage mid-work
+	echo "# $mid of 6 rounds killed mid-work (at least 3 must)" >&3
+	[ "$mid" -ge 3 ]
 }
 
 @test "disk full: exit 3 before copying anything; eviction makes room when it can" {
