@@ -143,6 +143,17 @@ wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
 	wait "$pid" # check-tests: it has ended
 }
 
+# T MAX: T seconds is under MAX, a wall-clock upper bound; not checked on
+# a build with sanitizers (tests/run.sh exports SAN_FLAGS, non-empty under
+# make asan and make ubsan: slow builds).  Lower bounds always hold.
+faster_than() {
+	if [ -n "${SAN_FLAGS:-}" ]; then
+		echo "under sanitizers: $1 s not checked against $2 s"
+		return 0
+	fi
+	awk -v t="$1" -v max="$2" 'BEGIN { exit !(t < max) }'
+}
+
 # Kill loops: kill -9 at random moments, which a seed repeats.
 
 # Seed $RANDOM in the test's own shell (call it there, not in $( ): a

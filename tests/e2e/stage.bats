@@ -247,7 +247,7 @@ make_pack() { # dir pack megabytes
 		run "$STAGER" stage $a.tar.zst d-$a
 		echo "$a: $status: $output ($((($(date +%s%N) - t0) / 1000000)) ms)" >&3
 		[ "$status" -eq 3 ]
-		[ $((($(date +%s%N) - t0) / 1000000)) -lt 2000 ]
+		faster_than $((($(date +%s%N) - t0) / 1000000)) 2000
 		[ ! -e d-$a ]
 	done
 	run -3 "$STAGER" stage huge.tar.zst d
