@@ -20,8 +20,7 @@ SITE_USERS=$U
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
 	command -v useradd >/dev/null || skip "needs useradd"
-	D=$(mktemp -d /var/tmp/stager-jobs.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-jobs)
 	export D
 	# the epilog keeps what a job did not collect and sends nothing
 	SITE_SEND_TIME=0 site_start "$D"

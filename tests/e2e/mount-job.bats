@@ -22,8 +22,7 @@ setup_file() {
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
-	D=$(mktemp -d /var/tmp/stager-mountjob.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-mountjob)
 	export D
 	SITE_NO_EPILOG=1 site_start "$D" 2>"$D/start.err" || {
 		cat "$D/start.err" >&2

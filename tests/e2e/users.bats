@@ -13,8 +13,8 @@ setup_file() {
 		id "$u" >/dev/null 2>&1 || useradd -M -N -s /bin/sh "$u"
 	done
 	# a place both reach, whatever the mode of /tmp or of the checkout
-	export U=$(mktemp -d /var/tmp/stager-users.XXXXXX)
-	chmod 0755 "$U"
+	U=$(reachable_mktemp stager-users)
+	export U
 	mkdir "$U/bin"
 	cp "$STAGER" "$U/bin/stager"
 	chmod 0755 "$U/bin" "$U/bin/stager"
