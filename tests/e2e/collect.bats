@@ -97,16 +97,15 @@ tmp_written() { [ -n "$(find "$1" -path ./src -prune -o -path ./scratch -prune -
 @test "kill -9 at random moments never leaves a partial file under its final name" {
 	mkdir src
 	for i in $(seq 1 12); do head -c 1500000 /dev/urandom >"src/f$i"; done
+	kill_seed
 	for round in 1 2 3 4 5; do
 		rm -rf dest "$STAGER_SCRATCH_ROOT"
-		"$STAGER" collect -q --bwlimit 12M src dest &
-		pid=$!
-		sleep "0.$((RANDOM % 9 + 1))"
-		kill -9 "$pid"
-		# killed mid-way (18 MB at 12 MB/s take longer than the sleep)
-		st=0
-		wait_pid "$pid" 30 || st=$?
-		[ "$st" -eq 137 ]
+		ms=$((100 + RANDOM % 900))
+		"$STAGER" collect -q --bwlimit 12M src dest 3>&- &
+		kill_after $! "$ms"
+		# killed mid-way, every round (18 MB at 12 MB/s take longer than
+		# the sleep)
+		[ "$KILL_MID" -eq 1 ]
 		# every file under its final name is whole
 		for f in $(files_of dest 2>/dev/null); do cmp "src/$f" "dest/$f"; done
 		# the next collect completes it and leaves nothing of its own

@@ -5,6 +5,7 @@
 # with the delta falls back to the full read.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
 	T=$(reachable_mktemp stager-e2e)
@@ -358,19 +359,20 @@ stage_falls_back() { # what the warning says
 	"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
 	key=$(digest_of shared/img2.tar.zst)
 	[ -n "$key" ]
+	kill_seed
+	mid=0
 	for round in 1 2 3 4 5 6; do
 		rm -f s2
 		# the delta (about 8 MiB) at 4 MiB/s: about 2 s to kill it in
+		ms=$((100 + RANDOM % 1800))
 		"$STAGER" stage -q --bwlimit 4M shared/img2.tar.zst s2 >/dev/null 2>&1 3>&- &
-		pid=$!
 		# the subject: a kill at a random moment of the build
-		sleep "$(awk -v r="$RANDOM" 'BEGIN { printf "%.2f", 0.1 + (r % 180) / 100 }')"
-		kill -9 "$pid" 2>/dev/null || true
+		kill_after $! "$ms"
+		rc=$KILL_RC
+		echo "round $round: killed after $ms ms: status $rc"
 		# killed (137), or done before the kill came (0)
-		rc=0
-		wait_pid "$pid" 60 || rc=$?
-		echo "round $round: status $rc"
 		[ "$rc" -eq 137 ] || [ "$rc" -eq 0 ]
+		mid=$((mid + KILL_MID))
 		# the entry is absent or complete and right
 		if [ -e "$STAGER_SCRATCH_ROOT/cache/$key" ]; then
 			same_tree img2 "$STAGER_SCRATCH_ROOT/cache/$key/data"
@@ -379,6 +381,9 @@ stage_falls_back() { # what the warning says
 			"$STAGER" stage -q shared/img1.tar.zst s1 >/dev/null
 		fi
 	done
+	# half the rounds, at least, cut the build mid-work
+	echo "# $mid of 6 rounds killed mid-work (at least 3 must)" >&3
+	[ "$mid" -ge 3 ]
 	rm -f s2
 	run "$STAGER" stage --json shared/img2.tar.zst s2
 	echo "$output"
@@ -481,7 +486,7 @@ stage_falls_back() { # what the warning says
 	[[ "$output" == *"a stage here reads about"*"the delta from ${d1:0:12}"* ]]
 	# a damaged delta file is named, and the stage would read the pack
 	printf 'garbage' | dd of="$(ls shared/v2.tar.zst.delta-*)" bs=1 seek=0 conv=notrunc status=none
-	run "$STAGER" status --json shared/v2.tar.zst
+	run -0 "$STAGER" status --json shared/v2.tar.zst
 	echo "$output"
 	echo "$output" | jq -e '.packs[0] | .stage_via == "pack" and (.deltas[0].usable | not)
 		and (.deltas[0].problem | test("not a stager delta"))'

@@ -143,6 +143,52 @@ wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
 	wait "$pid" # check-tests: it has ended
 }
 
+# T MAX: T seconds is under MAX, a wall-clock upper bound; not checked on
+# a build with sanitizers (tests/run.sh exports SAN_FLAGS, non-empty under
+# make asan and make ubsan: slow builds).  Lower bounds always hold.
+faster_than() {
+	if [ -n "${SAN_FLAGS:-}" ]; then
+		echo "under sanitizers: $1 s not checked against $2 s"
+		return 0
+	fi
+	awk -v t="$1" -v max="$2" 'BEGIN { exit !(t < max) }'
+}
+
+# Kill loops: kill -9 at random moments, which a seed repeats.
+
+# Seed $RANDOM in the test's own shell (call it there, not in $( ): a
+# subshell draws from a seed of its own) from KILL_SEED, else a new seed,
+# and print it: KILL_SEED=N repeats the run's moments.  Draw the moments in
+# the test's shell too (ms=$((RANDOM % 600)), then pass them on).
+kill_seed() {
+	KILL_SEED=${KILL_SEED:-$(((10#$(date +%N) + $$) % 32768))}
+	RANDOM=$KILL_SEED
+	echo "# kill seed $KILL_SEED (KILL_SEED=$KILL_SEED repeats these moments)" >&3
+}
+
+# PID MS: kill -9 the background child PID after MS milliseconds and reap
+# it; KILL_RC is its exit status, KILL_MID 1 if the kill cut it mid-work
+# (it was still running and died of the kill), 0 if it had finished first.
+kill_after() {
+	sleep "$(printf '%d.%03d' $(($2 / 1000)) $(($2 % 1000)))" # check-tests: the moment of the kill
+	KILL_MID=0
+	if running "$1"; then KILL_MID=1; fi
+	kill -9 "$1" 2>/dev/null || true
+	KILL_RC=0
+	wait_pid "$1" 60 || KILL_RC=$?
+	[ "$KILL_RC" -eq 137 ] || KILL_MID=0
+}
+
+# CMD...: the milliseconds CMD takes, run whole (its output dropped); a
+# kill loop draws its moments within that
+time_ms() {
+	local t0 t1
+	t0=$(date +%s%N)
+	"$@" >/dev/null 2>&1 3>&- || return
+	t1=$(date +%s%N)
+	echo $(((t1 - t0) / 1000000))
+}
+
 # Another user (nobody, 65534) runs CMD; as root only, else this user.
 as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; else "$@"; fi; }
 

@@ -11,6 +11,7 @@
 # files run side by side, and each site_stop ends its users' processes.
 
 load helpers
+bats_require_minimum_version 1.5.0
 load site
 
 U=stgjobs
@@ -19,8 +20,7 @@ SITE_USERS=$U
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
 	command -v useradd >/dev/null || skip "needs useradd"
-	D=$(mktemp -d /var/tmp/stager-jobs.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-jobs)
 	export D
 	# the epilog keeps what a job did not collect and sends nothing
 	SITE_SEND_TIME=0 site_start "$D"
@@ -138,7 +138,7 @@ JOB
 	[ -n "$id" ]
 	wait_until 60 job_gone "$id"
 	cat "out/$id.log"
-	run grep -c "not the batch script's main process" "out/$id.log"
+	run -1 grep -c "not the batch script's main process" "out/$id.log"
 	[ "$output" = 0 ]
 	[ "$(cat out/withexec-results/x)" = x ]
 	# periodic collects are on by default in a job with a time limit

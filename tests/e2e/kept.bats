@@ -6,6 +6,7 @@
 # without sending again what the job's collects had sent.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 setup() {
 	T=$(reachable_mktemp stager-kept)
@@ -50,7 +51,7 @@ teardown() {
 	[ "$(cat dest-todo/c)" = c ]
 	[ "$(cat dest-todo/b)" = b ]
 	[ -z "$(ls -A home/.local/state/stager/kept)" ]
-	run "$STAGER" status --json
+	run -0 "$STAGER" status --json
 	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
 }
 
@@ -72,7 +73,8 @@ teardown() {
 	[ "$status" -eq 0 ]
 	[ ! -e jobtmp/out ]
 	[ -z "$(find dest -name '.stager*')" ]
-	kept=$("$STAGER" status --json | jq -r '.kept[0].path')
+	"$STAGER" status --json >st.json
+	kept=$(jq -r '.kept[0].path' st.json)
 	[ "$(sha256sum <"$kept/big" | cut -c1-64)" = "$sum" ]
 	[ "$(readlink "$kept/link")" = sub/small ]
 	run "$STAGER" collect --kept
@@ -102,7 +104,7 @@ teardown() {
 	echo "$output"
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"results for '$T/d602/out' are kept on "*"\`srun -w "*" -N1 -n1 stager collect --kept\` sends them"* ]]
-	run "$STAGER" status --json
+	run -0 "$STAGER" status --json
 	[ "$(echo "$output" | jq '.kept | length')" -eq 1 ]
 	# on another host (a login node), status lists it from the note
 	run unshare --uts sh -c "hostname login-x && '$STAGER' status --json"

@@ -10,6 +10,7 @@
 # made as Debian has it.
 
 load helpers
+bats_require_minimum_version 1.5.0
 load site
 
 U=stgmount
@@ -21,8 +22,7 @@ setup_file() {
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
 	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
-	D=$(mktemp -d /var/tmp/stager-mountjob.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-mountjob)
 	export D
 	SITE_NO_EPILOG=1 site_start "$D" 2>"$D/start.err" || {
 		cat "$D/start.err" >&2
@@ -144,7 +144,7 @@ JOB
 	wait_until 20 over
 	id=$(jq -r '.mounts[0].job' "$D/st.json")
 	[ -n "$id" ]
-	run ustager status
+	run -0 ustager status
 	echo "$output" | grep -q "job $id (over"
 	# the mount's process sees it at its next look (every 30 s)
 	wait_until 40 gone "$pid"

@@ -27,8 +27,7 @@ setup_file() {
 	command -v useradd >/dev/null || skip "needs useradd"
 	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
 	: "${SHAREDFS:=$top/${B:-build}/sharedfs}"
-	D=$(mktemp -d /var/tmp/stager-mn.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-mn)
 	export D
 	export SCRATCH="$D/scratch" SHARED="$D/shared"
 	mkdir -p "$D/backing" "$SHARED" "$D/bin"

@@ -164,8 +164,8 @@ refused() { # NAME [SAID]: stage NAME.tar.zst: exit 4 (saying SAID), nothing at 
 	make_data src
 	"$STAGER" pack -q src -o ds.tar.zst >/dev/null
 	# a frame of raw blocks: compressed a little larger than its content
-	off=$("$STAGER" ls --json --long ds.tar.zst |
-		jq '[.frame_table[] | select(.size > .tar_size)][0].offset')
+	"$STAGER" ls --json --long ds.tar.zst >ls.json
+	off=$(jq '[.frame_table[] | select(.size > .tar_size)][0].offset' ls.json)
 	[[ $off =~ ^[0-9]+$ ]]
 	b=$(first_block ds.tar.zst "$off")
 	hdr=$(dd if=ds.tar.zst bs=1 skip="$b" count=1 2>/dev/null | od -An -tu1 | tr -d ' ')

@@ -26,7 +26,7 @@ mkver() { # DIR SEED: a small dataset whose content depends on SEED
 	"$GENDATA" images "$1" --files 300 --classes 3 --seed "$2" >/dev/null
 }
 
-@test "stages beside clean --all in a loop: every stage gives the right tree or a clear error" {
+@test "stages beside clean --all in a loop: every stage gives the right tree" {
 	mkver v1 1
 	stager pack -q v1 -o v1.tar.zst >/dev/null
 	# another process cleans everything it may, again and again
@@ -35,24 +35,18 @@ mkver() { # DIR SEED: a small dataset whose content depends on SEED
 		while [ ! -e "$T/stop" ]; do "$STAGER" clean --all -q >/dev/null 2>&1; done
 	) &
 	pids+=($!)
-	ok=0
 	for i in $(seq 1 12); do
 		# pinned (the default): clean --all never takes it away, also not
-		# between the build, the publish and the pin
+		# between the build, the publish and the pin: every stage succeeds
+		# and gives the right tree
 		rc=0
 		d=$("$STAGER" stage v1.tar.zst "$T/d$i" 2>err) || rc=$?
-		if [ "$rc" -eq 0 ]; then
-			"$STAGER" clean --all -q
-			diff -r v1 "$d"
-			ok=$((ok + 1))
-		else
-			cat err
-			# a clear error, not a crash
-			[ "$rc" -lt 128 ]
-			[ -s err ]
-		fi
+		cat err
+		echo "stage $i: status $rc"
+		[ "$rc" -eq 0 ]
+		"$STAGER" clean --all -q
+		diff -r v1 "$d"
 	done
-	[ "$ok" -ge 1 ]
 }
 
 @test "a stage while its pack is replaced (renamed over, or rewritten in place): one version whole, or a clear error" {

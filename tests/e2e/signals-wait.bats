@@ -84,7 +84,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	say "mount $opt, SIGHUP $hup at start, SIG$sig: exit $rc after $t s"
 	cat "$log"
 	[ "$rc" -eq 5 ]
-	awk -v t="$t" 'BEGIN { exit !(t < 1.5) }'
+	faster_than "$t" 1.5
 	grep -q "interrupted" "$log"
 	nothing_left
 }
@@ -123,7 +123,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	say "timeout 5 stager mount: exit $rc after $t s"
 	cat t.log
 	[ "$rc" -eq 124 ]
-	awk -v t="$t" 'BEGIN { exit !(t < 6) }'
+	faster_than "$t" 6
 	nothing_left
 	sleep 3 # check-tests: the time a left-over process would take to mount
 	nothing_left

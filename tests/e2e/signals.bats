@@ -5,7 +5,8 @@
 load helpers
 
 setup_file() {
-	export D=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sig.XXXXXX")
+	D=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sig.XXXXXX")
+	export D
 	"$GENDATA" images "$D/ds" --files 3000 --classes 10 >/dev/null
 	"$STAGER" pack -q "$D/ds" -o "$D/ds.tar.zst" >/dev/null
 	# one large file, for verify (many small ones take it a tenth of a second)

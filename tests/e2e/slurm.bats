@@ -17,8 +17,7 @@ SITE_USERS=$U
 setup_file() {
 	command -v slurmctld >/dev/null && [ "$(id -u)" -eq 0 ] || skip "needs root and slurm-wlm"
 	command -v useradd >/dev/null || skip "needs useradd"
-	D=$(mktemp -d /var/tmp/stager-slurm.XXXXXX)
-	chmod 0755 "$D"
+	D=$(reachable_mktemp stager-slurm)
 	export D
 	site_start "$D"
 	# slurm.conf names the installed hooks themselves, no wrapper

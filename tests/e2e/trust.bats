@@ -5,6 +5,7 @@
 # at a site's own names (remote_stager, job_tmpdir_var).
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 mkds() { # DIR: a small dataset of a few files
 	mkdir -p "$1/sub"
@@ -195,7 +196,7 @@ SH
 	run stager unpack "$v1" v1
 	[ "$status" -eq 0 ]
 	# what stager packs now is version 3
-	run stager ls --json ds.tar.zst
+	run -0 stager ls --json ds.tar.zst
 	echo "$output" | jq -e '.format == 3'
 	# the footer's version word, 48 - 32 = 16 bytes before the end
 	cp ds.tar.zst v4.tar.zst

@@ -124,17 +124,26 @@ stop_half_way() {
 	mkdir src
 	for i in $(seq 1 20); do head -c 5000000 /dev/urandom >"src/f$i"; done
 	stager pack -q src -o p.tar.zst
-	for delay in 0.05 0.1 0.2 0.3; do
+	# a whole unpack's time here: the kills come within it
+	base=$(time_ms "$STAGER" unpack -q p.tar.zst out)
+	kill_seed
+	mid=0
+	for round in 1 2 3 4 5 6; do
 		rm -rf out .stager-unpack.*
-		"$STAGER" unpack -q p.tar.zst out &
-		pid=$!
-		sleep "$delay"
-		kill -9 $pid 2>/dev/null || true # it may be done already
-		st=0
-		wait_pid $pid 30 || st=$?
-		[ "$st" -eq 137 ] || [ "$st" -eq 0 ] # killed, or done before
+		# a moment within it, 10-90 %: the seed repeats where the kills
+		# fall within the work, whatever this machine's speed
+		permille=$((100 + RANDOM % 800))
+		ms=$((base * permille / 1000))
+		"$STAGER" unpack -q p.tar.zst out 3>&- &
+		kill_after $! "$ms"
+		echo "round $round: killed at $permille/1000 of a whole unpack ($ms of $base ms): status $KILL_RC"
+		[ "$KILL_RC" -eq 137 ] || [ "$KILL_RC" -eq 0 ] # killed, or done before
+		mid=$((mid + KILL_MID))
 		if [ -e out ]; then
 			[ "$(tree_sig src)" = "$(tree_sig out)" ]
 		fi
 	done
+	# half the rounds, at least, cut the unpack mid-work
+	echo "# $mid of 6 rounds killed mid-work (at least 3 must)" >&3
+	[ "$mid" -ge 3 ]
 }

@@ -5,7 +5,8 @@ load helpers
 bats_require_minimum_version 1.5.0
 
 setup_file() {
-	export PACKDIR=$(mktemp -d)
+	PACKDIR=$(mktemp -d)
+	export PACKDIR
 	mkdir "$PACKDIR/src"
 	head -c 2000000 /dev/urandom >"$PACKDIR/src/big"
 	for i in $(seq 1 100); do echo "file $i" >"$PACKDIR/src/f$i"; done

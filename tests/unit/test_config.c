@@ -310,7 +310,7 @@ static void test_load_file(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	double t0 = stg__now();
 	assert_int_equal(stg_config_load_file(ctx, f->cfg, fifo, 0), STG_EUSAGE);
-	assert_true(stg__now() - t0 < 2);
+	ut_assert_time_below(stg__now() - t0, 2);
 	assert_says(stg_errmsg(ctx), "it is a FIFO, not a regular file", NULL);
 	/* a socket cannot even be opened: still named for what it is */
 	char *sock = ut_join(f->dir, "sock");

@@ -155,7 +155,7 @@ static void test_nap_cancel(void **state)
 	assert_true(stg__nap(ctx, 0.25));
 	double t = stg__now() - t0;
 	assert_true(t >= 0.25);
-	assert_true(t < 1.5);
+	ut_assert_time_below(t, 1.5);
 	/* NULL ctx: a plain sleep */
 	t0 = stg__now();
 	assert_true(stg__nap(NULL, 0.05));
@@ -167,12 +167,12 @@ static void test_nap_cancel(void **state)
 	assert_false(stg__nap(ctx, 30));
 	t = stg__now() - t0;
 	pthread_join(th, NULL);
-	assert_true(t < 5);
+	ut_assert_time_below(t, 5);
 	assert_true(stg__cancelled(ctx));
 	/* once cancelled, a nap returns at once */
 	t0 = stg__now();
 	assert_false(stg__nap(ctx, 10));
-	assert_true(stg__now() - t0 < 0.5);
+	ut_assert_time_below(stg__now() - t0, 0.5);
 	/* zero and negative naps */
 	stg_ctx *c2 = stg_ctx_new();
 	assert_true(stg__nap(c2, 0));

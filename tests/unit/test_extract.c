@@ -404,7 +404,7 @@ static void test_deep(void **state)
 	if (d.err)
 		fail_msg("unpack: %s", stg_errmsg(f->ctx));
 	print_message("# unpacked 2,000 levels in %.3f s\n", t);
-	assert_true(t < 5);
+	ut_assert_time_below(t, 5);
 	assert_int_equal(ut_open_fds(), fds);
 	bool bottom;
 	assert_int_equal(ut_deep_depth(out, &bottom), 2000);

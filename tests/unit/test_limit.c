@@ -82,7 +82,7 @@ static void test_slots(void **state)
 	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &d, stg__now() + 0.4), STG_OK);
 	double t = stg__now() - t0;
 	assert_true(t >= 0.4);
-	assert_true(t < 3);
+	ut_assert_time_below(t, 3);
 	assert_int_equal(d.fd, -1);
 	assert_int_equal(f->log.warnings, 1);
 	assert_non_null(strstr(f->log.text, "no shared-FS slot came free in time: going ahead "
@@ -94,7 +94,7 @@ static void test_slots(void **state)
 	t0 = stg__now();
 	assert_int_equal(stg__slot_acquire_by(f->ctx, &c->lim, &d, stg__now() + 5), STG_OK);
 	assert_true(d.fd >= 0);
-	assert_true(stg__now() - t0 < 1);
+	ut_assert_time_below(stg__now() - t0, 1);
 	stg__slot_release(&b);
 	stg__slot_release(&d);
 	stg__slot_release(&d); /* twice: nothing */
@@ -115,7 +115,7 @@ static void test_wait_max(void **state)
 	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &b), STG_OK);
 	double t = stg__now() - t0;
 	assert_true(t >= 1);
-	assert_true(t < 4);
+	ut_assert_time_below(t, 4);
 	assert_int_equal(b.fd, -1);
 	char want[128];
 	snprintf(want, sizeof want, " pid %d (test_limit", (int)getpid());
@@ -166,7 +166,7 @@ static void test_cancel(void **state)
 	assert_int_equal(pthread_create(&th, NULL, cancel_later, ctx), 0);
 	double t0 = stg__now();
 	assert_int_equal(stg__slot_acquire(ctx, &c->lim, &b), STG_EINTR);
-	assert_true(stg__now() - t0 < 3);
+	ut_assert_time_below(stg__now() - t0, 3);
 	pthread_join(th, NULL);
 	assert_string_equal(stg_errmsg(ctx), "interrupted while waiting for a shared-FS slot");
 	assert_int_equal(b.fd, -1);
@@ -212,7 +212,7 @@ static void test_unusable(void **state)
 	assert_int_equal(mkfifo(s1, 0666), 0);
 	double t0 = stg__now();
 	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
-	assert_true(stg__now() - t0 < 1);
+	ut_assert_time_below(stg__now() - t0, 1);
 	assert_int_equal(s.fd, -1);
 	assert_non_null(strstr(f->log.text, "no usable slot file in '"));
 	/* the link's target was not locked nor changed */
@@ -348,7 +348,7 @@ static void test_lease_dir_unusable(void **state)
 	stg_slot s;
 	double t0 = stg__now();
 	assert_int_equal(stg__slot_acquire(f->ctx, &c->lim, &s), STG_OK);
-	assert_true(stg__now() - t0 < 1);
+	ut_assert_time_below(stg__now() - t0, 1);
 	assert_int_equal(s.lease_fd, -1);
 	assert_non_null(strstr(f->log.text, "no cluster-wide limit: cannot create leases in "
 	                                    "shared_lock_dir '"));

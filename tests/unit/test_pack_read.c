@@ -129,7 +129,7 @@ static void test_fd_and_path(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	double t0 = stg__now();
 	assert_int_equal(stg_pack_open(f->ctx, fifo, &p), STG_ENOENT);
-	assert_true(stg__now() - t0 < 2);
+	ut_assert_time_below(stg__now() - t0, 2);
 	snprintf(want, sizeof want, "'%s': not a regular file", fifo);
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	ut_write(f->dir, "text", "hello\n", 6);

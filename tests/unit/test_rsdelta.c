@@ -62,10 +62,13 @@ static buf make_delta(const uint8_t *old, size_t olen, const uint8_t *new_, size
 /* The old file in a temporary file, for the applier's preads. */
 static int old_fd(const uint8_t *old, size_t olen)
 {
-	char path[] = "/tmp/stg-rsdelta.XXXXXX";
-	int fd = mkstemp(path);
+	char *dir = ut_tmpdir(), *path = ut_join(dir, "old");
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	assert_true(fd >= 0);
 	unlink(path);
+	rmdir(dir);
+	free(path);
+	free(dir);
 	assert_int_equal(write(fd, old, olen), (ssize_t)olen);
 	return fd;
 }
@@ -154,8 +157,7 @@ static void test_librsync_compat(void **state)
 	ut_fill(new_ + 400000, 3000, 12);
 	buf d = make_delta(old, n, new_, n, 0);
 	/* through rdiff's patch: a file each */
-	char dir[] = "/tmp/stg-rsd.XXXXXX";
-	assert_non_null(mkdtemp(dir));
+	char *dir = ut_tmpdir();
 	ut_write(dir, "old", old, n);
 	ut_write(dir, "new", new_, n);
 	ut_write(dir, "delta", d.p, d.len);
@@ -198,6 +200,7 @@ static void test_librsync_compat(void **state)
 	free(out.p);
 	free(ld);
 	ut_rmtree(dir);
+	free(dir);
 	free(po), free(pd), free(pn), free(pp), free(ps), free(pl);
 	free(d.p);
 	free(old);
@@ -243,8 +246,7 @@ static void test_hostile(void **state)
 static void test_writer(void **state)
 {
 	(void)state;
-	char dir[] = "/tmp/stg-wr.XXXXXX";
-	assert_non_null(mkdtemp(dir));
+	char *dir = ut_tmpdir();
 	char *path = ut_join(dir, "f");
 	size_t n = (9 << 20) + 12345;
 	uint8_t *data = ut_malloc(n);
@@ -280,6 +282,7 @@ static void test_writer(void **state)
 	free(data);
 	free(path);
 	ut_rmtree(dir);
+	free(dir);
 }
 
 static const struct CMUnitTest tests[] = {

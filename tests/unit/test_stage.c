@@ -301,7 +301,7 @@ static void test_bad_sources(void **state)
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	double t0 = stg__now();
 	assert_int_equal(stage(f, fifo, dest, NULL, &r), STG_ENOENT);
-	assert_true(stg__now() - t0 < 2);
+	ut_assert_time_below(stg__now() - t0, 2);
 	snprintf(want, sizeof want, "'%s' is not a file or directory", fifo);
 	assert_string_equal(stg_errmsg(f->ctx), want);
 	assert_int_equal(access(dest, F_OK), -1);

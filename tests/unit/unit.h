@@ -39,6 +39,28 @@ static inline void *ut_malloc(size_t n)
 	return p;
 }
 
+/* Built with sanitizers: tests/run.sh exports SAN_FLAGS (non-empty under
+ * make asan and make ubsan), and ASan says so at compile time too.  Such
+ * builds are slow: wall-clock upper bounds are not checked there (lower
+ * bounds, a limit never beaten, always are). */
+static inline int ut_sanitized(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+	return 1;
+#else
+	const char *s = getenv("SAN_FLAGS");
+	return s && *s;
+#endif
+}
+
+/* T seconds is under MAX: a wall-clock upper bound, not checked when
+ * sanitized. */
+#define ut_assert_time_below(t, max)                                                               \
+	do {                                                                                       \
+		if (!ut_sanitized())                                                               \
+			assert_true((t) < (max));                                                  \
+	} while (0)
+
 /* A fresh temporary directory (malloc'ed path). */
 static inline char *ut_tmpdir(void)
 {
