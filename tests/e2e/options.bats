@@ -87,7 +87,7 @@ json_field() { # FILE KEY
 	[[ "$(readlink staged)" == "$T/from-config/cache/"* ]]
 	[ "$(cat staged/a)" = hello ]
 	# the environment still wins over the file
-	run env STAGER_CACHE_MAX=3G "$STAGER" --config "$T/c.conf" status
+	run -0 env STAGER_CACHE_MAX=3G "$STAGER" --config "$T/c.conf" status
 	echo "$output" | grep -Eq '^ *cache_max +3G '
 	# bad values: a line that is not a setting (usage, 1), a missing file (2)
 	printf 'cache_max 2G\n' >bad.conf
@@ -142,10 +142,10 @@ json_field() { # FILE KEY
 	for f in err-lines err-auto; do
 		grep -Eq '^stager: collect: [0-9]+% \([0-9.]+ [KMG]?i?B of 5\.7 MiB, ' "$f"
 		grep -Eq '^stager: collect: 100% ' "$f"
-		run grep -c $'[\r\033]' "$f"
+		run -1 grep -c $'[\r\033]' "$f"
 		[ "$output" = 0 ]
 	done
-	run grep -c '%' err-none
+	run -1 grep -c '%' err-none
 	[ "$output" = 0 ]
 	grep -q "collected 'src'" err-none
 }
@@ -178,7 +178,7 @@ json_field() { # FILE KEY
 	run --separate-stderr stager collect --verbose src d2
 	[ "$status" -eq 0 ]
 	[[ "$stderr" == *"unchanged since the last collect"* ]]
-	run --separate-stderr stager --verbose collect src d2
+	run -0 --separate-stderr stager --verbose collect src d2
 	[[ "$stderr" == *"unchanged since the last collect"* ]]
 	# --quiet keeps errors
 	run --separate-stderr stager collect --quiet nowhere d3
@@ -252,7 +252,7 @@ json_field() { # FILE KEY
 	ASAN_OPTIONS=detect_leaks=0 strace -f -qq -y -o trace2 -e trace=fsync,fdatasync \
 		"$STAGER" pack -q src -o plain.tar.zst >/dev/null
 	cat trace2
-	run grep -c 'stager-tmp.plain' trace2
+	run -1 grep -c 'stager-tmp.plain' trace2
 	[ "$output" = 0 ]
 	run stager pack src -o bad.tar.zst --fsync=yes
 	[ "$status" -eq 1 ]
@@ -338,7 +338,7 @@ json_field() { # FILE KEY
 	touch mine/new
 	[ "$(cat linked/sub/f)" = original ]
 	[ ! -e linked/new ]
-	run stager stage -q ds.tar.zst again
+	run -0 stager stage -q ds.tar.zst again
 	[ "$(cat again/sub/f)" = original ]
 	run stager stage ds.tar.zst bad --copy=yes
 	[ "$status" -eq 1 ]
