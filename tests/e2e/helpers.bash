@@ -26,6 +26,19 @@ reachable_mktemp() {
 	mktemp -d "${BATS_TMPDIR:-/tmp}/$1.XXXXXX"
 }
 
+# DIR FILE...: copies of FILEs in DIR (made mode 0755; the copies keep
+# their names, mode 0755), for what another user must run or read: the
+# checkout may be out of that user's reach (a clone under /root, a home
+# of mode 0700).  DIR belongs under the test's reachable directory.
+reachable_copy() {
+	local d=$1 f
+	shift
+	install -d -m 0755 "$d" || return 1
+	for f; do
+		install -m 0755 "$f" "$d/${f##*/}" || return 1
+	done
+}
+
 setup() {
 	T=$(reachable_mktemp stager-e2e)
 	cd "$T"

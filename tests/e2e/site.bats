@@ -11,8 +11,12 @@ setup() {
 	chmod 0755 "$T"
 	cd "$T"
 	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	# the hooks and the stager they run as the job's user are copied where
+	# that user reaches them: the checkout may be private (a clone under
+	# /root, a home of mode 0700)
+	reachable_copy "$T/hooks" "$top"/scripts/slurm-*.sh "$STAGER"
 	export SLURM_JOB_ID=4242 SLURM_JOB_UID=65534 SLURM_JOB_GID=65534 SLURM_JOB_USER=nobody
-	export STAGER_JOB_TMP_BASE="$T/jobs" STAGER_BIN="$STAGER"
+	export STAGER_JOB_TMP_BASE="$T/jobs" STAGER_BIN="$T/hooks/stager"
 	# the site's scratch, where the job's user reaches it (not $TMPDIR,
 	# which may be private to the one running the tests)
 	mkdir -m 1777 "$T/scratch"
@@ -20,14 +24,14 @@ setup() {
 	export STAGER_SITE_CONFIG="$T/stager.conf"
 }
 
-prolog() { sh "$top/scripts/slurm-prolog.sh"; }
-epilog() { sh "$top/scripts/slurm-epilog.sh"; }
+prolog() { sh "$T/hooks/slurm-prolog.sh"; }
+epilog() { sh "$T/hooks/slurm-epilog.sh"; }
 
 @test "prolog makes the job's directory, the task prolog exports it, the epilog removes it" {
 	prolog
 	[ "$(stat -c '%U %a' "$T/jobs")" = "root 755" ]
 	[ "$(stat -c '%U %a' "$T/jobs/4242")" = "nobody 700" ]
-	run setpriv --reuid=65534 --regid=65534 --clear-groups sh "$top/scripts/slurm-task-prolog.sh"
+	run setpriv --reuid=65534 --regid=65534 --clear-groups sh "$T/hooks/slurm-task-prolog.sh"
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | grep SLURM_TMPDIR)" = "export SLURM_TMPDIR=$T/jobs/4242" ]
 	[ "$(echo "$output" | grep STAGER_SITE_CONFIG)" = "export STAGER_SITE_CONFIG=$T/stager.conf" ]
@@ -101,7 +105,7 @@ epilog() { sh "$top/scripts/slurm-epilog.sh"; }
 	chmod 0666 "$T/called"
 	printf 'STAGER_BIN=%s\nSTAGER_JOB_TMP_BASE=%s\n' "$T/my-stager" "$T/jobs" >"$T/default/stager"
 	run env -u STAGER_BIN -u STAGER_JOB_TMP_BASE PATH=/usr/sbin:/usr/bin:/sbin:/bin \
-		unshare -m sh -c "mount --bind '$T/default' /etc/default && sh '$top/scripts/slurm-epilog.sh'"
+		unshare -m sh -c "mount --bind '$T/default' /etc/default && sh '$T/hooks/slurm-epilog.sh'"
 	[ "$status" -eq 0 ]
 	grep -q -- "clean --quiet --job 4242" "$T/called"
 	[ ! -e "$T/jobs/4242" ]
