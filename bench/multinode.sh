@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/multinode.sh - shared-filesystem load of a multi-node job, measured
 # on a real Slurm of 1 to 4 nodes on this machine, set against the model in
-# README ("Scale").
+# docs/benchmarks.md ("Multi-node: scale on paper").
 #
 #   B=build bash bench/multinode.sh [--files N]
 #

@@ -1,7 +1,7 @@
 # site.bash - a Slurm site as users have one, for the job tests: stager
 # installed with `make install` (PREFIX and SYSCONFDIR under the test's
 # directory), its prolog, task prolog and epilog named in slurm.conf
-# exactly as the README tells administrators (slurmd runs them as root
+# exactly as docs/admin-guide.md tells administrators (slurmd runs them as root
 # with no PATH; nothing here adds one), the site's settings in
 # SYSCONFDIR/default/stager, and jobs submitted by ordinary users
 # (stgjob1, stgjob2, made with useradd, with homes) from a clean
