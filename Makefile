@@ -138,17 +138,35 @@ asan:
 ubsan:
 	$(MAKE) B=build-ubsan SAN="-fsanitize=undefined -fno-sanitize-recover=all" OPT="-O1 -g" test
 
-# libFuzzer targets (Debian's clang); FUZZ_TIME seconds each
+# libFuzzer targets (Debian's clang); FUZZ_TIME seconds each.  The library
+# is compiled once for them (in build-fuzz/obj, under -j) and each target
+# linked to it.  The corpus tests/fuzz/corpus/NAME is read, never
+# written: new inputs go to FUZZ_OUT/corpus-NAME and crashes to
+# FUZZ_OUT/NAME-crash-* (FUZZ_OUT=DIR: somewhere else than the checkout,
+# as CI does)
 FUZZ_TIME ?= 60
-fuzz:
-	@mkdir -p build-fuzz
+FUZZ_OUT ?= build-fuzz
+FUZZ_B := build-fuzz
+FUZZ_SAN := address,undefined
+FUZZ_CFLAGS = -std=c11 -D_GNU_SOURCE -g -O1 -pthread $(DEP_CFLAGS) -Ilibstage
+FUZZ_BIN := $(FUZZ_NAMES:%=$(FUZZ_B)/fuzz_%)
+-include $(wildcard $(FUZZ_B)/obj/*/*.d $(FUZZ_B)/obj/*/*/*.d)
+
+$(FUZZ_B)/obj/%.o: %.c | check-deps
+	@mkdir -p $(dir $@)
+	clang $(FUZZ_CFLAGS) -fsanitize=fuzzer-no-link,$(FUZZ_SAN) $(DEPFLAGS) -c $< -o $@
+
+$(FUZZ_B)/fuzz_%: $(FUZZ_B)/obj/tests/fuzz/fuzz_%.o $(LIB_SRC:%.c=$(FUZZ_B)/obj/%.o)
+	clang -fsanitize=fuzzer,$(FUZZ_SAN) -pthread -o $@ $^ $(LDLIBS_ALL)
+
+fuzz: $(FUZZ_BIN)
+	@mkdir -p $(FUZZ_OUT)
 	set -e; for t in $(FUZZ_NAMES); do \
-		clang -std=c11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined -pthread \
-			$(DEP_CFLAGS) -Ilibstage -o build-fuzz/fuzz_$$t tests/fuzz/fuzz_$$t.c \
-			$(LIB_SRC) $(LDLIBS_ALL); \
-		mkdir -p build-fuzz/corpus-$$t; \
-		build-fuzz/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=65536 \
-			build-fuzz/corpus-$$t tests/fuzz/corpus/$$t; \
+		mkdir -p $(FUZZ_OUT)/corpus-$$t; \
+		echo "fuzz: $$t, $(FUZZ_TIME) s"; \
+		$(FUZZ_B)/fuzz_$$t -max_total_time=$(FUZZ_TIME) -max_len=65536 \
+			-artifact_prefix=$(FUZZ_OUT)/$$t- \
+			$(FUZZ_OUT)/corpus-$$t tests/fuzz/corpus/$$t; \
 	done
 
 bench: all $(TOOLS)
@@ -230,7 +248,7 @@ help:
 	@echo "make demo       pack, verify, list and unpack a generated example dataset"
 	@echo "make test       all tests; ends with 'N passed, N failed'"
 	@echo "make asan|ubsan the tests under AddressSanitizer / UndefinedBehaviorSanitizer"
-	@echo "make fuzz       run the libFuzzer targets (FUZZ_TIME=seconds)"
+	@echo "make fuzz       run the libFuzzer targets (FUZZ_TIME=seconds each, FUZZ_OUT=dir for findings)"
 	@echo "make bench      benchmarks against rsync, tar/zstd, cp through an emulated NFS and on"
 	@echo "                local disk; writes bench/results.md and bench/results.png; push vs"
 	@echo "                scp -r and rsync -az over a local sshd to bench/results-push.md"
