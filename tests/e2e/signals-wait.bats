@@ -96,7 +96,8 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	env --ignore-signal=HUP sleep 5 &
 	s=$!
 	PIDS="$holder $s"
-	wait_until 5 test -e "/proc/$s/status"
+	# (once env has set it and become sleep)
+	wait_until 5 sh -c "[ \"\$(cat /proc/$s/comm)\" = sleep ]"
 	[ "$(sig_bit "$s" SigIgn HUP)" -eq 1 ]
 	kill "$s"
 	wait_pid "$s" 5 || true
