@@ -4,7 +4,7 @@
 #ifndef STG_INTERNAL_H
 #define STG_INTERNAL_H
 
-#include "stage.h"
+#include "libstage.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -28,7 +28,7 @@
 #include <unistd.h>
 
 #include "internal.h"
-#include "stage.h"
+#include "libstage.h"
 
 /* malloc that aborts when out of memory. */
 static inline void *ut_malloc(size_t n)
