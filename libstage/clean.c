@@ -12,6 +12,7 @@
  * never through a symlink.
  */
 #include "collect.h"
+#include "collect_record.h"
 #include "mount.h"
 #include "results.h"
 

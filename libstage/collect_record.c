@@ -3,7 +3,7 @@
  * SRC (size, times, inode, XXH3 of each file) and the temporaries a
  * collect has out; loaded, appended to as files land, and compacted.
  */
-#include "collect.h"
+#include "collect_record.h"
 
 #include <errno.h>
 #include <fcntl.h>

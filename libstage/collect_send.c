@@ -4,7 +4,9 @@
  * change under it), the rename, retries of transient errors, the marker
  * in DEST.
  */
-#include "collect.h"
+#include "collect_send.h"
+#include "collect_record.h"
+#include "hash.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -29,7 +29,7 @@
  * files); a file is created here only with O_EXCL|O_NOFOLLOW, inside
  * directories made before and never through a symlink.
  */
-#include "extract.h"
+#include "extract_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

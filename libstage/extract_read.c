@@ -5,7 +5,7 @@
  * filesystem is read without a pause: the link is what a cold stage waits
  * on.  And how every thread of an extraction fails (stg__ex_fail).
  */
-#include "extract.h"
+#include "extract_read.h"
 
 #include <errno.h>
 #include <fcntl.h>

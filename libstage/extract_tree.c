@@ -12,7 +12,7 @@
  * symlink.  Setuid and setgid bits are never set, and a read-only tree
  * has no write bits (its directories get theirs back last of all).
  */
-#include "extract.h"
+#include "extract_tree.h"
 #include "dircur.h"
 
 #include <errno.h>
