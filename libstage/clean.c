@@ -13,7 +13,7 @@
  */
 #include "collect.h"
 #include "collect_record.h"
-#include "mount.h"
+#include "mount_open.h"
 #include "results.h"
 
 #include <ctype.h>

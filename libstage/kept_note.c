@@ -13,7 +13,7 @@
  * epilog no HOME; runuser sets it).  Notes are the user's own files; they are read
  * with a size limit all the same, and a malformed one is skipped.
  */
-#include "results.h"
+#include "kept_note.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -30,6 +30,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include "mount.h"
+#include "mount_keep.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -18,7 +18,7 @@
  * `stager clean --job` dropped them, the mount does not wait for the lock
  * that clean holds (mount_open.c).
  */
-#include "mount.h"
+#include "mount_keep.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -27,6 +27,9 @@
  */
 #include "attach.h"
 #include "mount.h"
+#include "mount_job.h"
+#include "mount_keep.h"
+#include "mount_open.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -36,6 +36,8 @@
  * the job's process group (proctrack/pgid would not kill it).
  */
 #include "mount.h"
+#include "mount_job.h"
+#include "mount_open.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,7 +13,6 @@
  * NOOP is needed.  Reads poll in slices of a second, so a cancelled
  * context is answered within one.
  */
-#include "proto.h"
 #include "proto_live.h"
 
 #include <errno.h>

@@ -25,6 +25,7 @@
  * read with a size limit all the same.
  */
 #include "results.h"
+#include "kept_note.h"
 
 #include "walk.h"
 

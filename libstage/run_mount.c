@@ -9,7 +9,7 @@
  * the job (SIGKILL at the end of KillWait) is left for `stager clean` (the
  * epilog) to unmount.
  */
-#include "mount.h"
+#include "mount_open.h"
 #include "run.h"
 
 #include <errno.h>
