@@ -10,7 +10,8 @@
  * epilog) to unmount.
  */
 #include "mount_open.h"
-#include "run.h"
+#include "run_mount.h"
+#include "run_env.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -62,7 +62,10 @@
  * and symlinks are data (created last, never followed).  Pushes into one
  * directory are serialised by a flock on it, where the filesystem has one.
  */
-#include "xfer.h"
+#include "xfer_record.h"
+#include "xfer_send.h"
+#include "xfer_switch.h"
+#include "rsjob.h"
 #include "pace.h"
 
 #include <errno.h>

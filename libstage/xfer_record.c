@@ -5,7 +5,7 @@
  * checks before and after a switch, and the test hooks that stand in for
  * an NFS server (STAGER_TEST_FAULTS).
  */
-#include "xfer_recv.h"
+#include "xfer_record.h"
 
 #include <errno.h>
 #include <fcntl.h>

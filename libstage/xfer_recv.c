@@ -6,6 +6,7 @@
  * for the whole transfer and its invariants.
  */
 #include "xfer_recv.h"
+#include "rsjob.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -8,6 +8,8 @@
  * its size is the peer's word, and a copy that filled the disk is no
  * resume.  xfer.c explains the whole transfer.
  */
+#include "xfer_recv_file.h"
+#include "rsjob.h"
 #include "xfer_recv.h"
 
 #include <errno.h>

@@ -24,7 +24,8 @@
  * id: on the same boot the whole file is offered, after a reboot only what
  * the record says was flushed.  No valid record, nothing is offered.
  */
-#include "xfer.h"
+#include "xfer_resume.h"
+#include "rsjob.h"
 
 #include <errno.h>
 #include <fcntl.h>

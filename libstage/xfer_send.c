@@ -11,7 +11,8 @@
  * the file's XXH3 as they are read, so a file that changed since the
  * manifest is still caught, prefix included.
  */
-#include "xfer.h"
+#include "xfer_send.h"
+#include "rsjob.h"
 #include "walk.h"
 
 #include <errno.h>

@@ -5,7 +5,11 @@
  * renames where the filesystem has none), a pack instead of a tree, and
  * the receiver's set-up and its entry points.  xfer.c explains the whole.
  */
+#include "xfer_switch.h"
+#include "xfer_record.h"
 #include "xfer_recv.h"
+#include "xfer_recv_file.h"
+#include "rsjob.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -1,10 +1,12 @@
 /*
- * run.h - what stg_run's files share: its state (run.c), the supervision
- * of the command (run_supervise.c) and the job's time budget
- * (run_budget.c).
+ * run_state.h - the state of one stg_run (run_state), with its pairs,
+ * mounts and time budget, shared by run.c and its parts (run_env.c,
+ * run_mount.c, run_supervise.c, run_budget.c).  A header of its own so
+ * that the calls run one way: run -> run_supervise -> run_budget,
+ * run -> run_mount -> run_env.
  */
-#ifndef STG_RUN_H
-#define STG_RUN_H
+#ifndef STG_RUN_STATE_H
+#define STG_RUN_STATE_H
 
 #include "internal.h"
 
@@ -71,44 +73,5 @@ typedef struct run_state {
 /* A job being stopped has until Slurm's KillWait (30 s by default) before
  * SIGKILL: its collect waits this long at most for a shared-FS slot. */
 #define STG_SLOT_WAIT_STOPPING 10.0
-
-/* run_env.c: path made absolute against the job directory (malloc'ed);
- * base (STAGER_DATA ...) exported for the i-th of its kind. */
-char *stg__run_in_jobdir(const run_state *r, const char *path);
-void stg__run_export(const char *base, size_t i, const char *value);
-
-/* run_mount.c: mount every --mount (a failure is told and returned); end
- * them all (lazily unmounted, their processes waited for). */
-stg_err stg__run_mount_all(run_state *r);
-void stg__run_unmount_all(run_state *r);
-
-/* run_supervise.c */
-/* Start the command, with the signal mask old and default dispositions;
- * its pid, or -1/errno. */
-pid_t stg__run_start(run_state *r, const sigset_t *old);
-/* Wait for the command, passing signals (of set, blocked) on and
- * collecting as asked; its status as a shell reports it.  *stopped: a
- * terminating signal came. */
-int stg__run_supervise(run_state *r, const sigset_t *set, double grace, bool *stopped);
-/* Stop a collector child that still runs (what it sent is whole). */
-void stg__run_stop_collector(run_state *r);
-/* Collect every source once (with all_nodes, stop the collectors, which
- * collect once more); the first failure. */
-stg_err stg__run_collect_all(run_state *r);
-
-/* run_budget.c */
-/* The wall clock (the job's end and files' mtimes are in its time). */
-double stg__wall(void);
-/* Learn the job's clock; warn if run was started without exec. */
-stg_err stg__budget_start(stg_ctx *ctx, run_budget *b, size_t n_collects);
-/* The interval of periodic collects when every is not given (0: none). */
-uint64_t stg__budget_default_every(const run_budget *b);
-/* A collect that began at started sent bytes in secs. */
-void stg__budget_measured(run_budget *b, uint64_t bytes, double secs, double started);
-/* When to look again (stg__now() time; 0: never). */
-double stg__budget_next_check(const run_budget *b);
-/* Look (at most every 15 s): must a collect start now to end in time?
- * Warns once, early, when the last collect would not fit. */
-bool stg__budget_due(run_state *r);
 
 #endif
