@@ -29,6 +29,11 @@
 #include "collect_send.h"
 #include "hash.h"
 #include "walk.h"
+#include "ctx.h"
+#include "extract.h"
+#include "fsutil.h"
+#include "path.h"
+#include "collect_mark.h"
 
 #include <errno.h>
 #include <fcntl.h>

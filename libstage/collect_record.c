@@ -4,7 +4,12 @@
  * collect has out; loaded, appended to as files land, and compacted.
  */
 #include "collect_record.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

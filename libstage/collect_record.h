@@ -7,6 +7,7 @@
 #define STG_COLLECT_RECORD_H
 
 #include "collect_state.h"
+#include "path.h"
 
 /* SRC and DEST as the record knows them (absolute, DEST.tar.zst for a
  * pack), and the record's id; -1 if a path is too long. */

@@ -7,7 +7,11 @@
 #include "collect_send.h"
 #include "collect_record.h"
 #include "hash.h"
+#include "ctx.h"
+#include "path.h"
+#include "collect_mark.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

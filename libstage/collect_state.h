@@ -10,6 +10,8 @@
 #define STG_COLLECT_STATE_H
 
 #include "cache.h"
+#include "ctx.h"
+#include "path.h"
 
 #include <time.h>
 

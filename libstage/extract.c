@@ -29,8 +29,13 @@
  * files); a file is created here only with O_EXCL|O_NOFOLLOW, inside
  * directories made before and never through a symlink.
  */
+#include "extract.h"
 #include "extract_read.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "fsutil.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>

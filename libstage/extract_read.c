@@ -6,7 +6,12 @@
  * on.  And how every thread of an extraction fails (stg__ex_fail).
  */
 #include "extract_read.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "fsutil.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

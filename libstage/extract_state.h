@@ -9,6 +9,8 @@
 #define STG_EXTRACT_STATE_H
 
 #include "extract_tree.h"
+#include "ctx.h"
+#include "trailer.h"
 
 #include <pthread.h>
 

@@ -14,7 +14,9 @@
  */
 #include "extract_tree.h"
 #include "dircur.h"
+#include "ctx.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #ifdef __GLIBC__

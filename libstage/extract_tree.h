@@ -7,7 +7,9 @@
 #ifndef STG_EXTRACT_TREE_H
 #define STG_EXTRACT_TREE_H
 
-#include "internal.h"
+#include "pack_read.h"
+#include "path.h"
+#include "trailer.h"
 
 #include <sys/stat.h>
 #include <xxhash.h>
@@ -64,5 +66,21 @@ mode_t stg__ex_umask(void);
  * mode only if the umask took some of it, or if forced). */
 mode_t stg__ex_create_mode(const stg_rec *r, bool read_only);
 int stg__ex_set_meta(const ex_tree *tr, int fd, const stg_rec *r, bool force_chmod);
+
+/* For a builder that writes a pack's files itself (delta_apply.c), over the
+ * entries flagged in sel: directories and empty files first (prepare),
+ * hardlinks, symlinks and directory metadata once every file is in place
+ * (finish).  The tree must have passed stg__select. */
+stg_err stg__tree_prepare(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                          bool read_only);
+stg_err stg__tree_finish(stg_ctx *ctx, const stg_pack *p, const bool *sel, int rootfd,
+                         bool read_only);
+/* The permission bits an extracted entry gets (no setuid/setgid; no write
+ * bits if read_only), and both with the mtime set on an open file. */
+mode_t stg__final_mode(const stg_rec *r, bool read_only);
+int stg__file_meta(int fd, const stg_rec *r, bool read_only);
+/* Which entries extraction with opts takes (after checking the tree is
+ * safe); *sel is malloc'ed, one flag per entry. */
+stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
 
 #endif

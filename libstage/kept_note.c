@@ -14,6 +14,10 @@
  * with a size limit all the same, and a malformed one is skipped.
  */
 #include "kept_note.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

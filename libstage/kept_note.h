@@ -4,7 +4,7 @@
 #ifndef STG_KEPT_NOTE_H
 #define STG_KEPT_NOTE_H
 
-#include "internal.h"
+#include "ctx.h"
 
 /* The note in the user's home of results kept on this node
  * under name (written when they are kept, dropped when they go). */

@@ -44,7 +44,10 @@
  * mount never waits on squeue.
  */
 #include "mount_job.h"
+#include "ctx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -5,7 +5,7 @@
 #ifndef STG_MOUNT_JOB_H
 #define STG_MOUNT_JOB_H
 
-#include "internal.h"
+#include "ctx.h"
 
 /* The Slurm job a mount is made in, and the process of it
  * that is watched (the batch shell), found while the caller lives. */

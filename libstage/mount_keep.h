@@ -6,6 +6,7 @@
 #define STG_MOUNT_KEEP_H
 
 #include "mount_state.h"
+#include "trailer.h"
 
 /* drop m's pin of key, taking the cache's lock only if the
  * pin is still there (clean, which holds the lock, may have dropped it). */

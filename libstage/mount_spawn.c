@@ -38,7 +38,10 @@
 #include "mount.h"
 #include "mount_job.h"
 #include "mount_open.h"
+#include "ctx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

@@ -11,7 +11,9 @@
 #include "cache.h"
 #include "mount_frames.h"
 #include "mount_tree.h"
+#include "path.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 

@@ -14,6 +14,7 @@
  * context is answered within one.
  */
 #include "proto_live.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <limits.h>

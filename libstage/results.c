@@ -28,6 +28,10 @@
 #include "kept_note.h"
 
 #include "walk.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -23,7 +23,11 @@
 #include "run_budget.h"
 
 #include "sigwatch.h"
+#include "ctx.h"
+#include "fsutil.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

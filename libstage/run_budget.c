@@ -14,6 +14,7 @@
  * Slurm stops the job before stg_run can collect.
  */
 #include "run_budget.h"
+#include "ctx.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -12,6 +12,8 @@
 #include "mount_open.h"
 #include "run_mount.h"
 #include "run_env.h"
+#include "ctx.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <signal.h>

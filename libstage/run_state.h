@@ -8,7 +8,7 @@
 #ifndef STG_RUN_STATE_H
 #define STG_RUN_STATE_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #include "fanout.h"
 

@@ -16,6 +16,7 @@
 #include "run_budget.h"
 
 #include "collect_every.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <stdio.h>

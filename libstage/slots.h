@@ -8,6 +8,7 @@
 #define STG_SLOTS_H
 
 #include "pace.h"
+#include "path.h"
 
 #include <pthread.h>
 

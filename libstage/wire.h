@@ -6,7 +6,7 @@
 #ifndef STG_WIRE_H
 #define STG_WIRE_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #include <zstd.h>
 

@@ -6,6 +6,10 @@
  * an NFS server (STAGER_TEST_FAULTS).
  */
 #include "xfer_record.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,7 +11,10 @@
 #include "xfer_recv_file.h"
 #include "rsjob.h"
 #include "xfer_recv.h"
+#include "ctx.h"
+#include "bytes.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

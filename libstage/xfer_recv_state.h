@@ -13,7 +13,9 @@
 #include "proto.h"
 #include "walk.h"
 #include "xfer_resume.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <sys/stat.h>
 
 enum { BASIS_NONE, BASIS_PARTIAL, BASIS_DEST };

@@ -26,7 +26,10 @@
  */
 #include "xfer_resume.h"
 #include "rsjob.h"
+#include "ctx.h"
+#include "bytes.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #ifndef STG_XFER_RESUME_H
 #define STG_XFER_RESUME_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #include <xxhash.h>
 

@@ -14,7 +14,12 @@
 #include "xfer_send.h"
 #include "rsjob.h"
 #include "walk.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
