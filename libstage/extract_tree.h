@@ -2,7 +2,9 @@
  * extract_tree.h - the tree around the files of an extraction
  * (extract_tree.c): the plan (what is taken, which files span frames),
  * checked before anything is written, and the directories, links and
- * metadata made around the files.
+ * metadata made around the files; the same for a builder that writes a
+ * pack's files itself (delta_apply.c: stg__select, stg__tree_prepare,
+ * stg__tree_finish).
  */
 #ifndef STG_EXTRACT_TREE_H
 #define STG_EXTRACT_TREE_H
