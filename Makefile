@@ -210,7 +210,7 @@ install: all
 	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/libstage.so.$(VERSION)
 	ln -sf libstage.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libstage.so.$(SOMAJOR)
 	ln -sf libstage.so.$(SOMAJOR) $(DESTDIR)$(LIBDIR)/libstage.so
-	install -m 644 libstage/stage.h $(DESTDIR)$(INCDIR)/stage.h
+	install -m 644 libstage/libstage.h $(DESTDIR)$(INCDIR)/libstage.h
 	# made here, from this install's paths (not kept in the build
 	# directory, where installs to other prefixes would race for it)
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
@@ -227,7 +227,7 @@ install: all
 
 uninstall:
 	rm -f $(DESTDIR)$(BINDIR)/stager $(DESTDIR)$(LIBDIR)/libstage.a \
-	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/stage.h \
+	      $(DESTDIR)$(LIBDIR)/libstage.so* $(DESTDIR)$(INCDIR)/libstage.h \
 	      $(DESTDIR)$(PKGDIR)/libstage.pc $(DESTDIR)$(MANDIR)/man1/stager.1 \
 	      $(DESTDIR)$(DOCDIR)/stager.conf.example $(DESTDIR)$(COMPDIR)/stager \
 	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua $(DESTDIR)$(LIBEXECDIR)/prolog \

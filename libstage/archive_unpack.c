@@ -16,6 +16,10 @@
  */
 #include "archive_unpack.h"
 #include "dircur.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -6,6 +6,9 @@
  * for every kind of source.
  */
 #include "attach.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -27,6 +27,10 @@
  */
 #include "cache.h"
 #include "holders.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "config.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

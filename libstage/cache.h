@@ -7,8 +7,9 @@
 #ifndef STG_CACHE_H
 #define STG_CACHE_H
 
-#include "internal.h"
+#include "path.h"
 #include "limit.h"
+#include "manifest_list.h"
 
 struct stg_cache {
 	char *root;

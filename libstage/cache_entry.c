@@ -15,6 +15,10 @@
  * local stats) on every use, fully (every file hashed) with --verify.
  */
 #include "cache.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,6 +6,10 @@
  * never evicted between a stager finding it and pinning it.
  */
 #include "cache.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "units.h"
+#include "path.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,6 +10,9 @@
  * an owner is alive, so nothing in use is evicted.
  */
 #include "cache.h"
+#include "fsutil.h"
+#include "path.h"
+#include "slurm.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -12,8 +12,13 @@
  * never through a symlink.
  */
 #include "collect.h"
-#include "mount.h"
+#include "collect_record.h"
+#include "mount_open.h"
 #include "results.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <ctype.h>
 #include <dirent.h>

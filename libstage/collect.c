@@ -25,6 +25,15 @@
  * at that time: any change, addition or removal makes a new pack.
  */
 #include "collect.h"
+#include "collect_record.h"
+#include "collect_send.h"
+#include "hash.h"
+#include "walk.h"
+#include "ctx.h"
+#include "extract.h"
+#include "fsutil.h"
+#include "path.h"
+#include "collect_mark.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -20,7 +20,10 @@
 #include "collect.h"
 #include "results.h"
 #include "sigwatch.h"
+#include "ctx.h"
+#include "slurm.h"
 
+#include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

@@ -5,7 +5,7 @@
 #ifndef STG_COLLECT_EVERY_H
 #define STG_COLLECT_EVERY_H
 
-#include "internal.h"
+#include "ctx.h"
 
 /* stg_collect of src to dest, told through the log (what it sent at
  * STG_LOG_INFO, "unchanged" at STG_LOG_DEBUG, a failure at

@@ -13,7 +13,8 @@
  * removes that writer's temporaries, and then the marker.  Only names
  * collect makes are removed, never through a symbolic link.
  */
-#include "internal.h"
+#include "collect_mark.h"
+#include "slurm.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -3,8 +3,13 @@
  * SRC (size, times, inode, XXH3 of each file) and the temporaries a
  * collect has out; loaded, appended to as files land, and compacted.
  */
-#include "collect.h"
+#include "collect_record.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

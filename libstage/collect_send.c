@@ -4,8 +4,14 @@
  * change under it), the rename, retries of transient errors, the marker
  * in DEST.
  */
-#include "collect.h"
+#include "collect_send.h"
+#include "collect_record.h"
+#include "hash.h"
+#include "ctx.h"
+#include "path.h"
+#include "collect_mark.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -17,7 +17,10 @@
  * cut.  Values echoed in messages are shown with control bytes escaped and
  * cut short.
  */
-#include "internal.h"
+#include "config.h"
+#include "ctx.h"
+#include "units.h"
+#include "path.h"
 
 #include <ctype.h>
 #include <errno.h>

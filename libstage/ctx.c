@@ -7,8 +7,9 @@
  * offset, the underlying library's message), and returns the code upward
  * untouched.
  */
-#include "internal.h"
+#include "ctx.h"
 
+#include <stdatomic.h>
 #include <time.h>
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 #ifndef STG_DELTA_H
 #define STG_DELTA_H
 
-#include "internal.h"
+#include "manifest_list.h"
 #include "pace.h"
 
 /* Where a delta's bytes are. */

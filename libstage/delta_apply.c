@@ -13,10 +13,19 @@
  * that v2 wants.  Nothing is allocated from a count the delta gives; the
  * caller builds into a temporary directory and publishes only on success.
  */
+#include "extract_tree.h"
 #include "delta_file.h"
 #include "rsdelta.h"
 #include "writer.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest_list.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -12,7 +12,10 @@
  * last record, is damaged.
  */
 #include "delta_file.h"
+#include "ctx.h"
+#include "bytes.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

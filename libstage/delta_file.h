@@ -10,6 +10,7 @@
 #include "delta.h"
 #include "rsjob.h"
 
+#include <xxhash.h>
 #include <zstd.h>
 
 #define DELTA_HEADER_SIZE 128

@@ -26,7 +26,14 @@
  */
 #include "delta_file.h"
 #include "rsdelta.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

@@ -7,7 +7,8 @@
  * same data).  Reported in the new pack's order, then the removed in the
  * old pack's order.
  */
-#include "internal.h"
+#include "ctx.h"
+#include "path.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -18,6 +18,9 @@
  * was (device and inode).
  */
 #include "dircur.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,7 @@
 #ifndef STG_DIRCUR_H
 #define STG_DIRCUR_H
 
-#include "internal.h"
+#include "path.h"
 
 #include <sys/types.h>
 

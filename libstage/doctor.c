@@ -10,7 +10,8 @@
  * caller.  The checks write only their own probe files (".doctor.PID"),
  * and remove them.
  */
-#include "internal.h"
+#include "ctx.h"
+#include "slurm.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -21,6 +21,9 @@
  * others can change is a root hole, and is not run.
  */
 #include "hook_run.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "slurm.h"
 
 #include <errno.h>
 #include <fcntl.h>

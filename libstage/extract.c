@@ -30,7 +30,12 @@
  * directories made before and never through a symlink.
  */
 #include "extract.h"
+#include "extract_read.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "fsutil.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>

@@ -5,8 +5,13 @@
  * filesystem is read without a pause: the link is what a cold stage waits
  * on.  And how every thread of an extraction fails (stg__ex_fail).
  */
-#include "extract.h"
+#include "extract_read.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "fsutil.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>

@@ -12,9 +12,11 @@
  * symlink.  Setuid and setgid bits are never set, and a read-only tree
  * has no write bits (its directories get theirs back last of all).
  */
-#include "extract.h"
+#include "extract_tree.h"
 #include "dircur.h"
+#include "ctx.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #ifdef __GLIBC__

@@ -5,7 +5,9 @@
  * copy (stg_stage_opts.from_copy), which the pack source (source_pack.c)
  * checks again before trusting.
  */
+#include "pack_read.h"
 #include "cache.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>

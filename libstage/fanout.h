@@ -6,7 +6,7 @@
 #ifndef STG_FANOUT_H
 #define STG_FANOUT_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #include <sys/types.h>
 

@@ -12,6 +12,8 @@
  * the collectors get its SIGTERM themselves and collect once more.
  */
 #include "fanout.h"
+#include "ctx.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <limits.h>

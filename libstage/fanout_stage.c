@@ -17,6 +17,7 @@
  * stg_clean empties once the job is gone, if a killed lead left it.
  */
 #include "fanout.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <limits.h>

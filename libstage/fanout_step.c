@@ -12,6 +12,7 @@
  * cancels its step.
  */
 #include "fanout.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>

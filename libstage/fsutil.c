@@ -11,7 +11,8 @@
  * most VISIT_OPEN descriptors, so a tree as deep as the filesystem allows
  * neither overflows the C stack nor runs out of descriptors.
  */
-#include "internal.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <ctype.h>
 #include <dirent.h>

@@ -13,7 +13,9 @@
  * is always what the hash covers.
  */
 #include "hash.h"
+#include "ctx.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

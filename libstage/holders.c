@@ -8,6 +8,8 @@
  * dies lets go at once).  A cluster lease file holds "HOST PID START".
  */
 #include "holders.h"
+#include "ctx.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

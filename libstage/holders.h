@@ -5,7 +5,7 @@
 #ifndef STG_HOLDERS_H
 #define STG_HOLDERS_H
 
-#include "limit.h"
+#include "slots.h"
 
 /* The holders of lim's slots and leases (stg_slot_holders, which cache.c
  * answers for a cache). */

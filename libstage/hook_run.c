@@ -17,6 +17,7 @@
  * stdout is not waited for past a second after it exits.
  */
 #include "hook_run.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>

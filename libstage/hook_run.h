@@ -5,7 +5,7 @@
 #ifndef STG_HOOK_RUN_H
 #define STG_HOOK_RUN_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #define STG_HOOK_OUT_MAX   (64 << 10) /* bytes of stdout or stderr kept */
 #define STG_HOOK_LINES_MAX 200        /* lines of each kept */

@@ -13,7 +13,11 @@
  * epilog no HOME; runuser sets it).  Notes are the user's own files; they are read
  * with a size limit all the same, and a malformed one is skipped.
  */
-#include "results.h"
+#include "kept_note.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -23,7 +23,12 @@
  */
 #include "limit.h"
 #include "holders.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "config.h"
+#include "path.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

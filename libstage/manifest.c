@@ -8,7 +8,11 @@
  * and directories are written with the same format (see archive_unpack.c
  * and source_dir.c).
  */
+#include "manifest.h"
 #include "hash.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "fsutil.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -30,7 +30,16 @@
  */
 #define FUSE_USE_VERSION 312
 #include "mount.h"
+#include "mount_keep.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>

@@ -24,7 +24,11 @@
  */
 #define ZSTD_STATIC_LINKING_ONLY
 #include "mount_frames.h"
+#include "ctx.h"
+#include "trailer.h"
 
+#include <pthread.h>
+#include <xxhash.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,7 +5,7 @@
 #ifndef STG_MOUNT_FRAMES_H
 #define STG_MOUNT_FRAMES_H
 
-#include "internal.h"
+#include "trailer.h"
 
 /* Read frame k's len compressed bytes into buf; 0 or an errno value. */
 typedef int (*stg_fetch_fn)(void *arg, size_t k, uint8_t *buf, size_t len);

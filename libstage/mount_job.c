@@ -43,8 +43,11 @@
  * finish on its own (10 s at most) and frees what it holds then: ending a
  * mount never waits on squeue.
  */
-#include "mount.h"
+#include "mount_job.h"
+#include "ctx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

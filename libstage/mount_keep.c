@@ -18,8 +18,13 @@
  * `stager clean --job` dropped them, the mount does not wait for the lock
  * that clean holds (mount_open.c).
  */
-#include "mount.h"
+#include "pack_read.h"
+#include "mount_keep.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "path.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -25,9 +25,17 @@
  * were staged, and the entry is pinned by the mount's process while it
  * lives: nothing is read from the shared filesystem at all.
  */
+#include "pack_read.h"
 #include "attach.h"
 #include "mount.h"
+#include "mount_job.h"
+#include "mount_keep.h"
+#include "mount_open.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <pthread.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

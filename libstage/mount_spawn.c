@@ -36,7 +36,12 @@
  * the job's process group (proctrack/pgid would not kill it).
  */
 #include "mount.h"
+#include "mount_job.h"
+#include "mount_open.h"
+#include "ctx.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

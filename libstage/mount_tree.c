@@ -14,7 +14,12 @@
  * twice, nothing under a non-directory, hardlinks only to an earlier file,
  * no symlink leading out of the tree.  A pack stage refuses is not mounted.
  */
+#include "extract_tree.h"
 #include "mount_tree.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "path.h"
 
 #include <stdlib.h>
 #include <string.h>

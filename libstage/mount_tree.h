@@ -4,7 +4,7 @@
 #ifndef STG_MOUNT_TREE_H
 #define STG_MOUNT_TREE_H
 
-#include "internal.h"
+#include "trailer.h"
 
 #include <sys/stat.h>
 #include <sys/types.h>

@@ -8,6 +8,9 @@
  * cancelled.
  */
 #include "pace.h"
+#include "ctx.h"
+
+#include <pthread.h>
 
 void stg__bucket_init(stg_bucket *b, double rate)
 {

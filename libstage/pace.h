@@ -5,7 +5,7 @@
 #ifndef STG_PACE_H
 #define STG_PACE_H
 
-#include "internal.h"
+#include "ctx.h"
 
 #include <pthread.h>
 

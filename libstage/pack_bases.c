@@ -11,7 +11,10 @@
  * manifest and the tree it was packed from.  The deltas are renamed into
  * place before the pack, so that a pack that lists them finds them there.
  */
+#include "pack_read.h"
 #include "pack_bases.h"
+#include "ctx.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -6,7 +6,7 @@
 #ifndef STG_PACK_BASES_H
 #define STG_PACK_BASES_H
 
-#include "internal.h"
+#include "ctx.h"
 
 /* The bases of a pack: opened, with the names and paths of their deltas. */
 typedef struct stg_bases {

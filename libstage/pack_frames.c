@@ -15,7 +15,11 @@
  * bytes each time.
  */
 #include "pack_frames.h"
+#include "ctx.h"
+#include "trailer.h"
 
+#include <pthread.h>
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <openssl/evp.h>

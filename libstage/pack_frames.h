@@ -6,7 +6,7 @@
 #ifndef STG_PACK_FRAMES_H
 #define STG_PACK_FRAMES_H
 
-#include "internal.h"
+#include "trailer.h"
 
 typedef struct stg_framer stg_framer;
 

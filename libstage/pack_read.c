@@ -3,7 +3,9 @@
  * the end of the file (two when the manifest is larger than the first
  * read), and hand out its manifest.
  */
+#include "pack_read.h"
 #include "pace.h"
+#include "ctx.h"
 
 #ifdef __GLIBC__
 #include <malloc.h>

@@ -20,7 +20,11 @@
 #include "pack_bases.h"
 #include "pack_frames.h"
 #include "walk.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "fsutil.h"
 
+#include <xxhash.h>
 #include <archive.h>
 #include <archive_entry.h>
 #include <errno.h>

@@ -13,8 +13,10 @@
  *     the tree (a chain of links could otherwise reach "root/.." even though
  *     each link looks harmless alone).
  */
-#include "internal.h"
+#include "path.h"
+#include "ctx.h"
 
+#include <xxhash.h>
 #include <fnmatch.h>
 #include <pwd.h>
 #include <stdio.h>

@@ -14,6 +14,9 @@
 #include "proto.h"
 #include "pace.h"
 #include "proto_live.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "path.h"
 
 #include <errno.h>
 #include <librsync.h>

@@ -13,8 +13,8 @@
  * NOOP is needed.  Reads poll in slices of a second, so a cancelled
  * context is answered within one.
  */
-#include "proto.h"
 #include "proto_live.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,11 +1,19 @@
 /*
  * proto_live.h - the wire's clock (proto_live.c): bounded reads and writes
- * and the keepalive, for proto.c.  stg__wire_timeout itself is in proto.h.
+ * and the keepalive, for proto.c; stg__wire_timeout, for its users.
  */
 #ifndef STG_PROTO_LIVE_H
 #define STG_PROTO_LIVE_H
 
-#include "proto.h"
+#include "wire.h"
+
+/* Bound every read from the peer and every write to it by timeout
+ * seconds (<= 0: none): within a frame always; between frames once
+ * idle is set (the peer is known to send NOOPs, or must answer at
+ * once).  With keepalive (the agreed version is 3 or more), a thread
+ * sends NOOP after a third of the timeout without a frame sent; it
+ * stops in stg__wire_free.  Call again to change either. */
+stg_err stg__wire_timeout(stg_wire *w, int timeout, bool idle, bool keepalive);
 
 /* Before a read: wait until w->in is readable; begun: a frame is under
  * way (the bound always holds).  -1/errno: ETIMEDOUT, EINTR (cancelled). */

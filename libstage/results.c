@@ -25,8 +25,13 @@
  * read with a size limit all the same.
  */
 #include "results.h"
+#include "kept_note.h"
 
 #include "walk.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

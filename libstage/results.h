@@ -27,10 +27,4 @@ int64_t stg__kept_epoch(const char *name);
 /* Remove a kept entry. */
 int stg__kept_remove(stg_cache *c, const char *name);
 
-/* kept_note.c: the note in the user's home of results kept on this node
- * under name (written when they are kept, dropped when they go). */
-void stg__kept_note_write(stg_ctx *ctx, const char *name, const char *path, const char *dest,
-                          uint64_t bytes);
-void stg__kept_note_drop(const char *name);
-
 #endif

@@ -30,7 +30,9 @@
  * refused, and nothing is allocated from a length it gives.
  */
 #include "rsdelta.h"
+#include "ctx.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

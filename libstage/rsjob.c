@@ -3,6 +3,7 @@
  * the delta files and both ends of push and pull), and progress reports.
  */
 #include "rsjob.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <unistd.h>

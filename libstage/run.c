@@ -17,10 +17,17 @@
  * happens (stg_run goes on after most of them), so the caller need not
  * tell the one returned.
  */
-#include "run.h"
+#include "run_env.h"
+#include "run_mount.h"
+#include "run_supervise.h"
+#include "run_budget.h"
 
 #include "sigwatch.h"
+#include "ctx.h"
+#include "fsutil.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <poll.h>
 #include <stdio.h>

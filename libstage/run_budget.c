@@ -13,7 +13,8 @@
  * warning and SIGTERM reach the batch shell first, which dies of them, and
  * Slurm stops the job before stg_run can collect.
  */
-#include "run.h"
+#include "run_budget.h"
+#include "ctx.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -4,7 +4,7 @@
  * it inherits (STAGER_DATA, STAGER_MOUNT, STAGER_OUT, numbered _2, _3, ...
  * after the first of each kind).
  */
-#include "run.h"
+#include "run_env.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -9,8 +9,11 @@
  * the job (SIGKILL at the end of KillWait) is left for `stager clean` (the
  * epilog) to unmount.
  */
-#include "mount.h"
-#include "run.h"
+#include "mount_open.h"
+#include "run_mount.h"
+#include "run_env.h"
+#include "ctx.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <signal.h>

@@ -12,9 +12,11 @@
  * node's collector keeps its own time and is told "now" on the early
  * warning.
  */
-#include "run.h"
+#include "run_supervise.h"
+#include "run_budget.h"
 
 #include "collect_every.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -22,6 +22,8 @@
  */
 #include "sigwatch.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

@@ -6,8 +6,9 @@
 #ifndef STG_SIGWATCH_H
 #define STG_SIGWATCH_H
 
-#include "internal.h"
+#include "ctx.h"
 
+#include <stdatomic.h>
 #include <pthread.h>
 #include <signal.h>
 

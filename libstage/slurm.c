@@ -14,7 +14,7 @@
  * B: warning goes to the shell, which dies of it, and Slurm then kills
  * what is left of the step before it can collect.
  */
-#include "internal.h"
+#include "slurm.h"
 
 #include <ctype.h>
 #include <errno.h>

@@ -12,6 +12,7 @@
  * fstat(), not on the stat() that came before the slot.
  */
 #include "source.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -11,6 +11,7 @@
  * in one stream, with no parallel extraction; it says so once.
  */
 #include "archive_unpack.h"
+#include "ctx.h"
 
 #include <errno.h>
 #include <fcntl.h>

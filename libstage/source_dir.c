@@ -12,6 +12,8 @@
 #include "hash.h"
 #include "source.h"
 #include "walk.h"
+#include "ctx.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -13,8 +13,15 @@
  * again after: its trailer is cheap to read again, and must name the same
  * digest, or it changed while it was being staged.
  */
+#include "extract_tree.h"
 #include "delta.h"
 #include "source.h"
+#include "ctx.h"
+#include "trailer.h"
+#include "pack_read.h"
+#include "extract.h"
+#include "path.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <fcntl.h>

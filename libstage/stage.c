@@ -17,6 +17,9 @@
  * identity instead, and the index says what its builder built.
  */
 #include "source.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

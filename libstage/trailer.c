@@ -14,7 +14,9 @@
  * for order and range, so that later stages (extraction, verification) may index without further
  * checks.
  */
-#include "internal.h"
+#include "trailer.h"
+#include "bytes.h"
+#include "path.h"
 
 #include <stdlib.h>
 #include <string.h>

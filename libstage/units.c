@@ -6,7 +6,7 @@
  * would also take " 5", "0x10", "1e3", "inf" and "nan", whose conversion to
  * an integer is undefined; hostile settings must give a clear error.
  */
-#include "internal.h"
+#include "units.h"
 
 #include <errno.h>
 #include <stdio.h>

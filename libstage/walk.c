@@ -12,6 +12,9 @@
  * listing a level, and depth holds at most OPEN_LEVELS descriptors.
  */
 #include "walk.h"
+#include "ctx.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

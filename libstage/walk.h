@@ -5,6 +5,7 @@
 #define STG_WALK_H
 
 #include "pace.h"
+#include "path.h"
 
 #include <sys/stat.h>
 

@@ -13,7 +13,9 @@
  * fails is remembered and reported; pieces after it are not written.
  */
 #include "writer.h"
+#include "ctx.h"
 
+#include <pthread.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

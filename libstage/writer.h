@@ -4,7 +4,7 @@
 #ifndef STG_WRITER_H
 #define STG_WRITER_H
 
-#include "internal.h"
+#include "ctx.h"
 
 typedef struct stg_writer stg_writer;
 

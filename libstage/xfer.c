@@ -62,8 +62,13 @@
  * and symlinks are data (created last, never followed).  Pushes into one
  * directory are serialised by a flock on it, where the filesystem has one.
  */
-#include "xfer.h"
+#include "bytes.h"
+#include "xfer_record.h"
+#include "xfer_send.h"
+#include "xfer_switch.h"
+#include "rsjob.h"
 #include "pace.h"
+#include "fsutil.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -5,7 +5,11 @@
  * checks before and after a switch, and the test hooks that stand in for
  * an NFS server (STAGER_TEST_FAULTS).
  */
-#include "xfer_recv.h"
+#include "xfer_record.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
 #include <errno.h>
 #include <fcntl.h>

@@ -6,7 +6,13 @@
  * for the whole transfer and its invariants.
  */
 #include "xfer_recv.h"
+#include "rsjob.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>

@@ -1,112 +1,11 @@
 /*
- * xfer_recv.h - what the two halves of the receiving end share:
- * xfer_recv.c (the manifest, what is there already, what to ask for, the
- * files as they arrive, the final check) and xfer_switch.c (the record of
- * what stager published, the lock, what may be replaced, the switch, the
- * pack, and the receiver's set-up).
+ * xfer_recv.h - the steps of a receive (xfer_recv.c): the manifest, what
+ * is there, what to ask for, the final check; what the steps share.
  */
 #ifndef STG_XFER_RECV_H
 #define STG_XFER_RECV_H
 
-#include "xfer.h"
-#include "walk.h"
-
-#include <sys/stat.h>
-
-enum { BASIS_NONE, BASIS_PARTIAL, BASIS_DEST };
-
-typedef struct rentry {
-	stg_wentry e;
-	uint8_t basis; /* where the old version of a wanted file lives */
-	bool wanted;   /* asked of the sender */
-	bool received;
-	bool checked;      /* its bytes at its path matched its XXH3 in this run */
-	bool resumable;    /* received as a partial copy kept if cut (xfer_resume.c) */
-	uint64_t offer;    /* bytes of a partial copy offered to the sender */
-	uint64_t from;     /* the byte its data started at (the offer, accepted) */
-	XXH3_state_t *pre; /* the XXH3 of the offered bytes, to go on with */
-	char *rname;       /* its partial copy's name (rnames holds the pointer) */
-} rentry;
-
-typedef struct receiver {
-	stg_ctx *ctx;
-	stg_wire *w;
-	int parent, part, dest; /* dest: -1 on a first push */
-	int rec;                /* the record, open and locked (-1: none yet) */
-	bool by_record;         /* DEST may be replaced because the record names it */
-	bool by_empty;          /* ... only because it is empty: checked again after the switch */
-	bool basis_made;        /* rc->basis_name is ours to remove */
-	char *name, *part_name;
-	char *rec_name; /* ".stager-published.NAME": the record of what stager
-	                   published, and the lock of transfers to DEST */
-	char *old_name; /* ".stager-old.NAME": the old version, for a moment (no RENAME_EXCHANGE) */
-	char *shown;    /* DEST as given, for messages */
-	bool pack;      /* publish a pack (name ends in .tar.zst), not a tree */
-	bool replace;   /* --replace: an existing DEST may be replaced whatever it is */
-	char *dir;      /* the parent's path (for the pack writer) */
-	char *basis_name; /* --pack: the old pack unpacked, as a basis */
-	rentry *r;
-	size_t n, cap;
-	stg_arena names; /* the manifest's paths and links */
-	stg_strmap paths;
-	bool map;
-	uint8_t digest[32];
-	uint32_t root_mode; /* of the sender's tree */
-	int64_t root_mtime;
-	uint8_t *buf, *out;
-	unsigned tmp_seq;
-	uint64_t done, total;
-	uint64_t sig_bytes; /* signatures sent (estimated) */
-	const char *what;
-	stg_strmap rnames; /* partial copies' names -> entry */
-	bool rmap;
-	unsigned offers;
-	char boot[XFER_BOOT];
-	char sh[STG_SHOWN_MAX]; /* a peer's path, escaped for a message */
-} receiver;
-
-/* A directory's identity for the record: its inode number, its ctime and,
- * where the filesystem keeps one, its birth time.  The ctime changes when
- * an entry is added to or removed from the directory, and a directory made
- * again under a reused inode number (NFS and Lustre keep no birth time) has
- * a new one; so a directory the user has changed since is not taken for
- * the one stager published. */
-typedef struct dir_id {
-	unsigned long long ino;
-	long long ct_sec, bt_sec;
-	unsigned ct_nsec, bt_nsec;
-	bool bt;
-} dir_id;
-/* What ".stager-published.NAME" says (FORMAT.md): the directory (or, for
- * --pack, the file) stager published at DEST; and, while a switch without
- * RENAME_EXCHANGE runs, the old version it moves to ".stager-old.NAME"
- * (and whether that one was stager's) and the new one that takes DEST.
- * Those two by inode and birth time only: the renames change their ctime,
- * and so does removing the old one's entries. */
-typedef struct record {
-	bool pub, old, old_pub;
-	dir_id p, o, n;
-} record;
-
-/* The record, the lock and what may be replaced (xfer_record.c). */
-stg_err stg__xr_dest_allowed(receiver *rc, int dest);
-int stg__xr_dir_id_of(int fd, dir_id *id);
-bool stg__xr_filled_meanwhile(receiver *rc);
-stg_err stg__xr_filled(receiver *rc);
-int stg__xr_id_at(int dfd, const char *name, dir_id *id);
-bool stg__xr_id_equal(const dir_id *rec, const dir_id *cur, bool ctime);
-stg_err stg__xr_not_replaced(receiver *rc);
-stg_err stg__xr_record_lock(receiver *rc);
-void stg__xr_holds(const receiver *rc, uint8_t out[XFER_HOLDS]);
-void stg__xr_record_published(receiver *rc, int dfd, const char *name);
-int stg__xr_record_put(receiver *rc, const record *r);
-bool stg__xr_record_read(receiver *rc, record *r);
-void stg__xr_record_write(receiver *rc, const record *r);
-bool stg__xr_same_dir_at(receiver *rc, const char *name, int fd);
-bool stg__xr_test_fault(const char *op);
-void stg__xr_test_fill(receiver *rc);
-int stg__xr_xrenameat2(int olddir, const char *oldname, int newdir, const char *newname,
-                       unsigned flags);
+#include "xfer_recv_state.h"
 
 /* The steps of a receive (xfer_recv.c), in order, driven by
  * stg__receive_tree (xfer_switch.c). */
@@ -114,7 +13,6 @@ stg_err stg__recv_read_manifest(receiver *rc);
 stg_err stg__recv_resume_names_init(receiver *rc);
 stg_err stg__recv_clean_partial(receiver *rc);
 stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res);
-stg_err stg__recv_receive_file(receiver *rc, const uint8_t *p, uint32_t len);
 stg_err stg__recv_links_and_verify(receiver *rc);
 
 /* Shared by the steps: a new temporary name in the partial root; fd's

@@ -8,8 +8,13 @@
  * its size is the peer's word, and a copy that filled the disk is no
  * resume.  xfer.c explains the whole transfer.
  */
+#include "xfer_recv_file.h"
+#include "rsjob.h"
 #include "xfer_recv.h"
+#include "ctx.h"
+#include "bytes.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -24,8 +24,12 @@
  * id: on the same boot the whole file is offered, after a reboot only what
  * the record says was flushed.  No valid record, nothing is offered.
  */
-#include "xfer.h"
+#include "xfer_resume.h"
+#include "rsjob.h"
+#include "ctx.h"
+#include "bytes.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>

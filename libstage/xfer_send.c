@@ -11,9 +11,15 @@
  * the file's XXH3 as they are read, so a file that changed since the
  * manifest is still caught, prefix included.
  */
-#include "xfer.h"
+#include "xfer_send.h"
+#include "rsjob.h"
 #include "walk.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>

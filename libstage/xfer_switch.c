@@ -5,8 +5,17 @@
  * renames where the filesystem has none), a pack instead of a tree, and
  * the receiver's set-up and its entry points.  xfer.c explains the whole.
  */
+#include "xfer_switch.h"
+#include "xfer_record.h"
 #include "xfer_recv.h"
+#include "xfer_recv_file.h"
+#include "rsjob.h"
+#include "ctx.h"
+#include "bytes.h"
+#include "fsutil.h"
+#include "path.h"
 
+#include <xxhash.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pwd.h>

@@ -14,7 +14,7 @@
 #include <stdio.h>
 #include <sys/types.h>
 
-#include "stage.h"
+#include "libstage.h"
 
 enum {
 	EXIT_OK = 0,

@@ -10,7 +10,7 @@ load helpers
 	make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr >/dev/null
 	[ -x "$root/usr/bin/stager" ]
 	[ -f "$root/usr/lib/libstage.a" ]
-	[ -f "$root/usr/include/stage.h" ]
+	[ -f "$root/usr/include/libstage.h" ]
 	[ -f "$root/usr/lib/pkgconfig/libstage.pc" ]
 	[ -f "$root/usr/share/man/man1/stager.1" ]
 	[ -L "$root/usr/lib/libstage.so.0" ]
@@ -19,7 +19,7 @@ load helpers
 	grep -q 'SONAME *libstage.so.0' objdump.txt
 	# it exports only stg_* symbols (code or data), and every function of
 	# the public header; the build's library and the installed one
-	grep '^STG_API' "$root/usr/include/stage.h" | grep -oE '\<stg_[a-z0-9_]+ *\(' | tr -d ' (' |
+	grep '^STG_API' "$root/usr/include/libstage.h" | grep -oE '\<stg_[a-z0-9_]+ *\(' | tr -d ' (' |
 		LC_ALL=C sort -u >header.syms
 	[ "$(wc -l <header.syms)" -ge 20 ]
 	for so in "$top/${B:-build}/libstage.so" "$root/usr/lib/libstage.so.0"; do
@@ -36,7 +36,7 @@ load helpers
 	done
 
 	cat >prog.c <<'C'
-#include <stage.h>
+#include <libstage.h>
 #include <stdio.h>
 int main(int argc, char **argv)
 {

@@ -12,6 +12,7 @@
  * writes the fixture's real delta there (tests/fuzz/delta-seeds.sh records
  * the seeds so).
  */
+#include <xxhash.h>
 #include <fcntl.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -21,7 +22,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "bytes.h"
 #include "delta.h"
+#include "fsutil.h"
+#include "manifest.h"
 
 #include <zstd.h>
 

@@ -12,12 +12,14 @@
  * `make fuzz` with clang; replayed over tests/fuzz/corpus/mount by
  * `make test` (replay.c).
  */
+#include <xxhash.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
 
 #include "mount_frames.h"
 #include "mount_tree.h"
+#include "pack_read.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

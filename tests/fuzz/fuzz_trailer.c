@@ -7,7 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "stage.h"
+#include "libstage.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -5,7 +5,7 @@
  * not answer is "unknown", a command that hangs is cut short). */
 #include "unit.h"
 
-#include "mount.h"
+#include "mount_job.h"
 
 #include <stdatomic.h>
 

@@ -2,7 +2,9 @@
  * memory, hostile bytes, and whole transfers with stg_push_fd/stg_pull_fd
  * against stg_serve on a thread. */
 #include "unit.h"
-#include "xfer.h"
+#include "xfer_record.h"
+#include "xfer_send.h"
+#include "xfer_switch.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -6,7 +6,7 @@
  * changed, anything with --replace, never a home directory; the test
  * hooks. */
 #include "unit.h"
-#include "xfer_recv.h"
+#include "xfer_record.h"
 
 #include <errno.h>
 #include <pthread.h>

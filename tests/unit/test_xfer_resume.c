@@ -5,7 +5,8 @@
  * record, never through a link), with the XXH3 of the offered bytes;
  * kept or removed on close; the record dropped once the copy is done. */
 #include "unit.h"
-#include "xfer.h"
+#include "xfer_resume.h"
+#include "rsjob.h"
 
 #include <errno.h>
 #include <sys/wait.h>

@@ -7,7 +7,9 @@
  * the next, which sends less; what stg__receive_check refuses before
  * anything is sent; a sender whose tree is missing. */
 #include "unit.h"
-#include "xfer.h"
+#include "xfer_record.h"
+#include "xfer_send.h"
+#include "xfer_switch.h"
 
 #include <dirent.h>
 #include <pthread.h>

@@ -27,8 +27,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
-#include "stage.h"
+#include "bytes.h"
+#include "collect_mark.h"
+#include "config.h"
+#include "ctx.h"
+#include "extract.h"
+#include "extract_tree.h"
+#include "fsutil.h"
+#include "manifest.h"
+#include "pack_read.h"
+#include "path.h"
+#include "slurm.h"
+#include "trailer.h"
+#include "units.h"
+#include "libstage.h"
 
 /* malloc that aborts when out of memory. */
 static inline void *ut_malloc(size_t n)

@@ -5,7 +5,8 @@
 #define STG_UT_COLLECT_H
 
 #include "unit.h"
-#include "collect.h"
+#include "collect_record.h"
+#include "collect_send.h"
 
 /* Free a collector the test made by hand: its open files, records,
  * maps and pending names. */

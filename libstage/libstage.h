@@ -1,5 +1,5 @@
 /*
- * stage.h - libstage, the library behind the stager tool.
+ * libstage.h - libstage, the library behind the stager tool.
  *
  * libstage moves training data between a cluster's shared filesystem and a
  * compute node's local disk.  Its unit of data is the *pack*: a pax tar
@@ -22,8 +22,8 @@
  *  - One stg_ctx must not be used by two threads at once; separate contexts
  *    are independent.  Operations may use threads internally.
  */
-#ifndef STAGE_H
-#define STAGE_H
+#ifndef LIBSTAGE_H
+#define LIBSTAGE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -1301,4 +1301,4 @@ STG_API const char *stg_format_size(uint64_t bytes, char *buf, size_t len);
 #ifdef __cplusplus
 }
 #endif
-#endif /* STAGE_H */
+#endif /* LIBSTAGE_H */

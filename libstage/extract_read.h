@@ -1,0 +1,23 @@
+/*
+ * extract_read.h - extraction's readers (extract_read.c): frames in
+ * order into a bounded set of buffers, past the page cache where that
+ * pays; the run's failure, kept on its state.
+ */
+#ifndef STG_EXTRACT_READ_H
+#define STG_EXTRACT_READ_H
+
+#include "extract_state.h"
+
+/* Fail the run (the first error is kept) and wake every waiter. */
+void stg__ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+/* Has the run failed or been cancelled?  A cancel becomes an error here, so
+ * that every waiter (for a buffer, or a previous piece of a file) wakes. */
+bool stg__ex_failed(ex_state *s);
+/* Switch s->p's fd to direct reads where that pays (a network filesystem,
+ * large frames): the fd's flags to restore after, or -1 (nothing changed). */
+int stg__ex_direct_begin(ex_state *s);
+/* A reader thread (s->readers of them run). */
+void *stg__ex_reader(void *arg);
+
+#endif

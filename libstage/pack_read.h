@@ -1,0 +1,32 @@
+/*
+ * pack_read.h - an opened pack (pack_read.c): its trailer, its reads.
+ */
+#ifndef STG_PACK_READ_H
+#define STG_PACK_READ_H
+
+#include "trailer.h"
+
+struct stg_bucket;
+struct stg_pack {
+	int fd;             /* -1 for a memory pack */
+	const uint8_t *mem; /* memory pack */
+	uint64_t size;
+	stg_trailer t;
+	struct stg_bucket *bw; /* reads charged to this rate limit (NULL: none) */
+	stg_ctx *bw_ctx;
+	dev_t dev;         /* the file's device (st_dev) */
+	uint8_t *tail;     /* the pack's last tail_len bytes, from tail_off, when the */
+	uint64_t tail_off; /* trailer fit in them (NULL otherwise) */
+	size_t tail_len;
+};
+
+/* Read len bytes at off of the pack's data (what the trailer's read at
+ * open brought in, from memory). */
+int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off);
+/* How many of those bytes a read takes from the source, not from what the
+ * trailer's read kept. */
+uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len);
+const char *stg__rec_path(const stg_pack *p, const stg_rec *r);
+const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
+
+#endif

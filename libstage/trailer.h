@@ -1,0 +1,89 @@
+/*
+ * trailer.h - the pack format (FORMAT.md) as data: its constants, a
+ * trailer's frames, entries and deltas, and their codec (trailer.c).
+ */
+#ifndef STG_TRAILER_H
+#define STG_TRAILER_H
+
+#include "ctx.h"
+
+#define STG_FORMAT_VERSION                                                                         \
+	3                      /* 2: the packed directory's mode in the body;                      \
+	                          3: each frame's XXH3-128 in the frame table */
+#define STG_FORMAT_OLDEST    1 /* the oldest version read */
+#define STG_ROOT_MODE_SET    0x10000u
+#define STG_SKIP_MAGIC       0x184D2A57u /* zstd skippable frame, variant 7 */
+#define STG_FOOTER_SIZE      48
+#define STG_FOOTER_MAGIC     "STGPACK\x01"
+#define STG_BODY_MAGIC       "STGT"
+#define STG_BODY_HEADER_SIZE 96
+#define STG_FRAME_REC_SIZE   48 /* 32 before format 3: no XXH3-128 */
+#define STG_FRAME_REC_SIZE_2 32
+#define STG_ENTRY_REC_SIZE   80
+#define STG_DELTA_REC_SIZE   48
+#define STG_FRAME_RAW_MAX    (64u << 20)         /* largest frame a reader accepts */
+#define STG_BODY_RAW_MAX     ((uint64_t)2 << 30) /* largest decoded trailer */
+#define STG_TAIL_READ        (1u << 20)          /* first read at the end of a pack */
+
+typedef struct stg_frame {
+	uint64_t comp_off, comp_size;
+	uint64_t raw_off, raw_size;
+	uint8_t xxh3[16]; /* of the compressed bytes, canonical (format 3; zero before) */
+} stg_frame;
+
+typedef struct stg_rec {
+	uint64_t tar_off, data_off, size;
+	int64_t mtime;
+	uint32_t mtime_nsec;
+	uint32_t mode;
+	uint64_t path_off; /* into names; link follows path, NUL-separated in memory */
+	uint32_t path_len, link_len;
+	uint8_t type;
+	uint8_t xxh3[16];
+} stg_rec;
+
+typedef struct stg_delta_rec {
+	uint8_t base[STG_DIGEST_LEN];
+	uint64_t name_off;
+	uint32_t name_len;
+} stg_delta_rec;
+
+/* Everything a trailer says, decoded and checked. */
+typedef struct stg_trailer {
+	uint64_t data_size, tar_size, content_size;
+	uint8_t digest[STG_DIGEST_LEN];
+	/* the packed directory's permission bits | STG_ROOT_MODE_SET; 0 when
+	 * the pack does not say (version 1) */
+	uint32_t root_mode;
+	uint32_t version; /* the format version it was read as, or is written as */
+	size_t n_frames, n_entries, n_deltas;
+	stg_frame *frames;
+	stg_rec *recs;
+	stg_delta_rec *deltas;
+	/* names, with a NUL after every path, link and delta name so that they
+	 * can be handed out as C strings */
+	char *names;
+	size_t names_len;
+} stg_trailer;
+
+void stg__trailer_free(stg_trailer *t);
+
+/* Encode t into a complete trailer frame (skippable header, compressed body,
+ * footer).  *out is malloc'ed. */
+stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8_t **out,
+                            size_t *out_len);
+
+/*
+ * Decode a trailer.  tail holds the last tail_len bytes of a file of
+ * file_size bytes.  If the trailer begins before tail, returns STG_OK with
+ * *need set to the number of bytes from the end that must be supplied;
+ * otherwise *need is 0 and t is filled.  Every count and offset is checked
+ * against the file size before anything is allocated.
+ */
+stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
+                            stg_trailer *t, size_t *need);
+
+/* Frame that holds tar offset off (t->n_frames if none). */
+size_t stg__frame_of(const stg_trailer *t, uint64_t off);
+
+#endif
