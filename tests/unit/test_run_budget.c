@@ -1,4 +1,4 @@
-/* test_run_budget.c - stg_run's time budget in a Slurm job (run_budget.c):
+/* test_run_budget.c - the time budget of `stager run` in a Slurm job (run_budget.c):
  * the job's clock learned at start (fake squeue and scontrol on PATH, the
  * spooled script's #SBATCH --signal), and none outside a job; the interval
  * of periodic collects (a tenth of what is left, 60 s to 30 min); rates
