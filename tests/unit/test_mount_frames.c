@@ -11,6 +11,7 @@
 #include "mount_frames.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <zstd.h>
 
 #define MAXF 256

@@ -6,7 +6,13 @@
  * that cannot be mounted is the error, the mounts before it still ended.
  * Skipped where FUSE cannot mount. */
 #include "unit.h"
+/* the headers as split by the rename of i28-hdr, or as before it */
+#if __has_include("run_state.h")
+#include "run_state.h"
+#include "run_mount.h"
+#else
 #include "run.h"
+#endif
 
 #include <sys/mount.h>
 
