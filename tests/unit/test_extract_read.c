@@ -10,13 +10,9 @@
  * reads on a local disk. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("extract_state.h")
 #include "extract_state.h"
 #include "extract_read.h"
 #include "extract.h"
-#else
-#include "extract.h"
-#endif
 
 #include <errno.h>
 

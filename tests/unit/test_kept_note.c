@@ -7,12 +7,8 @@
  * home where no note can be written warned about. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("kept_note.h")
 #include "kept_note.h"
 #include "results.h"
-#else
-#include "results.h"
-#endif
 
 typedef struct fx {
 	UT_FX;

@@ -8,13 +8,9 @@
  * keeps nothing more; a pin clean already dropped is not waited for. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("mount_state.h")
 #include "mount_state.h"
 #include "mount_keep.h"
 #include "mount.h"
-#else
-#include "mount.h"
-#endif
 
 typedef struct fx {
 	UT_FX;

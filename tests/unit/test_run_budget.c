@@ -10,12 +10,8 @@
  * die of the early warning stops run before it starts. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("run_state.h")
 #include "run_state.h"
 #include "run_budget.h"
-#else
-#include "run.h"
-#endif
 
 typedef struct fx {
 	UT_FX;

@@ -4,12 +4,8 @@
  * first of each kind, inherited by the command it starts. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("run_state.h")
 #include "run_state.h"
 #include "run_env.h"
-#else
-#include "run.h"
-#endif
 
 static void test_in_jobdir(void **state)
 {

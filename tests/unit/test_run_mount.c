@@ -7,12 +7,8 @@
  * Skipped where FUSE cannot mount. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("run_state.h")
 #include "run_state.h"
 #include "run_mount.h"
-#else
-#include "run.h"
-#endif
 
 #include <sys/mount.h>
 

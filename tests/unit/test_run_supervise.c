@@ -10,13 +10,9 @@
 #include "unit.h"
 #include "cache.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("run_state.h")
 #include "run_state.h"
 #include "run_supervise.h"
 #include "run_budget.h"
-#else
-#include "run.h"
-#endif
 
 #include <sys/mman.h>
 

@@ -9,13 +9,9 @@
  * partial copy, also of a resumable file. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
-#if __has_include("xfer_recv_state.h")
 #include "xfer_recv_state.h"
 #include "xfer_recv_file.h"
 #include "xfer_recv.h"
-#else
-#include "xfer_recv.h"
-#endif
 
 #include <errno.h>
 #include <sys/mount.h>
