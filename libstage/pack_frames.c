@@ -282,17 +282,21 @@ static stg_err submit(stg_framer *s)
 		s->cur = NULL;
 	}
 	pthread_mutex_unlock(&s->mu);
-	return err;
+	/* the pipeline's own failure (a write, a full disk), said with its
+	 * detail: the caller passes it on to stg__framer_finish */
+	return err ? stg__fail(s->ctx, err, "%s", s->errmsg) : STG_OK;
 }
 
 stg_err stg__framer_cut(stg_framer *f)
 {
+	if (!f->cur) /* failed already */
+		return stg__framer_err(f);
 	return f->cur->len >= f->target ? submit(f) : STG_OK;
 }
 
 size_t stg__framer_room(const stg_framer *f)
 {
-	return f->target - f->cur->len;
+	return f->cur ? f->target - f->cur->len : 0; /* 0: failed already */
 }
 
 uint64_t stg__framer_pos(const stg_framer *f)
@@ -378,7 +382,9 @@ stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_fr
 
 stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 {
-	if (!err && s->cur->len)
+	if (!err && !s->cur)
+		err = stg__framer_err(s);
+	else if (!err && s->cur->len)
 		err = submit(s);
 	pthread_mutex_lock(&s->mu);
 	s->closing = true;

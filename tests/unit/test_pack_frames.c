@@ -175,12 +175,15 @@ static void test_write_fails(void **state)
 	errno = 0;
 	assert_int_equal(stg__framer_put(fr, data, 1), -1);
 	assert_int_equal(errno, EIO);
+	/* a failed framer answers a cut again with its error, not a crash */
+	assert_int_equal(stg__framer_cut(fr), STG_ENOSPC);
+	assert_int_equal(stg__framer_room(fr), 0);
 	stg_framed fm = {0};
 	assert_int_equal(stg__framer_finish(fr, err, &fm), STG_ENOSPC);
 	assert_null(fm.frames);
-	/* (the cut's error passed on to finish, as pack_write does, leaves
-	 * the detail off ctx: `stager pack` then says only "not enough
-	 * space", without the pack's path: reported with this test) */
+	/* the cut's error, passed on to finish as pack_write does, keeps its
+	 * detail on ctx */
+	assert_string_equal(stg_errmsg(f->ctx), "writing the pack: No space left on device");
 
 	/* the failure found by finish itself: named */
 	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
