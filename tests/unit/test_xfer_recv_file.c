@@ -20,6 +20,7 @@ typedef struct fx {
 	UT_FX;
 	char *part, *stream, *small;
 	stg_wire ww, rw;
+	bool ww_on, rw_on; /* initialised: freed before the next init */
 	int wfd, rfd;
 	receiver rc;
 	uint8_t *data;
@@ -88,6 +89,10 @@ static int teardown(void **state)
 {
 	fx *f = *state;
 	rc_fini(f);
+	if (f->ww_on)
+		stg__wire_free(&f->ww);
+	if (f->rw_on)
+		stg__wire_free(&f->rw);
 	if (f->wfd >= 0)
 		close(f->wfd);
 	if (f->rfd >= 0)
@@ -108,7 +113,10 @@ static void stream_begin(fx *f)
 	if (f->wfd >= 0)
 		close(f->wfd);
 	f->wfd = open(f->stream, O_RDWR | O_CREAT | O_TRUNC, 0600);
+	if (f->ww_on)
+		stg__wire_free(&f->ww);
 	assert_int_equal(stg__wire_init(&f->ww, f->ctx, -1, f->wfd), STG_OK);
+	f->ww_on = true;
 }
 
 static void send_file(fx *f, uint32_t idx)
@@ -138,7 +146,10 @@ static stg_err receive(fx *f)
 	if (f->rfd >= 0)
 		close(f->rfd);
 	f->rfd = open(f->stream, O_RDONLY);
+	if (f->rw_on)
+		stg__wire_free(&f->rw);
 	assert_int_equal(stg__wire_init(&f->rw, f->ctx, f->rfd, -1), STG_OK);
+	f->rw_on = true;
 	uint8_t t;
 	const uint8_t *p;
 	uint32_t len;
