@@ -46,7 +46,11 @@ static void check(doctor *d, stg_check_level level, const char *name, const char
 	va_start(ap, fmt);
 	vsnprintf(found, sizeof found, fmt, ap);
 	va_end(ap);
-	stg_check c = {.level = level, .name = name, .found = found, .fix = fix};
+	/* an ok check has nothing to fix (libstage.h) */
+	stg_check c = {.level = level,
+	               .name = name,
+	               .found = found,
+	               .fix = level == STG_CHECK_OK ? NULL : fix};
 	d->fn(d->arg, &c);
 }
 

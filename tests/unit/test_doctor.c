@@ -62,12 +62,12 @@ static void take(void *arg, const stg_check *c)
 	snprintf(f->chk[f->n].name, sizeof f->chk[f->n].name, "%s", c->name);
 	snprintf(f->chk[f->n].found, sizeof f->chk[f->n].found, "%s", c->found);
 	snprintf(f->chk[f->n].fix, sizeof f->chk[f->n].fix, "%s", c->fix ? c->fix : "");
-	/* a warning or a failure says what to do (stage.h says an ok check
-	 * has none, but "scratch space" and the job's scratch variable pass
-	 * theirs whatever the level: reported with this test; the tool
-	 * prints a fix only for the others) */
+	/* a warning or a failure says what to do; an ok check has nothing
+	 * to fix (libstage.h) */
 	if (c->level != STG_CHECK_OK)
 		assert_true(c->fix && *c->fix);
+	else
+		assert_null(c->fix);
 	f->n++;
 }
 
