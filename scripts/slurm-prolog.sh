@@ -44,7 +44,9 @@ fi
 # the node's reader slots (max_readers_per_node): a directory of root's,
 # sticky and world-writable; one a user made first is theirs to turn off
 slots=${STAGER_SLOT_DIR:-/run/lock/stager}
-if [ ! -e "$slots" ] && [ ! -L "$slots" ] && [ -d "$(dirname "$slots")" ]; then
+# (a node without /run/lock, a container's, say: the parents made too)
+if [ ! -e "$slots" ] && [ ! -L "$slots" ]; then
+	[ -d "$(dirname "$slots")" ] || mkdir -p -m 0755 "$(dirname "$slots")" 2>/dev/null
 	mkdir -m 1777 "$slots" 2>/dev/null && chmod 1777 "$slots"
 elif [ -L "$slots" ] || [ "$(stat -c %u "$slots")" != 0 ]; then
 	echo "stager-prolog: $slots (slot_dir) is not root's: its owner can turn off every user's limit; remove it (the prolog then makes it)" >&2
