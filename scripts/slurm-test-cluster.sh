@@ -33,14 +33,16 @@ set -euo pipefail
 cmd=${1:?start or stop}
 dir=${2:?a directory}
 
+# the daemons whose pid files match GLOB (default all: munged's too)
 stop() {
-	for p in "$dir"/*.pid; do
+	local glob=${1:-*}
+	for p in "$dir"/$glob.pid; do
 		[ -f "$p" ] || continue
 		pid=$(cat "$p" 2>/dev/null || true)
 		[ -n "$pid" ] && kill "$pid" 2>/dev/null || true
 	done
 	sleep 0.5
-	for p in "$dir"/*.pid; do
+	for p in "$dir"/$glob.pid; do
 		[ -f "$p" ] || continue
 		pid=$(cat "$p" 2>/dev/null || true)
 		[ -n "$pid" ] && kill -9 "$pid" 2>/dev/null || true
@@ -125,18 +127,6 @@ if [ "$proctrack" = cgroup ]; then
 	mount --bind "$cg" "$dir/cgroupfs/freezer" || { rmdir "$cg"; cannot "use proctrack/cgroup: cannot bind-mount $cg"; }
 	echo "$cg" >"$dir/cgroup"
 fi
-port=${PORT:-}
-if [ -z "$port" ]; then
-	used=$(ss -Hltn 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' || true)
-	for _ in $(seq 1 50); do
-		port=$((20000 + RANDOM % 20000))
-		clash=
-		for p in $(seq "$port" $((port + nodes + 1))); do
-			echo "$used" | grep -qx "$p" && clash=1
-		done
-		[ -z "$clash" ] && break
-	done
-fi
 install -d -m 0700 "$dir/munge" "$dir/state" "$dir/spool"
 host=$(hostname -s)
 
@@ -149,102 +139,169 @@ munged --key-file="$dir/munge/key" --socket="$dir/munge/sock" \
 	--log-file="$dir/munge/log" --force
 for _ in $(seq 1 50); do [ -S "$dir/munge/sock" ] && break; sleep 0.1; done
 
-# job_container/tmpfs wants Contain (slurmctld: "fatal: PrologFlags=Contain
-# is required for use with job_container/tmpfs"), which implies Alloc
-pflags=${PROLOG:+Alloc}
-[ -z "${JOB_CONTAINER:-}" ] || pflags=Alloc,Contain
-cat >"$dir/slurm.conf" <<CONF
-ClusterName=stagertest
-SlurmctldHost=$host(127.0.0.1)
-SlurmUser=root
-SlurmdUser=root
-AuthType=auth/munge
-CredType=cred/munge
-AuthInfo=socket=$dir/munge/sock
-StateSaveLocation=$dir/state
-SlurmdSpoolDir=$dir/spool/slurmd-%n
-SlurmctldPidFile=$dir/slurmctld.pid
-SlurmdPidFile=$dir/slurmd-%n.pid
-SlurmctldLogFile=$dir/slurmctld.log
-SlurmdLogFile=$dir/slurmd-%n.log
-SlurmctldPort=$port
-SlurmdPort=$((port + 1))
-ProctrackType=proctrack/$proctrack
-TaskPlugin=task/none
-SelectType=select/cons_tres
-SelectTypeParameters=CR_Core_Memory
-DefMemPerCPU=256
-SlurmdParameters=config_overrides
-AccountingStorageType=accounting_storage/none
-JobCompType=jobcomp/none
-MpiDefault=none
-SchedulerType=sched/backfill
-KillWait=5
-OverTimeLimit=0
-MinJobAge=600
-ReturnToService=2
-${epilog:+Epilog=$epilog}
-${PROLOG:+Prolog=$PROLOG}
-${pflags:+PrologFlags=$pflags}
-${TASK_PROLOG:+TaskProlog=$TASK_PROLOG}
-CONF
-[ -z "${JOB_CONTAINER:-}" ] || echo "JobContainerType=job_container/tmpfs" >>"$dir/slurm.conf"
-if [ "$nodes" -eq 1 ]; then
-	echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN" >>"$dir/slurm.conf"
-else
-	for i in $(seq 1 "$nodes"); do
-		echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((port + 1 + i))" \
-			"CPUs=2 RealMemory=2000 State=UNKNOWN" >>"$dir/slurm.conf"
-	done
-fi
-echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
-[ "$proctrack" = pgid ] ||
-	printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=%s\n' "$dir/cgroupfs" >"$dir/cgroup.conf"
-if [ -n "${JOB_CONTAINER:-}" ]; then
-	# BasePath gets a directory per node (BASE/<node>/<job>)
-	mkdir -p "$base"
-	echo "$base" >"$dir/jcbase"
-	printf 'AutoBasePath=true\nBasePath=%s\n' "$base" >"$dir/job_container.conf"
-fi
-export SLURM_CONF="$dir/slurm.conf"
-slurmctld -f "$SLURM_CONF"
-if [ "$nodes" -eq 1 ]; then
-	slurmd -f "$SLURM_CONF"
-else
-	scratch=${SCRATCH:-$dir/scratch}
-	mkdir -p "$scratch"
-	# Each node's bind mount must stay in its namespace.  Where / is not a
-	# mount point (a chroot), unshare cannot make it private: make SCRATCH
-	# a private mount of its own instead, which the namespaces copy.
-	prop=private
-	if ! unshare --mount --propagation private true 2>/dev/null; then
-		mount --bind "$scratch" "$scratch" && mount --make-private "$scratch"
-		echo "$scratch" >"$dir/selfbind"
-		prop=unchanged
+# a free block of ports: the controller's, then one per node
+pick_port() {
+	local used p clash low
+	if [ -n "${PORT:-}" ]; then
+		port=$PORT
+		return
 	fi
-	# With job_container/tmpfs each node's slurmd, and so its jobs, stays
-	# on the CPU its namespace was made on: Linux 6.18 numbers namespaces
-	# from per-CPU batches (CPU 0: 220, 221, ...; CPU 1: 4320, ...), and a
-	# job's namespace numbered below its node's cannot be bind-mounted
-	# there ("_create_ns: ns base mount failed: Invalid argument")
-	mapfile -t cpus < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
-		for (i = 1; i <= n; i++) { k = split(r[i], a, "-"); for (c = a[1]; c <= a[k]; c++) print c } }' /proc/self/status)
-	for i in $(seq 1 "$nodes"); do
-		mkdir -p "$dir/nodes/n$i"
-		pin=
-		[ -z "${JOB_CONTAINER:-}" ] || pin="taskset -c ${cpus[(i - 1) % ${#cpus[@]}]}"
-		$pin unshare --mount --uts --propagation $prop sh -c \
-			"hostname n$i && mount --bind '$dir/nodes/n$i' '$scratch' && exec slurmd -f '$SLURM_CONF' -N n$i"
+	# below the kernel's ephemeral ports (32768 up by default), which
+	# the tests' own connections take at random; none in use
+	low=$(awk '{ print $1 }' /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || echo 32768)
+	[ "$low" -gt 21000 ] || low=60999
+	used=$(ss -Hatn 2>/dev/null | awk '{ n = split($4, a, ":"); print a[n] }' || true)
+	for _ in $(seq 1 50); do
+		port=$((20000 + RANDOM % (low - 20000 - nodes - 2)))
+		clash=
+		for p in $(seq "$port" $((port + nodes + 1))); do
+			echo "$used" | grep -qx "$p" && clash=1
+		done
+		[ -z "$clash" ] && break
 	done
-fi
-for _ in $(seq 1 100); do
-	if [ "$(sinfo -h -o %t 2>/dev/null | grep -c idle)" -ge 1 ] &&
-		! sinfo -h -o %t 2>/dev/null | grep -qv idle; then
+}
+
+# the daemon whose pid file FILE names runs (not a zombie: PID 1 may
+# reap late)
+alive() {
+	local pid
+	pid=$(cat "$1" 2>/dev/null) || return 1
+	[ -n "$pid" ] && [ -r "/proc/$pid/stat" ] &&
+		[ "$(awk '{ print $3 }' "/proc/$pid/stat" 2>/dev/null)" != Z ]
+}
+
+start_daemons() {
+	# job_container/tmpfs wants Contain (slurmctld: "fatal: PrologFlags=Contain
+	# is required for use with job_container/tmpfs"), which implies Alloc
+	pflags=${PROLOG:+Alloc}
+	[ -z "${JOB_CONTAINER:-}" ] || pflags=Alloc,Contain
+	cat >"$dir/slurm.conf" <<-CONF
+	ClusterName=stagertest
+	SlurmctldHost=$host(127.0.0.1)
+	SlurmUser=root
+	SlurmdUser=root
+	AuthType=auth/munge
+	CredType=cred/munge
+	AuthInfo=socket=$dir/munge/sock
+	StateSaveLocation=$dir/state
+	SlurmdSpoolDir=$dir/spool/slurmd-%n
+	SlurmctldPidFile=$dir/slurmctld.pid
+	SlurmdPidFile=$dir/slurmd-%n.pid
+	SlurmctldLogFile=$dir/slurmctld.log
+	SlurmdLogFile=$dir/slurmd-%n.log
+	SlurmctldPort=$port
+	SlurmdPort=$((port + 1))
+	ProctrackType=proctrack/$proctrack
+	TaskPlugin=task/none
+	SelectType=select/cons_tres
+	SelectTypeParameters=CR_Core_Memory
+	DefMemPerCPU=256
+	SlurmdParameters=config_overrides
+	AccountingStorageType=accounting_storage/none
+	JobCompType=jobcomp/none
+	MpiDefault=none
+	SchedulerType=sched/backfill
+	KillWait=5
+	OverTimeLimit=0
+	MinJobAge=600
+	ReturnToService=2
+	${epilog:+Epilog=$epilog}
+	${PROLOG:+Prolog=$PROLOG}
+	${pflags:+PrologFlags=$pflags}
+	${TASK_PROLOG:+TaskProlog=$TASK_PROLOG}
+	CONF
+	[ -z "${JOB_CONTAINER:-}" ] || echo "JobContainerType=job_container/tmpfs" >>"$dir/slurm.conf"
+	if [ "$nodes" -eq 1 ]; then
+		echo "NodeName=$host NodeAddr=127.0.0.1 CPUs=4 RealMemory=4000 State=UNKNOWN" >>"$dir/slurm.conf"
+	else
+		for i in $(seq 1 "$nodes"); do
+			echo "NodeName=n$i NodeHostname=n$i NodeAddr=127.0.0.1 Port=$((port + 1 + i))" \
+				"CPUs=2 RealMemory=2000 State=UNKNOWN" >>"$dir/slurm.conf"
+		done
+	fi
+	echo "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP" >>"$dir/slurm.conf"
+	[ "$proctrack" = pgid ] ||
+		printf 'CgroupPlugin=cgroup/v1\nCgroupMountpoint=%s\n' "$dir/cgroupfs" >"$dir/cgroup.conf"
+	if [ -n "${JOB_CONTAINER:-}" ]; then
+		# BasePath gets a directory per node (BASE/<node>/<job>)
+		mkdir -p "$base"
+		echo "$base" >"$dir/jcbase"
+		printf 'AutoBasePath=true\nBasePath=%s\n' "$base" >"$dir/job_container.conf"
+	fi
+	export SLURM_CONF="$dir/slurm.conf"
+	slurmctld -f "$SLURM_CONF"
+	if [ "$nodes" -eq 1 ]; then
+		slurmd -f "$SLURM_CONF"
+	else
+		scratch=${SCRATCH:-$dir/scratch}
+		mkdir -p "$scratch"
+		# Each node's bind mount must stay in its namespace.  Where / is not a
+		# mount point (a chroot), unshare cannot make it private: make SCRATCH
+		# a private mount of its own instead, which the namespaces copy.
+		prop=private
+		if ! unshare --mount --propagation private true 2>/dev/null; then
+			mount --bind "$scratch" "$scratch" && mount --make-private "$scratch"
+			echo "$scratch" >"$dir/selfbind"
+			prop=unchanged
+		fi
+		# With job_container/tmpfs each node's slurmd, and so its jobs, stays
+		# on the CPU its namespace was made on: Linux 6.18 numbers namespaces
+		# from per-CPU batches (CPU 0: 220, 221, ...; CPU 1: 4320, ...), and a
+		# job's namespace numbered below its node's cannot be bind-mounted
+		# there ("_create_ns: ns base mount failed: Invalid argument")
+		mapfile -t cpus < <(awk '/^Cpus_allowed_list/ { n = split($2, r, ",")
+			for (i = 1; i <= n; i++) { k = split(r[i], a, "-"); for (c = a[1]; c <= a[k]; c++) print c } }' /proc/self/status)
+		for i in $(seq 1 "$nodes"); do
+			mkdir -p "$dir/nodes/n$i"
+			pin=
+			[ -z "${JOB_CONTAINER:-}" ] || pin="taskset -c ${cpus[(i - 1) % ${#cpus[@]}]}"
+			$pin unshare --mount --uts --propagation $prop sh -c \
+				"hostname n$i && mount --bind '$dir/nodes/n$i' '$scratch' && exec slurmd -f '$SLURM_CONF' -N n$i"
+		done
+	fi
+}
+
+# Every node idle, within START_TIME seconds (default 120: under a
+# loaded machine slurmd can take long to register).  Each sinfo is bounded:
+# with no controller, sinfo retries for MessageTimeout (10 s) before it
+# gives up.  A controller that died at start (a port another program took
+# between the choice and the bind) is retried on other ports, twice.
+up() {
+	local deadline=$((SECONDS + ${START_TIME:-120})) st p
+	while [ $SECONDS -lt $deadline ]; do
+		st=$(timeout 10 sinfo -h -N -o %t 2>/dev/null) || st=
+		if [ "$(echo "$st" | grep -cx idle)" -eq "$nodes" ]; then
+			return 0
+		fi
+		# a daemon that died ends the wait (a pid file comes a moment
+		# after the daemon's start returns)
+		for p in "$dir"/slurm*.pid; do
+			[ ! -f "$p" ] || alive "$p" || return 1
+		done
+		sleep 0.2
+	done
+	return 1
+}
+
+for _ in 1 2 3; do
+	pick_port
+	start_daemons
+	if up; then
 		echo "$SLURM_CONF"
 		exit 0
 	fi
-	sleep 0.2
+	[ -z "${PORT:-}" ] && grep -q "Address already in use" "$dir"/slurm*.log 2>/dev/null || break
+	echo "slurm-test-cluster: port $port was taken; another try" >&2
+	stop 'slurm*'
+	[ ! -f "$dir/selfbind" ] || umount "$(cat "$dir/selfbind")" 2>/dev/null || true
+	rm -f "$dir/selfbind" "$dir"/slurm*.log
+	rm -rf "$dir/state" "$dir/spool"
+	install -d -m 0700 "$dir/state" "$dir/spool"
 done
 echo "slurm-test-cluster: the node did not come up; logs in $dir" >&2
-tail -5 "$dir"/slurm*.log >&2 || true
+for f in "$dir"/slurm*.log; do
+	[ -f "$f" ] || continue
+	echo "== $f" >&2
+	tail -n 20 "$f" >&2
+done
 exit 1

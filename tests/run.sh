@@ -56,9 +56,32 @@ guess() { # name: the seconds it took last time here, else a rough guess
 }
 ordered=$(for j in "${jobs[@]}"; do echo "$(guess "$j") $j"; done | sort -rn | awk '{ print $2 }')
 
+# the processes under PID, a tree, "# "-prefixed
+tree_of() {
+	ps -eo pid=,ppid=,etimes=,args= | awk -v root="$1" '
+		{ pid[NR] = $1; pp[NR] = $2; line[$1] = $0; kids[$2] = kids[$2] " " $1 }
+		function walk(p, d,   n, k, i) {
+			printf "#   %*s%s\n", 2 * d, "", substr(line[p], 1, 200)
+			n = split(kids[p], k, " ")
+			for (i = 1; i <= n; i++) walk(k[i], d + 1)
+		}
+		END { if (root in line) walk(root, 0) }'
+}
+
 run_job() { # name: run one job, print its output whole when it ends
-	local name=$1 t0 t1 rc
+	local name=$1 t0 t1 rc watch me=$BASHPID
 	t0=$(date +%s.%N)
+	# 5 s before its time limit, what the job still runs (pid, ppid,
+	# seconds, command): where a hang is
+	(
+		trap 'kill $s 2>/dev/null; exit 0' TERM
+		sleep $((JOB_TIMEOUT - 5)) &
+		s=$!
+		wait $s
+		echo "# still running 5 s before the time limit:"
+		tree_of "$me"
+	) >"$out/$name.hung" &
+	watch=$!
 	# the node-wide reader slots are the machine's: jobs running side by
 	# side would take each other's (a test that needs them sets its own)
 	export STAGER_SLOT_DIR=$out/slots.$name
@@ -105,10 +128,12 @@ run_job() { # name: run one job, print its output whole when it ends
 	*) echo "not ok 1 no such test job: $name" ;;
 	esac >"$out/$name.tap" 2>&1 </dev/null
 	rc=$?
+	kill "$watch" 2>/dev/null
+	wait "$watch" 2>/dev/null
 	t1=$(date +%s.%N)
 	# a crash, a time-out or a non-zero exit without a TAP failure line fails
 	if [ $rc -ne 0 ] && ! grep -q '^not ok' "$out/$name.tap"; then
-		[ $rc -eq 124 ] && echo "# timed out after $JOB_TIMEOUT s" >>"$out/$name.tap"
+		[ $rc -eq 124 ] && { echo "# timed out after $JOB_TIMEOUT s"; cat "$out/$name.hung"; } >>"$out/$name.tap"
 		echo "not ok - $name exited with status $rc" >>"$out/$name.tap"
 	fi
 	awk -v a="$t0" -v b="$t1" -v n="$name" 'BEGIN { printf "%s %.1f\n", n, b - a }' >"$out/$name.time"
@@ -118,7 +143,7 @@ run_job() { # name: run one job, print its output whole when it ends
 		cat "$out/$name.tap"
 	} 9>"$out/.lock"
 }
-export -f run_job
+export -f run_job tree_of
 export B JOB_TIMEOUT
 
 start=$(date +%s)

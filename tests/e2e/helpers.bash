@@ -125,11 +125,13 @@ flip_byte() { # file offset
 # Waiting on conditions, never blindly or forever.
 
 wait_until() { # SECONDS CMD...: run CMD every 0.05 s until it succeeds; fail after SECONDS
-	local limit=$1 n=0
+	# (a deadline, not a count: a CMD that itself takes long, such as
+	# squeue with a controller gone, cannot stretch the wait)
+	local limit=$1 end
 	shift
+	end=$((${EPOCHREALTIME//[!0-9]/} + limit * 1000000))
 	until "$@"; do
-		n=$((n + 1))
-		if [ "$n" -gt $((limit * 20)) ]; then
+		if [ "${EPOCHREALTIME//[!0-9]/}" -gt "$end" ]; then
 			echo "wait_until: '$*' still false after $limit s" >&2
 			return 1
 		fi
