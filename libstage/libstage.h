@@ -194,6 +194,63 @@ STG_API int stg_pack_frame(const stg_pack *pack, size_t i, uint64_t *offset, uin
 STG_API int stg_pack_delta(const stg_pack *pack, size_t i, uint8_t base_digest[STG_DIGEST_LEN],
                            const char **name);
 
+/* ---- packs: files read at random (pack_reader.c) ----------------------- */
+
+/* A pack open for reading its files at random, from any number of threads
+ * at once: what `import stager` reads packs with. */
+typedef struct stg_reader stg_reader;
+
+typedef struct stg_reader_opts {
+	size_t cache_bytes; /* decoded frames kept, least recently used out;
+	                       default 64 MiB, at least two frames */
+} stg_reader_opts;
+
+typedef struct stg_reader_stats {
+	uint64_t frames_fetched; /* frames read from the pack */
+	uint64_t frames_cached;  /* reads served from decoded frames */
+	uint64_t bytes_fetched;  /* compressed bytes read from the pack */
+	uint64_t bytes_decoded;  /* bytes decoded */
+} stg_reader_stats;
+
+STG_API void stg_reader_opts_init(stg_reader_opts *opts);
+
+/*
+ * Open the pack at path (one read of its trailer, as stg_pack_open) and map
+ * its regular files, and hard links to them, by path.  opts may be NULL.
+ * The files are numbered 0 .. stg_reader_count() - 1 in pack order; a path
+ * packed twice is the later one, as tar extracts it.
+ */
+STG_API stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *opts,
+                                stg_reader **out);
+STG_API void stg_reader_close(stg_reader *r);
+STG_API const stg_pack *stg_reader_pack(const stg_reader *r);
+STG_API size_t stg_reader_count(const stg_reader *r);
+/* File i: its entry (type STG_FILE; a hard link's path with its target's
+ * size, offsets and hash).  0, or -1 if out of range. */
+STG_API int stg_reader_file(const stg_reader *r, size_t i, stg_entry *out);
+/* The file at path (len bytes, no NUL needed) into *i; 0, or -1 if the pack
+ * has no such file. */
+STG_API int stg_reader_find(const stg_reader *r, const char *path, size_t len, size_t *i);
+/* The frame that holds file i's first byte: files of one frame are read
+ * together at the cost of one. */
+STG_API size_t stg_reader_frame(const stg_reader *r, size_t i);
+/*
+ * Up to len bytes of file i from off into buf; *got says how many (0 at or
+ * past its end).  Every byte comes from a frame checked against the frame
+ * table (format 3), or from a file checked whole first (older formats).
+ * 0, or an errno value: EIO (the file's bytes are damaged; for good),
+ * ESTALE (the pack changed in place since it was opened), ENOMEM, or the
+ * pack's read error.  Thread-safe.
+ */
+STG_API int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t off,
+                             size_t *got);
+/* All of file i (its size in bytes) into buf, checked against its
+ * XXH3-128 whatever the format.  0, or an errno value as above. */
+STG_API int stg_reader_read(stg_reader *r, size_t i, void *buf);
+/* Why a read of file i failed with rc, in words, into buf. */
+STG_API void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
+STG_API void stg_reader_get_stats(stg_reader *r, stg_reader_stats *stats);
+
 /* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */
 STG_API void stg_digest_hex(const uint8_t digest[STG_DIGEST_LEN], char *out);
 /* The reverse: STG_DIGEST_HEXLEN hex digits (either case) into digest;

@@ -261,11 +261,11 @@ static int read_stream(stg_mount *m, uint64_t off, size_t len, uint8_t *out)
 		const stg_frame *f = &t->frames[k];
 		const uint8_t *data;
 		stg_fbuf *held;
-		int rc = stg__frames_get(m->frames, k, &data, &held);
-		if (rc)
-			return rc;
 		size_t in = (size_t)(off - f->raw_off);
 		size_t n = (size_t)(f->raw_size - in) < len ? (size_t)(f->raw_size - in) : len;
+		int rc = stg__frames_get(m->frames, k, in + n, &data, &held);
+		if (rc)
+			return rc;
 		memcpy(out, data + in, n);
 		stg__frames_put(m->frames, held);
 		out += n;

@@ -21,6 +21,14 @@
  * is damaged for good: every read that needs it fails with EIO, and the
  * caller is told once.  A frame that could not be read is tried again by
  * the next read.
+ *
+ * A frame is decoded only as far as a read needs (format 3, whose frames
+ * are checked before decoding): zstd's buffer-less API decodes it a block
+ * (at most 128 KiB) at a time straight into the frame's buffer, which is
+ * its own window, and the next read that needs more goes on from there.
+ * A cold 4 KiB read thus decodes half a frame on average, not all of it.
+ * Older packs are decoded whole, as their check is zstd's checksum at the
+ * frame's end.
  */
 #define ZSTD_STATIC_LINKING_ONLY
 #include "mount_frames.h"
@@ -41,7 +49,12 @@ struct stg_fbuf {
 	int state;
 	unsigned refs;
 	uint8_t *data;
-	size_t len;
+	size_t len;            /* the frame's raw size (data's size) */
+	size_t have;           /* bytes of data decoded so far */
+	bool decoding;         /* a reader is decoding more (without mu) */
+	uint8_t *comp;         /* until decoded whole: the checked compressed bytes, */
+	size_t comp_pos;       /* how far they are decoded, */
+	ZSTD_DCtx *dctx;       /* and the decoder's state */
 	stg_fbuf *prev, *next; /* LRU list of unheld ready frames; head: newest */
 };
 
@@ -61,7 +74,7 @@ struct stg_frames {
 	pthread_t *threads;
 	unsigned n_threads;
 	bool stop;
-	uint64_t fetched, hits, fetched_bytes;
+	uint64_t fetched, hits, fetched_bytes, decoded;
 };
 
 static void lru_unlink(stg_frames *f, stg_fbuf *b)
@@ -88,6 +101,23 @@ static void lru_push(stg_frames *f, stg_fbuf *b)
 		f->lru_tail = b;
 }
 
+/* What a frame's buffer costs the cache: its decoded bytes, and its
+ * compressed ones while they are kept. */
+static size_t cost(const stg_fbuf *b, const stg_frame *fr)
+{
+	return b->len + (b->comp ? (size_t)fr->comp_size : 0);
+}
+
+static void fbuf_free(stg_fbuf *b)
+{
+	if (!b)
+		return;
+	ZSTD_freeDCtx(b->dctx);
+	free(b->comp);
+	free(b->data);
+	free(b);
+}
+
 /* Drop unheld frames, oldest first, until the cache fits (mu held). */
 static void shrink(stg_frames *f, size_t room)
 {
@@ -95,22 +125,77 @@ static void shrink(stg_frames *f, size_t room)
 		stg_fbuf *b = f->lru_tail;
 		lru_unlink(f, b);
 		f->slot[b->k] = NULL;
-		f->bytes -= b->len;
-		free(b->data);
-		free(b);
+		f->bytes -= cost(b, &f->t->frames[b->k]);
+		fbuf_free(b);
 	}
 }
 
-/* Fetch, check and decode frame k (without mu); 0 or an errno value, and
- * why for a damaged frame. */
-static int load(stg_frames *f, size_t k, uint8_t **out, const char **why)
+/* Decode b on until at least need bytes are there (or the frame ends);
+ * without mu, b->decoding set.  0, or EIO with why. */
+static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t need, const char **why)
+{
+	while (b->have < need) {
+		size_t next = ZSTD_nextSrcSizeToDecompress(b->dctx);
+		if (next == 0)
+			break;
+		if (next > fr->comp_size - b->comp_pos) {
+			*why = "its zstd frame is cut short";
+			return EIO;
+		}
+		size_t n = ZSTD_decompressContinue(b->dctx, b->data + b->have, b->len - b->have,
+		                                   b->comp + b->comp_pos, next);
+		if (ZSTD_isError(n)) {
+			*why = ZSTD_getErrorName(n);
+			return EIO;
+		}
+		b->comp_pos += next;
+		b->have += n;
+	}
+	if (b->have < b->len && ZSTD_nextSrcSizeToDecompress(b->dctx) == 0) {
+		*why = "it decodes to the wrong size";
+		return EIO;
+	}
+	if (b->have == b->len &&
+	    (ZSTD_nextSrcSizeToDecompress(b->dctx) != 0 || b->comp_pos != fr->comp_size)) {
+		/* the frame's end (and any checksum) must follow its last byte */
+		const char *w = NULL;
+		while (!w && ZSTD_nextSrcSizeToDecompress(b->dctx) != 0) {
+			size_t next = ZSTD_nextSrcSizeToDecompress(b->dctx);
+			size_t n;
+			if (next > fr->comp_size - b->comp_pos)
+				w = "its zstd frame is cut short";
+			else if (ZSTD_isError(
+			                 n = ZSTD_decompressContinue(b->dctx, b->data + b->have, 0,
+			                                             b->comp + b->comp_pos, next)))
+				w = ZSTD_getErrorName(n);
+			else if (n)
+				w = "it decodes to the wrong size";
+			else
+				b->comp_pos += next;
+		}
+		if (!w && b->comp_pos != fr->comp_size)
+			w = "it has bytes after its zstd frame";
+		if (w) {
+			*why = w;
+			return EIO;
+		}
+	}
+	return 0;
+}
+
+/* Fetch and check frame k into b (without mu): its compressed bytes and a
+ * decoder, ready for decode_to (older formats: decoded whole, as their
+ * check is zstd's checksum).  0 or an errno value, and why for a damaged
+ * frame. */
+static int load(stg_frames *f, size_t k, stg_fbuf *b, const char **why)
 {
 	const stg_frame *fr = &f->t->frames[k];
 	uint8_t *comp = stg__io_alloc(fr->comp_size);
-	uint8_t *raw = stg__io_alloc(fr->raw_size);
+	b->len = (size_t)fr->raw_size;
+	b->data = stg__io_alloc(b->len);
 	int rc = 0;
 	*why = NULL;
-	if (!comp || !raw) {
+	if (!comp || !b->data) {
 		rc = ENOMEM;
 		goto out;
 	}
@@ -124,70 +209,133 @@ static int load(stg_frames *f, size_t k, uint8_t **out, const char **why)
 			rc = EIO;
 			goto out;
 		}
-	} else {
-		ZSTD_frameHeader zh;
-		if (ZSTD_getFrameHeader(&zh, comp, fr->comp_size) != 0 || !zh.checksumFlag) {
-			*why = "it has no zstd content checksum";
-			rc = EIO;
+		if (!(b->dctx = ZSTD_createDCtx()) || ZSTD_isError(ZSTD_decompressBegin(b->dctx))) {
+			rc = ENOMEM;
 			goto out;
 		}
-		pthread_mutex_lock(&f->mu);
-		bool same = !f->seen_set[k] || memcmp(f->seen[k], h.digest, 16) == 0;
-		pthread_mutex_unlock(&f->mu);
-		if (!same) {
-			*why = "it changed since it was first read";
-			rc = EIO;
-			goto out;
-		}
+		b->comp = comp;
+		comp = NULL;
+		goto out;
 	}
-	size_t n = ZSTD_decompress(raw, fr->raw_size, comp, fr->comp_size);
-	if (ZSTD_isError(n) || n != fr->raw_size) {
+	ZSTD_frameHeader zh;
+	if (ZSTD_getFrameHeader(&zh, comp, fr->comp_size) != 0 || !zh.checksumFlag) {
+		*why = "it has no zstd content checksum";
+		rc = EIO;
+		goto out;
+	}
+	pthread_mutex_lock(&f->mu);
+	bool same = !f->seen_set[k] || memcmp(f->seen[k], h.digest, 16) == 0;
+	pthread_mutex_unlock(&f->mu);
+	if (!same) {
+		*why = "it changed since it was first read";
+		rc = EIO;
+		goto out;
+	}
+	size_t n = ZSTD_decompress(b->data, b->len, comp, fr->comp_size);
+	if (ZSTD_isError(n) || n != b->len) {
 		*why = ZSTD_isError(n) ? ZSTD_getErrorName(n) : "it decodes to the wrong size";
 		rc = EIO;
 		goto out;
 	}
-	if (f->t->version < 3) {
-		pthread_mutex_lock(&f->mu);
-		if (!f->seen_set[k]) {
-			memcpy(f->seen[k], h.digest, 16);
-			f->seen_set[k] = 1;
-		}
-		pthread_mutex_unlock(&f->mu);
+	b->have = b->len;
+	pthread_mutex_lock(&f->mu);
+	if (!f->seen_set[k]) {
+		memcpy(f->seen[k], h.digest, 16);
+		f->seen_set[k] = 1;
 	}
-	*out = raw;
-	raw = NULL;
+	pthread_mutex_unlock(&f->mu);
 out:
 	free(comp);
-	free(raw);
 	return rc;
 }
 
-int stg__frames_get(stg_frames *f, size_t k, const uint8_t **data, stg_fbuf **held)
+/* A frame found damaged: for good (mu held); its holders keep their
+ * bytes. */
+static void mark_bad(stg_frames *f, stg_fbuf *b)
+{
+	f->bad[b->k] = 1;
+	if (f->slot[b->k] == b && b->state == FB_READY && b->refs == 0) {
+		lru_unlink(f, b);
+		f->slot[b->k] = NULL;
+		f->bytes -= cost(b, &f->t->frames[b->k]);
+		fbuf_free(b);
+	}
+}
+
+static void tell_bad(stg_frames *f, size_t k, int rc, const char *why)
+{
+	if (why && f->o.bad)
+		f->o.bad(f->o.bad_arg, k, why);
+	else if (f->o.bad && rc != ENOMEM)
+		f->o.bad(f->o.bad_arg, k, strerror(rc));
+}
+
+/* b held and ready: decoded on to need (mu held on entry and exit).  0 or
+ * an errno value. */
+static int decode_more(stg_frames *f, stg_fbuf *b, size_t need)
+{
+	const stg_frame *fr = &f->t->frames[b->k];
+	while (b->have < need) {
+		if (f->bad[b->k])
+			return EIO;
+		if (b->decoding) {
+			pthread_cond_wait(&f->cv, &f->mu);
+			continue;
+		}
+		b->decoding = true;
+		size_t before = b->have;
+		pthread_mutex_unlock(&f->mu);
+		const char *why = NULL;
+		int rc = decode_to(fr, b, need, &why);
+		pthread_mutex_lock(&f->mu);
+		b->decoding = false;
+		f->decoded += b->have - before;
+		if (!rc && b->have == b->len && b->comp) {
+			/* whole: the compressed bytes and the decoder go */
+			f->bytes -= (size_t)fr->comp_size;
+			free(b->comp);
+			b->comp = NULL;
+			ZSTD_freeDCtx(b->dctx);
+			b->dctx = NULL;
+		}
+		pthread_cond_broadcast(&f->cv);
+		if (rc) {
+			f->bad[b->k] = 1;
+			pthread_mutex_unlock(&f->mu);
+			tell_bad(f, b->k, rc, why);
+			pthread_mutex_lock(&f->mu);
+			return rc;
+		}
+	}
+	return 0;
+}
+
+int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, stg_fbuf **held)
 {
 	if (k >= f->t->n_frames)
 		return EIO;
+	size_t len = (size_t)f->t->frames[k].raw_size;
+	if (need == 0 || need > len)
+		need = len;
 	pthread_mutex_lock(&f->mu);
+	stg_fbuf *b;
 	for (;;) {
 		if (f->bad[k]) {
 			pthread_mutex_unlock(&f->mu);
 			return EIO;
 		}
-		stg_fbuf *b = f->slot[k];
+		b = f->slot[k];
 		if (!b)
 			break;
 		if (b->state == FB_READY) {
 			if (b->refs++ == 0)
 				lru_unlink(f, b);
 			f->hits++;
-			pthread_mutex_unlock(&f->mu);
-			*data = b->data;
-			*held = b;
-			return 0;
+			goto ready;
 		}
 		pthread_cond_wait(&f->cv, &f->mu);
 	}
-	stg_fbuf *b = calloc(1, sizeof *b);
-	if (!b) {
+	if (!(b = calloc(1, sizeof *b))) {
 		pthread_mutex_unlock(&f->mu);
 		return ENOMEM;
 	}
@@ -197,34 +345,38 @@ int stg__frames_get(stg_frames *f, size_t k, const uint8_t **data, stg_fbuf **he
 	f->slot[k] = b;
 	pthread_mutex_unlock(&f->mu);
 
-	uint8_t *raw = NULL;
 	const char *why;
-	int rc = load(f, k, &raw, &why);
+	int rc = load(f, k, b, &why);
 
 	pthread_mutex_lock(&f->mu);
 	if (rc) {
 		f->slot[k] = NULL;
-		free(b);
+		fbuf_free(b);
 		if (why)
 			f->bad[k] = 1;
-	} else {
-		b->data = raw;
-		b->len = f->t->frames[k].raw_size;
-		b->state = FB_READY;
-		shrink(f, b->len);
-		f->bytes += b->len;
-		f->fetched++;
-		f->fetched_bytes += f->t->frames[k].comp_size;
-	}
-	pthread_cond_broadcast(&f->cv);
-	pthread_mutex_unlock(&f->mu);
-	if (rc) {
-		if (why && f->o.bad)
-			f->o.bad(f->o.bad_arg, k, why);
-		else if (f->o.bad && rc != ENOMEM)
-			f->o.bad(f->o.bad_arg, k, strerror(rc));
+		pthread_cond_broadcast(&f->cv);
+		pthread_mutex_unlock(&f->mu);
+		tell_bad(f, k, rc, why);
 		return rc;
 	}
+	b->state = FB_READY;
+	f->decoded += b->have;
+	shrink(f, cost(b, &f->t->frames[k]));
+	f->bytes += cost(b, &f->t->frames[k]);
+	f->fetched++;
+	f->fetched_bytes += f->t->frames[k].comp_size;
+	pthread_cond_broadcast(&f->cv);
+ready:
+	rc = decode_more(f, b, need);
+	if (rc) {
+		if (--b->refs == 0) {
+			lru_push(f, b);
+			mark_bad(f, b);
+		}
+		pthread_mutex_unlock(&f->mu);
+		return rc;
+	}
+	pthread_mutex_unlock(&f->mu);
 	*data = b->data;
 	*held = b;
 	return 0;
@@ -237,6 +389,8 @@ void stg__frames_put(stg_frames *f, stg_fbuf *b)
 	pthread_mutex_lock(&f->mu);
 	if (--b->refs == 0) {
 		lru_push(f, b);
+		if (f->bad[b->k])
+			mark_bad(f, b);
 		shrink(f, 0);
 	}
 	pthread_mutex_unlock(&f->mu);
@@ -259,7 +413,7 @@ static void *prefetcher(void *arg)
 		pthread_mutex_unlock(&f->mu);
 		const uint8_t *d;
 		stg_fbuf *b;
-		if (stg__frames_get(f, k, &d, &b) == 0)
+		if (stg__frames_get(f, k, 0, &d, &b) == 0)
 			stg__frames_put(f, b);
 		pthread_mutex_lock(&f->mu);
 	}
@@ -284,6 +438,14 @@ void stg__frames_prefetch(stg_frames *f, size_t k, size_t n)
 	}
 	pthread_cond_broadcast(&f->work);
 	pthread_mutex_unlock(&f->mu);
+}
+
+uint64_t stg__frames_decoded(stg_frames *f)
+{
+	pthread_mutex_lock(&f->mu);
+	uint64_t n = f->decoded;
+	pthread_mutex_unlock(&f->mu);
+	return n;
 }
 
 void stg__frames_counts(stg_frames *f, uint64_t *fetched, uint64_t *hits, uint64_t *bytes)
@@ -351,10 +513,7 @@ void stg__frames_free(stg_frames *f)
 	for (unsigned i = 0; i < f->n_threads; i++)
 		pthread_join(f->threads[i], NULL);
 	for (size_t k = 0; f->slot && k < f->t->n_frames; k++) {
-		if (f->slot[k]) {
-			free(f->slot[k]->data);
-			free(f->slot[k]);
-		}
+		fbuf_free(f->slot[k]);
 	}
 	pthread_mutex_destroy(&f->mu);
 	pthread_cond_destroy(&f->cv);

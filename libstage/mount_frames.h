@@ -27,15 +27,19 @@ typedef struct stg_frames_opts {
 stg_err stg__frames_new(stg_ctx *ctx, const stg_trailer *t, const stg_frames_opts *o,
                         stg_frames **out);
 void stg__frames_free(stg_frames *f);
-/* Frame k, decoded and checked: *data (its raw_size bytes) stays valid
- * until stg__frames_put(*held).  0, or an errno value (EIO: damaged or
- * unreadable; ESTALE: the pack changed). */
-int stg__frames_get(stg_frames *f, size_t k, const uint8_t **data, stg_fbuf **held);
+/* Frame k, checked, and decoded at least up to its first need bytes (0:
+ * all of it): those of *data stay valid until stg__frames_put(*held).  0,
+ * or an errno value (EIO: damaged or unreadable; ESTALE: the pack
+ * changed). */
+int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data,
+                    stg_fbuf **held);
 void stg__frames_put(stg_frames *f, stg_fbuf *held);
 /* Start reading frames [k, k + n) in the background, if not cached. */
 void stg__frames_prefetch(stg_frames *f, size_t k, size_t n);
 /* Counters: frames read from the source, served from the cache, bytes
  * read from the source. */
 void stg__frames_counts(stg_frames *f, uint64_t *fetched, uint64_t *hits, uint64_t *bytes);
+/* Bytes decoded so far, all frames. */
+uint64_t stg__frames_decoded(stg_frames *f);
 
 #endif

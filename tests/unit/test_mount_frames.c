@@ -6,12 +6,15 @@
  * fetched again, while the others still read; a frame that could not be
  * read is tried again by the next read, and the fetch's own error (ESTALE)
  * comes back as it is; single flight; read-ahead; older packs: a frame
- * without zstd's checksum refused, a damaged one refused by decoding. */
+ * without zstd's checksum refused, a damaged one refused by decoding;
+ * a frame decoded only as far as reads need, also by threads at once, and
+ * a frame whose zstd blocks are damaged past the part read. */
 #include "unit.h"
 #include "mount_frames.h"
 
 #include <errno.h>
 #include <stdatomic.h>
+#include <xxhash.h>
 #include <zstd.h>
 
 #define MAXF 256
@@ -116,7 +119,7 @@ static void check_frame(fx *f, stg_frames *fr, size_t k)
 {
 	const uint8_t *data;
 	stg_fbuf *held;
-	int rc = stg__frames_get(fr, k, &data, &held);
+	int rc = stg__frames_get(fr, k, 0, &data, &held);
 	if (rc)
 		fail_msg("frame %zu: %s", k, strerror(rc));
 	const stg_frame *fm = &f->p->t.frames[k];
@@ -154,7 +157,7 @@ static void test_cached(void **state)
 	/* past the last frame */
 	const uint8_t *d;
 	stg_fbuf *h;
-	assert_int_equal(stg__frames_get(fr, n, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, n, 0, &d, &h), EIO);
 	stg__frames_put(fr, NULL); /* nothing held: nothing */
 	stg__frames_free(fr);
 	stg__frames_free(NULL);
@@ -185,11 +188,11 @@ static void test_bound(void **state)
 	const uint8_t *data[8];
 	stg_fbuf *held[8];
 	for (size_t k = 0; k < 8; k++)
-		assert_int_equal(stg__frames_get(fr, n - 1 - k, &data[k], &held[k]), 0);
+		assert_int_equal(stg__frames_get(fr, n - 1 - k, 0, &data[k], &held[k]), 0);
 	for (size_t k = 0; k < 8; k++) {
 		const uint8_t *again;
 		stg_fbuf *h;
-		assert_int_equal(stg__frames_get(fr, n - 1 - k, &again, &h), 0);
+		assert_int_equal(stg__frames_get(fr, n - 1 - k, 0, &again, &h), 0);
 		assert_ptr_equal(again, data[k]); /* the same buffer: still cached */
 		stg__frames_put(fr, h);
 	}
@@ -215,12 +218,12 @@ static void test_damaged(void **state)
 	stg_frames *fr = frames_with(f, &f->p->t, 64 << 20, 0);
 	const uint8_t *d;
 	stg_fbuf *h;
-	assert_int_equal(stg__frames_get(fr, 2, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, 2, 0, &d, &h), EIO);
 	assert_int_equal(f->bad_calls, 1);
 	assert_int_equal(f->bad_k, 2);
 	assert_string_equal(f->bad_why, "its bytes do not match the frame table's XXH3-128");
 	/* for good: not fetched again, not told again */
-	assert_int_equal(stg__frames_get(fr, 2, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, 2, 0, &d, &h), EIO);
 	assert_int_equal(f->fetches[2], 1);
 	assert_int_equal(f->bad_calls, 1);
 	/* the rest reads */
@@ -242,11 +245,11 @@ static void test_unreadable(void **state)
 	f->fail = 1;
 	f->fail_times = 2;
 	f->fail_errno = EIO;
-	assert_int_equal(stg__frames_get(fr, 1, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, 1, 0, &d, &h), EIO);
 	assert_int_equal(f->bad_calls, 1);
 	assert_string_equal(f->bad_why, strerror(EIO));
 	f->fail_errno = ESTALE; /* the pack changed: said as it is */
-	assert_int_equal(stg__frames_get(fr, 1, &d, &h), ESTALE);
+	assert_int_equal(stg__frames_get(fr, 1, 0, &d, &h), ESTALE);
 	check_frame(f, fr, 1);
 	assert_int_equal(f->fetches[1], 3);
 	stg__frames_free(fr);
@@ -263,7 +266,7 @@ static void *get_thread(void *arg)
 {
 	getter *g = arg;
 	stg_fbuf *h;
-	g->rc = stg__frames_get(g->fr, g->k, &g->data, &h);
+	g->rc = stg__frames_get(g->fr, g->k, 0, &g->data, &h);
 	if (!g->rc)
 		stg__frames_put(g->fr, h);
 	return NULL;
@@ -328,22 +331,141 @@ static void test_older_format(void **state)
 	f->damage = 1;
 	const uint8_t *d;
 	stg_fbuf *h;
-	assert_int_equal(stg__frames_get(fr, 1, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, 1, 0, &d, &h), EIO);
 	assert_int_equal(f->bad_calls, 1);
 	assert_int_equal(f->bad_k, 1);
 	f->damage = MAXF;
-	assert_int_equal(stg__frames_get(fr, 1, &d, &h), EIO); /* for good */
+	assert_int_equal(stg__frames_get(fr, 1, 0, &d, &h), EIO); /* for good */
 	f->no_checksum = true;
-	assert_int_equal(stg__frames_get(fr, 2, &d, &h), EIO);
+	assert_int_equal(stg__frames_get(fr, 2, 0, &d, &h), EIO);
 	assert_string_equal(f->bad_why, "it has no zstd content checksum");
 	assert_int_equal(f->bad_calls, 2);
 	stg__frames_free(fr);
 }
 
+/* Readers of one 1 MiB frame (8 zstd blocks) at once, each wanting its
+ * own prefix. */
+typedef struct part_arg {
+	stg_frames *fr;
+	size_t need;
+	const uint8_t *want;
+	int rc;
+} part_arg;
+
+static void *part_reader(void *arg)
+{
+	part_arg *a = arg;
+	const uint8_t *d;
+	stg_fbuf *h;
+	a->rc = stg__frames_get(a->fr, 0, a->need, &d, &h);
+	if (!a->rc) {
+		a->rc = memcmp(d, a->want, a->need) ? -1 : 0;
+		stg__frames_put(a->fr, h);
+	}
+	return NULL;
+}
+
+static void test_partial(void **state)
+{
+	fx *f = *state;
+	/* a pack of 1 MiB frames: text that compresses, in blocks of 128 KiB */
+	char *src = ut_join(f->dir, "big"), *pack = ut_join(f->dir, "big.tar.zst");
+	mkdir(src, 0755);
+	size_t len = 3 << 20;
+	uint8_t *text = ut_malloc(len);
+	for (size_t i = 0; i < len; i++)
+		text[i] = (uint8_t)("0123456789abcdef"[(i * 7 + i / 4096) % 16]);
+	ut_write(src, "t", text, len);
+	stg_pack_opts o;
+	stg_pack_opts_init(&o);
+	o.frame_size = 1 << 20;
+	assert_int_equal(stg_pack_dir(f->ctx, src, pack, &o, NULL), STG_OK);
+	stg_pack *p;
+	assert_int_equal(stg_pack_open(f->ctx, pack, &p), STG_OK);
+	stg_pack_close(f->p);
+	f->p = p;
+	close(f->fd);
+	f->fd = open(pack, O_RDONLY);
+	const stg_frame *f0 = &p->t.frames[0];
+	assert_true(f0->raw_size >= (1 << 20));
+	uint8_t *raw = ut_malloc(f0->raw_size), *comp = ut_malloc(f0->comp_size);
+	assert_int_equal(stg__pread_full(f->fd, comp, f0->comp_size, f0->comp_off), 0);
+	assert_int_equal(ZSTD_decompress(raw, f0->raw_size, comp, f0->comp_size), f0->raw_size);
+
+	/* 4 KiB at the start: one block decoded, not the frame */
+	stg_frames *fr = frames_with(f, &p->t, 64 << 20, 0);
+	const uint8_t *d;
+	stg_fbuf *h;
+	assert_int_equal(stg__frames_get(fr, 0, 4096, &d, &h), 0);
+	assert_memory_equal(d, raw, 4096);
+	uint64_t dec = stg__frames_decoded(fr);
+	assert_true(dec >= 4096 && dec <= (128 << 10));
+	stg__frames_put(fr, h);
+	/* more of it: decoding goes on from there, still one fetch */
+	assert_int_equal(stg__frames_get(fr, 0, 300 << 10, &d, &h), 0);
+	assert_memory_equal(d, raw, 300 << 10);
+	assert_true(stg__frames_decoded(fr) < (512 << 10));
+	stg__frames_put(fr, h);
+	assert_int_equal(stg__frames_get(fr, 0, 0, &d, &h), 0);
+	assert_memory_equal(d, raw, f0->raw_size);
+	assert_int_equal(stg__frames_decoded(fr), f0->raw_size);
+	assert_int_equal(f->fetches[0], 1);
+	stg__frames_put(fr, h);
+	stg__frames_free(fr);
+
+	/* threads wanting prefixes of one frame at once */
+	for (int round = 0; round < 20; round++) {
+		fr = frames_with(f, &p->t, 64 << 20, 0);
+		pthread_t th[4];
+		part_arg a[4];
+		for (int i = 0; i < 4; i++) {
+			a[i] = (part_arg){fr, (size_t)(i + 1) * (f0->raw_size / 4) - (size_t)i * 77,
+			                  raw, 1};
+			pthread_create(&th[i], NULL, part_reader, &a[i]);
+		}
+		for (int i = 0; i < 4; i++) {
+			pthread_join(th[i], NULL);
+			assert_int_equal(a[i].rc, 0);
+		}
+		assert_int_equal(stg__frames_decoded(fr), f0->raw_size);
+		stg__frames_free(fr);
+	}
+
+	/* damaged past its first block, with a frame table that agrees (as a pack
+	 * written wrong would be): the start reads, the end is EIO for good */
+	stg_trailer t = p->t;
+	stg_frame *frames = ut_malloc(t.n_frames * sizeof *frames);
+	memcpy(frames, t.frames, t.n_frames * sizeof *frames);
+	t.frames = frames;
+	f->damage = 0; /* fetch flips the byte at comp_size / 2 */
+	comp[f0->comp_size / 2] ^= 0x10;
+	XXH128_canonical_t hc;
+	XXH128_canonicalFromHash(&hc, XXH3_128bits(comp, f0->comp_size));
+	memcpy(frames[0].xxh3, hc.digest, 16);
+	fr = frames_with(f, &t, 64 << 20, 0);
+	int rc = stg__frames_get(fr, 0, 4096, &d, &h);
+	assert_int_equal(rc, 0);
+	assert_memory_equal(d, raw, 4096);
+	stg__frames_put(fr, h);
+	assert_int_equal(stg__frames_get(fr, 0, 0, &d, &h), EIO);
+	assert_int_equal(f->bad_calls, 1);
+	assert_int_equal(stg__frames_get(fr, 0, 4096, &d, &h), EIO);
+	assert_int_equal(f->bad_calls, 1);
+	/* the next frame reads */
+	check_frame(f, fr, 1);
+	stg__frames_free(fr);
+	free(frames);
+	free(raw);
+	free(comp);
+	free(text);
+	free(src);
+	free(pack);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         T(test_cached),        T(test_bound),    T(test_damaged),      T(test_unreadable),
-        T(test_single_flight), T(test_prefetch), T(test_older_format),
+        T(test_single_flight), T(test_prefetch), T(test_older_format), T(test_partial),
 };
 
 UT_MAIN(tests)
