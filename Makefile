@@ -45,6 +45,7 @@ CLI_SRC := $(wildcard stager/*.c)
 CLI_OBJ := $(CLI_SRC:%.c=$(B)/obj/%.o)
 
 STATIC  := $(B)/libstage.a
+PIC_LIB := $(B)/libstage_pic.a
 SHARED  := $(B)/libstage.so.$(VERSION)
 STAGER  := $(B)/stager
 
@@ -57,7 +58,7 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak
+	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -75,7 +76,7 @@ check-deps: | $(DEPS_FIRST)
 
 # -MMD -MP: every object depends on the headers it includes
 DEPFLAGS = -MMD -MP
--include $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d $(B)/pic/*/*.d $(B)/tests/*.d)
+-include $(wildcard $(B)/obj/*/*.d $(B)/obj/*/*/*.d $(B)/pic/*/*.d $(B)/tests/*.d $(B)/pyobj/*.d)
 
 $(B)/obj/%.o: %.c | check-deps
 	@mkdir -p $(dir $@)
@@ -102,6 +103,38 @@ $(SHARED): $(LIB_PIC)
 $(STAGER): $(CLI_OBJ) $(STATIC)
 	$(CC) $(SAN) -o $@ $(CLI_OBJ) $(STATIC) $(LDLIBS_ALL)
 
+# ---- Python: stager, a C extension over libstage -----------------------------
+# For Debian's own python3 (another may come first on PATH), into
+# $(B)/python: PYTHONPATH=$(B)/python /usr/bin/python3 -c 'import stager'
+PYTHON ?= /usr/bin/python3
+PY_INC = $(eval PY_INC := $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null))$(PY_INC)
+PY_VER = $(eval PY_VER := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null))$(PY_VER)
+PY_MOD := $(B)/python/stager/_stager.so
+PY_OUT := $(patsubst python/%,$(B)/python/%,$(wildcard python/stager/*.py))
+# where `make install` puts it: a directory Debian's python3 searches
+# (/usr/local/lib/python3.X/dist-packages, /usr/lib/python3/dist-packages),
+# else PREFIX/lib/python3/dist-packages, to be named in PYTHONPATH
+PYDIR ?= $(if $(filter /usr/local,$(PREFIX)),/usr/local/lib/python$(PY_VER)/dist-packages,$(PREFIX)/lib/python3/dist-packages)
+
+python: $(PY_MOD) $(PY_OUT)
+
+$(PIC_LIB): $(LIB_PIC)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(B)/pyobj/%.o: python/%.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -I$(PY_INC) -fPIC -fvisibility=hidden -Ilibstage -c $< -o $@
+
+# libstage inside, its symbols hidden: the module is one file
+$(PY_MOD): $(B)/pyobj/_stager.o $(B)/pyobj/ops.o $(PIC_LIB)
+	@mkdir -p $(dir $@)
+	$(CC) $(SAN) -shared -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS_ALL)
+
+$(B)/python/stager/%.py: python/stager/%.py
+	@mkdir -p $(dir $@)
+	cp $< $@
+
 # ---- tests ----------------------------------------------------------------
 
 $(B)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ) | check-deps
@@ -127,7 +160,7 @@ $(B)/fuzz/replay_%: $(B)/obj/tests/fuzz/fuzz_%.o $(B)/obj/tests/fuzz/replay.o $(
 	$(CC) $(SAN) -o $@ $^ $(LDLIBS_ALL)
 
 # `make test` prints one closing line: "N passed, N failed".
-test: all $(UNIT_BIN) $(TOOLS)
+test: all python $(UNIT_BIN) $(TOOLS)
 	@B=$(B) SAN_FLAGS="$(SAN)" bash tests/run.sh
 
 # a hostile archive may ask for absurd allocations: like the real
@@ -235,9 +268,9 @@ uninstall:
 	      $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
 
 format:
-	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c
+	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c python/*.[ch]
 format-check:
-	clang-format --dry-run -Werror libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c
+	clang-format --dry-run -Werror libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c python/*.[ch]
 
 clean:
 	rm -rf build build-asan build-ubsan build-fuzz

@@ -444,3 +444,22 @@ long stg__config_count(const stg_config *c, const char *key)
 	const char *v = stg_config_get(c, key, NULL);
 	return v ? strtol(v, NULL, 10) : 0;
 }
+
+stg_err stg_config_load_standard(stg_ctx *ctx, stg_config *c, const char *path)
+{
+	const char *site = getenv("STAGER_SITE_CONFIG");
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	char user[4096] = "";
+	if (xdg && *xdg == '/')
+		snprintf(user, sizeof user, "%s/stager/config", xdg);
+	else if (home && *home == '/')
+		snprintf(user, sizeof user, "%s/.config/stager/config", home);
+	stg_err err = stg_config_load_file(ctx, c, site && *site ? site : "/etc/stager.conf", 0);
+	if (!err && path)
+		err = stg_config_load_file(ctx, c, path, 1);
+	else if (!err && user[0])
+		err = stg_config_load_file(ctx, c, user, 0);
+	if (!err)
+		err = stg_config_load_env(ctx, c);
+	return err;
+}

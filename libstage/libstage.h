@@ -421,6 +421,12 @@ STG_API stg_err stg_config_load_mem(stg_ctx *ctx, stg_config *cfg, const void *d
                                     const char *name);
 /* STAGER_<KEY> variables, e.g. STAGER_SCRATCH_ROOT. */
 STG_API stg_err stg_config_load_env(stg_ctx *ctx, stg_config *cfg);
+/* The settings as stager reads them, later ones winning: the site's file
+ * ($STAGER_SITE_CONFIG, else /etc/stager.conf; missing is fine), then
+ * path (which must exist) if not NULL, else the user's file
+ * ($XDG_CONFIG_HOME/stager/config or ~/.config/stager/config), then
+ * STAGER_<KEY> variables. */
+STG_API stg_err stg_config_load_standard(stg_ctx *ctx, stg_config *cfg, const char *path);
 /* The value of key (NULL if no such key) and, if origin, where it came from. */
 STG_API const char *stg_config_get(const stg_config *cfg, const char *key, const char **origin);
 STG_API size_t stg_config_count(void);

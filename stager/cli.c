@@ -256,22 +256,7 @@ stg_config *cli_config(stg_ctx *ctx)
 		cli_error("out of memory");
 		exit(cli_finish(EXIT_IO));
 	}
-	const char *site = getenv("STAGER_SITE_CONFIG");
-	char user[4096];
-	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-	if (xdg && *xdg == '/')
-		snprintf(user, sizeof user, "%s/stager/config", xdg);
-	else if (home && *home == '/')
-		snprintf(user, sizeof user, "%s/.config/stager/config", home);
-	else
-		user[0] = '\0';
-	stg_err err = stg_config_load_file(ctx, cfg, site && *site ? site : "/etc/stager.conf", 0);
-	if (!err && g_opts.config)
-		err = stg_config_load_file(ctx, cfg, g_opts.config, 1);
-	else if (!err && user[0])
-		err = stg_config_load_file(ctx, cfg, user, 0);
-	if (!err)
-		err = stg_config_load_env(ctx, cfg);
+	stg_err err = stg_config_load_standard(ctx, cfg, g_opts.config);
 	if (!err && g_opts.scratch) {
 		if (g_opts.scratch[0] != '/') {
 			char *abs = realpath(g_opts.scratch, NULL);

@@ -1,0 +1,595 @@
+/*
+ * _stager.c - stager's Python module (stager._stager): libstage for Python.
+ *
+ * Pack, a pack's files read at random (stg_reader: frames checked, cached
+ * and decoded only as far as needed), and stage() and collect(), the
+ * tool's operations with its settings, node cache, slots and limits.  The
+ * pure-Python layer (stager/__init__.py, stager/torch.py) builds on these.
+ *
+ * The GIL is released whenever libstage reads, decodes or waits.  A Pack is
+ * safe to share between threads: reads hold a read lock of its handle,
+ * close() the write lock.  Long work answers SIGINT: a whole-file read goes
+ * in pieces and asks Python for its signals between them; stage() and
+ * collect() run on a thread of their own while the calling thread asks for
+ * signals every 50 ms, and cancel the operation (stg_cancel) on one.
+ */
+#include "ext.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <string.h>
+#include <time.h>
+#include <xxhash.h>
+
+/* ---- errors ------------------------------------------------------------- */
+
+/* stager.Error and its subclasses, by exit status (0 unused). */
+static PyObject *err_class[8];
+
+static const struct {
+	const char *name, *doc;
+	int status, errnum;
+} err_spec[] = {
+        {"stager.Error", "A stager operation failed; status is the tool's exit status.", 7,
+         EIO},
+        {"stager.UsageError", "A wrong argument or setting (exit status 1).", 1, EINVAL},
+        {"stager.SourceError", "The source is missing or unreadable (exit status 2).", 2, ENOENT},
+        {"stager.SpaceError", "Not enough space (exit status 3); the message has the figures.", 3,
+         ENOSPC},
+        {"stager.IntegrityError",
+         "A checksum failed, or a pack is damaged or hostile (exit status 4).", 4, EIO},
+        {"stager.Interrupted", "The operation was interrupted (exit status 5).", 5, EINTR},
+        {"stager.RemoteError", "A remote or transport failure (exit status 6).", 6, EREMOTEIO},
+};
+
+/* Raise the class of exit status status with message msg about filename
+ * (may be NULL). */
+PyObject *raise_status(int status, int errnum, const char *msg, const char *filename)
+{
+	PyObject *cls = err_class[status >= 1 && status <= 7 && err_class[status] ? status : 7];
+	PyObject *fn = filename ? PyUnicode_DecodeFSDefault(filename) : NULL;
+	PyObject *e = fn ? PyObject_CallFunction(cls, "isO", errnum, msg, fn)
+	                 : PyObject_CallFunction(cls, "is", errnum, msg);
+	Py_XDECREF(fn);
+	if (e) {
+		PyErr_SetObject(cls, e);
+		Py_DECREF(e);
+	}
+	return NULL;
+}
+
+PyObject *raise_err(stg_err err, const char *msg, const char *filename)
+{
+	int status = stg_exit_status(err);
+	int errnum = err == STG_EEXIST ? EEXIST : err == STG_ENOMEM ? ENOMEM : EIO;
+	for (size_t i = 0; i < sizeof err_spec / sizeof err_spec[0]; i++)
+		if (err_spec[i].status == status && status != 7)
+			errnum = err_spec[i].errnum;
+	if (err == STG_ENOMEM)
+		return PyErr_NoMemory();
+	return raise_status(status, errnum, msg && *msg ? msg : stg_strerror(err), filename);
+}
+
+/* ---- the log ------------------------------------------------------------- */
+
+static PyObject *log_fn; /* stager's: fn(level, message) */
+
+void on_log(void *arg, stg_log_level level, const char *msg)
+{
+	(void)arg;
+	PyGILState_STATE g = PyGILState_Ensure();
+	if (log_fn) {
+		PyObject *r = PyObject_CallFunction(log_fn, "is", (int)level, msg);
+		if (r)
+			Py_DECREF(r);
+		else
+			PyErr_Clear();
+	}
+	PyGILState_Release(g);
+}
+
+static PyObject *set_log(PyObject *self, PyObject *fn)
+{
+	(void)self;
+	if (fn != Py_None && !PyCallable_Check(fn))
+		return PyErr_Format(PyExc_TypeError, "a callable or None");
+	Py_XDECREF(log_fn);
+	log_fn = fn == Py_None ? NULL : Py_NewRef(fn);
+	Py_RETURN_NONE;
+}
+
+/* ---- names ----------------------------------------------------------------- */
+
+/* A name argument (str or bytes) as bytes: a new reference, or NULL with
+ * TypeError. */
+static PyObject *name_bytes(PyObject *name)
+{
+	if (PyUnicode_Check(name))
+		return PyUnicode_EncodeFSDefault(name);
+	if (PyBytes_Check(name))
+		return Py_NewRef(name);
+	return PyErr_Format(PyExc_TypeError, "a file name is str or bytes, not %s",
+	                    Py_TYPE(name)->tp_name);
+}
+
+/* ---- Pack ---------------------------------------------------------------- */
+
+typedef struct {
+	PyObject_HEAD stg_reader *r;
+	pthread_rwlock_t lock; /* read: a read in progress; write: close */
+	PyObject *path;        /* str, as given */
+	char digest[STG_DIGEST_HEXLEN + 1];
+} Pack;
+
+#define CHUNK (8u << 20) /* a whole-file read asks for signals this often */
+
+/* Take the handle for a read (GIL held on entry and exit); 0, or -1 with
+ * ValueError if the pack is closed. */
+static int pack_hold(Pack *p)
+{
+	if (pthread_rwlock_tryrdlock(&p->lock)) {
+		Py_BEGIN_ALLOW_THREADS pthread_rwlock_rdlock(&p->lock);
+		Py_END_ALLOW_THREADS
+	}
+	if (!p->r) {
+		pthread_rwlock_unlock(&p->lock);
+		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed Pack");
+		return -1;
+	}
+	return 0;
+}
+
+static void pack_release(Pack *p)
+{
+	pthread_rwlock_unlock(&p->lock);
+}
+
+/* The index of name (held); -1 with KeyError if the pack has no such file. */
+static Py_ssize_t pack_index(Pack *p, PyObject *name)
+{
+	if (PyLong_Check(name)) {
+		Py_ssize_t i = PyLong_AsSsize_t(name);
+		if (i == -1 && PyErr_Occurred())
+			return -1;
+		if (i < 0 || (size_t)i >= stg_reader_count(p->r)) {
+			PyErr_SetObject(PyExc_IndexError, name);
+			return -1;
+		}
+		return i;
+	}
+	PyObject *b = name_bytes(name);
+	if (!b)
+		return -1;
+	size_t i;
+	int rc = stg_reader_find(p->r, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), &i);
+	Py_DECREF(b);
+	if (rc) {
+		PyErr_SetObject(PyExc_KeyError, name);
+		return -1;
+	}
+	return (Py_ssize_t)i;
+}
+
+/* A failed read of file i as an exception (held). */
+static PyObject *read_failed(Pack *p, size_t i, int rc)
+{
+	stg_entry e;
+	stg_reader_file(p->r, i, &e);
+	char why[512], msg[1024];
+	stg_reader_why(p->r, i, rc, why, sizeof why);
+	if (rc == ENOMEM)
+		return PyErr_NoMemory();
+	snprintf(msg, sizeof msg, "'%s' in the pack: %s", e.path, why);
+	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
+	const char *fn = path ? PyBytes_AS_STRING(path) : NULL;
+	if (rc == EIO)
+		raise_status(4, EIO, msg, fn);
+	else
+		raise_status(7, rc, msg, fn);
+	Py_XDECREF(path);
+	return NULL;
+}
+
+static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
+{
+	static char *kwlist[] = {"path", "cache_bytes", NULL};
+	PyObject *path;
+	Py_ssize_t cache = 64 << 20;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|n:Pack", kwlist, PyUnicode_FSConverter,
+	                                 &path, &cache))
+		return -1;
+	if (cache < 0) {
+		Py_DECREF(path);
+		PyErr_SetString(PyExc_ValueError, "cache_bytes must be positive");
+		return -1;
+	}
+	if (self->r) {
+		Py_DECREF(path);
+		PyErr_SetString(PyExc_RuntimeError, "Pack is already open");
+		return -1;
+	}
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx) {
+		Py_DECREF(path);
+		PyErr_NoMemory();
+		return -1;
+	}
+	stg_reader_opts o;
+	stg_reader_opts_init(&o);
+	o.cache_bytes = (size_t)cache;
+	stg_reader *r = NULL;
+	stg_err err;
+	const char *cpath = PyBytes_AS_STRING(path);
+	Py_BEGIN_ALLOW_THREADS err = stg_reader_open(ctx, cpath, &o, &r);
+	Py_END_ALLOW_THREADS if (err)
+	{
+		raise_err(err == STG_ECORRUPT ? STG_ECORRUPT : err, stg_errmsg(ctx), cpath);
+		stg_ctx_free(ctx);
+		Py_DECREF(path);
+		return -1;
+	}
+	stg_ctx_free(ctx);
+	stg_pack_info info;
+	stg_pack_get_info(stg_reader_pack(r), &info);
+	stg_digest_hex(info.digest, self->digest);
+	self->r = r;
+	Py_XSETREF(self->path, PyUnicode_DecodeFSDefaultAndSize(cpath, PyBytes_GET_SIZE(path)));
+	Py_DECREF(path);
+	return self->path ? 0 : -1;
+}
+
+static PyObject *Pack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+	(void)args;
+	(void)kw;
+	Pack *self = (Pack *)type->tp_alloc(type, 0);
+	if (self)
+		pthread_rwlock_init(&self->lock, NULL);
+	return (PyObject *)self;
+}
+
+static PyObject *Pack_close(Pack *self, PyObject *unused)
+{
+	(void)unused;
+	Py_BEGIN_ALLOW_THREADS pthread_rwlock_wrlock(&self->lock);
+	Py_END_ALLOW_THREADS stg_reader *r = self->r;
+	self->r = NULL;
+	pthread_rwlock_unlock(&self->lock);
+	if (r) {
+		Py_BEGIN_ALLOW_THREADS stg_reader_close(r);
+		Py_END_ALLOW_THREADS
+	}
+	Py_RETURN_NONE;
+}
+
+static void Pack_dealloc(Pack *self)
+{
+	stg_reader_close(self->r);
+	pthread_rwlock_destroy(&self->lock);
+	Py_XDECREF(self->path);
+	Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static Py_ssize_t Pack_len(Pack *self)
+{
+	if (pack_hold(self))
+		return -1;
+	Py_ssize_t n = (Py_ssize_t)stg_reader_count(self->r);
+	pack_release(self);
+	return n;
+}
+
+static PyObject *Pack_names(Pack *self, PyObject *unused)
+{
+	(void)unused;
+	if (pack_hold(self))
+		return NULL;
+	size_t n = stg_reader_count(self->r);
+	PyObject *list = PyList_New((Py_ssize_t)n);
+	for (size_t i = 0; list && i < n; i++) {
+		stg_entry e;
+		stg_reader_file(self->r, i, &e);
+		PyObject *s = PyUnicode_DecodeFSDefault(e.path);
+		if (!s)
+			Py_CLEAR(list);
+		else
+			PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+	}
+	pack_release(self);
+	return list;
+}
+
+/* _entry(name or index) -> (index, size, mode, mtime_ns, frame) */
+static PyObject *Pack_entry(Pack *self, PyObject *name)
+{
+	if (pack_hold(self))
+		return NULL;
+	Py_ssize_t i = pack_index(self, name);
+	PyObject *res = NULL;
+	if (i >= 0) {
+		stg_entry e;
+		stg_reader_file(self->r, (size_t)i, &e);
+		res = Py_BuildValue("nKILn", i, (unsigned long long)e.size, 0100000u | e.mode,
+		                    (long long)e.mtime * 1000000000LL + e.mtime_nsec,
+		                    (Py_ssize_t)stg_reader_frame(self->r, (size_t)i));
+	}
+	pack_release(self);
+	return res;
+}
+
+/* _frames() -> bytes: each file's frame, a native uint32 each (for
+ * array('I')); a list of a million ints would cost 30 MB. */
+static PyObject *Pack_frames(Pack *self, PyObject *unused)
+{
+	(void)unused;
+	if (pack_hold(self))
+		return NULL;
+	size_t n = stg_reader_count(self->r);
+	PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(uint32_t)));
+	if (out) {
+		uint32_t *v = (uint32_t *)PyBytes_AS_STRING(out);
+		for (size_t i = 0; i < n; i++)
+			v[i] = (uint32_t)stg_reader_frame(self->r, i);
+	}
+	pack_release(self);
+	return out;
+}
+
+/* _frame(k) -> (offset, size, tar_offset, tar_size): frame k in the file */
+static PyObject *Pack_frame(Pack *self, PyObject *index)
+{
+	Py_ssize_t k = PyLong_AsSsize_t(index);
+	if (k == -1 && PyErr_Occurred())
+		return NULL;
+	if (pack_hold(self))
+		return NULL;
+	uint64_t off, size, toff, tsize;
+	PyObject *res = k < 0 || stg_pack_frame(stg_reader_pack(self->r), (size_t)k, &off, &size,
+	                                        &toff, &tsize)
+	                        ? PyErr_Format(PyExc_IndexError, "no frame %zd", k)
+	                        : Py_BuildValue("KKKK", (unsigned long long)off,
+	                                        (unsigned long long)size, (unsigned long long)toff,
+	                                        (unsigned long long)tsize);
+	pack_release(self);
+	return res;
+}
+
+/* _name(index) -> str */
+static PyObject *Pack_name(Pack *self, PyObject *index)
+{
+	Py_ssize_t i = PyLong_AsSsize_t(index);
+	if (i == -1 && PyErr_Occurred())
+		return NULL;
+	if (pack_hold(self))
+		return NULL;
+	stg_entry e;
+	PyObject *res = stg_reader_file(self->r, (size_t)i, &e) || i < 0
+	                        ? PyErr_Format(PyExc_IndexError, "no file %zd", i)
+	                        : PyUnicode_DecodeFSDefault(e.path);
+	pack_release(self);
+	return res;
+}
+
+/* read(name) -> bytes, checked against the file's XXH3-128 */
+static PyObject *Pack_read(Pack *self, PyObject *name)
+{
+	if (pack_hold(self))
+		return NULL;
+	Py_ssize_t i = pack_index(self, name);
+	if (i < 0) {
+		pack_release(self);
+		return NULL;
+	}
+	stg_entry e;
+	stg_reader_file(self->r, (size_t)i, &e);
+	if (e.size > (uint64_t)PY_SSIZE_T_MAX) {
+		pack_release(self);
+		return PyErr_NoMemory();
+	}
+	PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)e.size);
+	XXH3_state_t *xs = XXH3_createState();
+	if (!out || !xs) {
+		XXH3_freeState(xs);
+		Py_XDECREF(out);
+		pack_release(self);
+		return PyErr_NoMemory();
+	}
+	XXH3_128bits_reset(xs);
+	uint8_t *buf = (uint8_t *)PyBytes_AS_STRING(out);
+	int rc = 0;
+	for (uint64_t done = 0; !rc && done < e.size;) {
+		size_t want = e.size - done < CHUNK ? (size_t)(e.size - done) : CHUNK, got = 0;
+		Py_BEGIN_ALLOW_THREADS rc = stg_reader_pread(self->r, (size_t)i, buf + done, want, done,
+		                                             &got);
+		if (!rc && got != want)
+			rc = EIO;
+		if (!rc)
+			XXH3_128bits_update(xs, buf + done, got);
+		Py_END_ALLOW_THREADS done += got;
+		if (!rc && done < e.size && PyErr_CheckSignals()) {
+			XXH3_freeState(xs);
+			Py_DECREF(out);
+			pack_release(self);
+			return NULL;
+		}
+	}
+	if (!rc) {
+		XXH128_canonical_t h;
+		XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
+		if (memcmp(h.digest, e.xxh3, 16))
+			rc = EIO;
+	}
+	XXH3_freeState(xs);
+	if (rc) {
+		Py_DECREF(out);
+		read_failed(self, (size_t)i, rc);
+		pack_release(self);
+		return NULL;
+	}
+	pack_release(self);
+	return out;
+}
+
+/* _readinto(index, offset, buffer) -> bytes read (0 at the end) */
+static PyObject *Pack_readinto(Pack *self, PyObject *args)
+{
+	Py_ssize_t i;
+	unsigned long long off;
+	Py_buffer b;
+	if (!PyArg_ParseTuple(args, "nKw*:_readinto", &i, &off, &b))
+		return NULL;
+	if (pack_hold(self)) {
+		PyBuffer_Release(&b);
+		return NULL;
+	}
+	if (i < 0 || (size_t)i >= stg_reader_count(self->r)) {
+		pack_release(self);
+		PyBuffer_Release(&b);
+		return PyErr_Format(PyExc_IndexError, "no file %zd", i);
+	}
+	size_t got = 0;
+	int rc;
+	Py_BEGIN_ALLOW_THREADS rc = stg_reader_pread(self->r, (size_t)i, b.buf, (size_t)b.len, off,
+	                                             &got);
+	Py_END_ALLOW_THREADS PyBuffer_Release(&b);
+	PyObject *res = rc ? read_failed(self, (size_t)i, rc) : PyLong_FromSize_t(got);
+	pack_release(self);
+	return res;
+}
+
+static PyObject *Pack_stats(Pack *self, PyObject *unused)
+{
+	(void)unused;
+	if (pack_hold(self))
+		return NULL;
+	stg_reader_stats s;
+	stg_reader_get_stats(self->r, &s);
+	stg_pack_info info;
+	stg_pack_get_info(stg_reader_pack(self->r), &info);
+	pack_release(self);
+	return Py_BuildValue("{sKsKsKsKsKsK}", "frames", (unsigned long long)info.frames,
+	                     "frames_fetched", (unsigned long long)s.frames_fetched,
+	                     "frames_cached", (unsigned long long)s.frames_cached, "bytes_fetched",
+	                     (unsigned long long)s.bytes_fetched, "bytes_decoded",
+	                     (unsigned long long)s.bytes_decoded, "pack_bytes",
+	                     (unsigned long long)info.pack_size);
+}
+
+static PyObject *Pack_enter(Pack *self, PyObject *unused)
+{
+	(void)unused;
+	return Py_NewRef(self);
+}
+
+static PyObject *Pack_exit(Pack *self, PyObject *args)
+{
+	(void)args;
+	return Pack_close(self, NULL);
+}
+
+static PyObject *Pack_get_path(Pack *self, void *c)
+{
+	(void)c;
+	return Py_NewRef(self->path ? self->path : Py_None);
+}
+
+static PyObject *Pack_get_digest(Pack *self, void *c)
+{
+	(void)c;
+	return PyUnicode_FromString(self->digest);
+}
+
+static PyObject *Pack_get_closed(Pack *self, void *c)
+{
+	(void)c;
+	return PyBool_FromLong(self->r == NULL);
+}
+
+static PyMethodDef Pack_methods[] = {
+        {"close", (PyCFunction)Pack_close, METH_NOARGS, "Close the pack (reads then fail)."},
+        {"names", (PyCFunction)Pack_names, METH_NOARGS,
+         "The regular files' paths, in pack order."},
+        {"read", (PyCFunction)Pack_read, METH_O,
+         "read(name) -> bytes: the file, checked against its XXH3-128."},
+        {"_entry", (PyCFunction)Pack_entry, METH_O,
+         "_entry(name) -> (index, size, mode, mtime_ns, frame)"},
+        {"_frames", (PyCFunction)Pack_frames, METH_NOARGS,
+         "The frame of each file's first byte, in pack order (uint32s)."},
+        {"_name", (PyCFunction)Pack_name, METH_O, "_name(index) -> the file's path"},
+        {"_frame", (PyCFunction)Pack_frame, METH_O,
+         "_frame(k) -> (offset, size, tar_offset, tar_size) of frame k"},
+        {"_readinto", (PyCFunction)Pack_readinto, METH_VARARGS,
+         "_readinto(index, offset, buffer) -> bytes read"},
+        {"stats", (PyCFunction)Pack_stats, METH_NOARGS,
+         "What reading cost so far: frames fetched and served from the cache, bytes."},
+        {"__enter__", (PyCFunction)Pack_enter, METH_NOARGS, NULL},
+        {"__exit__", (PyCFunction)Pack_exit, METH_VARARGS, NULL},
+        {NULL, NULL, 0, NULL},
+};
+
+static PyGetSetDef Pack_getset[] = {
+        {"path", (getter)Pack_get_path, NULL, "The pack's path, as given.", NULL},
+        {"digest", (getter)Pack_get_digest, NULL, "The pack's SHA-256, in hex.", NULL},
+        {"closed", (getter)Pack_get_closed, NULL, "True once closed.", NULL},
+        {NULL, NULL, NULL, NULL, NULL},
+};
+
+static PySequenceMethods Pack_seq = {.sq_length = (lenfunc)Pack_len};
+
+static PyTypeObject PackType = {
+        PyVarObject_HEAD_INIT(NULL, 0).tp_name = "stager._stager.Pack",
+        .tp_basicsize = sizeof(Pack),
+        .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE,
+        .tp_doc = "The C half of stager.Pack.",
+        .tp_new = Pack_new,
+        .tp_init = (initproc)Pack_init,
+        .tp_dealloc = (destructor)Pack_dealloc,
+        .tp_methods = Pack_methods,
+        .tp_getset = Pack_getset,
+        .tp_as_sequence = &Pack_seq,
+};
+
+static PyMethodDef module_methods[] = {
+        {"_set_log", set_log, METH_O, "Where libstage's messages go: fn(level, message)."},
+        {"stage", (PyCFunction)(void (*)(void))py_stage, METH_VARARGS | METH_KEYWORDS,
+         NULL},
+        {"collect", (PyCFunction)(void (*)(void))py_collect, METH_VARARGS | METH_KEYWORDS,
+         NULL},
+        {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+        PyModuleDef_HEAD_INIT, "stager._stager", "libstage for Python (see the stager package).",
+        -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__stager(void); /* (the one name the module exports) */
+PyMODINIT_FUNC PyInit__stager(void)
+{
+	if (PyType_Ready(&PackType) < 0)
+		return NULL;
+	PyObject *m = PyModule_Create(&module);
+	if (!m)
+		return NULL;
+	for (size_t i = 0; i < sizeof err_spec / sizeof err_spec[0]; i++) {
+		PyObject *base = i == 0 ? PyExc_OSError : err_class[7];
+		PyObject *dict = Py_BuildValue("{si}", "status", err_spec[i].status);
+		PyObject *cls = dict ? PyErr_NewExceptionWithDoc(err_spec[i].name, err_spec[i].doc,
+		                                                 base, dict)
+		                     : NULL;
+		Py_XDECREF(dict);
+		if (!cls || PyModule_AddObjectRef(m, strchr(err_spec[i].name, '.') + 1, cls) < 0) {
+			Py_XDECREF(cls);
+			Py_DECREF(m);
+			return NULL;
+		}
+		err_class[err_spec[i].status] = cls;
+	}
+	if (PyModule_AddObjectRef(m, "Pack", (PyObject *)&PackType) < 0 ||
+	    PyModule_AddStringConstant(m, "version", stg_version()) < 0) {
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}

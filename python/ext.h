@@ -1,0 +1,24 @@
+/*
+ * ext.h - what the two halves of stager's Python module share: the
+ * module and Pack (_stager.c), stage() and collect() (ops.c).
+ */
+#ifndef STAGER_PY_EXT_H
+#define STAGER_PY_EXT_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include "libstage.h"
+
+/* Raise the stager.Error subclass of exit status status (1..7) with
+ * errno errnum, message msg and filename (may be NULL); NULL. */
+PyObject *raise_status(int status, int errnum, const char *msg, const char *filename);
+/* The same for a libstage result code. */
+PyObject *raise_err(stg_err err, const char *msg, const char *filename);
+/* libstage's log, to the Python function set by _set_log (any thread). */
+void on_log(void *arg, stg_log_level level, const char *msg);
+
+PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw);
+
+#endif

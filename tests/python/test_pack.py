@@ -1,0 +1,286 @@
+"""stager.Pack against the real things: a pack made by the stager tool, every
+file read and compared with its source, file objects with seeks (PIL,
+numpy), a damaged frame, threads, SIGINT, and hostile calls."""
+import io
+import os
+import pickle
+import signal
+import stat
+import threading
+import time
+import unittest
+
+import fixtures
+
+import stager
+
+
+class PackTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ds = fixtures.Dataset()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ds.close()
+
+    def test_every_file(self):
+        """every file read, whole and through open(), the same as its source"""
+        with stager.Pack(self.ds.pack) as p:
+            self.assertEqual(len(p), len(self.ds.files))
+            self.assertEqual(sorted(p.names()), sorted(self.ds.files))
+            for name, want in self.ds.files.items():
+                self.assertEqual(p.read(name), want, name)
+                with p.open(name) as f:
+                    self.assertEqual(f.read(), want, name)
+                st = p.stat(name)
+                self.assertEqual(st.size, len(want))
+                self.assertTrue(stat.S_ISREG(st.mode))
+                src = os.stat(os.path.join(self.ds.src, name))
+                self.assertEqual(st.mode & 0o7777, src.st_mode & 0o7777)
+                self.assertEqual(int(st.mtime), int(src.st_mtime))
+            self.assertIn("big.bin", p)
+            self.assertNotIn("train", p)
+            self.assertNotIn("nothing", p)
+            self.assertEqual(list(p), p.names())
+
+    def test_seeks(self):
+        """open(): read, readinto, seek from the start, here and the end, tell"""
+        want = self.ds.files["big.bin"]
+        with stager.Pack(self.ds.pack) as p:
+            for buffering in (0, 4096, -1):
+                f = p.open("big.bin", buffering=buffering)
+                self.assertTrue(f.readable() and f.seekable() and not f.writable())
+                for off in (0, 1, 4 << 20, (4 << 20) - 3, len(want) - 10, 777777, 12):
+                    self.assertEqual(f.seek(off), off)
+                    self.assertEqual(f.read(5000), want[off:off + 5000])
+                    self.assertEqual(f.tell(), min(off + 5000, len(want)))
+                f.seek(-100, io.SEEK_END)
+                self.assertEqual(f.read(), want[-100:])
+                f.seek(10)
+                f.seek(20, io.SEEK_CUR)
+                buf = bytearray(64)
+                self.assertEqual(f.readinto(buf), 64)
+                self.assertEqual(bytes(buf), want[30:94])
+                f.seek(len(want) + 10)
+                self.assertEqual(f.read(10), b"")
+                with self.assertRaises(OSError):
+                    f.seek(-1)
+                f.close()
+                with self.assertRaises(ValueError):
+                    f.read(1)
+
+    def test_pil_numpy(self):
+        """PIL.Image.open and numpy.load read through open()"""
+        import numpy
+        from PIL import Image
+        with stager.Pack(self.ds.pack) as p:
+            with p.open("meta/picture.png") as f:
+                img = Image.open(f)
+                img.load()
+                self.assertEqual(img.size, (64, 48))
+                self.assertEqual(img.getpixel((3, 3)), (10, 200, 30))
+            with p.open("meta/array.npy") as f:
+                a = numpy.load(f)
+            self.assertEqual(a.shape, (10, 100))
+            self.assertEqual(float(a[9, 99]), 999.0)
+
+    def test_damaged_frame(self):
+        """a damaged frame: IntegrityError for its files, the rest read"""
+        with stager.Pack(self.ds.pack) as p:
+            _, _, _, _, frame = p._entry("big.bin")
+            n_frames = p.stats()["frames"]
+        self.assertGreaterEqual(n_frames, 3)
+        bad = self.ds.damaged_copy(frame + 1)
+        with stager.Pack(bad) as p:
+            with stager.Pack(self.ds.pack) as good:
+                _, _, tar_off, tar_size = good._frame(frame + 1)
+            hit = ok = 0
+            for name, want in self.ds.files.items():
+                with stager.Pack(self.ds.pack) as good:
+                    _, size, _, _, first = good._entry(name)
+                try:
+                    got = p.read(name)
+                except stager.IntegrityError as e:
+                    hit += 1
+                    self.assertEqual(e.status, 4)
+                    self.assertIsInstance(e, OSError)
+                    self.assertIn("frame %d" % (frame + 1), str(e))
+                    self.assertIn(name, str(e))
+                    # only files with bytes in that frame
+                    self.assertLessEqual(first, frame + 1, name)
+                    continue
+                ok += 1
+                self.assertEqual(got, want)
+                # a file that starts in the damaged frame cannot read
+                self.assertFalse(first == frame + 1 and size > 0, name)
+            self.assertGreaterEqual(hit, 1)
+            self.assertGreaterEqual(ok, 1)
+            # bytes of big.bin in good frames still read through open()
+            with p.open("big.bin", buffering=0) as f:
+                self.assertEqual(f.read(1000), self.ds.files["big.bin"][:1000])
+            # and the damage stays: asked again, the same error
+            with self.assertRaises(stager.IntegrityError):
+                p.read("big.bin")
+
+    def test_pickle(self):
+        """a Pack pickles to its path and digest, and is refused if it changed"""
+        with stager.Pack(self.ds.pack) as p:
+            blob = pickle.dumps(p)
+            self.assertLess(len(blob), 400)
+            q = pickle.loads(blob)
+            self.assertEqual(q.digest, p.digest)
+            self.assertEqual(q.read("big.bin"), self.ds.files["big.bin"])
+            q.close()
+        other = os.path.join(self.ds.dir, "other.tar.zst")
+        fixtures.stager("pack", "-q", os.path.join(self.ds.src, "meta"), "-o", other)
+        with stager.Pack(other) as p:
+            blob = pickle.dumps(p)
+        os.replace(self.ds.damaged_copy(0, "x.tar.zst"), other)
+        with self.assertRaises(stager.IntegrityError):
+            pickle.loads(blob)
+
+    def test_threads(self):
+        """two threads read one Pack at once, with a cache of two frames"""
+        p = stager.Pack(self.ds.pack, cache_bytes=1)
+        names = sorted(self.ds.files)
+        errors = []
+
+        def reader(order):
+            try:
+                for _ in range(3):
+                    for name in order:
+                        if p.read(name) != self.ds.files[name]:
+                            errors.append(name)
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(repr(e))
+
+        threads = [threading.Thread(target=reader, args=(names,)),
+                   threading.Thread(target=reader, args=(names[::-1],))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        self.assertEqual(errors, [])
+        p.close()
+
+    def test_close_while_reading(self):
+        """close() while another thread reads: that read ends, later ones fail cleanly"""
+        p = stager.Pack(self.ds.pack)
+        stop = threading.Event()
+        seen = []
+
+        def reader():
+            while not stop.is_set():
+                try:
+                    p.read("big.bin")
+                except ValueError as e:
+                    seen.append(str(e))
+                    return
+
+        t = threading.Thread(target=reader)
+        t.start()
+        time.sleep(0.2)
+        p.close()
+        t.join(10)
+        stop.set()
+        self.assertFalse(t.is_alive())
+        self.assertEqual(seen, ["I/O operation on a closed Pack"])
+        p.close()  # twice is fine
+        for call in (lambda: p.read("big.bin"), p.names, lambda: len(p),
+                     lambda: p.stat("big.bin"), lambda: p.open("big.bin")):
+            with self.assertRaises(ValueError):
+                call()
+
+    def test_sigint(self):
+        """SIGINT during a long read: KeyboardInterrupt within a second"""
+        d = fixtures.Dataset(files=1, big=400 << 20)
+        try:
+            with stager.Pack(d.pack, cache_bytes=1) as p:
+                timer = threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT))
+                t0 = time.monotonic()
+                timer.start()
+                with self.assertRaises(KeyboardInterrupt):
+                    for _ in range(50):
+                        p.read("big.bin")
+                self.assertLess(time.monotonic() - t0, 0.3 + 1.0)
+                timer.join()
+                # the pack still reads afterwards
+                self.assertEqual(p.read("big.bin")[:100], d.files["big.bin"][:100])
+        finally:
+            d.close()
+
+    def test_hostile_calls(self):
+        """names with NUL bytes, huge names, wrong types, closed and wrong packs"""
+        with stager.Pack(self.ds.pack) as p:
+            for name in ("big.bin\0", "\0", "a\0b", "x" * (1 << 20), "", "/big.bin",
+                         "../big.bin", b"big.bin\0", "big.bin/"):
+                with self.assertRaises(KeyError):
+                    p.read(name)
+                self.assertNotIn(name, p)
+            self.assertEqual(p.read(b"big.bin"), self.ds.files["big.bin"])
+            for name in (None, 1.5, object(), ["big.bin"]):
+                with self.assertRaises(TypeError):
+                    p.read(name)
+            with self.assertRaises(IndexError):
+                p.read(len(p))
+            with self.assertRaises(IndexError):
+                p.read(-1)
+            with self.assertRaises(IndexError):
+                p._readinto(10 ** 6, 0, bytearray(1))
+            with self.assertRaises(TypeError):
+                p._readinto(0, 0, b"read-only")
+            self.assertEqual(p._readinto(0, 1 << 62, bytearray(8)), 0)
+            with self.assertRaises(IndexError):
+                p._frame(10 ** 6)
+            with self.assertRaises(IndexError):
+                p._name(-5)
+        # not packs
+        with self.assertRaises(stager.IntegrityError) as cm:
+            stager.Pack(os.path.join(self.ds.src, "big.bin"))
+        self.assertIn("not a stager pack", str(cm.exception))
+        self.assertEqual(cm.exception.filename, os.path.join(self.ds.src, "big.bin"))
+        with self.assertRaises(stager.SourceError) as cm:
+            stager.Pack(os.path.join(self.ds.dir, "missing.tar.zst"))
+        self.assertEqual(cm.exception.status, 2)
+        with self.assertRaises(stager.Error):
+            stager.Pack(self.ds.src)
+        with self.assertRaises(stager.Error):
+            stager.Pack("/dev/null")
+        truncated = os.path.join(self.ds.dir, "cut.tar.zst")
+        with open(self.ds.pack, "rb") as f, open(truncated, "wb") as g:
+            g.write(f.read(os.path.getsize(self.ds.pack) - 100))
+        with self.assertRaises(stager.IntegrityError):
+            stager.Pack(truncated)
+        with self.assertRaises(ValueError):
+            stager.Pack(self.ds.pack, cache_bytes=-1)
+        with self.assertRaises(TypeError):
+            stager.Pack(None)
+        with self.assertRaises(ValueError):
+            stager.Pack("a\0b")
+        # a Pack made but never opened (no __init__) reads as closed
+        raw = stager.Pack.__new__(stager.Pack)
+        with self.assertRaises(ValueError):
+            raw.names()
+
+    def test_partial_decoding(self):
+        """a 4 KiB read of a cold pack decodes what it needs, not the frame"""
+        with stager.Pack(self.ds.pack) as p:
+            _, size, _, _, frame = p._entry("big.bin")
+            with p.open("big.bin", buffering=0) as f:
+                f.read(4096)
+            st = p.stats()
+            self.assertEqual(st["frames_fetched"], 1)
+            _, _, tar_off, tar_size = p._frame(frame)
+            self.assertLess(st["bytes_decoded"], tar_size // 2)
+
+    def test_docs(self):
+        """help(stager.Pack) shows the docstrings"""
+        self.assertIn("cache_bytes", stager.Pack.__doc__)
+        self.assertIn("read(name)", stager.Pack.read.__doc__)
+        self.assertIn("file object", stager.Pack.open.__doc__)
+        self.assertIn("pathlib.Path", stager.stage.__doc__)
+
+
+if __name__ == "__main__":
+    unittest.main()
