@@ -58,7 +58,7 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python
+	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python bench-python
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -114,7 +114,7 @@ PY_OUT := $(patsubst python/%,$(B)/python/%,$(wildcard python/stager/*.py))
 # where `make install` puts it: a directory Debian's python3 searches
 # (/usr/local/lib/python3.X/dist-packages, /usr/lib/python3/dist-packages),
 # else PREFIX/lib/python3/dist-packages, to be named in PYTHONPATH
-PYDIR ?= $(if $(filter /usr/local,$(PREFIX)),/usr/local/lib/python$(PY_VER)/dist-packages,$(PREFIX)/lib/python3/dist-packages)
+PYDIR ?= $(if $(filter /usr/local,$(PREFIX)),/usr/local/lib/python$(PY_VER)/dist-packages,$(if $(filter /usr,$(PREFIX)),/usr/lib/python3/dist-packages,$(PREFIX)/lib/python3/dist-packages))
 
 python: $(PY_MOD) $(PY_OUT)
 
@@ -219,6 +219,11 @@ bench-multinode: all $(TOOLS)
 # stager mount vs archivemount vs staging first (needs /dev/fuse)
 bench-mount: all $(TOOLS)
 	B=$(B) bash bench/mount.sh
+# one shuffled epoch in Python: the pack (stager.torch) against the staged
+# tree, stager mount and tarfile, with 0, 2 and 4 DataLoader workers
+# (bench/results-python.md; ARGS=--quick)
+bench-python: all python $(TOOLS)
+	B=$(B) bash bench/python.sh $(ARGS)
 
 demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
@@ -228,7 +233,12 @@ deps:
 
 # ---- install ----------------------------------------------------------------
 
-install: all
+install: all python
+	install -d $(DESTDIR)$(PYDIR)/stager
+	install -m 644 $(PY_OUT) $(DESTDIR)$(PYDIR)/stager/
+	install -m 755 $(PY_MOD) $(DESTDIR)$(PYDIR)/stager/_stager.so
+	@case "$(PREFIX)" in /usr|/usr/local) echo "make install: the Python package stager is in $(PYDIR), where $(PYTHON) finds it" ;; \
+	*) echo "make install: the Python package stager is in $(PYDIR): PYTHONPATH=$(PYDIR) $(PYTHON) (the module file sets it)" ;; esac
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(LIBDIR) $(DESTDIR)$(INCDIR) \
 		$(DESTDIR)$(MANDIR)/man1 $(DESTDIR)$(PKGDIR) $(DESTDIR)$(DOCDIR) \
 		$(DESTDIR)$(COMPDIR) $(DESTDIR)$(MODDIR)/stager $(DESTDIR)$(LIBEXECDIR)
@@ -255,7 +265,8 @@ install: all
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@MANDIR@|$(MANDIR)|g' -e 's|@PKGDIR@|$(PKGDIR)|g' \
-	    -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' etc/stager.lua.in \
+	    -e 's|@LIBDIR@|$(LIBDIR)|g' -e 's|@INCDIR@|$(INCDIR)|g' -e 's|@VERSION@|$(VERSION)|g' \
+	    -e 's|@PYDIR@|$(PYDIR)|g' etc/stager.lua.in \
 		>$(DESTDIR)$(MODDIR)/stager/$(VERSION).lua
 
 uninstall:
@@ -266,6 +277,7 @@ uninstall:
 	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua $(DESTDIR)$(LIBEXECDIR)/prolog \
 	      $(DESTDIR)$(LIBEXECDIR)/task-prolog $(DESTDIR)$(LIBEXECDIR)/epilog \
 	      $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
+	rm -rf $(DESTDIR)$(PYDIR)/stager
 
 format:
 	clang-format -i libstage/*.[ch] stager/*.[ch] tests/unit/*.[ch] tests/fuzz/*.c bench/*.c python/*.[ch]

@@ -31,8 +31,7 @@ void stg__frames_free(stg_frames *f);
  * all of it): those of *data stay valid until stg__frames_put(*held).  0,
  * or an errno value (EIO: damaged or unreadable; ESTALE: the pack
  * changed). */
-int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data,
-                    stg_fbuf **held);
+int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, stg_fbuf **held);
 void stg__frames_put(stg_frames *f, stg_fbuf *held);
 /* Start reading frames [k, k + n) in the background, if not cached. */
 void stg__frames_prefetch(stg_frames *f, size_t k, size_t n);

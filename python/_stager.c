@@ -31,8 +31,7 @@ static const struct {
 	const char *name, *doc;
 	int status, errnum;
 } err_spec[] = {
-        {"stager.Error", "A stager operation failed; status is the tool's exit status.", 7,
-         EIO},
+        {"stager.Error", "A stager operation failed; status is the tool's exit status.", 7, EIO},
         {"stager.UsageError", "A wrong argument or setting (exit status 1).", 1, EINVAL},
         {"stager.SourceError", "The source is missing or unreadable (exit status 2).", 2, ENOENT},
         {"stager.SpaceError", "Not enough space (exit status 3); the message has the figures.", 3,
@@ -64,7 +63,7 @@ PyObject *raise_err(stg_err err, const char *msg, const char *filename)
 	int status = stg_exit_status(err);
 	int errnum = err == STG_EEXIST ? EEXIST : err == STG_ENOMEM ? ENOMEM : EIO;
 	for (size_t i = 0; i < sizeof err_spec / sizeof err_spec[0]; i++)
-		if (err_spec[i].status == status && status != 7)
+		if (err_spec[i].status == status && status != 7 && err != STG_EEXIST)
 			errnum = err_spec[i].errnum;
 	if (err == STG_ENOMEM)
 		return PyErr_NoMemory();
@@ -345,12 +344,12 @@ static PyObject *Pack_frame(Pack *self, PyObject *index)
 	if (pack_hold(self))
 		return NULL;
 	uint64_t off, size, toff, tsize;
-	PyObject *res = k < 0 || stg_pack_frame(stg_reader_pack(self->r), (size_t)k, &off, &size,
-	                                        &toff, &tsize)
-	                        ? PyErr_Format(PyExc_IndexError, "no frame %zd", k)
-	                        : Py_BuildValue("KKKK", (unsigned long long)off,
-	                                        (unsigned long long)size, (unsigned long long)toff,
-	                                        (unsigned long long)tsize);
+	PyObject *res =
+	        k < 0 || stg_pack_frame(stg_reader_pack(self->r), (size_t)k, &off, &size, &toff,
+	                                &tsize)
+	                ? PyErr_Format(PyExc_IndexError, "no frame %zd", k)
+	                : Py_BuildValue("KKKK", (unsigned long long)off, (unsigned long long)size,
+	                                (unsigned long long)toff, (unsigned long long)tsize);
 	pack_release(self);
 	return res;
 }
@@ -400,8 +399,8 @@ static PyObject *Pack_read(Pack *self, PyObject *name)
 	int rc = 0;
 	for (uint64_t done = 0; !rc && done < e.size;) {
 		size_t want = e.size - done < CHUNK ? (size_t)(e.size - done) : CHUNK, got = 0;
-		Py_BEGIN_ALLOW_THREADS rc = stg_reader_pread(self->r, (size_t)i, buf + done, want, done,
-		                                             &got);
+		Py_BEGIN_ALLOW_THREADS rc =
+		        stg_reader_pread(self->r, (size_t)i, buf + done, want, done, &got);
 		if (!rc && got != want)
 			rc = EIO;
 		if (!rc)
@@ -450,8 +449,8 @@ static PyObject *Pack_readinto(Pack *self, PyObject *args)
 	}
 	size_t got = 0;
 	int rc;
-	Py_BEGIN_ALLOW_THREADS rc = stg_reader_pread(self->r, (size_t)i, b.buf, (size_t)b.len, off,
-	                                             &got);
+	Py_BEGIN_ALLOW_THREADS rc =
+	        stg_reader_pread(self->r, (size_t)i, b.buf, (size_t)b.len, off, &got);
 	Py_END_ALLOW_THREADS PyBuffer_Release(&b);
 	PyObject *res = rc ? read_failed(self, (size_t)i, rc) : PyLong_FromSize_t(got);
 	pack_release(self);
@@ -508,8 +507,7 @@ static PyObject *Pack_get_closed(Pack *self, void *c)
 
 static PyMethodDef Pack_methods[] = {
         {"close", (PyCFunction)Pack_close, METH_NOARGS, "Close the pack (reads then fail)."},
-        {"names", (PyCFunction)Pack_names, METH_NOARGS,
-         "The regular files' paths, in pack order."},
+        {"names", (PyCFunction)Pack_names, METH_NOARGS, "The regular files' paths, in pack order."},
         {"read", (PyCFunction)Pack_read, METH_O,
          "read(name) -> bytes: the file, checked against its XXH3-128."},
         {"_entry", (PyCFunction)Pack_entry, METH_O,
@@ -552,16 +550,17 @@ static PyTypeObject PackType = {
 
 static PyMethodDef module_methods[] = {
         {"_set_log", set_log, METH_O, "Where libstage's messages go: fn(level, message)."},
-        {"stage", (PyCFunction)(void (*)(void))py_stage, METH_VARARGS | METH_KEYWORDS,
-         NULL},
-        {"collect", (PyCFunction)(void (*)(void))py_collect, METH_VARARGS | METH_KEYWORDS,
-         NULL},
+        {"stage", (PyCFunction)(void (*)(void))py_stage, METH_VARARGS | METH_KEYWORDS, NULL},
+        {"collect", (PyCFunction)(void (*)(void))py_collect, METH_VARARGS | METH_KEYWORDS, NULL},
         {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {
-        PyModuleDef_HEAD_INIT, "stager._stager", "libstage for Python (see the stager package).",
-        -1, module_methods,
+        PyModuleDef_HEAD_INIT,
+        "stager._stager",
+        "libstage for Python (see the stager package).",
+        -1,
+        module_methods,
 };
 
 PyMODINIT_FUNC PyInit__stager(void); /* (the one name the module exports) */

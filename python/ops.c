@@ -170,7 +170,8 @@ static const char **str_list(PyObject *seq, size_t *n)
 		if (!PyUnicode_Check(it) || !(v[i] = PyUnicode_AsUTF8(it))) {
 			free(v);
 			if (!PyErr_Occurred())
-				PyErr_SetString(PyExc_TypeError, "include is a list of str patterns");
+				PyErr_SetString(PyExc_TypeError,
+				                "include is a list of str patterns");
 			return NULL;
 		}
 	}
@@ -181,8 +182,8 @@ static const char **str_list(PyObject *seq, size_t *n)
 PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw)
 {
 	(void)self;
-	static char *kwlist[] = {"src",  "dest",   "include",  "copy",
-	                         "verify", "pin", "config", "settings", NULL};
+	static char *kwlist[] = {"src", "dest",   "include",  "copy", "verify",
+	                         "pin", "config", "settings", NULL};
 	PyObject *src = NULL, *dest = NULL, *include = NULL, *config = NULL, *extra = NULL;
 	int copy = 0, verify = 0, pin = 1;
 	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|O&OpppO&O!:stage", kwlist,
@@ -216,13 +217,13 @@ PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw)
 		} else {
 			char hex[STG_DIGEST_HEXLEN + 1];
 			stg_digest_hex(o.sres.digest, hex);
-			res = Py_BuildValue("{sNsssssOsKsKsKsd}", "path",
-			                    PyUnicode_DecodeFSDefault(o.sres.path), "digest", hex, "kind",
-			                    o.sres.kind, "hit", o.sres.hit ? Py_True : Py_False, "files",
-			                    (unsigned long long)o.sres.files, "content_bytes",
-			                    (unsigned long long)o.sres.content_bytes, "source_bytes",
-			                    (unsigned long long)o.sres.source_bytes, "seconds",
-			                    o.sres.seconds);
+			res = Py_BuildValue(
+			        "{sNsssssOsKsKsKsd}", "path",
+			        PyUnicode_DecodeFSDefault(o.sres.path), "digest", hex, "kind",
+			        o.sres.kind, "hit", o.sres.hit ? Py_True : Py_False, "files",
+			        (unsigned long long)o.sres.files, "content_bytes",
+			        (unsigned long long)o.sres.content_bytes, "source_bytes",
+			        (unsigned long long)o.sres.source_bytes, "seconds", o.sres.seconds);
 		}
 	}
 	if (!o.err)
@@ -265,17 +266,25 @@ PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw)
 	o.co.level = level;
 	o.src = PyBytes_AS_STRING(src);
 	o.dest = dest_x;
+	/* what is written: DEST, or DEST.tar.zst as a pack (collect_record.c) */
+	size_t dl = strlen(dest_x);
+	bool suffix = pack && (dl < 8 || strcmp(dest_x + dl - 8, ".tar.zst"));
 	if (run(&o) == 0) {
+		PyObject *d = o.err ? NULL : PyUnicode_DecodeFSDefault(dest_x);
+		PyObject *written =
+		        d && suffix ? PyUnicode_FromFormat("%U.tar.zst", d) : Py_XNewRef(d);
+		Py_XDECREF(d);
 		if (o.err)
 			raise_err(o.err, stg_errmsg(o.ctx), o.src);
 		else
-			res = Py_BuildValue("{sNsKsKsKsKsKsKsd}", "dest", PyUnicode_DecodeFSDefault(dest_x),
-			                    "files", (unsigned long long)o.ct.files, "sent_files",
+			res = Py_BuildValue("{sNsKsKsKsKsKsKsd}", "dest", written, "files",
+			                    (unsigned long long)o.ct.files, "sent_files",
 			                    (unsigned long long)o.ct.sent_files, "sent_bytes",
 			                    (unsigned long long)o.ct.sent_bytes, "unchanged",
 			                    (unsigned long long)o.ct.unchanged, "failed",
 			                    (unsigned long long)o.ct.failed, "changing",
-			                    (unsigned long long)o.ct.changing, "seconds", o.ct.seconds);
+			                    (unsigned long long)o.ct.changing, "seconds",
+			                    o.ct.seconds);
 	}
 	finish(&o);
 out:

@@ -9,13 +9,15 @@
 set -eu
 
 build_pkgs="build-essential pkg-config
-libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev libfuse3-dev fuse3"
+libarchive-dev libzstd-dev libxxhash-dev libssl-dev librsync-dev libfuse3-dev fuse3
+python3-dev"
 test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 time hostname man-db
 clang libclang-rt-14-dev
 slurm-wlm munge
 rsync gnuplot-nox archivemount xfsprogs
 openssh-server openssh-client
-bash-completion lmod"
+bash-completion lmod
+python3-torch python3-numpy python3-pil"
 
 # pkg-config names (and one header) of the libraries, with their packages:
 # checked this way, not through dpkg, so a build from source works too
@@ -34,6 +36,9 @@ missing_build() {
 		for l in $build_libs; do m="$m ${l#*:}"; done
 	fi
 	echo '#include <librsync.h>' | "${CC:-cc}" -E -x c - >/dev/null 2>&1 || m="$m librsync-dev"
+	# the Python module is for Debian's own python3 (make python)
+	inc=$(/usr/bin/python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+	[ -n "$inc" ] && [ -f "$inc/Python.h" ] || m="$m python3-dev"
 	echo "$m"
 }
 

@@ -1,7 +1,8 @@
 #!/bin/bash
 # tests/run.sh - run every test and close with one line "N passed, N failed".
 #
-# The unit tests (cmocka), the fuzz corpus replay, the benchmark harness,
+# The unit tests (cmocka), the Python tests (tests/python), the fuzz corpus
+# replay, the benchmark harness,
 # scripts/check-layers (the library's floors, no cycle, the tool on the
 # public API), the checks of the tests themselves (scripts/check-tests: no check that
 # cannot fail; scripts/check-options: every option of --help tested) and
@@ -39,7 +40,7 @@ for t in "$B"/tests/test_*; do
 	case "$t" in *.d) continue ;; esac
 	[ -x "$t" ] && jobs+=("$(basename "$t")")
 done
-jobs+=(fuzz-replay bench-quick check-tests check-options check-layers)
+jobs+=(fuzz-replay bench-quick check-tests check-options check-layers python)
 for f in tests/e2e/*.bats; do jobs+=("$(basename "$f")"); done
 if [ $# -gt 0 ]; then jobs=("$@"); fi
 hist="$top/$B/test-times"
@@ -49,7 +50,7 @@ guess() { # name: the seconds it took last time here, else a rough guess
 	[ -n "$s" ] && { echo "$s"; return; }
 	case "$1" in
 	slurm.bats | realsite*.bats | jobs.bats | push.bats) echo 100 ;;
-	doctor-hooks.bats | multinode.bats | resume.bats | delta.bats | bench-quick) echo 65 ;;
+	doctor-hooks.bats | multinode.bats | resume.bats | delta.bats | bench-quick | python) echo 65 ;;
 	*.bats | bench-quick) echo 30 ;;
 	*) echo 5 ;;
 	esac
@@ -88,6 +89,15 @@ run_job() { # name: run one job, print its output whole when it ends
 	case "$name" in
 	test_*) timeout -k 10 "$JOB_TIMEOUT" "$B/tests/$name" ;;
 	fuzz-replay) timeout -k 10 "$JOB_TIMEOUT" sh tests/fuzz/replay.sh ;;
+	python) # import stager, with Debian's python3 (tests/python/run.py)
+		py_env=(PYTHONPATH="$PWD/$B/python" PYTHONDONTWRITEBYTECODE=1)
+		case "$SAN_FLAGS" in
+		# the module's ASan runtime must come first in the process
+		*address*) py_env+=(LD_PRELOAD="$(${CC:-cc} -print-file-name=libasan.so)"
+			ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0") ;;
+		esac
+		timeout -k 10 "$JOB_TIMEOUT" env "${py_env[@]}" /usr/bin/python3 tests/python/run.py
+		;;
 	bench-quick) # the benchmark harness works (asserts nothing about speed)
 		echo "1..1"
 		if timeout -k 10 "$JOB_TIMEOUT" bash bench/run.sh --quick >"$out/$name.bench" 2>&1; then

@@ -276,6 +276,8 @@ def stage(src, dest=None, *, include=None, copy=False, verify=False, pin=True,
     figures), IntegrityError (damaged or hostile), UsageError, Error.
     KeyboardInterrupt cancels it; nothing half-staged is left published.
     """
+    if isinstance(include, (str, bytes)):
+        raise TypeError("include is a list of patterns, not one")
     kw = {"include": list(include) if include is not None else None,
           "copy": copy, "verify": verify, "pin": pin,
           "settings": _settings(settings, scratch_root=scratch, bwlimit=bwlimit)}
@@ -298,7 +300,8 @@ collect, files that failed, files that kept changing (sent next time), and
 seconds."""
 
 
-def collect(src, dest, *, pack=False, level=0, config=None, bwlimit=None, **settings):
+def collect(src, dest, *, pack=False, level=0, config=None, scratch=None, bwlimit=None,
+            **settings):
     """Copy the directory src (results on node-local scratch) to dest on the
     shared filesystem, as ``stager collect SRC DEST`` does, and return a
     CollectResult.
@@ -311,7 +314,8 @@ def collect(src, dest, *, pack=False, level=0, config=None, bwlimit=None, **sett
     be sent; the others were).  KeyboardInterrupt cancels it; what was sent
     stays whole.
     """
-    kw = {"pack": pack, "level": level, "settings": _settings(settings, bwlimit=bwlimit)}
+    kw = {"pack": pack, "level": level,
+          "settings": _settings(settings, scratch_root=scratch, bwlimit=bwlimit)}
     if config is not None:
         kw["config"] = os.fspath(config)
     res = _stager.collect(os.fspath(src), os.fspath(dest), **kw)

@@ -135,6 +135,7 @@ complete_words() {
 		stager --version
 		man -w stager
 		pkg-config --modversion libstage
+		/usr/bin/python3 -c "import stager; print(stager.__file__)"
 		module unload stager
 		command -v stager || echo unloaded' sh "$T/prefix"
 	echo "$output"
@@ -142,5 +143,37 @@ complete_words() {
 	echo "$output" | grep -qx "$T/prefix/bin/stager"
 	echo "$output" | grep -q "$T/prefix/share/man/man1/stager.1"
 	echo "$output" | grep -qx "0.1.0"
+	echo "$output" | grep -qx "$T/prefix/lib/python3/dist-packages/stager/__init__.py"
 	echo "$output" | tail -1 | grep -qx unloaded
+}
+
+@test "make install puts the Python package where Debian's python3 finds it, and says where" {
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	root="$T/root"
+	run make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"stager is in /usr/lib/python3/dist-packages, where /usr/bin/python3 finds it"* ]]
+	d="$root/usr/lib/python3/dist-packages/stager"
+	[ -f "$d/__init__.py" ]
+	[ -f "$d/torch.py" ]
+	[ -x "$d/_stager.so" ]
+	# one file with libstage inside: it needs no libstage.so, and exports
+	# only its init function
+	objdump -p "$d/_stager.so" >dyn.txt
+	run grep -c 'NEEDED *libstage' dyn.txt
+	[ "$output" = 0 ]
+	nm -D --defined-only "$d/_stager.so" | awk '$2 == "T" { print $3 }' >exported.syms
+	[ "$(cat exported.syms)" = PyInit__stager ]
+	# from anywhere, with Debian's python3 (not another first on PATH)
+	cd /
+	run env PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+		'import stager; print(stager.__file__, stager.__version__)'
+	[ "$status" -eq 0 ]
+	[ "$output" = "$d/__init__.py 0.1.0" ]
+	# PREFIX=/usr/local: the directory Debian's python3 searches there
+	run make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX=/usr/local
+	[ "$status" -eq 0 ]
+	pyver=$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+	[ -f "$root/usr/local/lib/python$pyver/dist-packages/stager/_stager.so" ]
+	/usr/bin/python3 -c 'import sys; sys.exit(0 if "/usr/local/lib/python'"$pyver"'/dist-packages" in sys.path else 1)'
 }

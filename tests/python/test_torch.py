@@ -1,0 +1,172 @@
+"""stager.torch with Debian's python3-torch: a DataLoader with 2 workers under
+spawn and fork, every sample compared with its source; the sampler's ranks
+disjoint and complete, its frame-aware order, resume from state_dict; the
+dataset's pickle."""
+import os
+import pickle
+import unittest
+
+import fixtures
+import torch.utils.data as tud
+
+import stager
+from stager.torch import PackDataset, PackSampler
+
+
+def as_list(batch):
+    return batch
+
+
+def name_and_size(name, data):
+    return name, len(data), bytes(data[:16])
+
+
+class TorchTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ds = fixtures.Dataset(files=400)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ds.close()
+
+    def epoch(self, context, workers=2, transform=None):
+        ds = PackDataset(self.ds.pack, transform=transform)
+        sampler = PackSampler(ds, shuffle=True, seed=3)
+        loader = tud.DataLoader(ds, batch_size=16, sampler=sampler, num_workers=workers,
+                                collate_fn=as_list, multiprocessing_context=context)
+        seen = []
+        for batch in loader:
+            seen.extend(batch)
+        return ds, seen
+
+    def test_spawn(self):
+        """a DataLoader with 2 workers under spawn: every sample is its source"""
+        ds, seen = self.epoch("spawn")
+        self.assertEqual(len(seen), len(ds))
+        self.assertEqual(sorted(n for n, _ in seen), sorted(self.ds.files))
+        for name, data in seen:
+            self.assertEqual(bytes(data), self.ds.files[name], name)
+
+    def test_fork_transform(self):
+        """under fork, with a transform: transform(name, data) for each file"""
+        ds, seen = self.epoch("fork", transform=name_and_size)
+        self.assertEqual(len(seen), len(self.ds.files))
+        for name, size, head in seen:
+            self.assertEqual(size, len(self.ds.files[name]))
+            self.assertEqual(head, self.ds.files[name][:16])
+
+    def test_getitem(self):
+        """ds[i] in pack order, negative indices, out of range"""
+        ds = PackDataset(self.ds.pack)
+        with stager.Pack(self.ds.pack) as p:
+            names = p.names()
+        self.assertEqual(len(ds), len(names))
+        self.assertEqual(ds[0][0], names[0])
+        self.assertEqual(ds[-1][0], names[-1])
+        self.assertEqual(ds[5][1], self.ds.files[names[5]])
+        with self.assertRaises(IndexError):
+            ds[len(ds)]
+
+    def test_pickle(self):
+        """the dataset pickles to a few hundred bytes, and refuses a changed pack"""
+        ds = PackDataset(self.ds.pack)
+        blob = pickle.dumps(ds)
+        self.assertLess(len(blob), 500)
+        self.assertEqual(pickle.loads(blob)[3], ds[3])
+        copy = os.path.join(self.ds.dir, "moving.tar.zst")
+        fixtures.stager("pack", "-q", os.path.join(self.ds.src, "meta"), "-o", copy)
+        moving = PackDataset(copy)
+        blob = pickle.dumps(moving)
+        fixtures.stager("pack", "-q", os.path.join(self.ds.src, "train"), "-o", copy)
+        again = pickle.loads(blob)
+        with self.assertRaises(stager.IntegrityError) as cm:
+            again[0]
+        self.assertIn("changed since the dataset was made", str(cm.exception))
+
+    def test_frame_order(self):
+        """shuffled, yet a frame's files come within one window"""
+        ds = PackDataset(self.ds.pack)
+        frames = ds.frames()
+        sampler = PackSampler(ds, shuffle=True, seed=1, window=1)
+        order = list(sampler)
+        self.assertEqual(sorted(order), list(range(len(ds))))
+        self.assertNotEqual(order, sorted(order))
+        # window 1: each frame's files are one run of the order
+        runs = [frames[order[0]]]
+        for i in order[1:]:
+            if frames[i] != runs[-1]:
+                runs.append(frames[i])
+        self.assertEqual(len(runs), len(set(frames)))
+        # another epoch, another order; the same epoch, the same order
+        sampler.set_epoch(1)
+        self.assertNotEqual(list(sampler), order)
+        sampler.set_epoch(0)
+        self.assertEqual(list(sampler), order)
+        self.assertEqual(list(PackSampler(ds, shuffle=False)), list(range(len(ds))))
+
+    def test_ranks(self):
+        """ranks: disjoint slices of equal length that together cover the epoch"""
+        ds = PackDataset(self.ds.pack)
+        n = len(ds)
+        for world in (1, 2, 3, 7):
+            for drop_last in (False, True):
+                parts = [list(PackSampler(ds, seed=5, rank=r, world_size=world,
+                                          drop_last=drop_last)) for r in range(world)]
+                lens = {len(p) for p in parts}
+                self.assertEqual(len(lens), 1)
+                flat = [i for p in parts for i in p]
+                if drop_last:
+                    self.assertEqual(len(flat), n - n % world)
+                    self.assertEqual(len(set(flat)), len(flat))
+                else:
+                    self.assertEqual(set(flat), set(range(n)))
+                    self.assertEqual(len(flat), -(-n // world) * world)
+                    # only the padding repeats
+                    self.assertEqual(len(flat) - len(set(flat)), len(flat) - n)
+        with self.assertRaises(ValueError):
+            PackSampler(ds, rank=2, world_size=2)
+
+    def test_resume(self):
+        """state_dict mid-epoch: the resumed sampler yields exactly what was not taken"""
+        ds = PackDataset(self.ds.pack)
+        for world, rank in ((1, 0), (3, 1)):
+            sampler = PackSampler(ds, seed=9, rank=rank, world_size=world)
+            sampler.set_epoch(4)
+            full = list(sampler)
+            it = iter(sampler)
+            taken = [next(it) for _ in range(37)]
+            state = pickle.loads(pickle.dumps(sampler.state_dict()))
+            fresh = PackSampler(ds, seed=9, rank=rank, world_size=world)
+            fresh.load_state_dict(state)
+            rest = list(fresh)
+            self.assertEqual(taken + rest, full)
+            # and the next epoch is whole again
+            fresh.set_epoch(5)
+            self.assertEqual(len(list(fresh)), len(full))
+        wrong = PackSampler(ds, seed=10)
+        with self.assertRaises(ValueError):
+            wrong.load_state_dict(state)
+
+    def test_resume_with_loader(self):
+        """resume through a DataLoader: the two halves make the epoch"""
+        ds = PackDataset(self.ds.pack)
+        sampler = PackSampler(ds, seed=2)
+        loader = tud.DataLoader(ds, batch_size=10, sampler=sampler, num_workers=0,
+                                collate_fn=as_list)
+        first = []
+        for k, batch in enumerate(loader):
+            first.extend(n for n, _ in batch)
+            if k == 4:
+                break
+        state = sampler.state_dict()
+        resumed = PackSampler(ds, seed=2)
+        resumed.load_state_dict(state)
+        loader = tud.DataLoader(ds, batch_size=10, sampler=resumed, num_workers=0,
+                                collate_fn=as_list)
+        rest = [n for batch in loader for n, _ in batch]
+        self.assertEqual(sorted(first + rest), sorted(self.ds.files))
+
+
+if __name__ == "__main__":
+    unittest.main()
