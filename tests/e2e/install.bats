@@ -160,7 +160,7 @@ complete_words() {
 	# one file with libstage inside: it needs no libstage.so, and exports
 	# only its init function
 	objdump -p "$d/_stager.so" >dyn.txt
-	run grep -c 'NEEDED *libstage' dyn.txt
+	run -1 grep -c 'NEEDED *libstage' dyn.txt
 	[ "$output" = 0 ]
 	nm -D --defined-only "$d/_stager.so" | awk '$2 == "T" { print $3 }' >exported.syms
 	[ "$(cat exported.syms)" = PyInit__stager ]
