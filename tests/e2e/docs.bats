@@ -171,3 +171,26 @@ PY
 	echo "$output"
 	[ "$status" -eq 0 ]
 }
+
+@test "docs: the README's Python training loop runs as written, on a pack of images" {
+	[ -x /usr/bin/python3 ] || skip "needs Debian's python3"
+	local top
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	awk '/^```python[ \t]*$/ { n++; inb = 1; next } inb && /^```/ { inb = 0; next } inb' \
+		"$DOCS_TOP/README.md" >train.py
+	[ "$(grep -c 'PackDataset' train.py)" -ge 2 ]
+	# CLASS/IMAGE.png, two classes the model can tell apart
+	/usr/bin/python3 -c '
+from PIL import Image
+import os
+for c, v in (("cats", 30), ("dogs", 200)):
+    os.makedirs("tree/" + c)
+    for i in range(24):
+        Image.new("L", (16, 16), v + i).save("tree/%s/%02d.png" % (c, i))'
+	"$STAGER" pack -q tree -o dataset.tar.zst
+	run env PYTHONPATH="$top/${B:-build}/python" timeout 300 /usr/bin/python3 train.py
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(echo "$output" | grep -c '^epoch [0-2]: loss ')" -eq 3 ]
+	[ -s ckpt.pt ]
+}
