@@ -3,7 +3,8 @@
  * pack: the tree of inodes from its manifest (mount_tree.c) and the frames
  * fetched, checked and decoded on demand (mount_frames.c).  Every name a
  * directory lists must be found again by lookup, every inode must stat,
- * and every frame either decodes to its size or is refused.  An input
+ * and every frame either decodes to its size or is refused, also when it
+ * is decoded in two steps (to a depth the input picks, then whole).  An input
  * that begins "T\n" is not a pack but a list of entries, one a line
  * ("f path", "d path", "l path=target", "h path=target"), made into a
  * valid pack here, so that the tree's rules (names twice, parents implied
@@ -146,11 +147,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	stg_frames_opts fo = {.max_bytes = 1 << 20, .fetch = fetch, .fetch_arg = &m};
 	if (stg__frames_new(ctx, &p->t, &fo, &fr) != STG_OK)
 		goto out;
+	/* each frame first in part (a depth the input picks), then whole:
+	 * decoding goes on from where it stopped */
 	for (size_t k = 0; k < p->t.n_frames && k < 64; k++) {
 		const uint8_t *raw;
 		stg_fbuf *held;
-		if (stg__frames_get(fr, k, &raw, &held) == 0) {
-			volatile uint8_t last = raw[p->t.frames[k].raw_size - 1];
+		size_t len = (size_t)p->t.frames[k].raw_size;
+		size_t part = len ? (size ? data[k % size] : 0) * (len / 256 + 1) % len + 1 : 0;
+		if (stg__frames_get(fr, k, part, &raw, &held) == 0) {
+			if (part) {
+				volatile uint8_t at = raw[part - 1];
+				(void)at;
+			}
+			stg__frames_put(fr, held);
+		}
+		if (stg__frames_get(fr, k, 0, &raw, &held) == 0) {
+			volatile uint8_t last = len ? raw[len - 1] : 0;
 			(void)last;
 			stg__frames_put(fr, held);
 		}
