@@ -561,7 +561,9 @@ done
 		"fork start method) with 0, 2 and 4 workers on a $(nproc)-CPU machine. The pack, the stage's source, the" \
 		"mount's pack and the tar.zst are on bench/sharedfs (an NFS-like cost model: ${DELAY_MS} ms a metadata" \
 		"operation, $BW/s). pack, staged tree and mount read the same files in the same order, the order" \
-		"of \`PackSampler(shuffle=True, seed=0)\` (frames shuffled, then the files of each window of 8 frames);" \
+		"of \`PackSampler(shuffle=True, seed=0)\` (frames shuffled, then the files of each window of 4 frames;" \
+		"with workers, the pack's sampler is also given the loader's batch_size and num_workers, and deals" \
+		"each worker the batches of frames of its own);" \
 		"tarfile reads the archive in its order. Time: from making the dataset (opening the pack) to the" \
 		"last batch, in Python (its start and imports not counted); medians (min–max) of $REPS repetitions."
 	echo "*read* is what the run read from the shared filesystem (its counters), *× pack* that over the pack's" \
@@ -645,15 +647,12 @@ EOF
 	echo "## Reading the figures"
 	echo
 	echo "- pack: each DataLoader worker opens the pack itself (PackDataset reopens it after the fork) and" \
-		"keeps its own cache of decoded frames (cache_bytes, 64 MiB by default). Batches go to the workers in" \
-		"turn, so every worker reads files of every frame of PackSampler's window: each worker fetches," \
-		"checks and decodes about the whole pack (\`Pack.stats()\` of each worker in the raw data), W times the" \
-		"work of 0 workers. The shared filesystem sees the pack about once only because the kernel's page" \
-		"cache of the pack (opened once by each worker, at its start) serves the other workers' preads."
-	echo "- Within one process, frames are fetched more than once (frames_fetched above the pack's frames):" \
-		"a frame decoded in part is charged its compressed bytes too (about 8 MiB for 4 MiB of tar), so the 8" \
-		"frames of PackSampler's default window fill the default 64 MiB cache, and a file that straddles two" \
-		"frames brings the next frame in early. The page cache absorbs these preads here; the" \
+		"keeps its own cache of decoded frames (cache_bytes, 64 MiB by default). The DataLoader hands batch k" \
+		"to worker k % W; told the batch size and W, PackSampler cuts the epoch's frames into one run a" \
+		"worker and deals the batches so that each worker reads its own frames (\`Pack.stats()\` of each" \
+		"worker in the raw data): the pack is fetched and decoded about once in all, not W times."
+	echo "- Within one process, a frame decoded in part is charged its compressed bytes too until it is" \
+		"decoded whole; PackSampler's window of 4 frames fits the default cache. The" \
 		"\`cache_bytes=256 MiB\` rows show what a larger cache changes."
 	echo "- staged tree: files on a tmpfs, read by open() + read(); the stage (read the pack, write" \
 		"$(count "$FILES_N") files) is paid once per node and job."

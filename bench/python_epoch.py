@@ -237,7 +237,10 @@ def cmd_epoch(a):
         if a.kind == "pack":
             from stager.torch import PackDataset, PackSampler
             inner = PackDataset(a.src, cache_bytes=a.cache_mib << 20)
-            sampler = PackSampler(inner, shuffle=True, seed=a.seed, window=a.window)
+            # the loader's batch size and workers: each worker's batches
+            # from frames of its own
+            dealt = {"batch_size": a.batch, "num_workers": a.workers} if a.workers > 1 else {}
+            sampler = PackSampler(inner, shuffle=True, seed=a.seed, window=a.window, **dealt)
             sampler.set_epoch(0)
             order = list(sampler)
         else:
@@ -318,8 +321,8 @@ def main(argv):
                    help="the number of files: memory traced each quarter of a process's share")
     e.add_argument("--cache-mib", type=int, default=64,
                    help="pack: PackDataset's cache_bytes, MiB (default 64, its default)")
-    e.add_argument("--window", type=int, default=8,
-                   help="pack: PackSampler's window, frames (default 8, its default)")
+    e.add_argument("--window", type=int, default=4,
+                   help="pack: PackSampler's window, frames (default 4, its default)")
     s = sub.add_parser("sums")
     s.add_argument("src")
     s.add_argument("--order", required=True)

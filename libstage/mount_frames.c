@@ -43,16 +43,19 @@
 #include <zstd.h>
 
 enum { FB_LOADING, FB_READY };
+#define POOL 4 /* spare buffers kept (and as many decoders) */
 
 struct stg_fbuf {
 	size_t k;
 	int state;
 	unsigned refs;
 	uint8_t *data;
-	size_t len;            /* the frame's raw size (data's size) */
+	size_t data_cap;       /* data's size (a reused buffer may be larger) */
+	size_t len;            /* the frame's raw size */
 	size_t have;           /* bytes of data decoded so far */
 	bool decoding;         /* a reader is decoding more (without mu) */
-	uint8_t *comp;         /* until decoded whole: the checked compressed bytes, */
+	uint8_t *comp;         /* until decoded whole: the checked compressed bytes */
+	size_t comp_cap;       /* (comp's size), */
 	size_t comp_pos;       /* how far they are decoded, */
 	ZSTD_DCtx *dctx;       /* and the decoder's state */
 	stg_fbuf *prev, *next; /* LRU list of unheld ready frames; head: newest */
@@ -75,6 +78,15 @@ struct stg_frames {
 	unsigned n_threads;
 	bool stop;
 	uint64_t fetched, hits, fetched_bytes, decoded;
+	/* buffers and decoders of frames that left, for the next ones: no
+	 * malloc, no fresh pages to fault in, no heap left in pieces */
+	struct {
+		uint8_t *p;
+		size_t cap;
+	} spare[POOL];
+	unsigned n_spare;
+	ZSTD_DCtx *spare_dctx[POOL];
+	unsigned n_spare_dctx;
 };
 
 static void lru_unlink(stg_frames *f, stg_fbuf *b)
@@ -108,13 +120,60 @@ static size_t cost(const stg_fbuf *b, const stg_frame *fr)
 	return b->len + (b->comp ? (size_t)fr->comp_size : 0);
 }
 
-static void fbuf_free(stg_fbuf *b)
+/* A buffer of at least need bytes: a spare one (the smallest that fits),
+ * else a new one; its size in *cap.  mu held. */
+static uint8_t *buf_take(stg_frames *f, size_t need, size_t *cap)
+{
+	unsigned best = POOL;
+	for (unsigned i = 0; i < f->n_spare; i++)
+		if (f->spare[i].cap >= need && (best == POOL || f->spare[i].cap < f->spare[best].cap))
+			best = i;
+	if (best == POOL) {
+		*cap = need;
+		return stg__io_alloc(need ? need : 1);
+	}
+	uint8_t *p = f->spare[best].p;
+	*cap = f->spare[best].cap;
+	f->spare[best] = f->spare[--f->n_spare];
+	return p;
+}
+
+/* Keep a buffer for later, or free it (mu held). */
+static void buf_give(stg_frames *f, uint8_t *p, size_t cap)
+{
+	if (!p)
+		return;
+	if (f->n_spare < POOL) {
+		f->spare[f->n_spare].p = p;
+		f->spare[f->n_spare++].cap = cap;
+	} else {
+		free(p);
+	}
+}
+
+static void dctx_give(stg_frames *f, ZSTD_DCtx *d)
+{
+	if (d && f->n_spare_dctx < POOL)
+		f->spare_dctx[f->n_spare_dctx++] = d;
+	else
+		ZSTD_freeDCtx(d);
+}
+
+/* b's compressed bytes and decoder, no longer needed (mu held). */
+static void drop_comp(stg_frames *f, stg_fbuf *b)
+{
+	buf_give(f, b->comp, b->comp_cap);
+	b->comp = NULL;
+	dctx_give(f, b->dctx);
+	b->dctx = NULL;
+}
+
+static void fbuf_free(stg_frames *f, stg_fbuf *b)
 {
 	if (!b)
 		return;
-	ZSTD_freeDCtx(b->dctx);
-	free(b->comp);
-	free(b->data);
+	drop_comp(f, b);
+	buf_give(f, b->data, b->data_cap);
 	free(b);
 }
 
@@ -126,7 +185,7 @@ static void shrink(stg_frames *f, size_t room)
 		lru_unlink(f, b);
 		f->slot[b->k] = NULL;
 		f->bytes -= cost(b, &f->t->frames[b->k]);
-		fbuf_free(b);
+		fbuf_free(f, b);
 	}
 }
 
@@ -190,9 +249,13 @@ static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t need, const char *
 static int load(stg_frames *f, size_t k, stg_fbuf *b, const char **why)
 {
 	const stg_frame *fr = &f->t->frames[k];
-	uint8_t *comp = stg__io_alloc(fr->comp_size);
 	b->len = (size_t)fr->raw_size;
-	b->data = stg__io_alloc(b->len);
+	pthread_mutex_lock(&f->mu);
+	uint8_t *comp = b->comp = buf_take(f, fr->comp_size, &b->comp_cap);
+	b->data = buf_take(f, b->len, &b->data_cap);
+	if (f->n_spare_dctx && f->t->version >= 3)
+		b->dctx = f->spare_dctx[--f->n_spare_dctx];
+	pthread_mutex_unlock(&f->mu);
 	int rc = 0;
 	*why = NULL;
 	if (!comp || !b->data) {
@@ -209,13 +272,10 @@ static int load(stg_frames *f, size_t k, stg_fbuf *b, const char **why)
 			rc = EIO;
 			goto out;
 		}
-		if (!(b->dctx = ZSTD_createDCtx()) || ZSTD_isError(ZSTD_decompressBegin(b->dctx))) {
+		if ((!b->dctx && !(b->dctx = ZSTD_createDCtx())) ||
+		    ZSTD_isError(ZSTD_decompressBegin(b->dctx)))
 			rc = ENOMEM;
-			goto out;
-		}
-		b->comp = comp;
-		comp = NULL;
-		goto out;
+		return rc; /* (on failure the caller frees b with what it holds) */
 	}
 	ZSTD_frameHeader zh;
 	if (ZSTD_getFrameHeader(&zh, comp, fr->comp_size) != 0 || !zh.checksumFlag) {
@@ -243,9 +303,9 @@ static int load(stg_frames *f, size_t k, stg_fbuf *b, const char **why)
 		memcpy(f->seen[k], h.digest, 16);
 		f->seen_set[k] = 1;
 	}
+	drop_comp(f, b); /* decoded whole */
 	pthread_mutex_unlock(&f->mu);
 out:
-	free(comp);
 	return rc;
 }
 
@@ -258,7 +318,7 @@ static void mark_bad(stg_frames *f, stg_fbuf *b)
 		lru_unlink(f, b);
 		f->slot[b->k] = NULL;
 		f->bytes -= cost(b, &f->t->frames[b->k]);
-		fbuf_free(b);
+		fbuf_free(f, b);
 	}
 }
 
@@ -293,10 +353,7 @@ static int decode_more(stg_frames *f, stg_fbuf *b, size_t need)
 		if (!rc && b->have == b->len && b->comp) {
 			/* whole: the compressed bytes and the decoder go */
 			f->bytes -= (size_t)fr->comp_size;
-			free(b->comp);
-			b->comp = NULL;
-			ZSTD_freeDCtx(b->dctx);
-			b->dctx = NULL;
+			drop_comp(f, b);
 		}
 		pthread_cond_broadcast(&f->cv);
 		if (rc) {
@@ -351,7 +408,7 @@ int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, 
 	pthread_mutex_lock(&f->mu);
 	if (rc) {
 		f->slot[k] = NULL;
-		fbuf_free(b);
+		fbuf_free(f, b);
 		if (why)
 			f->bad[k] = 1;
 		pthread_cond_broadcast(&f->cv);
@@ -512,9 +569,12 @@ void stg__frames_free(stg_frames *f)
 	pthread_mutex_unlock(&f->mu);
 	for (unsigned i = 0; i < f->n_threads; i++)
 		pthread_join(f->threads[i], NULL);
-	for (size_t k = 0; f->slot && k < f->t->n_frames; k++) {
-		fbuf_free(f->slot[k]);
-	}
+	for (size_t k = 0; f->slot && k < f->t->n_frames; k++)
+		fbuf_free(f, f->slot[k]);
+	for (unsigned i = 0; i < f->n_spare; i++)
+		free(f->spare[i].p);
+	for (unsigned i = 0; i < f->n_spare_dctx; i++)
+		ZSTD_freeDCtx(f->spare_dctx[i]);
 	pthread_mutex_destroy(&f->mu);
 	pthread_cond_destroy(&f->cv);
 	pthread_cond_destroy(&f->work);

@@ -4,7 +4,8 @@
     from stager.torch import PackDataset, PackSampler
 
     ds = PackDataset("/data/imagenet.tar.zst", transform=decode)
-    sampler = PackSampler(ds, shuffle=True, seed=0, rank=rank, world_size=world)
+    sampler = PackSampler(ds, shuffle=True, seed=0, rank=rank, world_size=world,
+                          batch_size=256, num_workers=4)
     loader = tud.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=4)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
@@ -103,8 +104,8 @@ class PackDataset(torch.utils.data.Dataset):
 
 class PackSampler(torch.utils.data.Sampler):
     """PackSampler(dataset, shuffle=True, seed=0, rank=0, world_size=1,
-    drop_last=False, window=8): a frame-aware order of a PackDataset's
-    indices.
+    drop_last=False, window=4, batch_size=None, num_workers=0): a
+    frame-aware order of a PackDataset's indices.
 
     With shuffle, each epoch shuffles the pack's frames, then the files of
     each window of `window` consecutive frames of that order: a frame's
@@ -119,17 +120,29 @@ class PackSampler(torch.utils.data.Sampler):
     does; with it, the remainder is left out).  A rank's slice is a
     contiguous run of the order, so ranks read different frames.
 
+    With a DataLoader of several workers, give the sampler the loader's
+    batch_size and num_workers: the DataLoader hands batch k of an epoch to
+    worker k % num_workers, and the sampler then fills each worker's
+    batches from a run of the order of its own (frames shuffled, files
+    shuffled within windows, as above), so that a frame is fetched and
+    decoded by one worker, not by all of them.
+
     state_dict() says how far the epoch went (the indices taken from the
     iterator so far); a sampler given it by load_state_dict() yields exactly
     those not yet taken, then goes on as usual.
     """
 
     def __init__(self, dataset, shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
-                 window=8):
+                 window=4, batch_size=None, num_workers=0):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("rank %r of world_size %r" % (rank, world_size))
         if window < 1:
             raise ValueError("window must be at least 1")
+        if num_workers < 0 or (num_workers > 1 and not batch_size) or \
+                (batch_size is not None and batch_size < 1):
+            raise ValueError("num_workers > 1 needs the loader's batch_size (at least 1)")
+        self.batch_size = batch_size
+        self.num_workers = num_workers
         self.dataset = dataset
         self.shuffle = shuffle
         self.seed = seed
@@ -140,6 +153,7 @@ class PackSampler(torch.utils.data.Sampler):
         self.epoch = 0
         self._n = len(dataset)
         self._groups = None
+        self._frames = None
         self._taken = 0
         self._resume = 0
         if drop_last:
@@ -158,6 +172,7 @@ class PackSampler(torch.utils.data.Sampler):
         # them contiguous): [(start, end), ...]
         if self._groups is None:
             frames = self.dataset.frames() if hasattr(self.dataset, "frames") else None
+            self._frames = frames
             if frames is None:
                 self._groups = [(i, i + 1) for i in range(self._n)]
             else:
@@ -170,6 +185,7 @@ class PackSampler(torch.utils.data.Sampler):
         return self._groups
 
     def _order(self):
+        self._frame_groups()
         if not self.shuffle:
             order = list(range(self._n))
         else:
@@ -188,7 +204,50 @@ class PackSampler(torch.utils.data.Sampler):
             pad = total - len(order)
             order.extend((order * (pad // max(len(order), 1) + 1))[:pad])
         lo = self.rank * self._per_rank
-        return order[lo:lo + self._per_rank]
+        mine = order[lo:lo + self._per_rank]
+        if self.num_workers > 1 and self._frames is not None:
+            mine = self._by_worker(mine)
+        return mine
+
+    def _by_worker(self, order):
+        """order dealt to the workers as the DataLoader deals batches: its
+        files grouped by frame (frames in the order they come), cut into
+        one run a worker, each run shuffled within windows
+        of frames again, the runs interleaved a batch at a time.  A frame
+        is then one worker's, but for the frames at the cuts (one between
+        two workers) and the last few batches."""
+        runs = {}
+        for index in order:
+            runs.setdefault(self._frames[index], []).append(index)
+        flat = [i for files in runs.values() for i in files]
+        w, b, n = self.num_workers, self.batch_size, len(order)
+        # rounds of one batch a worker; the last round as far as it goes, so
+        # that only the very last batch is short and none straddles two runs
+        rounds = max(-(-n // (w * b)), 1)
+        q, r = divmod(n - (rounds - 1) * w * b, b)
+        lens = [rounds * b if k < q else (rounds - 1) * b + (r if k == q else 0)
+                for k in range(w)]
+        rng = random.Random((self.seed * 1000003 + self.epoch) * 31 + self.rank)
+        streams, at = [], 0
+        for length in lens:
+            part = flat[at:at + length]
+            at += length
+            frames, stream = [], []
+            for i in part:
+                if not frames or self._frames[frames[-1][0]] != self._frames[i]:
+                    frames.append([])
+                frames[-1].append(i)
+            for k in range(0, len(frames), self.window):
+                chunk = [i for files in frames[k:k + self.window] for i in files]
+                if self.shuffle:
+                    rng.shuffle(chunk)
+                stream.extend(chunk)
+            streams.append(stream)
+        out = []
+        for k in range(0, rounds * b, b):
+            for stream in streams:
+                out.extend(stream[k:k + b])
+        return out
 
     def __iter__(self):
         order = self._order()
@@ -202,12 +261,14 @@ class PackSampler(torch.utils.data.Sampler):
         """How far this epoch went: a dict for load_state_dict()."""
         return {"version": 1, "epoch": self.epoch, "taken": self._taken, "seed": self.seed,
                 "shuffle": self.shuffle, "rank": self.rank, "world_size": self.world_size,
-                "drop_last": self.drop_last, "window": self.window, "files": self._n}
+                "drop_last": self.drop_last, "window": self.window, "files": self._n,
+                "batch_size": self.batch_size, "num_workers": self.num_workers}
 
     def load_state_dict(self, state):
         """Resume: the next iteration yields the indices of state's epoch not
         yet taken.  The sampler must be made as the saved one was."""
-        for key in ("seed", "shuffle", "rank", "world_size", "drop_last", "window", "files"):
+        for key in ("seed", "shuffle", "rank", "world_size", "drop_last", "window", "files",
+                    "batch_size", "num_workers"):
             mine = self._n if key == "files" else getattr(self, key)
             if state.get(key) != mine:
                 raise ValueError("the saved sampler had %s=%r, this one %r" %

@@ -148,6 +148,37 @@ class TorchTest(unittest.TestCase):
         with self.assertRaises(ValueError):
             wrong.load_state_dict(state)
 
+    def test_by_worker(self):
+        """with the loader's workers: each worker's batches from frames of its own"""
+        d = fixtures.Dataset(files=2000, big=0, seed=11)
+        try:
+            ds = PackDataset(d.pack)
+            frames = ds.frames()
+            self.assertGreaterEqual(len(set(frames)), 4)
+            for workers, batch in ((2, 8), (3, 5), (4, 64)):
+                sampler = PackSampler(ds, seed=4, batch_size=batch, num_workers=workers)
+                order = list(sampler)
+                self.assertEqual(sorted(order), list(range(len(ds))))
+                mine = [set() for _ in range(workers)]
+                for k in range(0, len(order), batch):
+                    mine[(k // batch) % workers].update(frames[i] for i in order[k:k + batch])
+                shared = set()
+                for a in range(workers):
+                    for b in range(a + 1, workers):
+                        shared |= mine[a] & mine[b]
+                # only the frames at the cuts between workers' runs
+                self.assertLessEqual(len(shared), workers - 1, (workers, batch))
+            # through a real DataLoader, every sample is its source
+            sampler = PackSampler(ds, seed=4, batch_size=16, num_workers=2)
+            loader = tud.DataLoader(ds, batch_size=16, sampler=sampler, num_workers=2,
+                                    collate_fn=as_list)
+            got = {n: bytes(x) for batch in loader for n, x in batch}
+            self.assertEqual(got, d.files)
+            with self.assertRaises(ValueError):
+                PackSampler(ds, num_workers=2)
+        finally:
+            d.close()
+
     def test_resume_with_loader(self):
         """resume through a DataLoader: the two halves make the epoch"""
         ds = PackDataset(self.ds.pack)
