@@ -203,6 +203,8 @@ typedef struct stg_reader stg_reader;
 typedef struct stg_reader_opts {
 	size_t cache_bytes; /* decoded frames kept, least recently used out;
 	                       default 64 MiB, at least two frames */
+	int prefetch;       /* a thread that fetches what stg_reader_prefetch
+	                       names (default 1) */
 } stg_reader_opts;
 
 typedef struct stg_reader_stats {
@@ -247,6 +249,10 @@ STG_API int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uin
 /* All of file i (its size in bytes) into buf, checked against its
  * XXH3-128 whatever the format.  0, or an errno value as above. */
 STG_API int stg_reader_read(stg_reader *r, size_t i, void *buf);
+/* Fetch and check frames [frame, frame + n) in the background, if not
+ * cached (a reader that knows what it reads next: a sampler's next
+ * window); they are decoded when read.  Nothing without prefetch. */
+STG_API void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n);
 /* Why a read of file i failed with rc, in words, into buf. */
 STG_API void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
 STG_API void stg_reader_get_stats(stg_reader *r, stg_reader_stats *stats);

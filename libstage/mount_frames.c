@@ -54,6 +54,7 @@ struct stg_fbuf {
 	size_t len;            /* the frame's raw size */
 	size_t have;           /* bytes of data decoded so far */
 	bool decoding;         /* a reader is decoding more (without mu) */
+	size_t charged;        /* what the cache counts for it (cost() when last asked) */
 	uint8_t *comp;         /* until decoded whole: the checked compressed bytes */
 	size_t comp_cap;       /* (comp's size), */
 	size_t comp_pos;       /* how far they are decoded, */
@@ -113,11 +114,20 @@ static void lru_push(stg_frames *f, stg_fbuf *b)
 		f->lru_tail = b;
 }
 
-/* What a frame's buffer costs the cache: its decoded bytes, and its
- * compressed ones while they are kept. */
+/* What a frame costs the cache: its bytes decoded so far, and its
+ * compressed ones while they are kept.  (A frame that a file's last
+ * bytes brought in early costs a block, not a frame, until its own turn.) */
 static size_t cost(const stg_fbuf *b, const stg_frame *fr)
 {
-	return b->len + (b->comp ? (size_t)fr->comp_size : 0);
+	return b->have + (b->comp ? (size_t)fr->comp_size : 0);
+}
+
+/* Charge b what it costs now (mu held). */
+static void recharge(stg_frames *f, stg_fbuf *b)
+{
+	size_t c = cost(b, &f->t->frames[b->k]);
+	f->bytes = f->bytes - b->charged + c;
+	b->charged = c;
 }
 
 /* A buffer of at least need bytes: a spare one (the smallest that fits),
@@ -126,7 +136,8 @@ static uint8_t *buf_take(stg_frames *f, size_t need, size_t *cap)
 {
 	unsigned best = POOL;
 	for (unsigned i = 0; i < f->n_spare; i++)
-		if (f->spare[i].cap >= need && (best == POOL || f->spare[i].cap < f->spare[best].cap))
+		if (f->spare[i].cap >= need &&
+		    (best == POOL || f->spare[i].cap < f->spare[best].cap))
 			best = i;
 	if (best == POOL) {
 		*cap = need;
@@ -184,16 +195,18 @@ static void shrink(stg_frames *f, size_t room)
 		stg_fbuf *b = f->lru_tail;
 		lru_unlink(f, b);
 		f->slot[b->k] = NULL;
-		f->bytes -= cost(b, &f->t->frames[b->k]);
+		f->bytes -= b->charged;
 		fbuf_free(f, b);
 	}
 }
 
-/* Decode b on until at least need bytes are there (or the frame ends);
- * without mu, b->decoding set.  0, or EIO with why. */
-static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t need, const char **why)
+/* Decode b on from *have bytes until at least need are there (or the
+ * frame ends); without mu, b->decoding set: only this thread touches the
+ * decoder and the bytes past b->have, and *have is published under mu by
+ * the caller (readers read only below b->have).  0, or EIO with why. */
+static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t *have, size_t need, const char **why)
 {
-	while (b->have < need) {
+	while (*have < need) {
 		size_t next = ZSTD_nextSrcSizeToDecompress(b->dctx);
 		if (next == 0)
 			break;
@@ -201,20 +214,20 @@ static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t need, const char *
 			*why = "its zstd frame is cut short";
 			return EIO;
 		}
-		size_t n = ZSTD_decompressContinue(b->dctx, b->data + b->have, b->len - b->have,
+		size_t n = ZSTD_decompressContinue(b->dctx, b->data + *have, b->len - *have,
 		                                   b->comp + b->comp_pos, next);
 		if (ZSTD_isError(n)) {
 			*why = ZSTD_getErrorName(n);
 			return EIO;
 		}
 		b->comp_pos += next;
-		b->have += n;
+		*have += n;
 	}
-	if (b->have < b->len && ZSTD_nextSrcSizeToDecompress(b->dctx) == 0) {
+	if (*have < b->len && ZSTD_nextSrcSizeToDecompress(b->dctx) == 0) {
 		*why = "it decodes to the wrong size";
 		return EIO;
 	}
-	if (b->have == b->len &&
+	if (*have == b->len &&
 	    (ZSTD_nextSrcSizeToDecompress(b->dctx) != 0 || b->comp_pos != fr->comp_size)) {
 		/* the frame's end (and any checksum) must follow its last byte */
 		const char *w = NULL;
@@ -223,9 +236,9 @@ static int decode_to(const stg_frame *fr, stg_fbuf *b, size_t need, const char *
 			size_t n;
 			if (next > fr->comp_size - b->comp_pos)
 				w = "its zstd frame is cut short";
-			else if (ZSTD_isError(
-			                 n = ZSTD_decompressContinue(b->dctx, b->data + b->have, 0,
-			                                             b->comp + b->comp_pos, next)))
+			else if (ZSTD_isError(n = ZSTD_decompressContinue(b->dctx, b->data + *have,
+			                                                  0, b->comp + b->comp_pos,
+			                                                  next)))
 				w = ZSTD_getErrorName(n);
 			else if (n)
 				w = "it decodes to the wrong size";
@@ -317,7 +330,7 @@ static void mark_bad(stg_frames *f, stg_fbuf *b)
 	if (f->slot[b->k] == b && b->state == FB_READY && b->refs == 0) {
 		lru_unlink(f, b);
 		f->slot[b->k] = NULL;
-		f->bytes -= cost(b, &f->t->frames[b->k]);
+		f->bytes -= b->charged;
 		fbuf_free(f, b);
 	}
 }
@@ -343,18 +356,18 @@ static int decode_more(stg_frames *f, stg_fbuf *b, size_t need)
 			continue;
 		}
 		b->decoding = true;
-		size_t before = b->have;
+		size_t have = b->have;
 		pthread_mutex_unlock(&f->mu);
 		const char *why = NULL;
-		int rc = decode_to(fr, b, need, &why);
+		int rc = decode_to(fr, b, &have, need, &why);
 		pthread_mutex_lock(&f->mu);
 		b->decoding = false;
-		f->decoded += b->have - before;
-		if (!rc && b->have == b->len && b->comp) {
-			/* whole: the compressed bytes and the decoder go */
-			f->bytes -= (size_t)fr->comp_size;
-			drop_comp(f, b);
-		}
+		f->decoded += have - b->have;
+		b->have = have;
+		if (!rc && b->have == b->len && b->comp)
+			drop_comp(f, b); /* whole: the compressed bytes and the decoder go */
+		recharge(f, b);
+		shrink(f, 0);
 		pthread_cond_broadcast(&f->cv);
 		if (rc) {
 			f->bad[b->k] = 1;
@@ -372,7 +385,10 @@ int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, 
 	if (k >= f->t->n_frames)
 		return EIO;
 	size_t len = (size_t)f->t->frames[k].raw_size;
-	if (need == 0 || need > len)
+	/* what is left past need is within the frame's last block (its tar
+	 * padding, say): decoded too, so that the frame is whole and its
+	 * compressed bytes go */
+	if (need == 0 || need > len || len - need < ZSTD_BLOCKSIZE_MAX)
 		need = len;
 	pthread_mutex_lock(&f->mu);
 	stg_fbuf *b;
@@ -419,7 +435,7 @@ int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, 
 	b->state = FB_READY;
 	f->decoded += b->have;
 	shrink(f, cost(b, &f->t->frames[k]));
-	f->bytes += cost(b, &f->t->frames[k]);
+	recharge(f, b);
 	f->fetched++;
 	f->fetched_bytes += f->t->frames[k].comp_size;
 	pthread_cond_broadcast(&f->cv);
@@ -470,7 +486,7 @@ static void *prefetcher(void *arg)
 		pthread_mutex_unlock(&f->mu);
 		const uint8_t *d;
 		stg_fbuf *b;
-		if (stg__frames_get(f, k, 0, &d, &b) == 0)
+		if (stg__frames_get(f, k, f->o.prefetch_fetch_only ? 1 : 0, &d, &b) == 0)
 			stg__frames_put(f, b);
 		pthread_mutex_lock(&f->mu);
 	}

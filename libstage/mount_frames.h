@@ -7,6 +7,8 @@
 
 #include "trailer.h"
 
+#include <stdbool.h>
+
 /* Read frame k's len compressed bytes into buf; 0 or an errno value. */
 typedef int (*stg_fetch_fn)(void *arg, size_t k, uint8_t *buf, size_t len);
 /* Told once per frame that failed its check or could not be read. */
@@ -16,8 +18,10 @@ typedef struct stg_frames stg_frames;
 typedef struct stg_fbuf stg_fbuf; /* a decoded frame, held */
 
 typedef struct stg_frames_opts {
-	size_t max_bytes;     /* decoded frames kept (at least two frames' worth) */
-	unsigned prefetchers; /* threads that read ahead (0: none) */
+	size_t max_bytes;         /* decoded frames kept (at least two frames' worth) */
+	unsigned prefetchers;     /* threads that read ahead (0: none) */
+	bool prefetch_fetch_only; /* read ahead fetches and checks, decodes a
+	                             block: the rest when a read needs it */
 	stg_fetch_fn fetch;
 	void *fetch_arg;
 	stg_frame_bad_fn bad; /* may be NULL */

@@ -289,9 +289,19 @@ static stg_err submit(stg_framer *s)
 
 stg_err stg__framer_cut(stg_framer *f)
 {
+	return stg__framer_cut_before(f, 0);
+}
+
+stg_err stg__framer_cut_before(stg_framer *f, uint64_t next)
+{
 	if (!f->cur) /* failed already */
 		return stg__framer_err(f);
-	return f->cur->len >= f->target ? submit(f) : STG_OK;
+	bool full = f->cur->len >= f->target;
+	/* an entry that fits in a frame but not in what is left of this one
+	 * starts the next: it is then in one frame, read with one */
+	bool early =
+	        f->cur->len > 0 && next > 0 && next <= f->target && f->cur->len + next > f->target;
+	return full || early ? submit(f) : STG_OK;
 }
 
 size_t stg__framer_room(const stg_framer *f)

@@ -28,6 +28,10 @@ int stg__framer_put(stg_framer *f, const void *p, size_t n);
  * more: before an entry's header, so that headers never straddle frames,
  * and inside a file's data, so that a large file is cut into frames. */
 stg_err stg__framer_cut(stg_framer *f);
+/* The same before an entry of about next tar bytes (header, data and
+ * padding): also when next would not fit in the rest of the frame but fits
+ * in a frame of its own, so that it is not split between two. */
+stg_err stg__framer_cut_before(stg_framer *f, uint64_t next);
 /* The bytes the current frame takes before it is full (after a cut: > 0). */
 size_t stg__framer_room(const stg_framer *f);
 /* Tar bytes taken so far: the offset of the next one. */

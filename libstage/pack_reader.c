@@ -51,6 +51,7 @@ void stg_reader_opts_init(stg_reader_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->cache_bytes = 64u << 20;
+	o->prefetch = 1;
 }
 
 /* Has the pack changed in place since it was opened? */
@@ -148,6 +149,8 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 		r->shown[j] = (uint32_t)i;
 	}
 	stg_frames_opts fo = {.max_bytes = o->cache_bytes,
+	                      .prefetchers = o->prefetch ? 1 : 0,
+	                      .prefetch_fetch_only = true,
 	                      .fetch = fetch,
 	                      .fetch_arg = r,
 	                      .bad = frame_bad,
@@ -340,6 +343,11 @@ void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
 		}
 	}
 	snprintf(buf, len, "its bytes do not match its XXH3-128");
+}
+
+void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n)
+{
+	stg__frames_prefetch(r->frames, frame, n);
 }
 
 void stg_reader_get_stats(stg_reader *r, stg_reader_stats *s)

@@ -342,7 +342,12 @@ static stg_err write_entries(packer *pk)
 		pk->path = path;
 		if (own + 1 < pk->own + pk->n_own && own[1].from == i)
 			own++;
-		if ((err = stg__framer_cut(pk->fr)))
+		/* a file that fits in one frame is not split between two: its
+		 * header (pax records for long names), data and padding */
+		uint64_t span = 0;
+		if (r->type == STG_FILE && r->size <= UINT64_MAX / 2)
+			span = 1536 + r->path_len + ((r->size + 511) & ~(uint64_t)511);
+		if ((err = stg__framer_cut_before(pk->fr, span)))
 			break;
 		archive_entry_clear(ae);
 		archive_entry_copy_pathname(ae, path);

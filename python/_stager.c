@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 /* ---- errors ------------------------------------------------------------- */
@@ -118,6 +119,7 @@ typedef struct {
 	PyObject_HEAD stg_reader *r;
 	pthread_rwlock_t lock; /* read: a read in progress; write: close */
 	PyObject *path;        /* str, as given */
+	pid_t pid;             /* the process that opened it (its threads are there) */
 	char digest[STG_DIGEST_HEXLEN + 1];
 } Pack;
 
@@ -134,6 +136,13 @@ static int pack_hold(Pack *p)
 	if (!p->r) {
 		pthread_rwlock_unlock(&p->lock);
 		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed Pack");
+		return -1;
+	}
+	if (p->pid != getpid()) {
+		pthread_rwlock_unlock(&p->lock);
+		PyErr_SetString(PyExc_ValueError,
+		                "this Pack was opened by another process (before a fork): open it "
+		                "again here (stager.torch.PackDataset does)");
 		return -1;
 	}
 	return 0;
@@ -192,11 +201,12 @@ static PyObject *read_failed(Pack *p, size_t i, int rc)
 
 static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 {
-	static char *kwlist[] = {"path", "cache_bytes", NULL};
+	static char *kwlist[] = {"path", "cache_bytes", "prefetch", NULL};
 	PyObject *path;
 	Py_ssize_t cache = 64 << 20;
-	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|n:Pack", kwlist, PyUnicode_FSConverter,
-	                                 &path, &cache))
+	int prefetch = 1;
+	if (!PyArg_ParseTupleAndKeywords(args, kw, "O&|np:Pack", kwlist, PyUnicode_FSConverter,
+	                                 &path, &cache, &prefetch))
 		return -1;
 	if (cache < 0) {
 		Py_DECREF(path);
@@ -217,6 +227,7 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 	stg_reader_opts o;
 	stg_reader_opts_init(&o);
 	o.cache_bytes = (size_t)cache;
+	o.prefetch = prefetch;
 	stg_reader *r = NULL;
 	stg_err err;
 	const char *cpath = PyBytes_AS_STRING(path);
@@ -233,6 +244,7 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 	stg_pack_get_info(stg_reader_pack(r), &info);
 	stg_digest_hex(info.digest, self->digest);
 	self->r = r;
+	self->pid = getpid();
 	Py_XSETREF(self->path, PyUnicode_DecodeFSDefaultAndSize(cpath, PyBytes_GET_SIZE(path)));
 	Py_DECREF(path);
 	return self->path ? 0 : -1;
@@ -255,7 +267,9 @@ static PyObject *Pack_close(Pack *self, PyObject *unused)
 	Py_END_ALLOW_THREADS stg_reader *r = self->r;
 	self->r = NULL;
 	pthread_rwlock_unlock(&self->lock);
-	if (r) {
+	/* another process's (a fork's copy): its threads are not here to
+	 * join, its memory is the parent's to free */
+	if (r && self->pid == getpid()) {
 		Py_BEGIN_ALLOW_THREADS stg_reader_close(r);
 		Py_END_ALLOW_THREADS
 	}
@@ -264,7 +278,8 @@ static PyObject *Pack_close(Pack *self, PyObject *unused)
 
 static void Pack_dealloc(Pack *self)
 {
-	stg_reader_close(self->r);
+	if (self->pid == getpid())
+		stg_reader_close(self->r);
 	pthread_rwlock_destroy(&self->lock);
 	Py_XDECREF(self->path);
 	Py_TYPE(self)->tp_free((PyObject *)self);
@@ -352,6 +367,20 @@ static PyObject *Pack_frame(Pack *self, PyObject *index)
 	                                (unsigned long long)toff, (unsigned long long)tsize);
 	pack_release(self);
 	return res;
+}
+
+/* _prefetch(frame): fetch and check it in the background */
+static PyObject *Pack_prefetch(Pack *self, PyObject *index)
+{
+	Py_ssize_t k = PyLong_AsSsize_t(index);
+	if (k == -1 && PyErr_Occurred())
+		return NULL;
+	if (pack_hold(self))
+		return NULL;
+	if (k >= 0)
+		stg_reader_prefetch(self->r, (size_t)k, 1);
+	pack_release(self);
+	Py_RETURN_NONE;
 }
 
 /* _name(index) -> str */
@@ -515,6 +544,8 @@ static PyMethodDef Pack_methods[] = {
         {"_frames", (PyCFunction)Pack_frames, METH_NOARGS,
          "The frame of each file's first byte, in pack order (uint32s)."},
         {"_name", (PyCFunction)Pack_name, METH_O, "_name(index) -> the file's path"},
+        {"_prefetch", (PyCFunction)Pack_prefetch, METH_O,
+         "_prefetch(frame): fetch and check that frame in the background"},
         {"_frame", (PyCFunction)Pack_frame, METH_O,
          "_frame(k) -> (offset, size, tar_offset, tar_size) of frame k"},
         {"_readinto", (PyCFunction)Pack_readinto, METH_VARARGS,

@@ -73,7 +73,8 @@ permission bits), mtime (seconds, float) and mtime_ns (int)."""
 
 
 class Pack(_stager.Pack):
-    """Pack(path, cache_bytes=64 MiB): a pack open for reading its files.
+    """Pack(path, cache_bytes=64 MiB, prefetch=True): a pack open for
+    reading its files.
 
     Opening reads the pack's trailer once, whatever its size; nothing else
     is read until a file is.  A read fetches the frames that hold the file
@@ -81,7 +82,10 @@ class Pack(_stager.Pack):
     decoded, decodes it only as far as needed, and keeps decoded frames in
     a least-recently-used cache of at most cache_bytes (at least two
     frames).  A Pack may be shared by threads: reads release the GIL and run
-    at once.
+    at once.  With prefetch, a thread of its own fetches the frames a
+    reader names ahead of time (stager.torch.PackSampler names the next
+    ones).  A Pack belongs to the process that opened it: after a fork,
+    open it again in the child.
 
     Files are the pack's regular files (and hard links to them), named by
     their path in the pack ('dir/file.jpg'), or by their index in pack
@@ -92,8 +96,8 @@ class Pack(_stager.Pack):
     SourceError.
     """
 
-    def __init__(self, path, cache_bytes=64 << 20):
-        super().__init__(os.fspath(path), cache_bytes)
+    def __init__(self, path, cache_bytes=64 << 20, prefetch=True):
+        super().__init__(os.fspath(path), cache_bytes, prefetch)
         self._cache_bytes = cache_bytes
 
     def __repr__(self):

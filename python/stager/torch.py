@@ -95,6 +95,10 @@ class PackDataset(torch.utils.data.Dataset):
             return self.transform(name, data)
         return name, data
 
+    def _local_pack(self):
+        """This process's Pack if it is open already, else None."""
+        return self._pack if self._pack is not None and self._pid == os.getpid() else None
+
     def frames(self):
         """Each file's frame (the frame of its first byte), as array('I')."""
         out = array.array("I")
@@ -253,9 +257,37 @@ class PackSampler(torch.utils.data.Sampler):
         order = self._order()
         start, self._resume = self._resume, 0
         self._taken = start
-        for index in order[start:]:
+        ahead = self._ahead(order)
+        for pos in range(start, len(order)):
+            if ahead:
+                ahead(pos)
             self._taken += 1
-            yield index
+            yield order[pos]
+
+    def _ahead(self, order):
+        """Where the dataset reads in this process (no DataLoader workers):
+        a function of the position that has the pack fetch, in the
+        background, the frames the next window of the order starts, before
+        they are read."""
+        local = getattr(self.dataset, "_local_pack", None)
+        pack = local() if local else None
+        if pack is None or self._frames is None or not order:
+            return None
+        first = {}
+        for pos, index in enumerate(order):
+            first.setdefault(self._frames[index], pos)
+        starts = sorted((pos, frame) for frame, pos in first.items())
+        horizon = max(len(order) // max(len(starts), 1), 1) * self.window // 2
+        state = {"next": 0}
+
+        def ahead(pos):
+            j = state["next"]
+            while j < len(starts) and starts[j][0] <= pos + horizon:
+                pack._prefetch(starts[j][1])
+                j += 1
+            state["next"] = j
+
+        return ahead
 
     def state_dict(self):
         """How far this epoch went: a dict for load_state_dict()."""
