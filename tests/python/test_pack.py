@@ -274,6 +274,48 @@ class PackTest(unittest.TestCase):
             _, _, tar_off, tar_size = p._frame(frame)
             self.assertLess(st["bytes_decoded"], tar_size // 2)
 
+    def test_prefetch(self):
+        """_prefetch(frame) fetches and checks it in the background, once"""
+        with stager.Pack(self.ds.pack) as p:
+            p._prefetch(1)
+            deadline = time.monotonic() + 10
+            while p.stats()["frames_fetched"] < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            self.assertEqual(p.stats()["frames_fetched"], 1)
+            # its small files (each in one frame) then read without another fetch
+            names = [n for n in p.names() if p._entry(n)[4] == 1 and p._entry(n)[1] < 65536]
+            self.assertGreater(len(names), 0)
+            for name in names:
+                self.assertEqual(p.read(name), self.ds.files[name])
+            self.assertEqual(p.stats()["frames_fetched"], 1)
+        with stager.Pack(self.ds.pack, prefetch=False) as p:
+            p._prefetch(1)
+            time.sleep(0.2)
+            self.assertEqual(p.stats()["frames_fetched"], 0)
+
+    def test_fork(self):
+        """a Pack opened before a fork is refused in the child, clearly; the parent's works"""
+        p = stager.Pack(self.ds.pack)
+        p.read("big.bin")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                p.read("big.bin")
+                msg = b"read"
+            except ValueError as e:
+                msg = str(e).encode()
+            os.write(w, msg)
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            msg = f.read().decode()
+        os.waitpid(pid, 0)
+        self.assertIn("opened by another process", msg)
+        self.assertEqual(p.read("big.bin"), self.ds.files["big.bin"])
+        p.close()
+
     def test_docs(self):
         """help(stager.Pack) shows the docstrings"""
         self.assertIn("cache_bytes", stager.Pack.__doc__)

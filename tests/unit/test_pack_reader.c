@@ -100,6 +100,32 @@ static void test_every_file(void **state)
 	stg_reader_close(r);
 }
 
+/* A file that fits in a frame is in one frame (the writer starts the next
+ * frame before it rather than split it): reading it fetches one. */
+static void test_one_frame(void **state)
+{
+	ut_fx *f = *state;
+	stg_reader *r = open_reader(f, f->pack);
+	const stg_trailer *t = &((const stg_pack *)stg_reader_pack(r))->t;
+	int small = 0;
+	for (size_t i = 0; i < stg_reader_count(r); i++) {
+		stg_entry e;
+		stg_reader_file(r, i, &e);
+		if (!e.size || e.size + 1536 + strlen(e.path) > 64 * 1024)
+			continue;
+		small++;
+		size_t a = stg__frame_of(t, e.data_offset);
+		size_t b = stg__frame_of(t, e.data_offset + e.size - 1);
+		if (a != b)
+			fail_msg("'%s' (%llu bytes) is in frames %zu to %zu", e.path,
+			         (unsigned long long)e.size, a, b);
+	}
+	assert_true(small >= 7);
+	/* and frames are not cut to pieces: at most twice as many as full ones */
+	assert_true(t->n_frames <= 2 * (t->tar_size / (64 * 1024)) + 2);
+	stg_reader_close(r);
+}
+
 /* A cold 4 KiB read decodes what it needs, not the whole frame. */
 static void test_partial(void **state)
 {
@@ -259,8 +285,8 @@ static void test_not_a_pack(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_every_file), T(test_partial), T(test_damaged_frame),
-        T(test_changed),    T(test_threads), T(test_not_a_pack),
+        T(test_every_file), T(test_partial),    T(test_damaged_frame), T(test_changed),
+        T(test_threads),    T(test_not_a_pack), T(test_one_frame),
 };
 
 UT_MAIN(tests)
