@@ -250,31 +250,6 @@ static void frame_bad(void *arg, size_t k, const char *why)
 
 /* ---- reading a file ------------------------------------------------------------- */
 
-/* Copy the tar stream's bytes [off, off + len) into out; 0 or an errno. */
-static int read_stream(stg_mount *m, uint64_t off, size_t len, uint8_t *out)
-{
-	const stg_trailer *t = &m->pack->t;
-	while (len) {
-		size_t k = stg__frame_of(t, off);
-		if (k >= t->n_frames)
-			return EIO;
-		const stg_frame *f = &t->frames[k];
-		const uint8_t *data;
-		stg_fbuf *held;
-		size_t in = (size_t)(off - f->raw_off);
-		size_t n = (size_t)(f->raw_size - in) < len ? (size_t)(f->raw_size - in) : len;
-		int rc = stg__frames_get(m->frames, k, in + n, &data, &held);
-		if (rc)
-			return rc;
-		memcpy(out, data + in, n);
-		stg__frames_put(m->frames, held);
-		out += n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
 /* Format 1 and 2: a file is checked whole before any of it is served. */
 static int check_file(stg_mount *m, const stg_rec *r)
 {
@@ -282,31 +257,11 @@ static int check_file(stg_mount *m, const stg_rec *r)
 	uint8_t state = atomic_load(&m->file_state[i]);
 	if (state != FILE_UNCHECKED)
 		return state == FILE_OK ? 0 : EIO;
-	XXH3_state_t *xs = XXH3_createState();
-	uint8_t *buf = stg__io_alloc(1 << 20);
-	int rc = xs && buf ? 0 : ENOMEM;
-	if (!rc)
-		XXH3_128bits_reset(xs);
-	for (uint64_t done = 0; !rc && done < r->size;) {
-		size_t n = r->size - done < (1 << 20) ? (size_t)(r->size - done) : (1 << 20);
-		rc = read_stream(m, r->data_off + done, n, buf);
-		if (!rc)
-			XXH3_128bits_update(xs, buf, n);
-		done += n;
-	}
-	if (!rc) {
-		XXH128_canonical_t h;
-		XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
-		if (memcmp(h.digest, r->xxh3, 16)) {
-			stg__mount_log(
-			        m, STG_LOG_WARN,
-			        "'%s': '%s' does not match its XXH3-128: reads of it fail (EIO)",
-			        m->pack_path, stg__rec_path(m->pack, r));
-			rc = EIO;
-		}
-	}
-	XXH3_freeState(xs);
-	free(buf);
+	int rc = stg__frames_check(m->frames, r->data_off, r->size, r->xxh3);
+	if (rc == EIO)
+		stg__mount_log(m, STG_LOG_WARN,
+		               "'%s': '%s' does not match its XXH3-128: reads of it fail (EIO)",
+		               m->pack_path, stg__rec_path(m->pack, r));
 	if (rc != ENOMEM && rc != ESTALE && rc != EINTR)
 		atomic_store(&m->file_state[i], rc ? FILE_BAD : FILE_OK);
 	return rc;
@@ -450,7 +405,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			stg__frames_prefetch(m->frames, last + 1,
 			                     end - last < READ_AHEAD ? end - last : READ_AHEAD);
 	}
-	rc = read_stream(m, at, n, buf);
+	rc = stg__frames_read(m->frames, at, n, buf);
 	if (of)
 		of->next = (uint64_t)off + n;
 	if (rc)

@@ -602,3 +602,51 @@ void stg__frames_free(stg_frames *f)
 	free(f->threads);
 	free(f);
 }
+
+int stg__frames_read(stg_frames *f, uint64_t off, size_t len, uint8_t *out)
+{
+	const stg_trailer *t = f->t;
+	while (len) {
+		size_t k = stg__frame_of(t, off);
+		if (k >= t->n_frames)
+			return EIO;
+		const stg_frame *fr = &t->frames[k];
+		size_t in = (size_t)(off - fr->raw_off);
+		size_t n = (size_t)(fr->raw_size - in) < len ? (size_t)(fr->raw_size - in) : len;
+		const uint8_t *data;
+		stg_fbuf *held;
+		int rc = stg__frames_get(f, k, in + n, &data, &held);
+		if (rc)
+			return rc;
+		memcpy(out, data + in, n);
+		stg__frames_put(f, held);
+		out += n;
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int stg__frames_check(stg_frames *f, uint64_t off, uint64_t size, const uint8_t want[16])
+{
+	XXH3_state_t *xs = XXH3_createState();
+	uint8_t *buf = stg__io_alloc(1 << 20);
+	int rc = xs && buf ? 0 : ENOMEM;
+	if (!rc)
+		XXH3_128bits_reset(xs);
+	for (uint64_t done = 0; !rc && done < size;) {
+		size_t n = size - done < (1 << 20) ? (size_t)(size - done) : (1 << 20);
+		if (!(rc = stg__frames_read(f, off + done, n, buf)))
+			XXH3_128bits_update(xs, buf, n);
+		done += n;
+	}
+	if (!rc) {
+		XXH128_canonical_t h;
+		XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
+		if (memcmp(h.digest, want, 16))
+			rc = EIO;
+	}
+	XXH3_freeState(xs);
+	free(buf);
+	return rc;
+}

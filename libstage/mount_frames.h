@@ -37,6 +37,12 @@ void stg__frames_free(stg_frames *f);
  * changed). */
 int stg__frames_get(stg_frames *f, size_t k, size_t need, const uint8_t **data, stg_fbuf **held);
 void stg__frames_put(stg_frames *f, stg_fbuf *held);
+/* Copy the tar stream's bytes [off, off + len) into out, through the
+ * frames that hold them; 0 or an errno value as stg__frames_get. */
+int stg__frames_read(stg_frames *f, uint64_t off, size_t len, uint8_t *out);
+/* Do the tar stream's size bytes at off have the XXH3-128 want (a file
+ * checked whole)?  0, EIO if not, or the read's errno value. */
+int stg__frames_check(stg_frames *f, uint64_t off, uint64_t size, const uint8_t want[16]);
 /* Start reading frames [k, k + n) in the background, if not cached. */
 void stg__frames_prefetch(stg_frames *f, size_t k, size_t n);
 /* Counters: frames read from the source, served from the cache, bytes

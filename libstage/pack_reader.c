@@ -225,54 +225,6 @@ size_t stg_reader_frame(const stg_reader *r, size_t i)
 	return k < r->pack->t.n_frames ? k : 0;
 }
 
-/* The tar stream's bytes [off, off + len) into out; 0 or an errno. */
-static int read_stream(stg_reader *r, uint64_t off, size_t len, uint8_t *out)
-{
-	const stg_trailer *t = &r->pack->t;
-	while (len) {
-		size_t k = stg__frame_of(t, off);
-		if (k >= t->n_frames)
-			return EIO;
-		const stg_frame *f = &t->frames[k];
-		size_t in = (size_t)(off - f->raw_off);
-		size_t n = (size_t)(f->raw_size - in) < len ? (size_t)(f->raw_size - in) : len;
-		const uint8_t *data;
-		stg_fbuf *held;
-		int rc = stg__frames_get(r->frames, k, in + n, &data, &held);
-		if (rc)
-			return rc;
-		memcpy(out, data + in, n);
-		stg__frames_put(r->frames, held);
-		out += n;
-		off += n;
-		len -= n;
-	}
-	return 0;
-}
-
-/* File i's bytes against its XXH3-128, read in pieces through buf (of
- * cap bytes); 0, EIO if they differ, or the read's errno. */
-static int check_whole(stg_reader *r, const stg_rec *c, uint8_t *buf, size_t cap)
-{
-	XXH3_state_t *xs = XXH3_createState();
-	if (!xs)
-		return ENOMEM;
-	XXH3_128bits_reset(xs);
-	int rc = 0;
-	for (uint64_t done = 0; !rc && done < c->size;) {
-		size_t n = c->size - done < cap ? (size_t)(c->size - done) : cap;
-		if (!(rc = read_stream(r, c->data_off + done, n, buf)))
-			XXH3_128bits_update(xs, buf, n);
-		done += n;
-	}
-	XXH128_canonical_t h;
-	XXH128_canonicalFromHash(&h, XXH3_128bits_digest(xs));
-	XXH3_freeState(xs);
-	if (!rc && memcmp(h.digest, c->xxh3, 16))
-		rc = EIO;
-	return rc;
-}
-
 int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t off, size_t *got)
 {
 	*got = 0;
@@ -284,9 +236,7 @@ int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t of
 		if (st == FILE_BAD)
 			return EIO;
 		if (st == FILE_UNCHECKED) {
-			uint8_t *tmp = malloc(1 << 20);
-			int rc = tmp ? check_whole(r, c, tmp, 1 << 20) : ENOMEM;
-			free(tmp);
+			int rc = stg__frames_check(r->frames, c->data_off, c->size, c->xxh3);
 			if (rc == EIO)
 				atomic_store(&r->state[r->file[i]], FILE_BAD);
 			if (rc)
@@ -297,7 +247,7 @@ int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t of
 	if (off >= c->size)
 		return 0;
 	size_t n = c->size - off < len ? (size_t)(c->size - off) : len;
-	int rc = read_stream(r, c->data_off + off, n, buf);
+	int rc = stg__frames_read(r->frames, c->data_off + off, n, buf);
 	if (!rc)
 		*got = n;
 	return rc;
@@ -312,7 +262,7 @@ int stg_reader_read(stg_reader *r, size_t i, void *buf)
 		return 0;
 	/* read into buf, then hashed there: one pass over memory the caller
 	 * wants anyway */
-	int rc = read_stream(r, c->data_off, (size_t)c->size, buf);
+	int rc = stg__frames_read(r->frames, c->data_off, (size_t)c->size, buf);
 	if (rc)
 		return rc;
 	XXH128_canonical_t h;
