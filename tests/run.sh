@@ -33,6 +33,21 @@ out=$(mktemp -d "${TMPDIR:-/tmp}/stager-tests.XXXXXX")
 trap 'rm -rf "$out"' EXIT
 export out
 
+# Debian's python3 for the tests that import the module (tests/python,
+# docs.bats, install.bats): under ASan, through a wrapper that puts the
+# module's ASan runtime first in the process (and leaves Python's own
+# allocations at exit alone)
+PY3=/usr/bin/python3
+case "$SAN_FLAGS" in
+*address*)
+	PY3=$out/python3
+	printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" exec /usr/bin/python3 "$@"\n' \
+		"$(${CC:-cc} -print-file-name=libasan.so)" >"$PY3"
+	chmod 755 "$PY3"
+	;;
+esac
+export PY3
+
 # the jobs, longest first (from the last run here, else a fixed guess), so
 # the long ones do not start last
 jobs=()
@@ -90,13 +105,8 @@ run_job() { # name: run one job, print its output whole when it ends
 	test_*) timeout -k 10 "$JOB_TIMEOUT" "$B/tests/$name" ;;
 	fuzz-replay) timeout -k 10 "$JOB_TIMEOUT" sh tests/fuzz/replay.sh ;;
 	python) # import stager, with Debian's python3 (tests/python/run.py)
-		py_env=(PYTHONPATH="$PWD/$B/python" PYTHONDONTWRITEBYTECODE=1)
-		case "$SAN_FLAGS" in
-		# the module's ASan runtime must come first in the process
-		*address*) py_env+=(LD_PRELOAD="$(${CC:-cc} -print-file-name=libasan.so)"
-			ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0") ;;
-		esac
-		timeout -k 10 "$JOB_TIMEOUT" env "${py_env[@]}" /usr/bin/python3 tests/python/run.py
+		timeout -k 10 "$JOB_TIMEOUT" env PYTHONPATH="$PWD/$B/python" PYTHONDONTWRITEBYTECODE=1 \
+			"$PY3" tests/python/run.py
 		;;
 	bench-quick) # the benchmark harness works (asserts nothing about speed)
 		echo "1..1"

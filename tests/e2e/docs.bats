@@ -188,7 +188,7 @@ for c, v in (("cats", 30), ("dogs", 200)):
     for i in range(24):
         Image.new("L", (16, 16), v + i).save("tree/%s/%02d.png" % (c, i))'
 	"$STAGER" pack -q tree -o dataset.tar.zst
-	run env PYTHONPATH="$top/${B:-build}/python" timeout 300 /usr/bin/python3 train.py
+	run env PYTHONPATH="$top/${B:-build}/python" timeout 300 "${PY3:-/usr/bin/python3}" train.py
 	echo "$output"
 	[ "$status" -eq 0 ]
 	[ "$(echo "$output" | grep -c '^epoch [0-2]: loss ')" -eq 3 ]

@@ -135,9 +135,9 @@ complete_words() {
 		stager --version
 		man -w stager
 		pkg-config --modversion libstage
-		/usr/bin/python3 -c "import stager; print(stager.__file__)"
+		"$2" -c "import stager; print(stager.__file__)"
 		module unload stager
-		command -v stager || echo unloaded' sh "$T/prefix"
+		command -v stager || echo unloaded' sh "$T/prefix" "${PY3:-/usr/bin/python3}"
 	echo "$output"
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -qx "$T/prefix/bin/stager"
@@ -166,7 +166,7 @@ complete_words() {
 	[ "$(cat exported.syms)" = PyInit__stager ]
 	# from anywhere, with Debian's python3 (not another first on PATH)
 	cd /
-	run env PYTHONPATH="$root/usr/lib/python3/dist-packages" /usr/bin/python3 -c \
+	run env PYTHONPATH="$root/usr/lib/python3/dist-packages" "${PY3:-/usr/bin/python3}" -c \
 		'import stager; print(stager.__file__, stager.__version__)'
 	[ "$status" -eq 0 ]
 	[ "$output" = "$d/__init__.py 0.1.0" ]
