@@ -192,16 +192,13 @@ int stg_reader_file(const stg_reader *r, size_t i, stg_entry *out)
 {
 	if (i >= r->n)
 		return -1;
+	/* the entry that names it, with the content of the one it links to */
+	stg_pack_entry(r->pack, r->shown[i], out);
 	const stg_rec *c = &r->pack->t.recs[r->file[i]];
-	const stg_rec *s = &r->pack->t.recs[r->shown[i]];
-	memset(out, 0, sizeof *out);
-	out->path = stg__rec_path(r->pack, s);
+	out->link = NULL;
 	out->type = STG_FILE;
-	out->mode = s->mode & 07777;
+	out->mode &= 07777;
 	out->size = c->size;
-	out->mtime = s->mtime;
-	out->mtime_nsec = s->mtime_nsec;
-	out->tar_offset = s->tar_off;
 	out->data_offset = c->data_off;
 	memcpy(out->xxh3, c->xxh3, 16);
 	return 0;
