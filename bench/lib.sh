@@ -89,3 +89,65 @@ json_field() { sed -n "s/.*\"$2\": *\\([0-9.]*\\|true\\|false\\)[,}].*/\\1/p" "$
 median() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.10g\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 minof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | sed -n 1p; }
 maxof() { [[ -s $1 ]] || { echo NA; return; }; sort -g "$1" | tail -n 1; }
+
+# ---- what bench/mount.sh and bench/python.sh share: a timed run on the
+# emulated shared filesystem and a FUSE mount's end.  They use the caller's
+# TMP, RUNSTAT, LIMIT_RC, LAST_OK, LAST_WALL, fail, die, sfs_quiesce, BACK,
+# SHARED, SETTLE, SFS_STATS, STAGER and MS.
+
+umount_fuse() { # MOUNTPOINT
+	mountpoint -q "$1" 2>/dev/null || return 0
+	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1" || true
+}
+# timed LABEL CMD...: CMD under runstat (and timeout); on success its wall
+# seconds are appended to $TMP/LABEL.wall and LAST_OK=1; stdout to
+# $TMP/LABEL.out
+timed() {
+	local label=$1 rs=$TMP/runstat.line
+	shift
+	: >"$rs"
+	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
+	if [[ -s $TMP/$label.err ]]; then
+		sed "s/^/[$label] /" "$TMP/$label.err" >&2
+	fi
+	if ((LIMIT_RC)); then
+		fail "$label" "exit status $LIMIT_RC: \`$*\`"
+		return 0
+	fi
+	local wall
+	wall=$(sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$rs")
+	[[ -n $wall ]] || die "cannot parse runstat output '$(cat "$rs")'"
+	echo "$wall" >>"$TMP/$label.wall"
+	LAST_OK=1
+	LAST_WALL=$wall
+}
+# the mounts of a run are gone before the next one: `stager umount` is
+# lazy, the mount's process ends once its files are closed
+stager_umount() {
+	local i
+	mountpoint -q "$MS" 2>/dev/null && "$STAGER" umount -q "$MS" >/dev/null 2>&1 || true
+	for ((i = 0; i < 100; i++)); do
+		mountpoint -q "$MS" 2>/dev/null || break
+		sleep 0.05
+	done
+	umount_fuse "$MS"
+}
+# sfs_timed LABEL CMD...: timed, on a shared filesystem whose attribute
+# cache holds nothing from earlier runs and whose counters start at 0;
+# then the run's bytes read and metadata operations go to $TMP/LABEL.rd and
+# .meta.  OPEN_BEFORE=N, OPEN_AFTER=N: files open on it before the run and
+# after it (a mount's process holds its pack open while it lives)
+sfs_timed() {
+	local label=$1
+	sfs_forget "$BACK" "$SHARED"
+	sync
+	sleep "$SETTLE"
+	sfs_quiesce "${OPEN_BEFORE:-0}"
+	echo reset >"$SFS_STATS"
+	timed "$@"
+	((LAST_OK)) || return 0
+	sfs_quiesce "${OPEN_AFTER:-0}"
+	cat "$SFS_STATS" >"$TMP/stats.now"
+	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
+	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
+}

@@ -137,10 +137,6 @@ MS=$WORK/mnt-stager
 MA=$WORK/mnt-archivemount
 TMP=$WORK/tmp
 
-umount_fuse() { # MOUNTPOINT
-	mountpoint -q "$1" 2>/dev/null || return 0
-	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1" || true
-}
 unmount_all() {
 	if mountpoint -q "$MS" 2>/dev/null; then
 		"$STAGER" umount -q "$MS" 2>/dev/null || true
@@ -226,28 +222,6 @@ fail() {
 	log "WARNING: $1: $2"
 	LAST_OK=0
 }
-# timed LABEL CMD...: CMD under runstat (and timeout); on success its wall
-# seconds are appended to $TMP/LABEL.wall and LAST_OK=1; stdout to
-# $TMP/LABEL.out
-timed() {
-	local label=$1 rs=$TMP/runstat.line
-	shift
-	: >"$rs"
-	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
-	if [[ -s $TMP/$label.err ]]; then
-		sed "s/^/[$label] /" "$TMP/$label.err" >&2
-	fi
-	if ((LIMIT_RC)); then
-		fail "$label" "exit status $LIMIT_RC: \`$*\`"
-		return 0
-	fi
-	local wall
-	wall=$(sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$rs")
-	[[ -n $wall ]] || die "cannot parse runstat output '$(cat "$rs")'"
-	echo "$wall" >>"$TMP/$label.wall"
-	LAST_OK=1
-	LAST_WALL=$wall
-}
 sfs_stat() { awk -v k="$1" '$1 == k { print $2; exit }' "$SFS_STATS"; }
 # release reaches sharedfs after close(2) returns: wait for the last one
 sfs_quiesce() {
@@ -258,25 +232,6 @@ sfs_quiesce() {
 	done
 	log "WARNING: files open on the shared filesystem: $(sfs_stat open_now), ${1:-0} expected"
 }
-# sfs_timed LABEL CMD...: timed, on a shared filesystem whose attribute
-# cache holds nothing from earlier runs and whose counters start at 0;
-# then the run's bytes read and metadata operations go to $TMP/LABEL.rd and
-# .meta.  OPEN_BEFORE=N, OPEN_AFTER=N: files open on it before the run and
-# after it (a mount's process holds its pack open while it lives)
-sfs_timed() {
-	local label=$1
-	sfs_forget "$BACK" "$SHARED"
-	sync
-	sleep "$SETTLE"
-	sfs_quiesce "${OPEN_BEFORE:-0}"
-	echo reset >"$SFS_STATS"
-	timed "$@"
-	((LAST_OK)) || return 0
-	sfs_quiesce "${OPEN_AFTER:-0}"
-	cat "$SFS_STATS" >"$TMP/stats.now"
-	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
-	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
-}
 empty_cache() {
 	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
 	((LIMIT_RC == 0)) || { log "WARNING: stager clean --all failed (status $LIMIT_RC)"; head -n 3 "$TMP/clean.err" >&2; }
@@ -285,17 +240,6 @@ empty_cache() {
 	# an entry left (pinned) would serve the next mount or stage
 	"$STAGER" status 2>/dev/null | grep -q '^cache .* in 0 entries' ||
 		log "WARNING: the cache is not empty after stager clean --all: $("$STAGER" status 2>&1 | grep '^cache')"
-}
-# the mounts of a run are gone before the next one: `stager umount` is
-# lazy, the mount's process ends once its files are closed
-stager_umount() {
-	local i
-	mountpoint -q "$MS" 2>/dev/null && "$STAGER" umount -q "$MS" >/dev/null 2>&1 || true
-	for ((i = 0; i < 100; i++)); do
-		mountpoint -q "$MS" 2>/dev/null || break
-		sleep 0.05
-	done
-	umount_fuse "$MS"
 }
 am_umount() { umount_fuse "$MA"; }
 # pack files still open on sharedfs (a mount's process that has not ended)

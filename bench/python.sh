@@ -133,10 +133,6 @@ OUT=$WORK/out # a tmpfs: stage destination, stager's scratch root, memory packs
 MS=$WORK/mnt-stager
 TMP=$WORK/tmp
 
-umount_fuse() { # MOUNTPOINT
-	mountpoint -q "$1" 2>/dev/null || return 0
-	fusermount3 -u "$1" 2>/dev/null || umount "$1" 2>/dev/null || umount -l "$1" || true
-}
 unmount_all() {
 	if mountpoint -q "$MS" 2>/dev/null; then
 		"$STAGER" umount -q "$MS" 2>/dev/null || true
@@ -220,27 +216,6 @@ fail() { # LABEL WHY: a failed run (left out of the figures)
 	log "WARNING: $1: $2"
 	LAST_OK=0
 }
-# timed LABEL CMD...: CMD under runstat (and timeout); its wall seconds to
-# $TMP/LABEL.wall, its stdout to $TMP/LABEL.out, LAST_OK=1 on success
-timed() {
-	local label=$1 rs=$TMP/runstat.line
-	shift
-	: >"$rs"
-	limited "$RUNSTAT" -o "$rs" -- "$@" >"$TMP/$label.out" 2>"$TMP/$label.err"
-	if [[ -s $TMP/$label.err ]]; then
-		sed "s/^/[$label] /" "$TMP/$label.err" >&2
-	fi
-	if ((LIMIT_RC)); then
-		fail "$label" "exit status $LIMIT_RC: \`$*\`"
-		return 0
-	fi
-	local wall
-	wall=$(sed -n 's/.*wall=\([0-9.]*\).*/\1/p' "$rs")
-	[[ -n $wall ]] || die "cannot parse runstat output '$(cat "$rs")'"
-	echo "$wall" >>"$TMP/$label.wall"
-	LAST_OK=1
-	LAST_WALL=$wall
-}
 sfs_stat() { awk -v k="$1" '$1 == k { print $2; exit }' "$SFS_STATS"; }
 sfs_quiesce() { # release reaches sharedfs after close(2) returns
 	local i
@@ -250,23 +225,6 @@ sfs_quiesce() { # release reaches sharedfs after close(2) returns
 	done
 	log "WARNING: files open on the shared filesystem: $(sfs_stat open_now), ${1:-0} expected"
 }
-# sfs_timed LABEL CMD...: timed, cold attribute cache, counters from 0; the
-# run's bytes read and metadata operations to $TMP/LABEL.rd and .meta.
-# OPEN_BEFORE=N, OPEN_AFTER=N: files open on it before and after the run
-sfs_timed() {
-	local label=$1
-	sfs_forget "$BACK" "$SHARED"
-	sync
-	sleep "$SETTLE"
-	sfs_quiesce "${OPEN_BEFORE:-0}"
-	echo reset >"$SFS_STATS"
-	timed "$@"
-	((LAST_OK)) || return 0
-	sfs_quiesce "${OPEN_AFTER:-0}"
-	cat "$SFS_STATS" >"$TMP/stats.now"
-	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
-	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
-}
 empty_cache() {
 	limited "$STAGER" clean --all --quiet >"$TMP/clean.out" 2>"$TMP/clean.err"
 	((LIMIT_RC == 0)) || { log "WARNING: stager clean --all failed (status $LIMIT_RC)"; head -n 3 "$TMP/clean.err" >&2; }
@@ -274,15 +232,6 @@ empty_cache() {
 	rm -rf "$OUT/dest"
 	"$STAGER" status 2>/dev/null | grep -q '^cache .* in 0 entries' ||
 		log "WARNING: the cache is not empty after stager clean --all: $("$STAGER" status 2>&1 | grep '^cache')"
-}
-stager_umount() {
-	local i
-	mountpoint -q "$MS" 2>/dev/null && "$STAGER" umount -q "$MS" >/dev/null 2>&1 || true
-	for ((i = 0; i < 100; i++)); do
-		mountpoint -q "$MS" 2>/dev/null || break
-		sleep 0.05
-	done
-	umount_fuse "$MS"
 }
 settle_mounts() { stager_umount; sfs_quiesce 0; }
 cold_hit() { # LABEL: a timed stage must have read the pack
