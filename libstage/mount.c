@@ -118,15 +118,7 @@ void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
 /* Has the pack changed in place since it was mounted?  Logged once. */
 static bool pack_changed(stg_mount *m)
 {
-	/* a rename over the pack unlinks it, which changes its ctime but not
-	 * its bytes: the ctime counts only while the links stay as they were */
-	struct stat st;
-	if (fstat(m->pack->fd, &st) == 0 && st.st_size == m->pack_st.st_size &&
-	    st.st_mtim.tv_sec == m->pack_st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == m->pack_st.st_mtim.tv_nsec &&
-	    (st.st_nlink != m->pack_st.st_nlink ||
-	     (st.st_ctim.tv_sec == m->pack_st.st_ctim.tv_sec &&
-	      st.st_ctim.tv_nsec == m->pack_st.st_ctim.tv_nsec)))
+	if (!stg__pack_changed(m->pack, &m->pack_st))
 		return false;
 	if (!atomic_exchange(&m->changed, true))
 		stg__mount_log(m, STG_LOG_WARN,

@@ -263,3 +263,15 @@ int stg_pack_frame(const stg_pack *p, size_t i, uint64_t *offset, uint64_t *size
 	*tar_size = f->raw_size;
 	return 0;
 }
+
+bool stg__pack_changed(const stg_pack *p, const struct stat *then)
+{
+	/* a rename over the pack unlinks it, which changes its ctime but not
+	 * its bytes: the ctime counts only while the links stay as they were */
+	struct stat st;
+	return !(fstat(p->fd, &st) == 0 && st.st_size == then->st_size &&
+	         st.st_mtim.tv_sec == then->st_mtim.tv_sec &&
+	         st.st_mtim.tv_nsec == then->st_mtim.tv_nsec &&
+	         (st.st_nlink != then->st_nlink || (st.st_ctim.tv_sec == then->st_ctim.tv_sec &&
+	                                            st.st_ctim.tv_nsec == then->st_ctim.tv_nsec)));
+}

@@ -6,6 +6,9 @@
 
 #include "trailer.h"
 
+#include <stdbool.h>
+#include <sys/stat.h>
+
 struct stg_bucket;
 struct stg_pack {
 	int fd;             /* -1 for a memory pack */
@@ -27,6 +30,9 @@ int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off);
  * trailer's read kept. */
 uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len);
 const char *stg__rec_path(const stg_pack *p, const stg_rec *r);
+/* Has the pack's file changed in place since then (its attributes at
+ * open: size, mtime, and ctime while its links are as they were)? */
+bool stg__pack_changed(const stg_pack *p, const struct stat *then);
 const char *stg__rec_link(const stg_pack *p, const stg_rec *r);
 
 #endif

@@ -57,12 +57,7 @@ void stg_reader_opts_init(stg_reader_opts *o)
 /* Has the pack changed in place since it was opened? */
 static bool changed(stg_reader *r)
 {
-	struct stat st;
-	if (fstat(r->pack->fd, &st) == 0 && st.st_size == r->st.st_size &&
-	    st.st_mtim.tv_sec == r->st.st_mtim.tv_sec &&
-	    st.st_mtim.tv_nsec == r->st.st_mtim.tv_nsec &&
-	    (st.st_nlink != r->st.st_nlink || (st.st_ctim.tv_sec == r->st.st_ctim.tv_sec &&
-	                                       st.st_ctim.tv_nsec == r->st.st_ctim.tv_nsec)))
+	if (!stg__pack_changed(r->pack, &r->st))
 		return false;
 	atomic_store(&r->changed, true);
 	return true;
