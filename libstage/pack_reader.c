@@ -111,8 +111,10 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 	r->file = malloc((t->n_entries + 1) * sizeof *r->file);
 	r->shown = malloc((t->n_entries + 1) * sizeof *r->shown);
 	r->why = calloc(nf, sizeof *r->why);
-	r->state = calloc(t->n_entries + 1, 1);
-	if (!r->file || !r->shown || !r->why || !r->state ||
+	/* (only older formats check files whole) */
+	if (t->version < 3)
+		r->state = calloc(t->n_entries + 1, 1);
+	if (!r->file || !r->shown || !r->why || (t->version < 3 && !r->state) ||
 	    stg__strmap_init(&r->map, t->n_entries)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
