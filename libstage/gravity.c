@@ -107,3 +107,43 @@ size_t stg_nodes_with(const char *sinfo, const char *feature, char *out, size_t 
 	}
 	return n;
 }
+
+/* by last use, newest first */
+static int by_use(const void *a, const void *b)
+{
+	const stg_cache_entry *x = *(const stg_cache_entry *const *)a;
+	const stg_cache_entry *y = *(const stg_cache_entry *const *)b;
+	return x->last_use < y->last_use   ? 1
+	       : x->last_use > y->last_use ? -1
+	                                   : strcmp(x->key, y->key);
+}
+
+size_t stg_cache_features(const stg_cache_info *info, unsigned uid, size_t max,
+                          char (*out)[STG_FEATURE_LEN + 1], int64_t *last_use)
+{
+	const stg_cache_entry **v = calloc(info->n_entries + 1, sizeof *v);
+	size_t n = 0;
+	if (!v)
+		return 0;
+	/* whole packs only: a subset's key has a suffix, and a job that
+	 * needs the pack would find only part of it */
+	for (size_t i = 0; i < info->n_entries; i++) {
+		uint8_t d[STG_DIGEST_LEN];
+		const stg_cache_entry *e = &info->entries[i];
+		if (e->key && strlen(e->key) == STG_DIGEST_HEXLEN &&
+		    stg_digest_parse(e->key, d) == 0)
+			v[n++] = e;
+	}
+	qsort(v, n, sizeof *v, by_use);
+	if (n > max)
+		n = max;
+	for (size_t i = 0; i < n; i++) {
+		uint8_t d[STG_DIGEST_LEN];
+		stg_digest_parse(v[i]->key, d);
+		stg_node_feature(uid, d, out[i]);
+		if (last_use)
+			last_use[i] = v[i]->last_use;
+	}
+	free(v);
+	return n;
+}

@@ -22,4 +22,10 @@ int stg_feature_ours(const char *name, size_t len);
  * returns how many. */
 size_t stg_nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
 
+/* The features of the whole packs info's cache holds, for user uid: at
+ * most max, most recently used first, into out (and their last use into
+ * last_use, may be NULL); returns how many. */
+size_t stg_cache_features(const stg_cache_info *info, unsigned uid, size_t max,
+                          char (*out)[STG_FEATURE_LEN + 1], int64_t *last_use);
+
 #endif

@@ -58,7 +58,45 @@ static void test_nodes_with(void **state)
 	assert_int_equal(stg_nodes_with("", "gpu", out, sizeof out), 0);
 }
 
+static void test_cache_features(void **state)
+{
+	(void)state;
+	char k1[65], k2[65], k3[65];
+	uint8_t d1[32], d2[32], d3[32];
+	memset(d1, 1, 32);
+	memset(d2, 2, 32);
+	memset(d3, 3, 32);
+	stg_digest_hex(d1, k1);
+	stg_digest_hex(d2, k2);
+	stg_digest_hex(d3, k3);
+	char sub[96];
+	snprintf(sub, sizeof sub, "%s-0123456789abcdef", k3);
+	stg_cache_entry e[] = {
+	        {.key = k1, .last_use = 100},  {.key = k2, .last_use = 300},
+	        {.key = sub, .last_use = 500}, /* a subset: not the pack */
+	        {.key = k3, .last_use = 200},  {.key = "not-a-digest", .last_use = 900},
+	};
+	stg_cache_info info = {.entries = e, .n_entries = 5};
+	char out[4][STG_FEATURE_LEN + 1], want[STG_FEATURE_LEN + 1];
+	int64_t last[4];
+	assert_int_equal(stg_cache_features(&info, 7, 4, out, last), 3);
+	stg_node_feature(7, d2, want);
+	assert_string_equal(out[0], want);
+	stg_node_feature(7, d3, want);
+	assert_string_equal(out[1], want);
+	stg_node_feature(7, d1, want);
+	assert_string_equal(out[2], want);
+	assert_int_equal(last[0], 300);
+	assert_int_equal(last[2], 100);
+	/* the cap keeps the most recent */
+	assert_int_equal(stg_cache_features(&info, 7, 1, out, NULL), 1);
+	stg_node_feature(7, d2, want);
+	assert_string_equal(out[0], want);
+	assert_int_equal(stg_cache_features(&info, 7, 0, out, NULL), 0);
+}
+
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cache_features),
         cmocka_unit_test(test_feature),
         cmocka_unit_test(test_nodes_with),
 };
