@@ -36,7 +36,7 @@
  * under it (cache/<digest>.tmp.*, a dataset's own paths) */
 #define PATH_VALUE_MAX 1024
 
-typedef enum { K_PATH, K_SIZE, K_SIZE_PCT, K_COUNT, K_NAME, K_COMMAND } key_kind;
+typedef enum { K_PATH, K_SIZE, K_SIZE_PCT, K_COUNT, K_NAME, K_COMMAND, K_BOOL } key_kind;
 
 static const struct {
 	const char *name;
@@ -78,6 +78,15 @@ static const struct {
          "where stager is not on the login node's non-interactive PATH)"},
         {"stall_timeout", K_COUNT, "30",
          "seconds reading a foreign archive may make no progress before it is refused"},
+        {"node_features", K_BOOL, "no",
+         "the epilog tells Slurm which packs this node's caches hold (node features "
+         "stg_<12 hex>, one per user and pack), so that `sbatch $(stager hint PACK)` "
+         "prefers those nodes; a user's own \"no\" keeps their packs out"},
+        {"node_features_max", K_COUNT, "16",
+         "at most this many of those features per node, most recently used first"},
+        {"node_features_grace", K_COUNT, "600",
+         "seconds a feature stays after its pack left the cache, so that a hint printed a "
+         "moment ago never names a feature no node has"},
         {"io_timeout", K_COUNT, "120",
          "seconds push, pull and serve wait for the far end to send or take a byte before "
          "they give up on the connection (0: no bound)"},
@@ -187,6 +196,7 @@ static const char *invalid(key_kind kind, const char *v)
 				return "not one plain word";
 		return NULL;
 	case K_COUNT: return whole_number(v, 100000) ? NULL : "not a whole number from 0 to 100000";
+	case K_BOOL: return !strcmp(v, "yes") || !strcmp(v, "no") ? NULL : "not yes or no";
 	}
 	return "unknown";
 }
