@@ -1,25 +1,21 @@
 /*
  * gravity.c - data gravity: the Slurm node features that say which packs a
- * node's caches hold, and the sbatch options that prefer those nodes.
- *
- * A feature names one user's cached copy of one pack: "stg_" and 12 hex
- * digits of SHA-256("stager-feature", uid, digest).  Caches are per user,
- * so a feature of the pack alone would send another user's job to a node
- * where its own cache is cold.  The name tells nothing by itself: only
- * someone who has the pack (its digest) and knows the uid can tell that
- * this user has it cached on that node.
+ * node's caches hold (libstage.h says what a feature names and tells), the
+ * choice of what a node advertises, and the sbatch option that prefers
+ * those nodes.  Pure functions of their input: node_features.c reads the
+ * caches, the node's record and Slurm.
  *
  * A node's features, as `sinfo -h -N -o '%N|%f'` prints them, are parsed
  * here; stg_hint names only features that some node has right now, since
- * `sbatch --prefer=F` fails when no node has F.
- *
- * (Work in progress on branch data-gravity: the epilog's update of the
- * node's features, `stager where` and `stager hint` come next.)
+ * `sbatch --prefer=F` fails when no node has F.  That a feature named by a
+ * hint is still there when sbatch runs a moment later is the plan's grace.
  */
 #include "gravity.h"
 #include "ctx.h"
 
 #include <openssl/evp.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +44,7 @@ void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
 	*p = '\0';
 }
 
-int stg_feature_ours(const char *name, size_t len)
+int stg__feature_ours(const char *name, size_t len)
 {
 	size_t pl = sizeof STG_FEATURE_PREFIX - 1;
 	if (len != STG_FEATURE_LEN || strncmp(name, STG_FEATURE_PREFIX, pl))
@@ -74,7 +70,7 @@ static int has_feature(const char *features, size_t len, const char *feature)
 	return 0;
 }
 
-size_t stg_nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len)
+size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len)
 {
 	size_t n = 0, used = 0;
 	if (out_len)
@@ -118,8 +114,8 @@ static int by_use(const void *a, const void *b)
 	                                   : strcmp(x->key, y->key);
 }
 
-size_t stg_cache_features(const stg_cache_info *info, unsigned uid, size_t max,
-                          char (*out)[STG_FEATURE_LEN + 1], int64_t *last_use)
+size_t stg__cache_features(const stg_cache_info *info, unsigned uid, size_t max,
+                           stg_feature_name *out, int64_t *last_use)
 {
 	const stg_cache_entry **v = calloc(info->n_entries + 1, sizeof *v);
 	size_t n = 0;
@@ -146,4 +142,164 @@ size_t stg_cache_features(const stg_cache_info *info, unsigned uid, size_t max,
 	}
 	free(v);
 	return n;
+}
+
+size_t stg__features_each(const char *list, size_t len,
+                          void (*fn)(void *arg, const char *name, size_t len), void *arg)
+{
+	size_t n = 0;
+	if (len == 6 && !memcmp(list, "(null)", 6))
+		return 0;
+	for (size_t i = 0; i < len;) {
+		size_t j = i;
+		while (j < len && list[j] != ',')
+			j++;
+		if (j > i) {
+			fn(arg, list + i, j - i);
+			n++;
+		}
+		i = j + 1;
+	}
+	return n;
+}
+
+static ptrdiff_t find_name(const stg_feat_ent *v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(v[i].name, name))
+			return (ptrdiff_t)i;
+	return -1;
+}
+
+/* by last use, newest first, then by name (a stable order) */
+static int by_rank(const void *a, const void *b)
+{
+	const stg_feat_ent *x = *(const stg_feat_ent *const *)a;
+	const stg_feat_ent *y = *(const stg_feat_ent *const *)b;
+	return x->last_use < y->last_use   ? 1
+	       : x->last_use > y->last_use ? -1
+	                                   : strcmp(x->name, y->name);
+}
+
+static int by_name(const void *a, const void *b)
+{
+	return strcmp(*(const stg_feature_name *)a, *(const stg_feature_name *)b);
+}
+
+enum { F_ADV = 1, F_WANT = 2, F_CHOSEN = 4 };
+
+size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feature_name *adv,
+                          size_t n_adv, int64_t now, size_t max, int64_t grace,
+                          stg_feature_name *chosen)
+{
+	for (size_t i = 0; i < n_adv; i++)
+		if (find_name(v, *n, adv[i]) < 0 && *n < cap) {
+			stg_feat_ent *e = &v[(*n)++];
+			memset(e, 0, sizeof *e);
+			e->uid = STG_FEAT_NOBODY;
+			memcpy(e->name, adv[i], sizeof e->name);
+			e->out_since = now;
+		}
+	unsigned char *f = calloc(*n + 1, 1);
+	const stg_feat_ent **rank = calloc(*n + 1, sizeof *rank);
+	if (!f || !rank) {
+		free(f);
+		free(rank);
+		return SIZE_MAX;
+	}
+	size_t n_live = 0, k = 0;
+	for (size_t i = 0; i < *n; i++) {
+		for (size_t j = 0; j < n_adv; j++)
+			if (!strcmp(v[i].name, adv[j]))
+				f[i] |= F_ADV;
+		if (v[i].live)
+			rank[n_live++] = &v[i];
+	}
+	qsort(rank, n_live, sizeof *rank, by_rank);
+	for (size_t r = 0; r < n_live && r < max; r++)
+		f[rank[r] - v] |= F_WANT;
+	/* advertised but no longer wanted: stays out its grace */
+	for (size_t i = 0; i < *n; i++) {
+		if ((f[i] & (F_ADV | F_WANT)) != F_ADV) {
+			v[i].out_since = 0;
+			continue;
+		}
+		if (!v[i].out_since || v[i].out_since > now)
+			v[i].out_since = now;
+		if (now - v[i].out_since < grace) {
+			f[i] |= F_CHOSEN;
+			memcpy(chosen[k++], v[i].name, sizeof *chosen);
+		} else {
+			v[i].out_since = 0;
+		}
+	}
+	/* wanted and advertised keep their places; new ones take free ones */
+	for (int pass = 0; pass < 2; pass++)
+		for (size_t r = 0; r < n_live && r < max; r++) {
+			size_t i = (size_t)(rank[r] - v);
+			int advertised = (f[i] & F_ADV) != 0;
+			if (pass == 0 ? !advertised : advertised || k >= max)
+				continue;
+			f[i] |= F_CHOSEN;
+			memcpy(chosen[k++], v[i].name, sizeof *chosen);
+		}
+	size_t m = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (v[i].live || (f[i] & F_CHOSEN))
+			v[m++] = v[i];
+	*n = m;
+	free(f);
+	free(rank);
+	qsort(chosen, k, sizeof *chosen, by_name);
+	return k;
+}
+
+/* Is node (len bytes) one of the comma-separated nodes? */
+static int in_list(const char *nodes, const char *node, size_t len)
+{
+	for (const char *p = nodes; *p;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		if (l == len && !memcmp(p, node, len))
+			return 1;
+		p += l + (c ? 1 : 0);
+	}
+	return 0;
+}
+
+int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len)
+{
+	if (!len)
+		return -1;
+	out[0] = '\0';
+	/* a node that holds them all? */
+	const char *first = n && w[0].nodes ? w[0].nodes : "";
+	int found = 0;
+	for (const char *p = first; *p && !found;) {
+		const char *c = strchr(p, ',');
+		size_t l = c ? (size_t)(c - p) : strlen(p);
+		found = 1;
+		for (size_t i = 1; i < n && found; i++)
+			found = w[i].nodes && in_list(w[i].nodes, p, l);
+		p += l + (c ? 1 : 0);
+	}
+	size_t used = 0, named = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!w[i].n_nodes || !w[i].nodes || !*w[i].nodes)
+			continue;
+		int dup = 0;
+		for (size_t j = 0; j < i && !dup; j++)
+			dup = w[j].n_nodes && !strcmp(w[j].feature, w[i].feature);
+		if (dup)
+			continue;
+		int k = snprintf(out + used, len - used, "%s%s",
+		                 named ? (found ? "&" : "|") : "--prefer=", w[i].feature);
+		if (k < 0 || (size_t)k >= len - used) {
+			out[0] = '\0';
+			return -1;
+		}
+		used += (size_t)k;
+		named++;
+	}
+	return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * gravity.h - Slurm node features for cached packs (gravity.c).
+ * gravity.h - Slurm node features for cached packs (gravity.c): their
+ * names, sinfo's output, the choice of what a node advertises.
  */
 #ifndef STG_GRAVITY_H
 #define STG_GRAVITY_H
@@ -10,22 +11,52 @@
 #include <stdint.h>
 
 #define STG_FEATURE_PREFIX "stg_"
-#define STG_FEATURE_LEN    16 /* "stg_" and 12 hex digits */
 
-/* The feature that names user uid's cached copy of the pack digest. */
-void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
-                      char out[STG_FEATURE_LEN + 1]);
+typedef char stg_feature_name[STG_FEATURE_LEN + 1];
+
 /* Is name (len bytes) a feature of stager's (one the site did not set)? */
-int stg_feature_ours(const char *name, size_t len);
+int stg__feature_ours(const char *name, size_t len);
 /* The nodes of `sinfo -h -N -o '%N|%f'` output that have feature, comma
  * separated, each once, into out (cut short rather than overrun);
  * returns how many. */
-size_t stg_nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
+size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
 
 /* The features of the whole packs info's cache holds, for user uid: at
  * most max, most recently used first, into out (and their last use into
  * last_use, may be NULL); returns how many. */
-size_t stg_cache_features(const stg_cache_info *info, unsigned uid, size_t max,
-                          char (*out)[STG_FEATURE_LEN + 1], int64_t *last_use);
+size_t stg__cache_features(const stg_cache_info *info, unsigned uid, size_t max,
+                           stg_feature_name *out, int64_t *last_use);
+
+/* One feature in a node's record (node_features.c keeps it as root). */
+typedef struct stg_feat_ent {
+	unsigned uid; /* whose; STG_FEAT_NOBODY: advertised, owner unknown */
+	stg_feature_name name;
+	int64_t last_use;  /* the pack's last use in that user's cache */
+	int live;          /* that user's cache held it at their last update */
+	int64_t out_since; /* advertised but no longer wanted since (0: not) */
+} stg_feat_ent;
+#define STG_FEAT_NOBODY 0xffffffffu
+
+/*
+ * What a node advertises, from its record v[*n] (a user's newest list
+ * already merged in) and what it advertises now (adv[n_adv], stager's
+ * features only).  Wanted are the max live features most recently used.
+ * A feature advertised but no longer wanted stays for grace seconds from
+ * when it stopped being wanted (out_since), so that a hint printed a
+ * moment ago never names a feature that no node has; it holds its place
+ * under the cap meanwhile, and a newly wanted feature waits for a free
+ * place.  chosen[] (room for max + n_adv) receives the features to
+ * advertise, sorted; returns how many.  Entries neither live nor chosen
+ * are dropped from v (*n shrinks); an advertised feature the record does
+ * not know is added to it as STG_FEAT_NOBODY's, out since now.
+ */
+size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feature_name *adv,
+                          size_t n_adv, int64_t now, size_t max, int64_t grace,
+                          stg_feature_name *chosen);
+
+/* Split a comma-separated feature list (Slurm's "(null)" is none): calls
+ * fn for each name; returns how many. */
+size_t stg__features_each(const char *list, size_t len,
+                          void (*fn)(void *arg, const char *name, size_t len), void *arg);
 
 #endif

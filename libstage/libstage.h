@@ -611,6 +611,82 @@ typedef void (*stg_clean_fn)(void *arg, const char *what, const char *path, uint
 STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *opts,
                           stg_clean_fn report, void *arg, uint64_t *freed);
 
+/* ---- data gravity: where packs are cached (gravity.c, node_features.c) -- */
+
+/*
+ * A node tells Slurm which packs its caches hold as node features, so
+ * that `sbatch --prefer=FEATURE` sends a job to where its data is warm.
+ * A feature names one user's cached copy of one pack: "stg_" and 12 hex
+ * digits of SHA-256("stager-feature", uid, pack digest).  Caches are per
+ * user, so a feature of the pack alone would send a job to where another
+ * user's cache holds it.  From a feature nobody learns a pack or a user:
+ * only someone who has the pack and knows the uid can tell that this
+ * user has it cached on that node.
+ */
+#define STG_FEATURE_LEN 16 /* "stg_" and 12 hex digits */
+
+/* The feature that names user uid's cached copy of the pack digest. */
+STG_API void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
+                              char out[STG_FEATURE_LEN + 1]);
+
+/* The user's side of a node's update (the epilog runs it as the job's
+ * user): the whole packs this user's cache holds, as "FEATURE LAST_USE"
+ * lines written to fd, at most node_features_max, most recently used
+ * first; nothing when the user's settings say node_features = no. */
+STG_API stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache, int fd);
+
+typedef struct stg_features_update_opts {
+	const char *node;      /* the node's name in Slurm */
+	unsigned uid;          /* whose list this is */
+	const char *state_dir; /* root's own directory for the node's record */
+	int dry_run;           /* decide, but neither record nor tell Slurm */
+} stg_features_update_opts;
+
+typedef struct stg_features_update_result {
+	size_t advertised;     /* stager's features the node has now */
+	size_t added, removed; /* by this update */
+	int changed;           /* Slurm was told */
+} stg_features_update_result;
+
+/*
+ * The root side of a node's update (the epilog): list (len bytes, what
+ * stg_features_list printed as the user; hostile: every line checked,
+ * at most node_features_max taken) becomes that user's part of the node's
+ * record (state_dir/node-features, locked, replaced atomically); the
+ * features to advertise are chosen (the node_features_max most recently
+ * used of all users', a feature that leaves staying node_features_grace
+ * seconds) and set with `scontrol update NodeName=... AvailableFeatures=
+ * ActiveFeatures=` only when they differ from what Slurm has; the site's
+ * own features are kept as they are.  Does nothing (STG_OK, nothing
+ * changed) when the site's node_features is no.  STG_EUSAGE for a
+ * state_dir that is not root's alone; STG_EREMOTE when scontrol fails.
+ */
+STG_API stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
+                                    const stg_features_update_opts *opts, const char *list,
+                                    size_t len, stg_features_update_result *res);
+
+/* Where a pack is cached, as Slurm sees it (stg_where). */
+typedef struct stg_where_result {
+	uint8_t digest[STG_DIGEST_LEN];
+	char feature[STG_FEATURE_LEN + 1]; /* the calling user's */
+	char *nodes;                       /* comma-separated; "" for none */
+	size_t n_nodes;
+} stg_where_result;
+
+/* For each of the n packs: its digest (from its trailer: one read), the
+ * calling user's feature for it, and the nodes that have that feature
+ * (one `sinfo` for all).  STG_ENOENT / STG_ECORRUPT naming a pack that
+ * cannot be read; STG_EREMOTE when Slurm cannot be asked.  out[n] is
+ * freed by stg_where_free. */
+STG_API stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_result *out);
+STG_API void stg_where_free(stg_where_result *w, size_t n);
+
+/* The sbatch option that prefers the nodes holding the packs of w[n]:
+ * "--prefer=A&B" when some node holds them all, else "--prefer=A|B" of
+ * those some node holds, "" when none does (sbatch refuses a feature that
+ * no node has).  Into out[len]; 0, or -1 if it does not fit. */
+STG_API int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len);
+
 /* ---- comparing packs --------------------------------------------------- */
 
 typedef enum { STG_DIFF_ADDED, STG_DIFF_REMOVED, STG_DIFF_CHANGED } stg_diff_kind;

@@ -11,7 +11,13 @@
 #   3. what stays kept is said at the end of the job's log (and noted in
 #      the user's ~/.local/state/stager/kept, which `stager status` reads
 #      on any node), with the one command that brings it back;
-#   4. the job's directory of scripts/slurm-prolog.sh is removed, as the
+#   4. with node_features = yes in the site's settings (data gravity):
+#      the node's features in Slurm say which packs its caches hold -
+#      `stager features` lists the job's user's, as that user, and
+#      `stager features --update` (root) records them in
+#      STAGER_STATE_DIR (default /var/lib/stager) and sets the node's
+#      features when they changed, the site's own kept;
+#   5. the job's directory of scripts/slurm-prolog.sh is removed, as the
 #      job's user, unless results in it could not be kept.
 #
 # Install on every node, in slurm.conf:   Epilog=PREFIX/libexec/stager/epilog
@@ -21,7 +27,7 @@
 # root: everything runs as the job's user, so nothing a user put on
 # scratch can make it touch another user's files.  Settings (optional) in
 # SYSCONFDIR/default/stager (/etc/default/stager): STAGER_BIN,
-# STAGER_JOB_TMP_BASE, STAGER_EPILOG_SEND_TIME, and any STAGER_* setting
+# STAGER_JOB_TMP_BASE, STAGER_EPILOG_SEND_TIME, STAGER_STATE_DIR, and any STAGER_* setting
 # for stager itself (STAGER_SITE_CONFIG, ...).  Problems go to stderr
 # (slurmd's log; `stager doctor` runs this hook and shows them).  An
 # epilog that fails drains the node, so this one always exits 0.
@@ -89,6 +95,16 @@ if [ -n "$notes" ]; then
 	/*) printf 'stager epilog (%s, after the job ended):\n%s\n' "$node" "$notes" |
 		as_user 10 sh -c '[ -f "$1" ] && [ ! -L "$1" ] && cat >>"$1"' sh "$log" ;;
 	esac
+fi
+# data gravity: the packs cached here become the node's features (the
+# user's side lists, root's records and tells Slurm; both do nothing
+# unless the site's node_features is yes)
+if [ "$(id -u)" -eq 0 ]; then
+	as_user 30 "$bin" features 2>/dev/null |
+		timeout -k 5 30 "$bin" features --update --quiet --node "$node" \
+			--user "$SLURM_JOB_USER" --state-dir "${STAGER_STATE_DIR:-/var/lib/stager}" \
+			>/dev/null 2>"$tmp" ||
+		say "stager features --update failed: $(tail -n 2 "$tmp" | tr '\n' ' ')"
 fi
 if [ "$rc" -eq 7 ]; then
 	say "results not collected could not be kept; leaving $base/$SLURM_JOB_ID"

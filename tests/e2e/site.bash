@@ -33,6 +33,7 @@ site_start() {
 STAGER_JOB_TMP_BASE=$d/jobs
 STAGER_SITE_CONFIG=$d/stager.conf
 STAGER_EPILOG_SEND_TIME=${SITE_SEND_TIME:-30}
+STAGER_STATE_DIR=$d/state
 CONF
 	for u in $SITE_USERS; do
 		id "$u" >/dev/null 2>&1 || useradd -m -s /bin/bash "$u" || return 1

@@ -1,7 +1,8 @@
 /* test_gravity.c - node features for cached packs (gravity.c): a feature
  * per user and pack, stable, valid for Slurm, told apart from the site's;
  * the nodes that have one, from sinfo's output (each node once, hostile
- * lines ignored). */
+ * lines ignored); what a node advertises (the cap, most recent first, the
+ * grace of a feature that leaves, a record lost); the sbatch hint. */
 #include "unit.h"
 #include "gravity.h"
 
@@ -24,14 +25,14 @@ static void test_feature(void **state)
 	assert_string_equal(a, again);
 	assert_string_not_equal(a, b); /* per user */
 	assert_string_not_equal(a, c); /* per pack */
-	assert_true(stg_feature_ours(a, strlen(a)));
+	assert_true(stg__feature_ours(a, strlen(a)));
 	/* Slurm's feature names: letters, digits, '_' */
 	for (const char *p = a; *p; p++)
 		assert_true(isalnum((unsigned char)*p) || *p == '_');
-	assert_false(stg_feature_ours("gpu", 3));
-	assert_false(stg_feature_ours("stg_", 4));
-	assert_false(stg_feature_ours("stg_ABCDEF123456", 16));
-	assert_false(stg_feature_ours("stg_0123456789abc", 17));
+	assert_false(stg__feature_ours("gpu", 3));
+	assert_false(stg__feature_ours("stg_", 4));
+	assert_false(stg__feature_ours("stg_ABCDEF123456", 16));
+	assert_false(stg__feature_ours("stg_0123456789abc", 17));
 }
 
 static void test_nodes_with(void **state)
@@ -47,15 +48,15 @@ static void test_nodes_with(void **state)
 	                    "n5|stg_0123456789ab";
 	char out[64];
 	/* a line with no node name is no node */
-	size_t n = stg_nodes_with(sinfo, "stg_0123456789ab", out, sizeof out);
+	size_t n = stg__nodes_with(sinfo, "stg_0123456789ab", out, sizeof out);
 	assert_string_equal(out, "n1,n4,n5");
 	assert_int_equal(n, 3);
-	assert_int_equal(stg_nodes_with(sinfo, "stg_ffffffffffff", out, sizeof out), 0);
+	assert_int_equal(stg__nodes_with(sinfo, "stg_ffffffffffff", out, sizeof out), 0);
 	assert_string_equal(out, "");
 	/* cut short rather than overrun */
-	assert_int_equal(stg_nodes_with(sinfo, "gpu", out, 3), 1);
+	assert_int_equal(stg__nodes_with(sinfo, "gpu", out, 3), 1);
 	assert_string_equal(out, "n1");
-	assert_int_equal(stg_nodes_with("", "gpu", out, sizeof out), 0);
+	assert_int_equal(stg__nodes_with("", "gpu", out, sizeof out), 0);
 }
 
 static void test_cache_features(void **state)
@@ -79,7 +80,7 @@ static void test_cache_features(void **state)
 	stg_cache_info info = {.entries = e, .n_entries = 5};
 	char out[4][STG_FEATURE_LEN + 1], want[STG_FEATURE_LEN + 1];
 	int64_t last[4];
-	assert_int_equal(stg_cache_features(&info, 7, 4, out, last), 3);
+	assert_int_equal(stg__cache_features(&info, 7, 4, out, last), 3);
 	stg_node_feature(7, d2, want);
 	assert_string_equal(out[0], want);
 	stg_node_feature(7, d3, want);
@@ -89,16 +90,167 @@ static void test_cache_features(void **state)
 	assert_int_equal(last[0], 300);
 	assert_int_equal(last[2], 100);
 	/* the cap keeps the most recent */
-	assert_int_equal(stg_cache_features(&info, 7, 1, out, NULL), 1);
+	assert_int_equal(stg__cache_features(&info, 7, 1, out, NULL), 1);
 	stg_node_feature(7, d2, want);
 	assert_string_equal(out[0], want);
-	assert_int_equal(stg_cache_features(&info, 7, 0, out, NULL), 0);
+	assert_int_equal(stg__cache_features(&info, 7, 0, out, NULL), 0);
+}
+
+/* a record entry */
+static stg_feat_ent ent(unsigned uid, char c, int64_t use, int live)
+{
+	stg_feat_ent e = {.uid = uid, .last_use = use, .live = live};
+	snprintf(e.name, sizeof e.name, "stg_%c%c%c%c%c%c%c%c%c%c%c%c", c, c, c, c, c, c, c, c, c,
+	         c, c, c);
+	return e;
+}
+
+static int chosen_has(const stg_feature_name *c, size_t n, char x)
+{
+	for (size_t i = 0; i < n; i++)
+		if (c[i][4] == x)
+			return 1;
+	return 0;
+}
+
+static void test_plan(void **state)
+{
+	(void)state;
+	stg_feat_ent v[16];
+	stg_feature_name adv[8], ch[24];
+	size_t n = 0;
+	/* nothing advertised yet: the 2 most recent of 3 live */
+	v[n++] = ent(1, 'a', 100, 1);
+	v[n++] = ent(1, 'b', 300, 1);
+	v[n++] = ent(2, 'c', 200, 1);
+	size_t k = stg__features_plan(v, &n, 16, adv, 0, 1000, 2, 600, ch);
+	assert_int_equal(k, 2);
+	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'c'));
+	assert_int_equal(n, 3); /* 'a' is live: kept in the record */
+	assert_true(strcmp(ch[0], ch[1]) < 0);
+
+	/* advertised b, c; a newer d: c leaves but keeps its place for the
+	 * grace, d waits for it */
+	memcpy(adv[0], ch[0], sizeof adv[0]);
+	memcpy(adv[1], ch[1], sizeof adv[1]);
+	v[n++] = ent(1, 'd', 400, 1);
+	k = stg__features_plan(v, &n, 16, adv, 2, 1000, 2, 600, ch);
+	assert_int_equal(k, 2);
+	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'c'));
+	for (size_t i = 0; i < n; i++)
+		if (v[i].name[4] == 'c')
+			assert_int_equal(v[i].out_since, 1000);
+	/* still within the grace: unchanged */
+	k = stg__features_plan(v, &n, 16, adv, 2, 1599, 2, 600, ch);
+	assert_true(k == 2 && chosen_has(ch, k, 'c') && !chosen_has(ch, k, 'd'));
+	/* past it: c goes, d comes */
+	k = stg__features_plan(v, &n, 16, adv, 2, 1600, 2, 600, ch);
+	assert_int_equal(k, 2);
+	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	assert_false(chosen_has(ch, k, 'c'));
+
+	/* the cache lost b (not live): advertised, it stays out its grace;
+	 * then it is dropped from the record */
+	memcpy(adv[0], ch[0], sizeof adv[0]);
+	memcpy(adv[1], ch[1], sizeof adv[1]);
+	for (size_t i = 0; i < n; i++)
+		if (v[i].name[4] == 'b')
+			v[i].live = 0;
+	k = stg__features_plan(v, &n, 16, adv, 2, 2000, 2, 600, ch);
+	assert_true(k == 2 && chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	size_t before = n;
+	k = stg__features_plan(v, &n, 16, adv, 2, 2600, 2, 600, ch);
+	assert_false(chosen_has(ch, k, 'b'));
+	assert_true(chosen_has(ch, k, 'd'));
+	assert_int_equal(n, before - 1);
+	for (size_t i = 0; i < n; i++)
+		assert_int_not_equal(v[i].name[4], 'b');
+
+	/* a record lost: what Slurm advertises is kept out its grace as
+	 * nobody's, never dropped at once */
+	n = 0;
+	stg_feat_ent x = ent(5, 'e', 10, 0);
+	memcpy(adv[0], x.name, sizeof adv[0]);
+	k = stg__features_plan(v, &n, 16, adv, 1, 5000, 2, 600, ch);
+	assert_int_equal(k, 1);
+	assert_int_equal(n, 1);
+	assert_int_equal(v[0].uid, STG_FEAT_NOBODY);
+	k = stg__features_plan(v, &n, 16, adv, 1, 5600, 2, 600, ch);
+	assert_int_equal(k, 0);
+	assert_int_equal(n, 0);
+
+	/* grace 0: a feature leaves at once; max 0: none at all */
+	n = 0;
+	v[n++] = ent(1, 'f', 1, 1);
+	k = stg__features_plan(v, &n, 16, adv, 0, 1, 0, 600, ch);
+	assert_int_equal(k, 0);
+	memcpy(adv[0], v[0].name, sizeof adv[0]);
+	k = stg__features_plan(v, &n, 16, adv, 1, 1, 0, 0, ch);
+	assert_int_equal(k, 0);
+}
+
+static void test_hint(void **state)
+{
+	(void)state;
+	stg_where_result w[3] = {0};
+	char out[128];
+	snprintf(w[0].feature, sizeof w[0].feature, "stg_aaaaaaaaaaaa");
+	snprintf(w[1].feature, sizeof w[1].feature, "stg_bbbbbbbbbbbb");
+	snprintf(w[2].feature, sizeof w[2].feature, "stg_aaaaaaaaaaaa");
+	char e0[] = "", e1[] = "";
+	w[0].nodes = e0;
+	w[1].nodes = e1;
+	w[2].nodes = e0;
+	/* no node has any: nothing (sbatch refuses a feature nobody has) */
+	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
+	assert_string_equal(out, "");
+	char a[] = "n1,n3", b[] = "n2,n3", c[] = "n2";
+	w[0].nodes = a, w[0].n_nodes = 2;
+	assert_int_equal(stg_hint(w, 1, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa");
+	/* only the features some node has */
+	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa");
+	/* n3 has both: AND */
+	w[1].nodes = b, w[1].n_nodes = 2;
+	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
+	/* none has both: OR; a pack named twice is named once */
+	w[1].nodes = c, w[1].n_nodes = 1;
+	w[2].nodes = a, w[2].n_nodes = 2;
+	assert_int_equal(stg_hint(w, 3, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa|stg_bbbbbbbbbbbb");
+	/* a node whose name is a prefix of another's is not it */
+	char p1[] = "n1", p2[] = "n10";
+	w[0].nodes = p1, w[0].n_nodes = 1;
+	w[1].nodes = p2, w[1].n_nodes = 1;
+	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa|stg_bbbbbbbbbbbb");
+	/* too small: -1 and nothing */
+	assert_int_equal(stg_hint(w, 2, out, 20), -1);
+	assert_string_equal(out, "");
+}
+
+static void features_count(void *arg, const char *name, size_t len)
+{
+	(void)name;
+	*(size_t *)arg += len;
+}
+
+static void test_features_each(void **state)
+{
+	(void)state;
+	size_t bytes = 0;
+	assert_int_equal(stg__features_each("(null)", 6, features_count, &bytes), 0);
+	assert_int_equal(stg__features_each("a,,bb,", 6, features_count, &bytes), 2);
+	assert_int_equal(bytes, 3);
+	assert_int_equal(stg__features_each("", 0, features_count, &bytes), 0);
 }
 
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cache_features),
-        cmocka_unit_test(test_feature),
-        cmocka_unit_test(test_nodes_with),
+        cmocka_unit_test(test_cache_features), cmocka_unit_test(test_feature),
+        cmocka_unit_test(test_nodes_with),     cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_hint),           cmocka_unit_test(test_features_each),
 };
 
 UT_MAIN(tests)
