@@ -6,10 +6,12 @@
  *
  * The epilog runs the list as the job's user and hands its output to the
  * update as root: root reads no file a user could have written.  The
- * node's record, STATE_DIR/node-features, holds every user's last list,
+ * node's record, STATE_DIR/node-features.NODE, holds every user's last list,
  * so that one user's update keeps the others' features; it is root's
  * alone (the directory is checked), taken under a lock, and replaced
- * whole.  Its lines: "UID FEATURE LAST_USE LIVE OUT_SINCE".
+ * whole.  Named by the node, so that a directory the nodes share (one
+ * on NFS by mistake) still keeps each node's apart.  Its lines: "UID FEATURE LAST_USE LIVE
+ * OUT_SINCE".
  *
  * Slurm's features are set only when stager's part of them changes, with
  * the site's own left as they are; a feature Slurm has that the record
@@ -110,14 +112,22 @@ static int record_line(const char *line, stg_feat_ent *e)
 	return 1;
 }
 
-/* Read the record at dirfd (missing: empty). */
-static stg_err record_read(stg_ctx *ctx, int dirfd, record *r)
+/* The record's file name for node (checked by node_name_ok). */
+static void record_name(const char *node, const char *suffix, char *out, size_t len)
 {
+	snprintf(out, len, "%s.%s%s", RECORD_NAME, node, suffix);
+}
+
+/* Read node's record at dirfd (missing: empty). */
+static stg_err record_read(stg_ctx *ctx, int dirfd, const char *node, record *r)
+{
+	char name[300];
+	record_name(node, "", name, sizeof name);
 	r->v = calloc(RECORD_CAP, sizeof *r->v);
 	r->n = 0;
 	if (!r->v)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	int fd = openat(dirfd, RECORD_NAME, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+	int fd = openat(dirfd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
 	if (fd < 0)
 		return errno == ENOENT
 		               ? STG_OK
@@ -151,10 +161,11 @@ static stg_err record_read(stg_ctx *ctx, int dirfd, record *r)
 	return STG_OK;
 }
 
-static stg_err record_write(stg_ctx *ctx, const char *dir, const record *r)
+static stg_err record_write(stg_ctx *ctx, const char *dir, const char *node, const record *r)
 {
-	char path[4096];
-	snprintf(path, sizeof path, "%s/%s", dir, RECORD_NAME);
+	char name[300], path[4096];
+	record_name(node, "", name, sizeof name);
+	snprintf(path, sizeof path, "%s/%s", dir, name);
 	char *tmp = NULL;
 	int fd = stg__create_tmp(path, "rec", &tmp);
 	if (fd < 0)
@@ -214,10 +225,11 @@ static int state_dir_open(stg_ctx *ctx, const char *dir, stg_err *err)
 }
 
 /* An exclusive lock on the record, waited for at most LOCK_WAIT s. */
-static int record_lock(stg_ctx *ctx, int dirfd)
+static int record_lock(stg_ctx *ctx, int dirfd, const char *node)
 {
-	int fd =
-	        openat(dirfd, RECORD_NAME ".lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+	char name[300];
+	record_name(node, ".lock", name, sizeof name);
+	int fd = openat(dirfd, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd < 0)
 		return -1;
 	for (double t0 = stg__now(); flock(fd, LOCK_EX | LOCK_NB);) {
@@ -392,7 +404,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 	int dirfd = state_dir_open(ctx, opts->state_dir, &err);
 	if (dirfd < 0)
 		return err;
-	int lock = record_lock(ctx, dirfd);
+	int lock = record_lock(ctx, dirfd, opts->node);
 	if (lock < 0) {
 		close(dirfd);
 		return stg__fail(ctx, STG_EIO, "cannot lock the node's record in %s",
@@ -414,7 +426,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 		                "cluster?",
 		                opts->node, opts->node);
 	if (!err)
-		err = record_read(ctx, dirfd, &r);
+		err = record_read(ctx, dirfd, opts->node, &r);
 	if (!err)
 		err = merge_list(ctx, &r, opts->uid, list, len, max);
 	if (!err && !(chosen = calloc(max + avail.n + 1, sizeof *chosen)))
@@ -452,7 +464,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 		free(b);
 	}
 	if (!err && !opts->dry_run)
-		err = record_write(ctx, opts->state_dir, &r);
+		err = record_write(ctx, opts->state_dir, opts->node, &r);
 	free(chosen);
 	free(show);
 	free(r.v);

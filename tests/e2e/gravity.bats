@@ -113,6 +113,9 @@ site_on() { sinfo -h -N -n "$1" -o '%f' | head -n 1 | tr ',' '\n' | grep -vc '^s
 	[[ $f =~ ^stg_[0-9a-f]{12}$ ]]
 	[ "$(ours_on n2)" = "$f " ]
 	[ "$(site_on n2)" -eq 1 ]
+	# root's record, the node's own, in a directory of root's alone
+	grep -q " $f " "$D/state/node-features.n2"
+	[ "$(stat -c %U:%a "$D/state")" = root:700 ]
 	hint=$(login_stager $U hint "$D/shared/$U/a.tar.zst")
 	[ "$hint" = "--prefer=$f" ]
 	# hinted jobs, one after another: each on n2, each warm
