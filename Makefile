@@ -213,9 +213,12 @@ bench-scale: all $(TOOLS)
 # midway (make test runs 25)
 soak: all $(TOOLS)
 	@B=$(B) KILL_ROUNDS=$${KILL_ROUNDS:-320} JOB_TIMEOUT=3600 bash tests/run.sh killpoints.bats
-# shared-FS load of 1 to 4 nodes on a real Slurm (needs root)
+# on a real Slurm (needs root): fan-out to 2, 4 and 8 nodes and its model
+# (bench/multinode.md); data gravity, one stream of jobs with and without
+# stager hint (bench/results-gravity.md)
 bench-multinode: all $(TOOLS)
 	B=$(B) bash bench/multinode.sh
+	B=$(B) bash bench/gravity.sh
 # stager mount vs archivemount vs staging first (needs /dev/fuse)
 bench-mount: all $(TOOLS)
 	B=$(B) bash bench/mount.sh
@@ -297,7 +300,8 @@ help:
 	@echo "make bench      benchmarks against rsync, tar/zstd, cp through an emulated NFS and on"
 	@echo "                local disk; writes bench/results.md and bench/results.png; push vs"
 	@echo "                scp -r and rsync -az over a local sshd to bench/results-push.md"
-	@echo "make bench-multinode  shared-FS load of 1 to 4 Slurm nodes (bench/multinode.md)"
+	@echo "make bench-multinode  fan-out to 2, 4 and 8 Slurm nodes (bench/multinode.md);"
+	@echo "                jobs with and without stager hint (bench/results-gravity.md)"
 	@echo "make bench-mount  stager mount vs archivemount vs staging first: first file, random"
 	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md)"
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"

@@ -84,7 +84,7 @@ static const struct {
          "prefers those nodes; a user's own \"no\" keeps their packs out"},
         {"node_features_max", K_COUNT, "16",
          "at most this many of those features per node, most recently used first"},
-        {"node_features_grace", K_COUNT, "600",
+        {"node_features_grace", K_COUNT, "60",
          "seconds a feature stays after its pack left the cache, so that a hint printed a "
          "moment ago never names a feature no node has"},
         {"io_timeout", K_COUNT, "120",

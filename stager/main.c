@@ -433,7 +433,7 @@ const cli_cmd cli_commands[] = {
          "never makes the job wait for them.  With several packs: A&B when a node\n"
          "holds them all, else A|B.  Only features that some node has right now\n"
          "are named (sbatch refuses any other), and a node keeps a feature\n"
-         "node_features_grace seconds (default 600) after its pack left the cache,\n"
+         "node_features_grace seconds (default 60) after its pack left the cache,\n"
          "so the option stays valid between the hint and the sbatch.  See `stager\n"
          "where` for how nodes tell Slurm what they cache.\n"
          "\n"
