@@ -114,8 +114,8 @@ static int by_use(const void *a, const void *b)
 	                                   : strcmp(x->key, y->key);
 }
 
-size_t stg__cache_features(const stg_cache_info *info, unsigned uid, size_t max,
-                           stg_feature_name *out, int64_t *last_use)
+size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **keys,
+                        int64_t *last_use)
 {
 	const stg_cache_entry **v = calloc(info->n_entries + 1, sizeof *v);
 	size_t n = 0;
@@ -134,16 +134,13 @@ size_t stg__cache_features(const stg_cache_info *info, unsigned uid, size_t max,
 	if (n > max)
 		n = max;
 	for (size_t i = 0; i < n; i++) {
-		uint8_t d[STG_DIGEST_LEN];
-		stg_digest_parse(v[i]->key, d);
-		stg_node_feature(uid, d, out[i]);
+		keys[i] = v[i]->key;
 		if (last_use)
 			last_use[i] = v[i]->last_use;
 	}
 	free(v);
 	return n;
 }
-
 size_t stg__features_each(const char *list, size_t len,
                           void (*fn)(void *arg, const char *name, size_t len), void *arg)
 {
@@ -192,6 +189,12 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
                           size_t n_adv, int64_t now, size_t max, int64_t grace,
                           stg_feature_name *chosen)
 {
+	/* one entry per feature (a record read back is outside input) */
+	size_t u = 0;
+	for (size_t i = 0; i < *n; i++)
+		if (find_name(v, u, v[i].name) < 0)
+			v[u++] = v[i];
+	*n = u;
 	for (size_t i = 0; i < n_adv; i++)
 		if (find_name(v, *n, adv[i]) < 0 && *n < cap) {
 			stg_feat_ent *e = &v[(*n)++];
@@ -302,4 +305,70 @@ int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len)
 		named++;
 	}
 	return 0;
+}
+
+int stg__feat_ent_parse(const char *line, stg_feat_ent *e)
+{
+	char name[STG_FEATURE_LEN + 2];
+	long long use, since;
+	unsigned uid;
+	int live, end = 0;
+	if (sscanf(line, "%u %17s %lld %d %lld%n", &uid, name, &use, &live, &since, &end) != 5 ||
+	    line[end] || !stg__feature_ours(name, strlen(name)) || use < 0 || since < 0 ||
+	    (live != 0 && live != 1))
+		return 0;
+	memset(e, 0, sizeof *e);
+	e->uid = uid;
+	memcpy(e->name, name, sizeof e->name);
+	e->last_use = use;
+	e->live = live;
+	e->out_since = since;
+	return 1;
+}
+
+size_t stg__features_merge(stg_feat_ent *v, size_t *n, size_t cap, unsigned uid, const char *list,
+                           size_t len, size_t max, int64_t now)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (v[i].uid == uid)
+			v[i].live = 0;
+	char line[128];
+	size_t taken = 0, bad = 0;
+	for (size_t i = 0; i < len && taken < max;) {
+		const char *nl = memchr(list + i, '\n', len - i);
+		size_t j = nl ? (size_t)(nl - list) : len;
+		char hex[STG_DIGEST_HEXLEN + 2];
+		uint8_t d[STG_DIGEST_LEN];
+		stg_feature_name name;
+		long long use;
+		int end = 0;
+		if (j - i >= sizeof line || memchr(list + i, '\0', j - i)) {
+			bad++;
+		} else if (j > i) {
+			memcpy(line, list + i, j - i);
+			line[j - i] = '\0';
+			if (sscanf(line, "%65s %lld%n", hex, &use, &end) != 2 || line[end] ||
+			    strlen(hex) != STG_DIGEST_HEXLEN || stg_digest_parse(hex, d) ||
+			    use < 0) {
+				bad++;
+			} else {
+				/* the feature is the user's own, whatever they say */
+				stg_node_feature(uid, d, name);
+				ptrdiff_t k = find_name(v, *n, name);
+				if (k < 0 && *n < cap) {
+					k = (ptrdiff_t)(*n)++;
+					memset(&v[k], 0, sizeof v[k]);
+					memcpy(v[k].name, name, sizeof v[k].name);
+				}
+				if (k >= 0) {
+					v[k].uid = uid;
+					v[k].live = 1;
+					v[k].last_use = use > now ? now : use;
+					taken++;
+				}
+			}
+		}
+		i = j + 1;
+	}
+	return bad;
 }

@@ -21,11 +21,11 @@ int stg__feature_ours(const char *name, size_t len);
  * returns how many. */
 size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
 
-/* The features of the whole packs info's cache holds, for user uid: at
- * most max, most recently used first, into out (and their last use into
- * last_use, may be NULL); returns how many. */
-size_t stg__cache_features(const stg_cache_info *info, unsigned uid, size_t max,
-                           stg_feature_name *out, int64_t *last_use);
+/* The whole packs info's cache holds: at most max keys (their digests,
+ * pointing into info), most recently used first, and their last use
+ * (last_use may be NULL); returns how many. */
+size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **keys,
+                        int64_t *last_use);
 
 /* One feature in a node's record (node_features.c keeps it as root). */
 typedef struct stg_feat_ent {
@@ -53,6 +53,18 @@ typedef struct stg_feat_ent {
 size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feature_name *adv,
                           size_t n_adv, int64_t now, size_t max, int64_t grace,
                           stg_feature_name *chosen);
+
+/* One line of a node's record, "UID FEATURE LAST_USE LIVE OUT_SINCE",
+ * into e; 0 if it is not one. */
+int stg__feat_ent_parse(const char *line, stg_feat_ent *e);
+
+/* Merge user uid's list (len bytes of "DIGEST LAST_USE" lines, hostile:
+ * each line checked, at most max taken) into the record v[*n] (room for
+ * cap): the features of those packs for uid - computed here, so a user
+ * names only their own - live with their last use (at most now), the
+ * user's others no longer.  Returns how many lines were not one. */
+size_t stg__features_merge(stg_feat_ent *v, size_t *n, size_t cap, unsigned uid, const char *list,
+                           size_t len, size_t max, int64_t now);
 
 /* Split a comma-separated feature list (Slurm's "(null)" is none): calls
  * fn for each name; returns how many. */

@@ -630,7 +630,7 @@ STG_API void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN]
                               char out[STG_FEATURE_LEN + 1]);
 
 /* The user's side of a node's update (the epilog runs it as the job's
- * user): the whole packs this user's cache holds, as "FEATURE LAST_USE"
+ * user): the whole packs this user's cache holds, as "DIGEST LAST_USE"
  * lines written to fd, at most node_features_max, most recently used
  * first; nothing when the user's settings say node_features = no. */
 STG_API stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache, int fd);
@@ -651,7 +651,9 @@ typedef struct stg_features_update_result {
 /*
  * The root side of a node's update (the epilog): list (len bytes, what
  * stg_features_list printed as the user; hostile: every line checked,
- * at most node_features_max taken) becomes that user's part of the node's
+ * at most node_features_max taken, the features computed here from the
+ * digests and opts->uid, so a user can name only their own, and a last
+ * use never later than now) becomes that user's part of the node's
  * record (state_dir/node-features, locked, replaced atomically); the
  * features to advertise are chosen (the node_features_max most recently
  * used of all users', a feature that leaves staying node_features_grace

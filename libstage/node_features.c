@@ -38,7 +38,7 @@
 #define RECORD_NAME  "node-features"
 #define RECORD_MAGIC "stager-node-features 1"
 #define RECORD_MAX   (1u << 20) /* bytes */
-#define RECORD_CAP   8192       /* entries */
+#define RECORD_CAP   4096       /* entries */
 #define LIST_MAX     (64u << 10)
 #define SLURM_OUT    (16u << 20) /* sinfo's output for a large cluster */
 #define LOCK_WAIT    30          /* seconds */
@@ -64,7 +64,7 @@ stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache,
 	stg_err err = stg_cache_status(ctx, cache, &info);
 	if (err)
 		return err;
-	stg_feature_name *f = calloc(max, sizeof *f);
+	const char **f = calloc(max, sizeof *f);
 	int64_t *use = calloc(max, sizeof *use);
 	if (!f || !use) {
 		free(f);
@@ -72,10 +72,10 @@ stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache,
 		stg_cache_info_free(info);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	}
-	size_t n = stg__cache_features(info, (unsigned)getuid(), max, f, use);
+	size_t n = stg__cache_packs(info, max, f, use);
 	int bad = 0;
 	for (size_t i = 0; i < n && !bad; i++) {
-		char line[64];
+		char line[STG_DIGEST_HEXLEN + 32];
 		int l = snprintf(line, sizeof line, "%s %" PRId64 "\n", f[i], use[i]);
 		bad = stg__write_full(fd, line, (size_t)l) != 0;
 	}
@@ -91,26 +91,6 @@ typedef struct record {
 	stg_feat_ent *v;
 	size_t n;
 } record;
-
-/* One line of the record; 0 if it is not one. */
-static int record_line(const char *line, stg_feat_ent *e)
-{
-	char name[STG_FEATURE_LEN + 2];
-	long long use, since;
-	unsigned uid;
-	int live, end = 0;
-	if (sscanf(line, "%u %17s %lld %d %lld%n", &uid, name, &use, &live, &since, &end) != 5 ||
-	    line[end] || !stg__feature_ours(name, strlen(name)) || use < 0 || since < 0 ||
-	    (live != 0 && live != 1))
-		return 0;
-	memset(e, 0, sizeof *e);
-	e->uid = uid;
-	memcpy(e->name, name, sizeof e->name);
-	e->last_use = use;
-	e->live = live;
-	e->out_since = since;
-	return 1;
-}
 
 /* The record's file name for node (checked by node_name_ok). */
 static void record_name(const char *node, const char *suffix, char *out, size_t len)
@@ -155,7 +135,7 @@ static stg_err record_read(stg_ctx *ctx, int dirfd, const char *node, record *r)
 		return STG_OK;
 	}
 	while ((line = strtok_r(NULL, "\n", &save)) && r->n < RECORD_CAP)
-		if (record_line(line, &r->v[r->n]))
+		if (stg__feat_ent_parse(line, &r->v[r->n]))
 			r->n++;
 	free(buf);
 	return STG_OK;
@@ -334,60 +314,6 @@ static int node_name_ok(const char *s)
 	return 1;
 }
 
-/* Merge uid's list into the record: its features live with their last
- * use, its others no longer. */
-static stg_err merge_list(stg_ctx *ctx, record *r, unsigned uid, const char *list, size_t len,
-                          size_t max)
-{
-	if (len > LIST_MAX)
-		return stg__fail(ctx, STG_ECORRUPT,
-		                 "the user's list of features is too long (%zu bytes)", len);
-	for (size_t i = 0; i < r->n; i++)
-		if (r->v[i].uid == uid)
-			r->v[i].live = 0;
-	char line[128];
-	size_t taken = 0, bad = 0;
-	for (size_t i = 0; i < len && taken < max;) {
-		size_t j = i;
-		while (j < len && list[j] != '\n')
-			j++;
-		char name[STG_FEATURE_LEN + 2];
-		long long use;
-		int end = 0;
-		if (j - i >= sizeof line) {
-			bad++;
-		} else {
-			memcpy(line, list + i, j - i);
-			line[j - i] = '\0';
-			if (sscanf(line, "%17s %lld%n", name, &use, &end) != 2 || line[end] ||
-			    !stg__feature_ours(name, strlen(name)) || use < 0) {
-				bad += j > i;
-			} else {
-				ptrdiff_t k = -1;
-				for (size_t e = 0; e < r->n && k < 0; e++)
-					if (!strcmp(r->v[e].name, name))
-						k = (ptrdiff_t)e;
-				if (k < 0 && r->n < RECORD_CAP) {
-					k = (ptrdiff_t)r->n++;
-					memset(&r->v[k], 0, sizeof r->v[k]);
-					memcpy(r->v[k].name, name, sizeof r->v[k].name);
-				}
-				if (k >= 0) {
-					r->v[k].uid = uid;
-					r->v[k].live = 1;
-					r->v[k].last_use = use;
-					taken++;
-				}
-			}
-		}
-		i = j + 1;
-	}
-	if (bad)
-		stg__log(ctx, STG_LOG_WARN, "uid %u's list of features: %zu bad lines ignored", uid,
-		         bad);
-	return STG_OK;
-}
-
 stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
                             const stg_features_update_opts *opts, const char *list, size_t len,
                             stg_features_update_result *res)
@@ -427,8 +353,17 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 		                opts->node, opts->node);
 	if (!err)
 		err = record_read(ctx, dirfd, opts->node, &r);
-	if (!err)
-		err = merge_list(ctx, &r, opts->uid, list, len, max);
+	if (!err && len > LIST_MAX)
+		err = stg__fail(ctx, STG_ECORRUPT,
+		                "the user's list of features is too long (%zu bytes)", len);
+	if (!err) {
+		size_t bad = stg__features_merge(r.v, &r.n, RECORD_CAP, opts->uid, list, len, max,
+		                                 (int64_t)time(NULL));
+		if (bad)
+			stg__log(ctx, STG_LOG_WARN,
+			         "uid %u's list of features: %zu bad lines ignored", opts->uid,
+			         bad);
+	}
 	if (!err && !(chosen = calloc(max + avail.n + 1, sizeof *chosen)))
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	size_t k = 0;

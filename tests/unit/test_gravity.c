@@ -78,22 +78,18 @@ static void test_cache_features(void **state)
 	        {.key = k3, .last_use = 200},  {.key = "not-a-digest", .last_use = 900},
 	};
 	stg_cache_info info = {.entries = e, .n_entries = 5};
-	char out[4][STG_FEATURE_LEN + 1], want[STG_FEATURE_LEN + 1];
+	const char *keys[4];
 	int64_t last[4];
-	assert_int_equal(stg__cache_features(&info, 7, 4, out, last), 3);
-	stg_node_feature(7, d2, want);
-	assert_string_equal(out[0], want);
-	stg_node_feature(7, d3, want);
-	assert_string_equal(out[1], want);
-	stg_node_feature(7, d1, want);
-	assert_string_equal(out[2], want);
+	assert_int_equal(stg__cache_packs(&info, 4, keys, last), 3);
+	assert_string_equal(keys[0], k2);
+	assert_string_equal(keys[1], k3);
+	assert_string_equal(keys[2], k1);
 	assert_int_equal(last[0], 300);
 	assert_int_equal(last[2], 100);
 	/* the cap keeps the most recent */
-	assert_int_equal(stg__cache_features(&info, 7, 1, out, NULL), 1);
-	stg_node_feature(7, d2, want);
-	assert_string_equal(out[0], want);
-	assert_int_equal(stg__cache_features(&info, 7, 0, out, NULL), 0);
+	assert_int_equal(stg__cache_packs(&info, 1, keys, NULL), 1);
+	assert_string_equal(keys[0], k2);
+	assert_int_equal(stg__cache_packs(&info, 0, keys, NULL), 0);
 }
 
 /* a record entry */
@@ -237,6 +233,72 @@ static void features_count(void *arg, const char *name, size_t len)
 	*(size_t *)arg += len;
 }
 
+static void test_merge(void **state)
+{
+	(void)state;
+	stg_feat_ent v[8];
+	size_t n = 0;
+	char k1[65], k2[65];
+	uint8_t d1[32], d2[32];
+	memset(d1, 1, 32);
+	memset(d2, 2, 32);
+	stg_digest_hex(d1, k1);
+	stg_digest_hex(d2, k2);
+	stg_feature_name f1, f2, other;
+	stg_node_feature(7, d1, f1);
+	stg_node_feature(7, d2, f2);
+	stg_node_feature(8, d1, other);
+	/* another user's entry, and one of this user's no longer listed */
+	v[n++] = ent(8, 'x', 50, 1);
+	memcpy(v[0].name, other, sizeof other);
+	v[n++] = ent(7, 'y', 60, 1);
+	char list[512];
+	int len = snprintf(list, sizeof list,
+	                   "%s 100\n"
+	                   "%s 99999999999\n"     /* a last use in the future: now */
+	                   "stg_0123456789ab 5\n" /* a feature, not a digest */
+	                   "%.63s 5\n"            /* a digest cut short */
+	                   "%s -1\n"
+	                   "garbage\n\n",
+	                   k1, k2, k1, k1);
+	size_t bad = stg__features_merge(v, &n, 8, 7, list, (size_t)len, 16, 1000);
+	assert_int_equal(bad, 4);
+	assert_int_equal(n, 4);
+	assert_int_equal(v[0].uid, 8); /* untouched */
+	assert_true(v[0].live);
+	assert_false(v[1].live); /* 7's 'y': not listed now */
+	assert_string_equal(v[2].name, f1);
+	assert_int_equal(v[2].last_use, 100);
+	assert_string_equal(v[3].name, f2);
+	assert_int_equal(v[3].last_use, 1000);
+	/* user 8 lists d1: their own feature, never user 7's */
+	len = snprintf(list, sizeof list, "%s 200\n", k1);
+	assert_int_equal(stg__features_merge(v, &n, 8, 8, list, (size_t)len, 16, 1000), 0);
+	assert_string_equal(v[0].name, other);
+	assert_int_equal(v[0].last_use, 200);
+	assert_int_equal(v[2].uid, 7);
+	/* at most max lines taken; a NUL inside a line is a bad line */
+	n = 0;
+	len = snprintf(list, sizeof list, "%s 1\n%s 2\n", k1, k2);
+	assert_int_equal(stg__features_merge(v, &n, 8, 7, list, (size_t)len, 1, 1000), 0);
+	assert_int_equal(n, 1);
+	list[3] = '\0';
+	n = 0;
+	assert_int_equal(stg__features_merge(v, &n, 8, 7, list, (size_t)len, 4, 1000), 1);
+	assert_int_equal(n, 1);
+	/* a record line */
+	stg_feat_ent e;
+	char line[128];
+	snprintf(line, sizeof line, "7 %s 100 1 0", f1);
+	assert_true(stg__feat_ent_parse(line, &e));
+	assert_string_equal(e.name, f1);
+	snprintf(line, sizeof line, "7 %s 100 2 0", f1);
+	assert_false(stg__feat_ent_parse(line, &e));
+	snprintf(line, sizeof line, "7 %s 100 1 0 x", f1);
+	assert_false(stg__feat_ent_parse(line, &e));
+	assert_false(stg__feat_ent_parse("7 gpu 1 1 0", &e));
+}
+
 static void test_features_each(void **state)
 {
 	(void)state;
@@ -250,7 +312,8 @@ static void test_features_each(void **state)
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_features), cmocka_unit_test(test_feature),
         cmocka_unit_test(test_nodes_with),     cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_hint),           cmocka_unit_test(test_features_each),
+        cmocka_unit_test(test_hint),           cmocka_unit_test(test_merge),
+        cmocka_unit_test(test_features_each),
 };
 
 UT_MAIN(tests)
