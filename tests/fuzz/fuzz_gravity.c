@@ -40,7 +40,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	char *save = NULL, *copy = strdup(s);
 	for (char *line = copy ? strtok_r(copy, "\n", &save) : NULL; line && n < CAP / 2;
 	     line = strtok_r(NULL, "\n", &save))
-		if (stg__feat_ent_parse(line, &v[n]) && stg__feature_ours(v[n].name, strlen(v[n].name)))
+		if (stg__feat_ent_parse(line, &v[n]) &&
+		    stg__feature_ours(v[n].name, strlen(v[n].name)))
 			n++;
 	free(copy);
 	/* as a user's list */
