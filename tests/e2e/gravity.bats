@@ -101,7 +101,7 @@ stage_job() {
 ours_on() { sinfo -h -N -n "$1" -o '%f' | head -n 1 | tr ',' '\n' | grep '^stg_' | sort | tr '\n' ' '; }
 site_on() { sinfo -h -N -n "$1" -o '%f' | head -n 1 | tr ',' '\n' | grep -vc '^stg_'; }
 
-@test "a job stages a pack on n2: where names n2, the hint's jobs run there warm, a plain job goes where Slurm puts it, ssd survives" {
+@test "a job stages a pack on n2: where names n2, the hint's jobs (stage and run) run there warm, a plain job goes where Slurm puts it, ssd survives" {
 	stage_job $U n2 first a
 	grep -qx "n2 a cold" out/first
 	run login_stager $U where "$D/shared/$U/a.tar.zst"
@@ -123,6 +123,16 @@ site_on() { sinfo -h -N -n "$1" -o '%f' | head -n 1 | tr ',' '\n' | grep -vc '^s
 		stage_job $U - hinted$i a -- $hint
 		grep -qx "n2 a hit" out/hinted$i
 	done
+	# a stager run job takes the hint the same way
+	cat >"$D/out/runjob.sh" <<JOB
+#!/bin/bash
+exec stager run --stage $D/shared/$U/a.tar.zst -- bash -c 'hostname >$D/out/runjob'
+JOB
+	chmod 0755 "$D/out/runjob.sh"
+	id=$(site_submit $U -n1 --mem=100 -o "$D/out/runjob.log" $hint "$D/out/runjob.sh")
+	wait_until 60 job_gone "$id"
+	[ "$(cat out/runjob)" = n2 ]
+	grep -q "cached '$D/shared/$U/a.tar.zst'" out/runjob.log
 	# no hint: where the scheduler puts it (the first idle node)
 	stage_job $U - plain a
 	grep -qx "n1 a cold" out/plain
