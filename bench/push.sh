@@ -16,6 +16,10 @@
 #   re-pull       the same again into that local copy after 1% of the remote
 #                 files were rewritten; stager pull replaces its own earlier
 #                 pull atomically, rsync updates it in place
+#   one big file  a directory holding one incompressible file of BIG_SIZE
+#                 (default 500M) pushed to a new remote directory (scp
+#                 copies the file itself): the link's speed, where
+#                 compression cannot pay
 # scp has no delta: its second runs copy everything again, as a user would.
 # Figures: wall time; bytes on the wire as ssh itself counts them
 # ("Transferred: sent N, received M bytes", the encrypted traffic both ways,
@@ -33,6 +37,8 @@
 # after it override it.  PUSH_TOOLS (default "stager scp rsync") runs a
 # subset.  Needs B/stager, B/gendata, B/runstat (make all B/gendata
 # B/runstat) and /usr/sbin/sshd (run as root: sshd needs /run/sshd).
+# PUSH_PHASES (default "push_first push_changed pull_first pull_changed
+# push_big") runs a subset.
 set -euo pipefail
 
 QUICK=0
@@ -40,7 +46,7 @@ REPS=3
 FILES=20000
 while (($#)); do
 	case $1 in
-	--quick) QUICK=1 REPS=1 FILES=200 ;;
+	--quick) QUICK=1 REPS=1 FILES=200 BIG_SIZE=${BIG_SIZE:-20M} ;;
 	--reps) REPS=$2; shift ;;
 	--files) FILES=$2; shift ;;
 	-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
@@ -111,6 +117,10 @@ done
 SRC=$W/src       # the local dataset that is pushed
 REMOTE=$W/remote # the remote dataset that is pulled
 "$GENDATA" images "$SRC" --files "$FILES" --classes 100 --seed 1
+BIG=$W/big # one incompressible file
+mkdir -p "$BIG"
+"$GENDATA" file "$BIG/big.bin" --size "${BIG_SIZE:-500M}" --seed 2 >/dev/null
+BIG_BYTES=$(stat -c %s "$BIG/big.bin")
 NFILES=$(find "$SRC" -type f | wc -l)
 NBYTES=$(find "$SRC" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f", s }')
 change() { # DIR: every 100th file rewritten (new content, new mtime)
@@ -133,12 +143,13 @@ phase_desc() {
 	push_changed) echo "re-push after 1% changed" ;;
 	pull_first) echo "first pull" ;;
 	pull_changed) echo "re-pull after 1% changed" ;;
+	push_big) echo "push of one $((BIG_BYTES >> 20)) MiB file" ;;
 	esac
 }
 tool_desc() { # PHASE TOOL
 	case $2 in
 	stager) echo "\`stager ${1%%_*}\`" ;;
-	scp) echo "\`scp -r\`" ;;
+	scp) if [[ $1 == push_big ]]; then echo "\`scp\`"; else echo "\`scp -r\`"; fi ;;
 	rsync) echo "\`rsync -az\`" ;;
 	esac
 }
@@ -191,6 +202,7 @@ check() {
 STAGER_OPTS=(-q --progress=none --rsh "$W/ssh" --remote-stager "$STAGER")
 tool_stager() { # PHASE REP
 	case $1 in
+	push_big) run "$1_stager" "$STAGER" push "${STAGER_OPTS[@]}" "$BIG" "127.0.0.1:$W/dstbig/stager-$2" ;;
 	push_*) run "$1_stager" "$STAGER" push "${STAGER_OPTS[@]}" "$SRC" "127.0.0.1:$W/dst/stager-$2" ;;
 	pull_*) run "$1_stager" "$STAGER" pull "${STAGER_OPTS[@]}" "127.0.0.1:$REMOTE" "$W/pulled/stager-$2" ;;
 	esac
@@ -200,14 +212,17 @@ tool_scp() {
 	case $1 in
 	push_first) mkdir -p "$W/dst/scp-$2" ;;
 	pull_first) mkdir -p "$W/pulled/scp-$2" ;;
+	push_big) mkdir -p "$W/dstbig/scp-$2" ;;
 	esac
 	case $1 in
+	push_big) run "$1_scp" scp -S "$W/ssh" "$BIG/big.bin" "127.0.0.1:$W/dstbig/scp-$2/" ;;
 	push_*) run "$1_scp" scp -r -S "$W/ssh" "$SRC/." "127.0.0.1:$W/dst/scp-$2/" ;;
 	pull_*) run "$1_scp" scp -r -S "$W/ssh" "127.0.0.1:$REMOTE/." "$W/pulled/scp-$2/" ;;
 	esac
 }
 tool_rsync() {
 	case $1 in
+	push_big) run "$1_rsync" rsync -az -e "$W/ssh" "$BIG/" "127.0.0.1:$W/dstbig/rsync-$2/" ;;
 	push_*) run "$1_rsync" rsync -az --delete -e "$W/ssh" "$SRC/" "127.0.0.1:$W/dst/rsync-$2/" ;;
 	pull_*) run "$1_rsync" rsync -az --delete -e "$W/ssh" "127.0.0.1:$REMOTE/" "$W/pulled/rsync-$2/" ;;
 	esac
@@ -216,7 +231,8 @@ TOOLS=(stager scp)
 ((HAVE_RSYNC)) && TOOLS+=(rsync)
 # PUSH_TOOLS="stager rsync": a subset
 [[ -n ${PUSH_TOOLS:-} ]] && read -r -a TOOLS <<<"$PUSH_TOOLS"
-PHASES=(push_first push_changed pull_first pull_changed)
+PHASES=(push_first push_changed pull_first pull_changed push_big)
+[[ -n ${PUSH_PHASES:-} ]] && read -r -a PHASES <<<"$PUSH_PHASES"
 log "dataset: $NFILES files, $NBYTES bytes; sshd on port $PORT; $REPS repetitions"
 orig=$W/orig
 cp -a "$SRC" "$orig"
@@ -224,10 +240,11 @@ for ((i = 1; i <= REPS; i++)); do
 	rm -rf "$SRC" "$REMOTE"
 	cp -a "$orig" "$SRC"
 	cp -a "$orig" "$REMOTE"
-	mkdir -p "$W/dst" "$W/pulled"
+	mkdir -p "$W/dst" "$W/pulled" "$W/dstbig"
 	n=${#TOOLS[@]}
 	for phase in "${PHASES[@]}"; do
 		case $phase in
+		push_big) ref=$BIG copies=$W/dstbig ;;
 		push_*) ref=$SRC copies=$W/dst ;;
 		pull_*) ref=$REMOTE copies=$W/pulled ;;
 		esac
@@ -241,7 +258,7 @@ for ((i = 1; i <= REPS; i++)); do
 		done
 		log "rep $i/$REPS $phase done"
 	done
-	rm -rf "$W/dst" "$W/pulled"
+	rm -rf "$W/dst" "$W/pulled" "$W/dstbig"
 done
 
 # ---- report ---------------------------------------------------------------------
@@ -278,6 +295,7 @@ if ((QUICK)); then out=$W/results-push.md; else out=$ROOT/bench/results-push.md;
 		done
 	done
 	echo
+	[[ " ${PHASES[*]} " == *" push_changed "* ]] &&
 	echo "stager's re-push after a 1% change sent" \
 		"$(percent "$(median "$W/push_changed_stager.wire")" "$(median "$W/push_first_stager.wire")")" \
 		"of its first push's bytes, its re-pull" \

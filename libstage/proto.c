@@ -250,15 +250,29 @@ void stg__wire_send_error(stg_wire *w, stg_err err)
 	stg__fail(w->ctx, err, "%s", saved);
 }
 
+/* Data that does not compress (images, packs, anything compressed or
+ * encrypted already) would cost zstd's time for nothing, more than the
+ * link saves: after a chunk that shrinks by less than 1/32, the next
+ * RAW_RUN chunks go as they are, then compression is tried again (the
+ * data may change within a stream). */
+#define RAW_RUN 32
+
 stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t len)
 {
+	uint8_t enc = 0;
+	if (type == STG_W_DATA && w->raw_left) {
+		w->raw_left--;
+		return stg__wire_send(w, type, &enc, 1, raw, len);
+	}
 	size_t cap = ZSTD_compressBound(STG_WIRE_CHUNK);
 	size_t n = ZSTD_compressCCtx(w->cz, w->zbuf, cap, raw, len, w->level);
+	bool pays = !ZSTD_isError(n) && n < len - len / 32;
+	if (type == STG_W_DATA && !pays && len >= (64u << 10))
+		w->raw_left = RAW_RUN;
 	if (!ZSTD_isError(n) && n < len) {
-		uint8_t enc = 1;
+		enc = 1;
 		return stg__wire_send(w, type, &enc, 1, w->zbuf, n);
 	}
-	uint8_t enc = 0;
 	return stg__wire_send(w, type, &enc, 1, raw, len);
 }
 

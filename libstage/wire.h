@@ -67,6 +67,8 @@ typedef struct stg_wire {
 	ZSTD_CCtx *cz;
 	ZSTD_DCtx *dz;
 	int level;
+	unsigned raw_left; /* DATA chunks still sent as they are: the last
+	                      one tried did not pay for its compression */
 	uint64_t bytes_in, bytes_out;
 	uint32_t version;      /* agreed in HELLO and WELCOME (initially this end's) */
 	bool broken;           /* the peer is gone or failed: do not send ERROR */

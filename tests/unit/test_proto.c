@@ -254,11 +254,66 @@ static void test_keepalive(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* Data that does not compress is sent raw, and compression is not even
+ * tried for the next chunks (it costs zstd's time for nothing); then it
+ * is tried again, and compressible data is compressed. */
+static void test_raw_run(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	enum { N = 256 << 10 };
+	uint8_t *noise = malloc(N), *zeros = calloc(1, N);
+	assert_non_null(noise);
+	assert_non_null(zeros);
+	uint64_t x = 88172645463325252ull;
+	for (size_t i = 0; i < N; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		noise[i] = (uint8_t)x;
+	}
+	FILE *f = tmpfile();
+	assert_non_null(f);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, -1, fileno(f)), STG_OK);
+	w.level = 3;
+	assert_int_equal(stg__wire_send_data(&w, zeros, N), STG_OK); /* compressed */
+	assert_int_equal(stg__wire_send_data(&w, noise, N), STG_OK); /* tried: raw */
+	for (int i = 0; i < 40; i++)                                 /* 32 raw, then tried */
+		assert_int_equal(stg__wire_send_data(&w, zeros, N), STG_OK);
+	stg__wire_free(&w);
+	rewind(f);
+	assert_int_equal(stg__wire_init(&w, ctx, fileno(f), -1), STG_OK);
+	int enc[42];
+	for (int i = 0; i < 42; i++) {
+		uint8_t t;
+		const uint8_t *p, *raw;
+		uint32_t len;
+		size_t rl;
+		assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+		assert_int_equal(t, STG_W_DATA);
+		enc[i] = p[0];
+		assert_int_equal(stg__wire_data(&w, p, len, &raw, &rl), STG_OK);
+		assert_int_equal(rl, N);
+		assert_memory_equal(raw, i == 1 ? noise : zeros, N);
+	}
+	assert_int_equal(enc[0], 1);
+	assert_int_equal(enc[1], 0);
+	for (int i = 2; i < 34; i++)
+		assert_int_equal(enc[i], 0);
+	assert_int_equal(enc[34], 1);
+	assert_int_equal(enc[41], 1);
+	stg__wire_free(&w);
+	fclose(f);
+	free(noise);
+	free(zeros);
+	stg_ctx_free(ctx);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sat_add),       cmocka_unit_test(test_peer_text),
         cmocka_unit_test(test_arena),         cmocka_unit_test(test_noop_skipped),
         cmocka_unit_test(test_error_escaped), cmocka_unit_test(test_stall_mid_frame),
         cmocka_unit_test(test_stall_write),   cmocka_unit_test(test_keepalive),
+        cmocka_unit_test(test_raw_run),
 };
 
 UT_MAIN(tests)
