@@ -188,7 +188,7 @@ read -r a_t1 b_t1 < <(fit sbcast-1B)
 read -r a_ln b_ln < <(fit launch)
 # the per-hop fixed cost: a 1-byte sbcast to one level of nodes (the fit
 # at N = 1; the slope alone is within the noise)
-c_hop=$(awk -v a="$a_t1" -v b="$b_t1" 'BEGIN { printf "%.4f", a + (b > 0 ? b : 0) }')
+c_hop=$(awk -v a="$a_t1" -v b="$b_t1" 'BEGIN { c = a + (b > 0 ? b : 0); if (c < 0) c = 0; printf "%.4f", c }')
 t_read=$(med read 1) t_local=$(med local 1)
 
 out=$top/bench/multinode.md
@@ -291,12 +291,16 @@ out=$top/bench/multinode.md
 	echo "- each node's link L = $LINK_GBIT Gb/s, non-blocking fabric (a node can send L while others send too);"
 	echo "- the NFS server serves $NFS_GBYTE GB/s in total, shared by its readers; one reader gets min(L, NFS);"
 	echo "  metadata is negligible for packs (a handful of operations a node, measured above);"
-	echo "- Slurm 22.05's sbcast, as its source reads: the file goes in blocks of $BLOCK_MIB MiB, one block at a time"
-	echo "  (each block acknowledged by every node before the next is read); the sender splits the nodes among"
-	echo "  $SBCAST_THREADS threads (\`sbcast --fanout\`, default and maximum 8), each thread sends to up to TreeWidth = $TREEWIDTH"
-	echo "  nodes directly, and each of those forwards the block to its share of the rest (store and forward,"
-	echo "  the same TreeWidth). So the sender's link carries d1 = min(N, $SBCAST_THREADS·$TREEWIDTH) copies of every block and a"
-	echo "  forwarding node k = ceil((N − d1)/d1) more; depth h = 1 up to $((SBCAST_THREADS * TREEWIDTH)) nodes, 2 beyond;"
+	echo "- Slurm's sbcast: the file goes in blocks of $BLOCK_MIB MiB, one block at a time (each block acknowledged"
+	echo "  by every node before the next is read); the sender splits the nodes into $SBCAST_THREADS groups (\`sbcast --fanout\`,"
+	echo "  default and maximum 8) and sends each block to one head per group \"along with\" the rest of the group"
+	echo "  (seen on this Slurm 22.05.8 with \`sbcast -vvvv\`: with --fanout 1 on 8 nodes, \"Tree sending to n1 along"
+	echo "  with n[2-8]\"; with 2, n1 with n[2-5] and n6 with n[7-8]; with 8, each node alone). A head forwards to"
+	echo "  its group through slurmd's message tree, up to TreeWidth = $TREEWIDTH nodes directly, each of those to its share"
+	echo "  of the rest (store and forward; this part is Slurm's documented TreeWidth, not observed here, where a"
+	echo "  group of 8 nodes never needs it). So the sender's link carries d1 = min(N, $SBCAST_THREADS) copies of every block,"
+	echo "  a head's d2 = min(g, $TREEWIDTH) for its g = ceil(N/d1) − 1 nodes, and a node below it k = ceil((g − d2)/d2);"
+	echo "  up to 8 nodes the sender sends every copy itself (depth 1), as in every run above;"
 	echo "- per block and per tree level a fixed cost c_hop (measured: a 1-byte sbcast to one level; the sender's"
 	echo "  threads reach the children of a level at once, so it is counted once a level, not once a node),"
 	echo "  and sbcast0 = c_hop once more per sbcast (its start and credential);"
@@ -307,7 +311,7 @@ out=$top/bench/multinode.md
 	echo
 	echo "Then, for a pack of S bytes on N nodes (nb = ceil(S / block)):"
 	echo
-	echo "- tree(N, S) = nb·h·c_hop + S·(d1 + k)/L"
+	echo "- tree(N, S) = nb·h·c_hop + S·(d1 + d2 + k)/L   (h the depth; the levels follow one another block by block)"
 	echo "- all-nodes: T = 2·launch + sbcast0 + S/min(L, NFS) + tree(N − 1, S) + local(S)   (probe and fan-out steps, one read, the lead's own stage in parallel with the others')"
 	echo "- sbcast alone: T = sbcast0 + S/min(L, NFS) + tree(N, S)   (no stage)"
 	echo "- every node reads NFS: T = launch + max(S/L, N·S/NFS) + local(S)"
@@ -318,9 +322,15 @@ out=$top/bench/multinode.md
 	function ceil(x) { return x == int(x) ? x : int(x) + 1 }
 	function min(a, b) { return a < b ? a : b }
 	function max(a, b) { return a > b ? a : b }
-	function tree(n, s,   d1, k, h, nb) {
-		d1 = min(n, TH * TW); k = ceil(max(0, n - d1) / d1); h = k > 0 ? 2 : 1; nb = ceil(s / (BLK * 1048576))
-		return nb * h * chop + s * (d1 + k) / Lb
+	# d1 heads (one per sender thread), g nodes under each head, d2 of them
+	# reached by the head directly, k more by each of those
+	function shape(n) {
+		d1 = min(n, TH); g = ceil(n / d1) - 1; d2 = min(g, TW); k = d2 > 0 ? ceil(max(0, g - d2) / d2) : 0
+		h = 1 + (d2 > 0) + (k > 0)
+	}
+	function tree(n, s,   nb) {
+		shape(n); nb = ceil(s / (BLK * 1048576))
+		return nb * h * chop + s * (d1 + d2 + k) / Lb
 	}
 	function loc(s) { return tl * s / P }
 	function all(n, s) { return 2 * launch + sb0 + s / min(Lb, Fb) + tree(n - 1, s) + loc(s) }
@@ -329,8 +339,8 @@ out=$top/bench/multinode.md
 	function hms(t) { return t < 120 ? sprintf("%.1f s", t) : t < 7200 ? sprintf("%.1f min", t / 60) : sprintf("%.1f h", t / 3600) }
 	BEGIN {
 		Lb = L * 1e9 / 8; Fb = F * 1e9
-		d1 = min(N, TH * TW); k = ceil(max(0, N - d1) / d1)
-		printf "At N = %d: d1 = %d direct children of the sender, k = %d more from each, depth %d.\n\n", N, d1, k, (k > 0 ? 2 : 1)
+		shape(N)
+		printf "At N = %d: the sender sends every block to d1 = %d heads, each head to d2 = %d of its g = %d nodes, each of those to k = %d more: depth %d, %d copies of the pack on the busiest path.\n\n", N, d1, d2, g, k, h, d1 + d2 + k
 		printf "| pack | all-nodes | sbcast alone | every node reads NFS | shared-FS bytes: all-nodes / sbcast / every node |\n"
 		printf "|---|---:|---:|---:|---|\n"
 		printf "| P = %.1f MiB | %s | %s | %s | %.2f GB / %.2f GB / %.1f GB |\n", P / 1048576, hms(all(N, P)), hms(sb(N, P)), hms(pn(N, P)), P / 1e9, P / 1e9, N * P / 1e9
@@ -343,10 +353,10 @@ out=$top/bench/multinode.md
 	}'
 	echo
 	echo "What it says: for one pack on $PROJ_N nodes the shared filesystem is what every-node-reads spends"
-	echo "(N·S bytes against the server's bandwidth), and sbcast's flat tree is what all-nodes spends: the sender's"
-	echo "link carries d1 copies of the pack, so the fan-out costs about d1·S/L, not log(N) hops of S/L."
-	echo "A TreeWidth near √N (Slurm's own advice) or a pipelined tree would lower d1; the shared filesystem's"
-	echo "bytes stay at one pack either way."
+	echo "(N·S bytes against the server's bandwidth), while all-nodes reads one pack and spends sbcast's tree"
+	echo "and the stage: the busiest links carry d1 + d2 + k copies of the pack one level after another, so the"
+	echo "fan-out costs about (d1 + d2 + k)·S/L, not log(N) hops of S/L; a smaller TreeWidth (Slurm advises about"
+	echo "√N) shortens it. The local stage, scaled by bytes from this machine, is the other large term for a big pack."
 	echo
 	echo "Raw runs (way, nodes, run, metadata ops, bytes read, seconds, exit status, all-nodes: its sbcast's seconds):"
 	echo
