@@ -19,13 +19,27 @@
 #include "path.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <librsync.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+/* A pipe to or from ssh holds 64 KiB by default: each side then wakes
+ * the other for every few pages.  1 MiB (the most an unprivileged
+ * process may ask) lets a whole chunk go in one write. */
+static void pipe_wide(int fd)
+{
+	struct stat st;
+	if (fd >= 0 && !fstat(fd, &st) && S_ISFIFO(st.st_mode))
+		(void)fcntl(fd, F_SETPIPE_SZ, 1 << 20);
+}
 
 stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 {
+	pipe_wide(in);
+	pipe_wide(out);
 	memset(w, 0, sizeof *w);
 	w->ctx = ctx;
 	w->in = in;
