@@ -282,7 +282,8 @@ if ((QUICK)); then out=$W/results-push.md; else out=$ROOT/bench/results-push.md;
 		"the change rewrites every 100th file (${CHANGED:-?} files), of the local copy before the re-push," \
 		"of the remote one before the re-pull. Time and bytes: medians of $REPS repetition$( ((REPS > 1)) && echo s);" \
 		"bytes on the wire as ssh counts them (both directions, encrypted); peak RSS: the local side's" \
-		"largest process (the tool or its ssh), the largest over the repetitions."
+		"largest process (the tool or its ssh), the largest over the repetitions." \
+		"Both ends' files on $(stat -f -c %T "$W") (TMPDIR=$(dirname "$W"))."
 	echo
 	echo "| run | tool | time | bytes on the wire | peak RSS | time vs stager | bytes vs stager |"
 	echo "|---|---|---|---|---|---|---|"

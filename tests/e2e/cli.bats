@@ -7,7 +7,7 @@ bats_require_minimum_version 1.5.0
 @test "--help lists every command of the design" {
 	run stager --help
 	[ "$status" -eq 0 ]
-	for c in pack verify ls unpack stage collect run push pull serve status clean diff doctor; do
+	for c in pack verify ls unpack stage collect run push pull serve status clean diff doctor mount umount where hint features; do
 		echo "$output" | grep -q "^  $c "
 	done
 }
@@ -19,7 +19,7 @@ bats_require_minimum_version 1.5.0
 }
 
 @test "every command has --help, exit 0" {
-	for c in pack verify ls unpack stage collect run push pull serve status clean diff doctor; do
+	for c in pack verify ls unpack stage collect run push pull serve status clean diff doctor mount umount where hint features; do
 		run stager "$c" --help
 		[ "$status" -eq 0 ]
 		echo "$output" | grep -q "usage: stager $c"
@@ -112,4 +112,31 @@ json_ok() {
 	run --separate-stderr stager run -- sh -c 'echo --json; exit 3'
 	[ "$status" -eq 3 ]
 	[ "$output" = "--json" ]
+}
+
+@test "where and hint: a missing pack exits 2, a file that is no pack 4, no Slurm to ask 6; features: the update's operands checked" {
+	T=$(reachable_mktemp stager-where)
+	mkdir -p "$T/ds" "$T/bin"
+	echo hi >"$T/ds/a"
+	stager pack -q "$T/ds" -o "$T/ds.tar.zst" >/dev/null
+	echo "not a pack" >"$T/junk.tar.zst"
+	run stager where "$T/missing.tar.zst"
+	[ "$status" -eq 2 ]
+	run stager hint "$T/junk.tar.zst"
+	[ "$status" -eq 4 ]
+	# a login node without Slurm's commands: said, exit 6, nothing printed
+	ln -s "$(command -v env)" "$T/bin/env"
+	run -6 env PATH="$T/bin" "$STAGER" where "$T/ds.tar.zst"
+	[[ $output == *"cannot ask Slurm"* ]]
+	run -6 env PATH="$T/bin" "$STAGER" hint "$T/ds.tar.zst"
+	[[ $output != *--prefer* ]]
+	run -6 env PATH="$T/bin" "$STAGER" where --json "$T/ds.tar.zst"
+	[[ $output == *'"ok":false'* ]]
+	run stager where
+	[ "$status" -eq 1 ]
+	run stager features --update --node n1
+	[ "$status" -eq 1 ]
+	run stager features --node n1
+	[ "$status" -eq 1 ]
+	rm -rf "$T"
 }
