@@ -7,7 +7,8 @@
  * grace period; and when stg_run lets go of it (after the command, always)
  * or dies, it unmounts and ends.  A mount whose process was killed with
  * the job (SIGKILL at the end of KillWait) is left for `stager clean` (the
- * epilog) to unmount.
+ * epilog) to unmount; one that stg_run itself had to kill, because it did
+ * not end when let go of, is swept (record, pins) at once.
  */
 #include "mount_open.h"
 #include "run_mount.h"
@@ -104,6 +105,13 @@ void stg__run_unmount_all(run_state *r)
 			stg__log(r->ctx, STG_LOG_WARN,
 			         "the mount of '%s' at '%s' did not end when let go of: killed",
 			         m->pack, m->dir);
+			/* a killed process leaves its record and pins: sweep them
+			 * as clean would (dead processes' mounts), not for later */
+			int lk = stg__cache_lock(r->ctx, r->cache, "cache", true, NULL);
+			if (lk >= 0) {
+				stg__mounts_clean(r->ctx, r->cache, NULL, false, NULL, NULL);
+				stg__cache_unlock(lk);
+			}
 		}
 		/* a mount point stg_run made goes with the job directory */
 		if (m->made)

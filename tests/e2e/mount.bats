@@ -506,6 +506,25 @@ same" ]
 	echo "$output" | grep -q "not with --all-nodes"
 }
 
+@test "run --mount: a mount that does not end when let go of is killed, and its record and pins swept at once" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	export STAGER_SLOT_DIR=$T/slots
+	unset SLURM_JOB_ID SLURM_TMPDIR
+	# the command stops the mount's serving process (its record names it)
+	run stager run --mount p.tar.zst -- sh -c '
+		cmp "$STAGER_MOUNT/f" src/f || exit 9
+		for r in "$STAGER_SCRATCH_ROOT"/mounts/pid-*; do
+			p=${r##*/pid-}
+			kill -STOP "${p%%-*}"
+		done'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ $output == *"did not end when let go of: killed"* ]]
+	[ -z "$(ls -A "$STAGER_SCRATCH_ROOT/mounts" | grep pid-)" ]
+	! grep -q " $T/scratch" /proc/self/mountinfo || false
+}
+
 @test "mount --cache: frames read are kept in the node cache; a later mount reads them from there, checked" {
 	[ "$(id -u)" -eq 0 ] || skip "sharedfs mounts for all users as root"
 	[ -x "$SHAREDFS" ] || skip "sharedfs is not built"
