@@ -41,6 +41,7 @@
 #define RECORD_CAP   4096       /* entries */
 #define LIST_MAX     (64u << 10)
 #define SLURM_OUT    (16u << 20) /* sinfo's output for a large cluster */
+#define NODE_OUT     (1u << 20)  /* scontrol's of one node */
 #define LOCK_WAIT    30          /* seconds */
 
 static int setting_on(const stg_config *cfg)
@@ -339,12 +340,12 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 	record r = {0};
 	featset avail = {0}, active = {0};
 	stg_feature_name *chosen = NULL;
-	char *show = malloc(SLURM_OUT);
+	char *show = malloc(NODE_OUT);
 	int status = 0;
 	char *show_argv[] = {"scontrol", "show", "node", "-o", (char *)opts->node, NULL};
 	if (!show)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-	else if (stg__capture(show_argv, show, SLURM_OUT, &status) || status ||
+	else if (stg__capture(show_argv, show, NODE_OUT, &status) || status ||
 	         featset_of(show, " AvailableFeatures=", &avail) ||
 	         featset_of(show, " ActiveFeatures=", &active))
 		err = stg__fail(ctx, STG_EREMOTE,
@@ -389,7 +390,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 		char *up[] = {"scontrol", "update", node, a, b, NULL};
 		if (!a || !b)
 			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-		else if (stg__capture(up, show, SLURM_OUT, &status) || status)
+		else if (stg__capture(up, show, NODE_OUT, &status) || status)
 			err = stg__fail(
 			        ctx, STG_EREMOTE,
 			        "scontrol update of %s's features failed (exit %d): is this run as "
