@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void stg__ex_fail(ex_state *s, stg_err err, const char *fmt, ...)
@@ -42,6 +43,19 @@ bool stg__ex_failed(ex_state *s)
 	bool f = s->err != STG_OK;
 	pthread_mutex_unlock(&s->mu);
 	return f;
+}
+
+/* The pack ended inside or before frame k: the first frame it cuts,
+ * whichever reader (of several, in any order) noticed first. */
+static size_t first_cut(ex_state *s, size_t k)
+{
+	struct stat st;
+	if (fstat(s->p->fd, &st))
+		return k;
+	for (size_t j = 0; j < k; j++)
+		if (s->t->frames[j].comp_off + s->t->frames[j].comp_size > (uint64_t)st.st_size)
+			return j;
+	return k;
 }
 
 /* Read frame k into b.  A direct read the filesystem refuses (EINVAL: it
@@ -77,7 +91,8 @@ static bool read_frame(ex_state *s, size_t k, ex_buf *b)
 			stg__ex_fail(s, STG_EIO, "reading frame %zu of the pack: %s", k,
 			             strerror(e));
 		else
-			stg__ex_fail(s, STG_ECORRUPT, "damaged pack: frame %zu is truncated", k);
+			stg__ex_fail(s, STG_ECORRUPT, "damaged pack: frame %zu is truncated",
+			             first_cut(s, k));
 		return false;
 	}
 	return true;
