@@ -54,6 +54,16 @@ server_pid() {
 	return 1
 }
 
+# stager umount, then wait for the serving process to end: it ends when the
+# kernel has sent the last release, which can come after the reader's close
+# (FUSE sends it asynchronously), and until then it holds the pack open.
+umount_gone() { # [MNT]
+	local pid
+	pid=$(server_pid "${1:-mnt}")
+	stager umount "${1:-mnt}"
+	wait_until 10 gone "$pid"
+}
+
 # A stand-in for a Slurm job's processes on this node: a "slurmstepd" (a
 # copy of bash, so that its name is slurmstepd, titled as Slurm titles its
 # step daemons: "slurmstepd: [JOB.STEP]") whose one child, the step's main
@@ -415,7 +425,7 @@ SCONTROL
 	echo "read $read of $size bytes"
 	[ "$read" -gt 0 ]
 	[ "$read" -lt $((size / 5)) ]
-	stager umount mnt
+	umount_gone
 	fusermount3 -u shared
 }
 
@@ -534,8 +544,7 @@ same" ]
 	"$SHAREDFS" --delay-ms 0 back shared 3>&-
 	stager mount --cache shared/p.tar.zst mnt
 	for i in 1 2 3; do cmp "src/f$i" "mnt/f$i"; done
-	stager umount mnt
-	wait_until 10 gone "$(server_pid 2>/dev/null || echo 0)"
+	umount_gone
 	run -0 stager status --json
 	[ "$(echo "$output" | jq '[.entries[] | select(.kind == "frames")] | length')" -eq 1 ]
 	kept=$(echo "$output" | jq '[.entries[] | select(.kind == "frames")][0].size')
@@ -547,20 +556,20 @@ same" ]
 	read=$(awk '$1 == "bytes_read" { print $2 }' shared/.sharedfs-stats)
 	echo "read $read bytes"
 	[ "$read" -lt 1100000 ]
-	stager umount mnt
+	umount_gone
 	# a kept frame damaged on disk is fetched from the pack again
 	key=$(echo "$output" | jq -r '[.entries[] | select(.kind == "frames")][0].key')
 	chmod -R u+w "$STAGER_SCRATCH_ROOT/cache/$key"
 	flip_byte "$STAGER_SCRATCH_ROOT/cache/$key/frames" 300000
 	stager mount --cache --cache-size 1M shared/p.tar.zst mnt
 	for i in 1 2 3; do cmp "src/f$i" "mnt/f$i"; done
-	stager umount mnt
+	umount_gone
 	# an older pack's frames are not kept, with a warning
 	cp "$FIXTURES/format2.tar.zst" old.tar.zst
 	run stager mount --cache old.tar.zst mnt
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "format 2: its frames cannot be checked alone, so they are not kept (--cache)"
-	stager umount mnt
+	umount_gone
 	fusermount3 -u shared
 }
 
