@@ -14,7 +14,7 @@ python3-dev"
 test_pkgs="libcmocka-dev bats jq zstd tar zip strace util-linux procps bc file python3 time hostname man-db
 clang libclang-rt-14-dev
 slurm-wlm munge
-rsync gnuplot-nox archivemount xfsprogs
+rsync gnuplot-nox archivemount squashfuse squashfs-tools xfsprogs
 openssh-server openssh-client
 bash-completion lmod
 python3-torch python3-numpy python3-pil"
