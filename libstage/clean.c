@@ -13,7 +13,7 @@
  */
 #include "collect.h"
 #include "collect_record.h"
-#include "mount_open.h"
+#include "mount_list.h"
 #include "results.h"
 #include "ctx.h"
 #include "fsutil.h"

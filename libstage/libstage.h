@@ -1335,13 +1335,22 @@ typedef struct stg_mount_opts {
 
 STG_API void stg_mount_opts_init(stg_mount_opts *opts);
 
-/* Open pack, build its tree and mount it on mountpoint (an empty directory
- * of the caller's); the mount is there when this returns, and is served
- * by stg_mount_serve in this process.  STG_ENOENT (pack missing),
- * STG_ECORRUPT (not a pack, or one a stage would refuse), STG_EUSAGE
- * (mountpoint not an empty directory), STG_EIO (FUSE could not mount). */
-STG_API stg_err stg_mount_open(stg_ctx *ctx, stg_cache *cache, const char *pack,
-                               const char *mountpoint, const stg_mount_opts *opts, stg_mount **out);
+#define STG_MOUNT_MAX_PACKS 10000 /* packs one mount serves, at most */
+
+/* Open the n packs, build their tree and mount it on mountpoint (an empty
+ * directory of the caller's); the mount is there when this returns, and is
+ * served by stg_mount_serve in this process.  Several packs (shards of a
+ * dataset, say) make one tree: a directory that two of them hold is one
+ * directory (with the attributes of the first pack that lists it); any
+ * other path that two of them hold is refused (STG_EUSAGE, naming it and
+ * both packs), as is a pack given twice or, among several, a pack of
+ * format 1 or 2.  STG_ENOENT (a pack missing), STG_ECORRUPT (not a pack,
+ * or one a stage would refuse), STG_EUSAGE (mountpoint not an empty
+ * directory; more packs than the open-file limit allows), STG_EIO (FUSE
+ * could not mount). */
+STG_API stg_err stg_mount_open(stg_ctx *ctx, stg_cache *cache, const char *const *packs,
+                               size_t n_packs, const char *mountpoint, const stg_mount_opts *opts,
+                               stg_mount **out);
 /* Serve requests (several threads) until the mount is unmounted
  * (stg_umount, `fusermount3 -u`) or stg_mount_stop is called.  Messages
  * (damaged frames, a changed pack) go to ctx's log callback; ctx must not
@@ -1368,12 +1377,13 @@ STG_API void stg_mount_close(stg_mount *m);
  * Errors as stg_mount_open's and stg_mount_serve's; the signals' handlers
  * are as they were on return.  One such call at a time in a process (the
  * signals are the process's). */
-STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
-                                     const char *mountpoint, const stg_mount_opts *opts,
-                                     void (*ready)(void *arg), void *arg);
+STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *const *packs,
+                                     size_t n_packs, const char *mountpoint,
+                                     const stg_mount_opts *opts, void (*ready)(void *arg),
+                                     void *arg);
 
 /*
- * Mount pack on mountpoint in a child process that serves it, and return
+ * Mount the packs on mountpoint in a child process that serves them, and return
  * once the tree can be read (*pid: the child), or with the child's error
  * and message.  The child's messages go to SCRATCH_ROOT/mounts/log.
  * tied: the mount lives as long as *tie_fd, which the caller keeps: when
@@ -1385,9 +1395,9 @@ STG_API stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char 
  * SIGINT or SIGHUP (as stg_mount_foreground), when unmounted (stg_umount),
  * or, inside a Slurm job, when the job ends (as stg_mount_foreground).
  */
-STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack,
-                                const char *mountpoint, const stg_mount_opts *opts, int tied,
-                                int *pid, int *tie_fd);
+STG_API stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs,
+                                size_t n_packs, const char *mountpoint, const stg_mount_opts *opts,
+                                int tied, int *pid, int *tie_fd);
 
 /* Unmount the stager mount at mountpoint (lazily: it goes once its last
  * open file is closed).  With a cache, waits up to 3 s for the mount's
@@ -1402,8 +1412,9 @@ STG_API stg_err stg_umount(stg_ctx *ctx, stg_cache *cache, const char *mountpoin
  * process watches the job's batch shell (or asks Slurm), and `stager
  * clean --job ID` (the epilog) or a clean after the job ends it. */
 typedef struct stg_mount_info {
-	char *mountpoint, *pack, *owner;
+	char *mountpoint, *pack, *owner; /* pack: the first of a mount of several */
 	char digest[STG_DIGEST_HEXLEN + 1];
+	size_t n_packs; /* how many it serves */
 	int alive, mounted;
 	char *job;    /* the Slurm job it was made in, or NULL */
 	int job_over; /* 1: Slurm says that job is over; 0: it is not; -1: unknown */

@@ -116,16 +116,33 @@ void stg__mount_log(stg_mount *m, stg_log_level level, const char *fmt, ...)
 /* ---- fetching frames ------------------------------------------------------------ */
 
 /* Has the pack changed in place since it was mounted?  Logged once. */
-static bool pack_changed(stg_mount *m)
+static bool pack_changed(stg_mount *m, stg_mpack *mp)
 {
-	if (!stg__pack_changed(m->pack, &m->pack_st))
+	if (!stg__pack_changed(mp->pack, &mp->st))
 		return false;
-	if (!atomic_exchange(&m->changed, true))
+	if (!atomic_exchange(&mp->changed, true))
 		stg__mount_log(m, STG_LOG_WARN,
 		               "'%s' changed since it was mounted: what is not cached already "
 		               "can no longer be read (stale); mount it again",
-		               m->pack_path);
+		               mp->path);
 	return true;
+}
+
+/* The pack that frame k of the mount's frames is of. */
+static stg_mpack *pack_of_frame(stg_mount *m, size_t k)
+{
+	size_t lo = 0, hi = m->n_packs;
+	while (hi - lo > 1) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (m->packs[mid].frame_base <= k)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	/* a pack of no frames starts where the next one does */
+	while (lo > 0 && k >= m->packs[lo].frame_base + m->packs[lo].pack->t.n_frames)
+		lo--;
+	return &m->packs[lo];
 }
 
 #define MOUNT_SLOT_WAIT 5 /* s a read waits for a shared-FS slot, at most */
@@ -206,56 +223,59 @@ static bool frame_ok(const stg_frame *f, const uint8_t *buf)
 static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 {
 	stg_mount *m = arg;
-	const stg_frame *f = &m->pack->t.frames[k];
+	stg_mpack *mp = pack_of_frame(m, k);
+	k -= mp->frame_base;
+	const stg_frame *f = &mp->pack->t.frames[k];
 	/* kept on this node by an earlier mount (--cache): no shared FS at all */
-	if (m->keep && stg__keep_get(m->keep, f, k, buf) == 0 && frame_ok(f, buf))
+	if (mp->keep && stg__keep_get(mp->keep, f, k, buf) == 0 && frame_ok(f, buf))
 		return 0;
 	/* Format 3: the frame's own hash says whether these are the bytes
 	 * mounted, so the pack's attributes (one round trip on NFS) are asked
 	 * only when they are not: changed (stale) or damaged (EIO, below).
 	 * Older formats have no such hash: asked before and after each read,
 	 * as a read racing a change in place may return bytes of either. */
-	bool hashed = m->pack->t.version >= 3;
-	if (!hashed && pack_changed(m))
+	bool hashed = mp->pack->t.version >= 3;
+	if (!hashed && pack_changed(m, mp))
 		return ESTALE;
 	int rc = slot_take(m);
 	if (rc)
 		return rc;
-	rc = stg__pack_pread(m->pack, buf, len, f->comp_off) ? (errno ? errno : EIO) : 0;
+	rc = stg__pack_pread(mp->pack, buf, len, f->comp_off) ? (errno ? errno : EIO) : 0;
 	slot_done(m);
 	if (rc)
 		return rc;
 	bool good = hashed && frame_ok(f, buf);
-	if (!good && pack_changed(m))
+	if (!good && pack_changed(m, mp))
 		return ESTALE;
-	if (good && m->keep)
-		stg__keep_put(m, m->keep, f, k, buf);
+	if (good && mp->keep)
+		stg__keep_put(m, mp, f, k, buf);
 	return 0;
 }
 
 static void frame_bad(void *arg, size_t k, const char *why)
 {
 	stg_mount *m = arg;
+	stg_mpack *mp = pack_of_frame(m, k);
 	stg__mount_log(m, STG_LOG_WARN, "'%s': frame %zu is damaged (%s): reads of it fail (EIO)",
-	               m->pack_path, k, why);
+	               mp->path, k - mp->frame_base, why);
 }
 
 /* ---- reading a file ------------------------------------------------------------- */
 
 /* Format 1 and 2: a file is checked whole before any of it is served. */
-static int check_file(stg_mount *m, const stg_rec *r)
+static int check_file(stg_mount *m, stg_mpack *mp, const stg_rec *r)
 {
-	size_t i = (size_t)(r - m->pack->t.recs);
-	uint8_t state = atomic_load(&m->file_state[i]);
+	size_t i = (size_t)(r - mp->pack->t.recs);
+	uint8_t state = atomic_load(&mp->file_state[i]);
 	if (state != FILE_UNCHECKED)
 		return state == FILE_OK ? 0 : EIO;
-	int rc = stg__frames_check(m->frames, r->data_off, r->size, r->xxh3);
+	int rc = stg__frames_check(m->frames, mp->raw_base + r->data_off, r->size, r->xxh3);
 	if (rc == EIO)
 		stg__mount_log(m, STG_LOG_WARN,
 		               "'%s': '%s' does not match its XXH3-128: reads of it fail (EIO)",
-		               m->pack_path, stg__rec_path(m->pack, r));
+		               mp->path, stg__rec_path(mp->pack, r));
 	if (rc != ENOMEM && rc != ESTALE && rc != EINTR)
-		atomic_store(&m->file_state[i], rc ? FILE_BAD : FILE_OK);
+		atomic_store(&mp->file_state[i], rc ? FILE_BAD : FILE_OK);
 	return rc;
 }
 
@@ -302,11 +322,12 @@ static void op_readlink(fuse_req_t req, fuse_ino_t ino)
 {
 	stg_mount *m = req_mount(req);
 	const stg_mnode *n = stg__mtree_node(m->tree, ino);
-	const stg_rec *r = stg__mtree_rec(m->tree, ino);
+	size_t pk = 0;
+	const stg_rec *r = stg__mtree_rec(m->tree, ino, &pk);
 	if (!n || n->type != STG_SYMLINK || !r)
 		fuse_reply_err(req, EINVAL);
 	else
-		fuse_reply_readlink(req, stg__rec_link(m->pack, r));
+		fuse_reply_readlink(req, stg__rec_link(m->packs[pk].pack, r));
 }
 
 static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
@@ -331,13 +352,15 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	of->fd = -1;
-	const stg_rec *r = stg__mtree_rec(m->tree, ino);
-	if (m->entry_fd >= 0 && r) {
-		of->fd = stg__open_beneath(m->entry_fd, stg__rec_path(m->pack, r), O_RDONLY, 0);
+	size_t pk = 0;
+	const stg_rec *r = stg__mtree_rec(m->tree, ino, &pk);
+	const stg_mpack *mp = &m->packs[pk];
+	if (mp->entry_fd >= 0 && r) {
+		of->fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r), O_RDONLY, 0);
 		if (of->fd < 0) {
 			int e = errno;
 			stg__mount_log(m, STG_LOG_WARN, "'%s' in the node cache: %s",
-			               stg__rec_path(m->pack, r), strerror(e));
+			               stg__rec_path(mp->pack, r), strerror(e));
 			free(of);
 			fuse_reply_err(req, EIO);
 			return;
@@ -355,7 +378,9 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
                     struct fuse_file_info *fi)
 {
 	stg_mount *m = req_mount(req);
-	const stg_rec *r = stg__mtree_rec(m->tree, ino);
+	size_t pk = 0;
+	const stg_rec *r = stg__mtree_rec(m->tree, ino, &pk);
+	stg_mpack *mp = &m->packs[pk];
 	open_file *of = (open_file *)(uintptr_t)fi->fh;
 	if (!r || off < 0) {
 		fuse_reply_err(req, EINVAL);
@@ -376,7 +401,7 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		free(b);
 		return;
 	}
-	int rc = m->file_state ? check_file(m, r) : 0;
+	int rc = mp->file_state ? check_file(m, mp, r) : 0;
 	if (rc) {
 		fuse_reply_err(req, rc);
 		return;
@@ -387,12 +412,12 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	uint64_t at = r->data_off + (uint64_t)off;
+	uint64_t at = mp->raw_base + r->data_off + (uint64_t)off;
 	/* a reader in order: have the frames after this read fetched meanwhile */
 	if (of && of->next == (uint64_t)off) {
-		const stg_trailer *t = &m->pack->t;
+		const stg_trailer *t = &m->frames_of;
 		size_t last = stg__frame_of(t, at + n - 1);
-		size_t end = stg__frame_of(t, r->data_off + r->size - 1);
+		size_t end = stg__frame_of(t, mp->raw_base + r->data_off + r->size - 1);
 		if (last < end)
 			stg__frames_prefetch(m->frames, last + 1,
 			                     end - last < READ_AHEAD ? end - last : READ_AHEAD);
@@ -501,7 +526,8 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 	struct statvfs sv = {0};
 	sv.f_bsize = 4096;
 	sv.f_frsize = 4096;
-	sv.f_blocks = (m->pack->t.content_size + 4095) / 4096;
+	for (size_t i = 0; i < m->n_packs; i++)
+		sv.f_blocks += (m->packs[i].pack->t.content_size + 4095) / 4096;
 	sv.f_files = m->tree->n_nodes;
 	sv.f_namemax = 255;
 	sv.f_flag = ST_RDONLY | ST_NOSUID | ST_NODEV;
@@ -541,7 +567,7 @@ void stg_mount_opts_init(stg_mount_opts *o)
 stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint)
 {
 	char fsname[STG_PATH_MAX + 32];
-	snprintf(fsname, sizeof fsname, "-ofsname=stager:%s", m->pack_path);
+	snprintf(fsname, sizeof fsname, "-ofsname=stager:%s", m->packs[0].path);
 	/* libfuse takes its options as arguments; ',' would split ours */
 	for (char *c = fsname; *c; c++)
 		if (*c == ',')
@@ -577,7 +603,7 @@ stg_err stg_mount_serve(stg_mount *m)
 	        .bad = frame_bad,
 	        .bad_arg = m,
 	};
-	if (!m->frames && (err = stg__frames_new(m->ctx, &m->pack->t, &fo, &m->frames)))
+	if (!m->frames && (err = stg__frames_new(m->ctx, &m->frames_of, &fo, &m->frames)))
 		goto out;
 	/* a configuration of our own: libfuse 3.14 leaks the one it makes */
 	struct fuse_loop_config *lc = fuse_loop_cfg_create();
@@ -626,9 +652,14 @@ void stg__mount_free(stg_mount *m)
 	pthread_mutex_destroy(&m->open_mu);
 	stg__frames_free(m->frames);
 	stg__mtree_free(m->tree);
-	stg_pack_close(m->pack);
-	free((void *)m->file_state);
-	free(m->pack_path);
+	for (size_t i = 0; m->packs && i < m->n_packs; i++) {
+		stg_pack_close(m->packs[i].pack);
+		free((void *)m->packs[i].file_state);
+		free(m->packs[i].path);
+	}
+	if (m->n_packs > 1)
+		free(m->frames_of.frames);
+	free(m->packs);
 	free(m->mountpoint);
 	pthread_mutex_destroy(&m->log_mu);
 	pthread_mutex_destroy(&m->slot_mu);

@@ -65,18 +65,18 @@ static int write_meta(stg_keep *k, const char *source)
 }
 
 /* Make the entry (published empty) if it is not there. */
-static stg_err make_entry(stg_ctx *ctx, stg_mount *m, const char *key)
+static stg_err make_entry(stg_ctx *ctx, stg_mount *m, stg_mpack *mp, const char *key)
 {
 	stg_entry_build eb;
 	stg_err err = stg__entry_begin(ctx, m->cache, key, &eb);
-	uint64_t n = m->pack->t.n_frames;
+	uint64_t n = mp->pack->t.n_frames;
 	int fd = -1, hv = -1;
 	if (!err) {
 		fd = openat(eb.tfd, "frames", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		            0600);
 		hv = openat(eb.tfd, "have", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 		            0600);
-		if (fd < 0 || hv < 0 || ftruncate(fd, (off_t)m->pack->size) ||
+		if (fd < 0 || hv < 0 || ftruncate(fd, (off_t)mp->pack->size) ||
 		    ftruncate(hv, (off_t)n))
 			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot make the frames' entry");
 	}
@@ -86,20 +86,20 @@ static stg_err make_entry(stg_ctx *ctx, stg_mount *m, const char *key)
 		close(hv);
 	stg_meta meta = {.size = 4096};
 	snprintf(meta.kind, sizeof meta.kind, "frames");
-	snprintf(meta.source, sizeof meta.source, "%s", m->pack_path);
+	snprintf(meta.source, sizeof meta.source, "%s", mp->path);
 	if (!err)
 		err = stg__entry_publish(ctx, m->cache, &eb, key, &meta);
 	stg__entry_end(m->cache, &eb);
 	return err;
 }
 
-stg_err stg__keep_open(stg_ctx *ctx, stg_mount *m)
+stg_err stg__keep_open(stg_ctx *ctx, stg_mount *m, stg_mpack *mp)
 {
-	if (m->pack->t.version < 3) {
+	if (mp->pack->t.version < 3) {
 		stg__log(ctx, STG_LOG_WARN,
 		         "'%s' is a pack of format %u: its frames cannot be checked alone, so "
 		         "they are not kept (--cache); pack it again with this stager",
-		         m->pack_path, m->pack->t.version);
+		         mp->path, mp->pack->t.version);
 		return STG_OK;
 	}
 	stg_keep *k = calloc(1, sizeof *k);
@@ -107,9 +107,9 @@ stg_err stg__keep_open(stg_ctx *ctx, stg_mount *m)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	pthread_mutex_init(&k->mu, NULL);
 	k->dirfd = k->frames = k->have = -1;
-	snprintf(k->key, sizeof k->key, "%s-f", m->digest);
+	snprintf(k->key, sizeof k->key, "%s-f", mp->digest);
 	stg_err err = STG_OK;
-	if (!stg__entry_exists(m->cache, k->key) && (err = make_entry(ctx, m, k->key)))
+	if (!stg__entry_exists(m->cache, k->key) && (err = make_entry(ctx, m, mp, k->key)))
 		goto fail;
 	int lk = stg__cache_lock(ctx, m->cache, "cache", true, NULL);
 	k->pinned =
@@ -128,16 +128,16 @@ stg_err stg__keep_open(stg_ctx *ctx, stg_mount *m)
 	}
 	struct stat st;
 	stg_meta meta;
-	if (fstat(k->frames, &st) || (uint64_t)st.st_size != m->pack->size) {
+	if (fstat(k->frames, &st) || (uint64_t)st.st_size != mp->pack->size) {
 		err = stg__fail(ctx, STG_EIO, "the frames' entry %s is not of this pack", k->key);
 		goto fail;
 	}
 	if (stg__meta_read(m->cache, k->key, &meta) == 0)
 		k->kept = k->saved_at = meta.content;
-	m->keep = k;
+	mp->keep = k;
 	return STG_OK;
 fail:
-	stg__keep_close(m, k);
+	stg__keep_close(m, mp, k);
 	return err;
 }
 
@@ -149,8 +149,9 @@ int stg__keep_get(stg_keep *k, const stg_frame *f, size_t i, uint8_t *buf)
 	return stg__pread_full(k->frames, buf, f->comp_size, f->comp_off);
 }
 
-void stg__keep_put(stg_mount *m, stg_keep *k, const stg_frame *f, size_t i, const uint8_t *buf)
+void stg__keep_put(stg_mount *m, stg_mpack *mp, const stg_frame *f, size_t i, const uint8_t *buf)
 {
+	stg_keep *k = mp->keep;
 	pthread_mutex_lock(&k->mu);
 	bool go = !k->full;
 	if (go && k->room < f->comp_size) {
@@ -173,7 +174,7 @@ void stg__keep_put(stg_mount *m, stg_keep *k, const stg_frame *f, size_t i, cons
 	pthread_mutex_lock(&k->mu);
 	k->kept += f->comp_size;
 	if (k->kept - k->saved_at >= SLICE)
-		write_meta(k, m->pack_path);
+		write_meta(k, mp->path);
 	pthread_mutex_unlock(&k->mu);
 }
 
@@ -192,12 +193,12 @@ void stg__mount_unpin(stg_mount *m, const char *key)
 		stg__cache_unlock(lock);
 }
 
-void stg__keep_close(stg_mount *m, stg_keep *k)
+void stg__keep_close(stg_mount *m, stg_mpack *mp, stg_keep *k)
 {
 	if (!k)
 		return;
 	if (k->dirfd >= 0 && k->kept != k->saved_at)
-		write_meta(k, m->pack_path);
+		write_meta(k, mp->path);
 	if (k->pinned)
 		stg__mount_unpin(m, k->key);
 	if (k->frames >= 0)
@@ -208,6 +209,6 @@ void stg__keep_close(stg_mount *m, stg_keep *k)
 		close(k->dirfd);
 	pthread_mutex_destroy(&k->mu);
 	free(k);
-	if (m->keep == k)
-		m->keep = NULL;
+	if (mp->keep == k)
+		mp->keep = NULL;
 }

@@ -1,124 +1,35 @@
 /*
- * mount_open.c - a mount's life outside its requests: opening the pack and
- * the mountpoint, the node cache's entry, the record of live mounts,
- * unmounting, and mounts whose process died.
+ * mount_open.c - a mount's making and unmaking: its packs and its
+ * mountpoint opened, the node cache's entries, its record.
  *
- * Each serving process keeps a record, SCRATCH_ROOT/mounts/<owner> (owner
- * "pid-PID-START", as pins name a process), holding the mountpoint, the
- * pack, its digest and, for a mount made inside a Slurm job, the job's id
- * (a fourth line, which older readers ignore), so that `stager status`
- * lists live mounts and their jobs, and `stager clean` finds those whose
- * process died (their mountpoint answers ENOTCONN until it is unmounted)
- * and those whose job is over: all of a job with --job (the epilog, as the
- * job's user), those of jobs that Slurm says are over without.  A live
- * one's process is stopped first (SIGTERM, then SIGKILL past a bounded
- * wait), and its pins dropped there and then: clean holds the cache's lock,
- * which the process would otherwise wait for to unpin.  A record is
- * trusted only as far as unmounting and stopping go: a mountpoint only if
- * /proc/self/mountinfo shows it as a stager mount (fuse.stager) of the
- * scratch root's owner's uid, a process only if it is the one the record
- * names (its start time, then held by a pidfd) and of that same uid, so
- * that a clean run as root cannot be made to touch another user's.
+ * The record, SCRATCH_ROOT/mounts/<owner>, says which process serves which
+ * mountpoint from which packs (mount_list.c reads it, and says how).
  *
  * A pack the node cache already holds (its identity in the index, its entry
  * complete) is served from that entry's files, which were checked when they
  * were staged, and the entry is pinned by the mount's process while it
- * lives: nothing is read from the shared filesystem at all.
+ * lives: nothing is read from the shared filesystem for it at all.
  */
 #include "pack_read.h"
 #include "attach.h"
 #include "mount.h"
-#include "mount_job.h"
 #include "mount_keep.h"
-#include "mount_open.h"
 #include "ctx.h"
 #include "fsutil.h"
 #include "path.h"
 
 #include <pthread.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <pwd.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
-#define UMOUNT_WAIT         3  /* seconds stg_umount waits for the serving process to end */
-#define STOP_WAIT           3  /* seconds clean waits for stopped mounts' processes */
-#define MAX_JOBS            16 /* jobs whose state one listing asks Slurm */
-
-/* Is path a stager mount (in this process's mount namespace), of uid
- * (any if uid is (uid_t)-1)? */
-static bool is_stager_mount(const char *path, uid_t uid)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	if (!f)
-		return false;
-	char *line = NULL;
-	size_t cap = 0;
-	bool found = false;
-	while (!found && getline(&line, &cap, f) > 0) {
-		/* ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS] - FSTYPE SOURCE SUPER */
-		char mp[STG_PATH_MAX + 1], fstype[64], super[512];
-		const char *dash = strstr(line, " - ");
-		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
-		    sscanf(dash + 3, "%63s %*s %511s", fstype, super) != 2)
-			continue;
-		/* the kernel writes a space, tab, newline or '\' in octal */
-		char *o = mp;
-		for (const char *s = mp; *s; s++) {
-			if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] && s[3]) {
-				*o++ = (char)((s[1] - '0') << 6 | (s[2] - '0') << 3 | (s[3] - '0'));
-				s += 3;
-			} else {
-				*o++ = *s;
-			}
-		}
-		*o = '\0';
-		if (strcmp(mp, path) || strcmp(fstype, "fuse.stager"))
-			continue;
-		char want[32];
-		snprintf(want, sizeof want, "user_id=%u", (unsigned)uid);
-		found = uid == (uid_t)-1 || strstr(super, want) != NULL;
-	}
-	free(line);
-	fclose(f);
-	return found;
-}
-
-int stg__unmount_path(const char *path)
-{
-	if (geteuid() == 0)
-		return umount2(path, MNT_DETACH | UMOUNT_NOFOLLOW);
-	pid_t pid = fork();
-	if (pid < 0)
-		return -1;
-	if (pid == 0) {
-		int null = open("/dev/null", O_RDWR);
-		if (null >= 0) {
-			dup2(null, 1);
-			dup2(null, 2);
-		}
-		execlp("fusermount3", "fusermount3", "-u", "-z", "--", path, (char *)NULL);
-		_exit(127);
-	}
-	int st;
-	while (waitpid(pid, &st, 0) < 0)
-		if (errno != EINTR)
-			return -1;
-	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
-		return 0;
-	errno = WIFEXITED(st) && WEXITSTATUS(st) == 127 ? ENOENT : EBUSY;
-	return -1;
-}
 
 /* ---- records ---------------------------------------------------------------------- */
 
@@ -127,6 +38,13 @@ static int mounts_dir(stg_cache *c)
 	if (mkdirat(c->rootfd, "mounts", 0700) && errno != EEXIST)
 		return -1;
 	return openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+}
+
+static void put_line(FILE *f, const char *s)
+{
+	for (; *s; s++)
+		putc(*s == '\n' ? '?' : *s, f);
+	putc('\n', f);
 }
 
 static void record_write(stg_mount *m)
@@ -140,9 +58,15 @@ static void record_write(stg_mount *m)
 	if (fd >= 0) {
 		FILE *f = fdopen(fd, "w");
 		if (f) {
-			fprintf(f, "%s\n%s\n%s\n", m->mountpoint, m->pack_path, m->digest);
-			if (m->job[0])
-				fprintf(f, "%s\n", m->job);
+			/* a newline in a pack's name would end its line: the
+			 * names are for people, the digests for clean */
+			fprintf(f, "%s\n", m->mountpoint);
+			put_line(f, m->packs[0].path);
+			fprintf(f, "%s\n%s\n", m->packs[0].digest, m->job);
+			for (size_t i = 1; i < m->n_packs; i++) {
+				fprintf(f, "%s ", m->packs[i].digest);
+				put_line(f, m->packs[i].path);
+			}
 			if (fclose(f) == 0 && renameat(dfd, tmp, dfd, m->owner) == 0)
 				snprintf(m->record, sizeof m->record, "%s", m->owner);
 		} else {
@@ -165,362 +89,14 @@ static void record_remove(stg_mount *m)
 	m->record[0] = '\0';
 }
 
-/* Read the record name under dfd into mp, pack, digest and job (24
- * bytes; "" if none); 0 or -1. */
-static int record_read(int dfd, const char *name, char *mp, char *pack, char *digest, char *job)
-{
-	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0)
-		return -1;
-	struct stat st;
-	char buf[3 * (STG_PATH_MAX + 1) + 32];
-	ssize_t n = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? read(fd, buf, sizeof buf - 1) : -1;
-	close(fd);
-	if (n <= 0)
-		return -1;
-	buf[n] = '\0';
-	char *a = buf, *b = strchr(a, '\n'), *c = b ? strchr(b + 1, '\n') : NULL;
-	char *d = c ? strchr(c + 1, '\n') : NULL;
-	if (!d || b - a > STG_PATH_MAX || c - b - 1 > STG_PATH_MAX || d - c - 1 > STG_DIGEST_HEXLEN)
-		return -1;
-	*b = *c = *d = '\0';
-	strcpy(mp, a);
-	strcpy(pack, b + 1);
-	strcpy(digest, c + 1);
-	/* the job: digits alone on the fourth line */
-	char *e = strchr(d + 1, '\n');
-	size_t jl = e ? (size_t)(e - d - 1) : 0;
-	job[0] = '\0';
-	if (jl && jl < 24 && strspn(d + 1, "0123456789") == jl) {
-		memcpy(job, d + 1, jl);
-		job[jl] = '\0';
-	}
-	return mp[0] == '/' ? 0 : -1;
-}
-
-/* What Slurm says of the jobs of one listing or clean, each asked once;
- * once Slurm has been too slow to answer, it is not asked again. */
-typedef struct job_states {
-	size_t n;
-	bool late;
-	char job[MAX_JOBS][24];
-	int over[MAX_JOBS];
-} job_states;
-
-static int job_over(job_states *js, const char *job)
-{
-	for (size_t i = 0; i < js->n; i++)
-		if (!strcmp(js->job[i], job))
-			return js->over[i];
-	if (js->n == MAX_JOBS || js->late)
-		return -1;
-	snprintf(js->job[js->n], sizeof js->job[0], "%s", job);
-	return js->over[js->n++] = stg__mount_job_over(job, &js->late);
-}
-
-/* The mounts recorded; with ask, the state of their jobs too. */
-static stg_err list_mounts(stg_ctx *ctx, stg_cache *c, bool ask, stg_mount_info **v, size_t *n)
-{
-	*v = NULL;
-	*n = 0;
-	char **names;
-	size_t k;
-	if (stg__dir_names(c->rootfd, "mounts", true, &names, &k))
-		return errno == ENOENT ? STG_OK : stg__fail_errno(ctx, STG_EIO, errno, "mounts/");
-	int dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	stg_mount_info *out = calloc(k ? k : 1, sizeof *out);
-	stg_owner_cache oc = {0};
-	job_states js = {0};
-	for (size_t i = 0; out && dfd >= 0 && i < k; i++) {
-		stg_mount_info *mi = &out[*n];
-		char mp[STG_PATH_MAX + 1], pack[STG_PATH_MAX + 1], job[24];
-		if (strncmp(names[i], "pid-", 4) || strstr(names[i], ".tmp") ||
-		    record_read(dfd, names[i], mp, pack, mi->digest, job))
-			continue;
-		mi->mountpoint = strdup(mp);
-		mi->pack = strdup(pack);
-		mi->owner = strdup(names[i]);
-		mi->job = job[0] ? strdup(job) : NULL;
-		if (!mi->mountpoint || !mi->pack || !mi->owner || (job[0] && !mi->job)) {
-			free(mi->mountpoint);
-			free(mi->pack);
-			free(mi->owner);
-			free(mi->job);
-			memset(mi, 0, sizeof *mi);
-			continue;
-		}
-		mi->alive = stg__owner_alive(&oc, names[i]);
-		mi->mounted = is_stager_mount(mp, getuid());
-		mi->job_over = job[0] && ask ? job_over(&js, job) : -1;
-		(*n)++;
-	}
-	if (dfd >= 0)
-		close(dfd);
-	stg__names_free(names, k);
-	if (!out)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	*v = out;
-	return STG_OK;
-}
-
-stg_err stg_mount_list(stg_ctx *ctx, stg_cache *c, stg_mount_info **v, size_t *n)
-{
-	return list_mounts(ctx, c, true, v, n);
-}
-
-void stg_mount_list_free(stg_mount_info *v, size_t n)
-{
-	for (size_t i = 0; v && i < n; i++) {
-		free(v[i].mountpoint);
-		free(v[i].pack);
-		free(v[i].owner);
-		free(v[i].job);
-	}
-	free(v);
-}
-
-/* The real uid of pid, or (uid_t)-1. */
-static uid_t proc_uid(pid_t pid)
-{
-	char path[64], buf[2048];
-	snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return (uid_t)-1;
-	buf[n] = '\0';
-	const char *u = strstr(buf, "\nUid:");
-	unsigned long uid;
-	return u && sscanf(u + 5, "%lu", &uid) == 1 ? (uid_t)uid : (uid_t)-1;
-}
-
-/* A live mount's process, being stopped. */
-typedef struct stopping {
-	pid_t pid;
-	unsigned long long start;
-	int pidfd; /* -1 without pidfds (Linux < 5.3) */
-} stopping;
-
-/* Hold the process a record's owner ("pid-PID-START") names and send it
- * SIGTERM, if it is still that process and uid's: 0, or -1. */
-static int stop_owner(const char *owner, uid_t uid, stopping *p)
-{
-	unsigned long long now;
-	p->pidfd = -1;
-	if (sscanf(owner, "pid-%d-%llu", &p->pid, &p->start) != 2 || p->pid <= 1)
-		return -1;
-	p->pidfd = stg__pidfd_open(p->pid);
-	if (p->pidfd < 0 && errno != ENOSYS)
-		return -1;
-	/* checked after the pidfd is open: it holds the process checked */
-	if (stg__proc_stat(p->pid, NULL, &now) || now != p->start || proc_uid(p->pid) != uid ||
-	    stg__pidfd_signal(p->pidfd, p->pid, SIGTERM)) {
-		if (p->pidfd >= 0)
-			close(p->pidfd);
-		p->pidfd = -1;
-		return -1;
-	}
-	return 0;
-}
-
-static bool ended(const stopping *p)
-{
-	unsigned long long now;
-	if (p->pidfd >= 0) {
-		struct pollfd pf = {.fd = p->pidfd, .events = POLLIN};
-		return poll(&pf, 1, 0) != 0;
-	}
-	return stg__proc_stat(p->pid, NULL, &now) || now != p->start;
-}
-
-/* Wait (STOP_WAIT s at most) for the processes sent SIGTERM to end; kill
- * those that have not, unless clean was interrupted. */
-static void reap(stg_ctx *ctx, stopping *v, size_t n)
-{
-	double until = stg__now() + STOP_WAIT;
-	for (;;) {
-		size_t left = 0;
-		for (size_t i = 0; i < n; i++)
-			left += !ended(&v[i]);
-		if (!left || stg__now() >= until || !stg__nap(ctx, 0.05))
-			break;
-	}
-	for (size_t i = 0; i < n; i++) {
-		if (!ended(&v[i]) && !stg__cancelled(ctx)) {
-			stg__pidfd_signal(v[i].pidfd, v[i].pid, SIGKILL);
-			stg__log(
-			        ctx, STG_LOG_WARN,
-			        "the mount's process %d did not end within %d s of SIGTERM: killed",
-			        (int)v[i].pid, STOP_WAIT);
-		}
-		if (v[i].pidfd >= 0)
-			close(v[i].pidfd);
-	}
-}
-
-static bool hex_digest(const char *s)
-{
-	return strlen(s) == STG_DIGEST_HEXLEN && strspn(s, "0123456789abcdef") == STG_DIGEST_HEXLEN;
-}
-
-/* What sweep needs on its way. */
-typedef struct sweeping {
-	stg_cache *c;
-	uid_t uid;
-	int dfd; /* mounts/ */
-	bool dry_run;
-	stg_clean_fn report;
-	void *arg;
-	stopping *stop;
-	size_t n_stop;
-} sweeping;
-
-/* End the mount mi: its process stopped (if it lives), unmounted, its
- * record removed. */
-static void end_mount(sweeping *sw, const stg_mount_info *mi)
-{
-	if (sw->report)
-		sw->report(sw->arg, "mount", mi->mountpoint, 0);
-	if (sw->dry_run)
-		return;
-	if (mi->alive) {
-		/* its pins go here: the process would wait for the cache's lock,
-		 * held by this clean, to drop them itself */
-		if (hex_digest(mi->digest)) {
-			char kept[STG_DIGEST_HEXLEN + 3];
-			snprintf(kept, sizeof kept, "%s-f", mi->digest);
-			stg__unpin_key(sw->c, mi->digest, mi->owner);
-			stg__unpin_key(sw->c, kept, mi->owner);
-		}
-		if (stop_owner(mi->owner, sw->uid, &sw->stop[sw->n_stop]) == 0)
-			sw->n_stop++;
-	}
-	if (is_stager_mount(mi->mountpoint, sw->uid))
-		stg__unmount_path(mi->mountpoint);
-	unlinkat(sw->dfd, mi->owner, 0);
-}
-
-/* Mounts of dead processes; with job, all of that job's; with ask, those
- * of jobs Slurm says are over.  Slurm is asked last, once the rest is
- * done: what the epilog's clean is for never waits on it. */
-static int sweep(stg_ctx *ctx, stg_cache *c, const char *job, bool ask, bool dry_run,
-                 stg_clean_fn report, void *arg)
-{
-	stg_mount_info *v;
-	size_t n;
-	if (list_mounts(ctx, c, false, &v, &n))
-		return -1;
-	/* the owner of the scratch root is the owner of its mounts */
-	struct stat st;
-	sweeping sw = {.c = c,
-	               .uid = fstat(c->rootfd, &st) == 0 ? st.st_uid : getuid(),
-	               .dry_run = dry_run,
-	               .report = report,
-	               .arg = arg,
-	               .stop = calloc(n ? n : 1, sizeof *sw.stop)};
-	sw.dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	int removed = 0;
-	job_states js = {0};
-	for (int pass = 0; pass < 2 && sw.stop && sw.dfd >= 0; pass++) {
-		for (size_t i = 0; i < n; i++) {
-			const stg_mount_info *mi = &v[i];
-			bool mine = !mi->alive || (job && mi->job && !strcmp(job, mi->job));
-			if (pass == 0 ? !mine
-			              : mine || !mi->job || !ask || job_over(&js, mi->job) != 1)
-				continue;
-			end_mount(&sw, mi);
-			removed++;
-		}
-	}
-	reap(ctx, sw.stop, sw.n_stop);
-	free(sw.stop);
-	if (sw.dfd >= 0)
-		close(sw.dfd);
-	stg_mount_list_free(v, n);
-	return removed;
-}
-
-int stg__mounts_clean(stg_ctx *ctx, stg_cache *c, const char *job, bool dry_run,
-                      stg_clean_fn report, void *arg)
-{
-	return sweep(ctx, c, job, true, dry_run, report, arg);
-}
-
-/* The owner of the live mount recorded at mountpoint, or "". */
-static void serving_owner(stg_ctx *ctx, stg_cache *c, const char *mountpoint, char *owner,
-                          size_t len)
-{
-	stg_mount_info *v = NULL;
-	size_t n = 0;
-	if (stg_mount_list(ctx, c, &v, &n))
-		return;
-	for (size_t i = 0; i < n; i++)
-		if (v[i].alive && v[i].mountpoint && v[i].owner &&
-		    !strcmp(v[i].mountpoint, mountpoint))
-			snprintf(owner, len, "%s", v[i].owner);
-	stg_mount_list_free(v, n);
-}
-
-stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
-{
-	char *real = realpath(mountpoint, NULL);
-	/* a dead mount's directory cannot be resolved (ENOTCONN): take it as
-	 * written, made absolute */
-	if (!real && errno == ENOTCONN) {
-		char cwd[STG_PATH_MAX + 1];
-		if (mountpoint[0] == '/')
-			real = strdup(mountpoint);
-		else if (getcwd(cwd, sizeof cwd) && asprintf(&real, "%s/%s", cwd, mountpoint) < 0)
-			real = NULL;
-	}
-	if (!real)
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", mountpoint);
-	stg_err err = STG_OK;
-	if (!is_stager_mount(real, geteuid() == 0 ? (uid_t)-1 : getuid())) {
-		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a stager mount of yours", mountpoint);
-		goto out;
-	}
-	char owner[160] = "";
-	if (c)
-		serving_owner(ctx, c, real, owner, sizeof owner);
-	if (stg__unmount_path(real)) {
-		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot unmount '%s'", mountpoint);
-		goto out;
-	}
-	/* the serving process ends once the last open file is closed: unless
-	 * one stays open, it has let go of the pack when this returns (so that
-	 * the pack's filesystem can be unmounted, the pack removed) */
-	if (owner[0]) {
-		stg_owner_cache oc = {0};
-		for (int i = 0; i < UMOUNT_WAIT * 10 && stg__owner_alive(&oc, owner); i++) {
-			stg__nap(ctx, 0.1);
-			oc.n = 0;
-		}
-		if (stg__owner_alive(&oc, owner))
-			stg__log(
-			        ctx, STG_LOG_INFO,
-			        "unmounted '%s'; a file in it is still open: its process ends when "
-			        "the last one is closed",
-			        mountpoint);
-	}
-	/* a dead one's record goes now */
-	if (c)
-		sweep(ctx, c, NULL, false, false, NULL, NULL);
-out:
-	free(real);
-	return err;
-}
-
 /* ---- opening -------------------------------------------------------------------- */
 
-/* The node cache's entry of the pack with this identity, pinned by
- * owner: its data directory, or -1. */
-static int cached_entry(stg_ctx *ctx, stg_mount *m, const struct stat *st)
+/* The node cache's entry of pack mp, by its identity, pinned by the
+ * mount's owner: its data directory, or -1. */
+static int cached_entry(stg_ctx *ctx, stg_mount *m, stg_mpack *mp)
 {
 	stg_ident id;
-	stg__ident_of(st, &id);
+	stg__ident_of(&mp->st, &id);
 	char hex[STG_DIGEST_HEXLEN + 1];
 	if (stg__index_get(m->cache, &id, hex))
 		return -1;
@@ -533,8 +109,8 @@ static int cached_entry(stg_ctx *ctx, stg_mount *m, const struct stat *st)
 		snprintf(rel, sizeof rel, "cache/%s/data", hex);
 		fd = openat(m->cache->rootfd, rel, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 		if (fd >= 0) {
-			m->pinned = true;
-			snprintf(m->digest, sizeof m->digest, "%s", hex);
+			mp->pinned = true;
+			snprintf(mp->digest, sizeof mp->digest, "%s", hex);
 		} else {
 			stg__unpin_key(m->cache, hex, m->owner);
 		}
@@ -589,16 +165,140 @@ static stg_err check_mountpoint(stg_ctx *ctx, const char *given, const char *rea
 	return err;
 }
 
-stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char *mountpoint,
-                       const stg_mount_opts *opts, stg_mount **out)
+/* Open the pack named name into mp: its trailer read (the caller holds a
+ * reader slot).  A FIFO or device put where the pack should be is refused,
+ * not waited on. */
+static stg_err open_pack(stg_ctx *ctx, stg_mount *m, stg_mpack *mp, const char *name)
+{
+	mp->given = name;
+	if (!(mp->path = realpath(name, NULL)))
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", name);
+	int fd = open(mp->path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno, "'%s'",
+		                       name);
+	if (fstat(fd, &mp->st) || !S_ISREG(mp->st.st_mode)) {
+		close(fd);
+		return stg__fail(ctx, STG_ENOENT, "'%s' is not a regular file", name);
+	}
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+	stg_err err = stg_pack_open_fd(ctx, fd, &mp->pack);
+	close(fd);
+	if (err) {
+		char msg[STG_ERRMSG_MAX];
+		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+		return stg__fail(ctx, err, "'%s': %s", name, msg);
+	}
+	mp->pack->bw = &m->cache->lim.bw;
+	mp->pack->bw_ctx = ctx;
+	stg_digest_hex(mp->pack->t.digest, mp->digest);
+	return STG_OK;
+}
+
+/* Open every pack (within one reader slot); of several, each one once and
+ * of format 3. */
+static stg_err open_packs(stg_ctx *ctx, stg_mount *m, const char *const *names)
+{
+	stg_slot slot;
+	stg_err err = stg__slot_acquire(ctx, &m->cache->lim, &slot);
+	if (err)
+		return err;
+	for (size_t i = 0; !err && i < m->n_packs; i++) {
+		stg_mpack *mp = &m->packs[i];
+		if ((err = open_pack(ctx, m, mp, names[i])))
+			break;
+		for (size_t k = 0; k < i; k++)
+			if (m->packs[k].st.st_dev == mp->st.st_dev &&
+			    m->packs[k].st.st_ino == mp->st.st_ino)
+				err = stg__fail(ctx, STG_EUSAGE, "'%s' is given twice (as '%s')",
+				                names[i], names[k]);
+		if (!err && m->n_packs > 1 && mp->pack->t.version < 3)
+			err = stg__fail(ctx, STG_EUSAGE,
+			                "'%s' is a pack of format %u: packs of formats 1 and 2 are "
+			                "mounted one at a time; pack it again with this stager to "
+			                "mount it with others",
+			                names[i], mp->pack->t.version);
+	}
+	stg__slot_release(&slot);
+	return err;
+}
+
+/* The mount's frames: each pack's, one after the other, their offsets in
+ * the tar stream moved past the packs before. */
+static stg_err join_frames(stg_ctx *ctx, stg_mount *m)
+{
+	stg_trailer *t = &m->frames_of;
+	const stg_trailer *first = &m->packs[0].pack->t;
+	t->version = first->version;
+	if (m->n_packs == 1) {
+		t->frames = first->frames;
+		t->n_frames = first->n_frames;
+		return STG_OK;
+	}
+	size_t n = 0;
+	for (size_t i = 0; i < m->n_packs; i++)
+		n += m->packs[i].pack->t.n_frames;
+	if (!(t->frames = malloc((n ? n : 1) * sizeof *t->frames)))
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	uint64_t base = 0;
+	for (size_t i = 0; i < m->n_packs; i++) {
+		stg_mpack *mp = &m->packs[i];
+		const stg_trailer *pt = &mp->pack->t;
+		mp->frame_base = t->n_frames;
+		mp->raw_base = base;
+		for (size_t k = 0; k < pt->n_frames; k++) {
+			stg_frame f = pt->frames[k];
+			if (f.raw_off > UINT64_MAX - base - f.raw_size)
+				return stg__fail(ctx, STG_ECORRUPT,
+				                 "'%s': damaged pack: frames too large", mp->given);
+			f.raw_off += base;
+			t->frames[t->n_frames++] = f;
+		}
+		if (pt->n_frames)
+			base = t->frames[t->n_frames - 1].raw_off +
+			       t->frames[t->n_frames - 1].raw_size;
+	}
+	return STG_OK;
+}
+
+/* Descriptors for n packs: the soft limit raised as far as the hard one
+ * lets it, or a clear refusal. */
+static stg_err enough_fds(stg_ctx *ctx, size_t n)
+{
+	struct rlimit rl;
+	rlim_t need = (rlim_t)n * 5 + 64; /* pack, entry, kept frames; the rest */
+	if (getrlimit(RLIMIT_NOFILE, &rl) || rl.rlim_cur >= need)
+		return STG_OK;
+	if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max < need)
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "%zu packs need about %llu open files, and this process may have "
+		                 "%llu (ulimit -Hn): mount fewer at a time",
+		                 n, (unsigned long long)need, (unsigned long long)rl.rlim_max);
+	rl.rlim_cur = need;
+	setrlimit(RLIMIT_NOFILE, &rl);
+	return STG_OK;
+}
+
+stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
+                       const char *mountpoint, const stg_mount_opts *opts, stg_mount **out)
 {
 	*out = NULL;
+	if (n_packs < 1 || n_packs > STG_MOUNT_MAX_PACKS)
+		return stg__fail(ctx, STG_EUSAGE, "%zu packs: a mount takes 1 to %d", n_packs,
+		                 STG_MOUNT_MAX_PACKS);
+	stg_err err = enough_fds(ctx, n_packs);
+	if (err)
+		return err;
 	stg_mount *m = calloc(1, sizeof *m);
-	if (!m)
+	if (!m || !(m->packs = calloc(n_packs, sizeof *m->packs))) {
+		free(m);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	m->n_packs = n_packs;
+	for (size_t i = 0; i < n_packs; i++)
+		m->packs[i].entry_fd = -1;
 	m->ctx = ctx;
 	m->cache = c;
-	m->entry_fd = -1;
 	m->tie_fd = -1;
 	pthread_mutex_init(&m->log_mu, NULL);
 	pthread_mutex_init(&m->slot_mu, NULL);
@@ -612,64 +312,38 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *pack, const char 
 	const char *job = getenv("SLURM_JOB_ID");
 	if (job && *job && strlen(job) < sizeof m->job && strspn(job, "0123456789") == strlen(job))
 		snprintf(m->job, sizeof m->job, "%s", job);
-	stg_err err = STG_OK;
-	m->pack_path = realpath(pack, NULL);
 	m->mountpoint = realpath(mountpoint, NULL);
-	if (!m->pack_path) {
-		err = stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", pack);
+	if ((err = check_mountpoint(ctx, mountpoint, m->mountpoint)) ||
+	    (err = open_packs(ctx, m, packs)) || (err = join_frames(ctx, m)))
+		goto fail;
+	const stg_pack **pv = malloc(n_packs * sizeof *pv);
+	if (!pv) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
-	if ((err = check_mountpoint(ctx, mountpoint, m->mountpoint)))
+	for (size_t i = 0; i < n_packs; i++)
+		pv[i] = m->packs[i].pack;
+	err = stg__mtree_build(ctx, pv, packs, n_packs, &m->tree);
+	free(pv);
+	if (err)
 		goto fail;
-	/* a FIFO or device put where the pack should be is refused, not waited on */
-	int fd = open(m->pack_path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0) {
-		err = stg__fail_errno(ctx, stg__err_from_errno(errno, STG_ENOENT), errno, "'%s'",
-		                      pack);
-		goto fail;
-	}
-	if (fstat(fd, &m->pack_st) || !S_ISREG(m->pack_st.st_mode)) {
-		close(fd);
-		err = stg__fail(ctx, STG_ENOENT, "'%s' is not a regular file", pack);
-		goto fail;
-	}
-	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
-	stg_slot slot;
-	if ((err = stg__slot_acquire(ctx, &c->lim, &slot))) {
-		close(fd);
-		goto fail;
-	}
-	err = stg_pack_open_fd(ctx, fd, &m->pack);
-	stg__slot_release(&slot);
-	close(fd);
-	if (err) {
-		char msg[STG_ERRMSG_MAX];
-		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
-		stg__fail(ctx, err, "'%s': %s", pack, msg);
-		goto fail;
-	}
-	m->pack->bw = &c->lim.bw;
-	m->pack->bw_ctx = ctx;
-	stg_digest_hex(m->pack->t.digest, m->digest);
-	if ((err = stg__mtree_build(ctx, m->pack, &m->tree))) {
-		char msg[STG_ERRMSG_MAX];
-		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
-		stg__fail(ctx, err, "'%s': %s", pack, msg);
-		goto fail;
-	}
 	m->tree->uid = getuid();
 	m->tree->gid = getgid();
-	m->tree->mtime = m->pack_st.st_mtim;
-	m->entry_fd = cached_entry(ctx, m, &m->pack_st);
-	if (m->entry_fd < 0 && m->pack->t.version < 3) {
-		m->file_state = calloc(m->pack->t.n_entries ? m->pack->t.n_entries : 1, 1);
-		if (!m->file_state) {
-			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-			goto fail;
+	m->tree->mtime = m->packs[0].st.st_mtim;
+	for (size_t i = 0; i < n_packs; i++) {
+		stg_mpack *mp = &m->packs[i];
+		mp->entry_fd = cached_entry(ctx, m, mp);
+		if (mp->entry_fd < 0 && mp->pack->t.version < 3) {
+			size_t n = mp->pack->t.n_entries ? mp->pack->t.n_entries : 1;
+			if (!(mp->file_state = calloc(n, 1))) {
+				err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+				goto fail;
+			}
 		}
+		if (opts && opts->keep_frames && mp->entry_fd < 0 &&
+		    (err = stg__keep_open(ctx, m, mp)))
+			goto fail;
 	}
-	if (opts && opts->keep_frames && m->entry_fd < 0 && (err = stg__keep_open(ctx, m)))
-		goto fail;
 	/* a stop that came while it waited: nothing is mounted */
 	if (stg__cancelled(ctx)) {
 		err = stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted", mountpoint);
@@ -691,10 +365,13 @@ void stg_mount_close(stg_mount *m)
 		return;
 	stg__mount_unmount(m);
 	record_remove(m);
-	stg__keep_close(m, m->keep);
-	if (m->pinned)
-		stg__mount_unpin(m, m->digest);
-	if (m->entry_fd >= 0)
-		close(m->entry_fd);
+	for (size_t i = 0; i < m->n_packs; i++) {
+		stg_mpack *mp = &m->packs[i];
+		stg__keep_close(m, mp, mp->keep);
+		if (mp->pinned)
+			stg__mount_unpin(m, mp->digest);
+		if (mp->entry_fd >= 0)
+			close(mp->entry_fd);
+	}
 	stg__mount_free(m);
 }

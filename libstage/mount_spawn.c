@@ -37,7 +37,7 @@
  */
 #include "mount.h"
 #include "mount_job.h"
-#include "mount_open.h"
+#include "mount_list.h"
 #include "ctx.h"
 
 #include <pthread.h>
@@ -152,8 +152,8 @@ static void log_to_scratch(stg_cache *cache)
 		close(null);
 }
 
-stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
-                             const char *mountpoint, const stg_mount_opts *opts,
+stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *const *packs,
+                             size_t n_packs, const char *mountpoint, const stg_mount_opts *opts,
                              void (*ready)(void *arg), void *arg)
 {
 	/* the handlers go in before anything waits, and before the mount
@@ -192,7 +192,7 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *pack,
 	stg_err err = stg__cancelled(ctx)
 	                      ? stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted",
 	                                  mountpoint)
-	                      : stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+	                      : stg_mount_open(ctx, cache, packs, n_packs, mountpoint, opts, &m);
 	if (!err) {
 		for (size_t i = 0; i < N_STOPS; i++)
 			if (old[i].sa_handler == SIG_IGN && stops[i] != SIGTERM)
@@ -435,8 +435,9 @@ static int reap(pid_t child, bool gave_up, bool up, const char *mountpoint)
 	}
 }
 
-stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const char *mountpoint,
-                        const stg_mount_opts *opts, int tied, int *pid, int *tie_fd)
+stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs, size_t n_packs,
+                        const char *mountpoint, const stg_mount_opts *opts, int tied, int *pid,
+                        int *tie_fd)
 {
 	int ready[2], tie[2];
 	*pid = -1;
@@ -491,8 +492,8 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 		if (!tied) {
 			setsid();
 			struct child_ready r = {cache, ready[1], false, &ear};
-			err = stg_mount_foreground(ctx, cache, pack, mountpoint, opts, child_ready,
-			                           &r);
+			err = stg_mount_foreground(ctx, cache, packs, n_packs, mountpoint, opts,
+			                           child_ready, &r);
 			ear_stop(&ear);
 			if (r.told) {
 				if (err)
@@ -503,7 +504,7 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *pack, const 
 			_exit(stg_exit_status(err));
 		}
 		stg_mount *m;
-		err = stg_mount_open(ctx, cache, pack, mountpoint, opts, &m);
+		err = stg_mount_open(ctx, cache, packs, n_packs, mountpoint, opts, &m);
 		ear_stop(&ear);
 		bool told = tell(ready[1], ctx, err);
 		if (err)

@@ -1,18 +1,26 @@
 /*
- * mount_tree.c - a pack's manifest as a tree of inodes, for stager mount.
+ * mount_tree.c - the manifests of a mount's packs as one tree of inodes,
+ * for stager mount.
  *
- * Built once, in memory, from the trailer alone: nothing is read from the
- * pack's frames and no index file is written.  Inode 1 is the root; the
- * manifest's entry i is inode i + 2; directories the pack implies (a parent
- * of an entry that the pack does not list) come after those.  Each
+ * Built once, in memory, from the trailers alone: nothing is read from the
+ * packs' frames and no index file is written.  Inode 1 is the root; entry
+ * i of the manifest of the j-th pack is inode B + i + 2, where B counts the
+ * entries of the packs before it; directories the packs imply (a parent of
+ * an entry that its pack does not list) come after those.  Each
  * directory's names are one run of kids[], sorted bytewise, so a lookup is
  * a binary search and readdir's offset is an index into the run.  A
  * hardlink is a name, not an inode: its lookup gives the inode of the file
  * it links to, whose nlink counts it.
  *
- * The pack passes the rules a stage applies first (stg__select): no path
+ * Each pack passes the rules a stage applies first (stg__select): no path
  * twice, nothing under a non-directory, hardlinks only to an earlier file,
  * no symlink leading out of the tree.  A pack stage refuses is not mounted.
+ * Several packs (shards of one dataset) make one tree: a directory two of
+ * them hold is one directory, with the attributes of the first pack that
+ * lists it (an implied directory takes those of a pack that lists it);
+ * any other path two of them hold, or a path under another pack's file,
+ * is refused, naming both packs: which of two files a name shows must not
+ * depend on the order the packs were given in.
  */
 #include "extract_tree.h"
 #include "mount_tree.h"
@@ -27,7 +35,7 @@
 /* The node of inode ino; NULL if there is none. */
 const stg_mnode *stg__mtree_node(const stg_mtree *t, uint64_t ino)
 {
-	if (ino < 1 || ino > t->n_nodes)
+	if (ino < 1 || ino > t->n_nodes || t->nodes[ino - 1].merged)
 		return NULL;
 	return &t->nodes[ino - 1];
 }
@@ -69,17 +77,21 @@ typedef struct dir_stack {
 } dir_stack;
 
 /* What building needs besides the tree: the stack, and a map of every path
- * made only when the order does not give a parent (or for hardlinks). */
+ * made only when the order does not give a parent (or for hardlinks); of
+ * several packs, made from the start (to find the paths they share). */
 typedef struct builder {
 	stg_mtree *t;
 	dir_stack st;
 	stg_strmap map;
 	bool mapped;
+	const char *const *names; /* the packs' names, for messages */
+	uint32_t pack;            /* the pack being placed */
+	uint32_t first, end;      /* its entries' inodes: [first, end) */
 } builder;
 
 static int map_all(builder *b)
 {
-	const stg_pack *p = b->t->pack;
+	const stg_pack *p = b->t->packs[0];
 	if (b->mapped)
 		return 0;
 	if (stg__strmap_init(&b->map, b->t->n_nodes))
@@ -146,6 +158,7 @@ static uint32_t dir_of(builder *b, const char *path, size_t len)
 		ino = (uint32_t)++t->n_nodes;
 		t->nodes[ino - 1] = (stg_mnode){
 		        .parent = parent,
+		        .pack = b->pack,
 		        .rec = STG_MNONE,
 		        .target = ino,
 		        .nlink = 2,
@@ -162,57 +175,61 @@ static uint32_t dir_of(builder *b, const char *path, size_t len)
 	return ino;
 }
 
-stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
+/* A path of the pack being placed that an earlier pack holds too. */
+static stg_err clash(stg_ctx *ctx, builder *b, const char *path, size_t len, uint32_t ino)
 {
-	const stg_trailer *tr = &p->t;
-	*out = NULL;
-	if (tr->n_entries > UINT32_MAX / 4)
-		return stg__fail(ctx, STG_ECORRUPT, "damaged pack: too many entries");
-	bool *sel = NULL;
-	stg_err err = stg__select(ctx, p, NULL, &sel);
-	free(sel);
-	if (err)
-		return err;
-	stg_mtree *t = calloc(1, sizeof *t);
-	builder *b = calloc(1, sizeof *b);
-	if (!t || !b) {
-		free(t);
-		free(b);
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	return stg__fail(ctx, STG_EUSAGE,
+	                 "'%.*s' is in both '%s' and '%s': packs mounted together may share "
+	                 "directories, not files",
+	                 (int)len, path, b->names[b->t->nodes[ino - 1].pack], b->names[b->pack]);
+}
+
+/* Of several packs: map the paths of the one being placed, marking each
+ * directory an earlier pack holds as merged into that one; a path it holds
+ * that is not a directory in both is a clash. */
+static stg_err map_pack(stg_ctx *ctx, builder *b, const stg_pack *p)
+{
+	stg_mtree *t = b->t;
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		const char *path = stg__rec_path(p, r);
+		uint32_t ino = b->first + (uint32_t)i;
+		int rc = stg__strmap_put(&b->map, path, r->path_len, ino);
+		if (rc < 0)
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		if (rc > 0)
+			continue;
+		uint32_t had = stg__strmap_get(&b->map, path, r->path_len);
+		if (r->type != STG_DIR || t->nodes[had - 1].type != STG_DIR)
+			return clash(ctx, b, path, r->path_len, had);
+		t->nodes[ino - 1] = (stg_mnode){.target = had, .merged = true, .type = STG_DIR};
 	}
-	b->t = t;
-	b->st.v[0].path = "";
-	b->st.v[0].ino = STG_MROOT;
+	return STG_OK;
+}
+
+/* Place the entries of the pack being placed. */
+static stg_err place_pack(stg_ctx *ctx, builder *b, const stg_pack *p)
+{
+	stg_mtree *t = b->t;
 	b->st.n = 1;
-	t->pack = p;
-	t->cap = tr->n_entries + 16;
-	t->nodes = calloc(t->cap, sizeof *t->nodes);
-	if (!t->nodes)
-		goto oom;
-	uint32_t root_mode = tr->root_mode & STG_ROOT_MODE_SET ? tr->root_mode & 07777 : 0755;
-	t->nodes[0] = (stg_mnode){.parent = STG_MROOT,
-	                          .rec = STG_MNONE,
-	                          .target = STG_MROOT,
-	                          .nlink = 2,
-	                          .name = "",
-	                          .type = STG_DIR,
-	                          .mode = root_mode & 07777 & ~(uint32_t)06000};
-	t->n_nodes = 1 + tr->n_entries;
-	for (size_t i = 0; i < tr->n_entries; i++) {
-		const stg_rec *r = &tr->recs[i];
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
 		const char *path = stg__rec_path(p, r);
 		size_t slash = r->path_len;
 		while (slash > 0 && path[slash - 1] != '/')
 			slash--;
 		uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
 		if (!parent)
-			goto oom;
-		if (r->type == STG_DIR)
-			push_dir(b, path, r->path_len, (uint32_t)(i + 2));
-		uint32_t ino = (uint32_t)(i + 2);
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		/* its own entries passed stg__select; an earlier pack's may be
+		 * a file where this one has a directory */
+		if ((parent < b->first || parent >= b->end) && t->nodes[parent - 1].type != STG_DIR)
+			return clash(ctx, b, path, slash - 1, parent);
+		uint32_t ino = b->first + (uint32_t)i;
 		stg_mnode *n = &t->nodes[ino - 1];
-		*n = (stg_mnode){
+		stg_mnode e = {
 		        .parent = parent,
+		        .pack = b->pack,
 		        .rec = (uint32_t)i,
 		        .target = ino,
 		        .nlink = r->type == STG_DIR ? 2 : 1,
@@ -221,26 +238,51 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 		        .type = (uint8_t)r->type,
 		        .mode = r->mode & 07777 & ~(uint32_t)06000,
 		};
+		if (n->merged) {
+			/* a directory an earlier pack only implied takes this one's
+			 * attributes */
+			stg_mnode *d = &t->nodes[n->target - 1];
+			if (d->rec == STG_MNONE && n->target != STG_MROOT) {
+				d->pack = e.pack;
+				d->rec = e.rec;
+				d->mode = e.mode;
+			}
+			push_dir(b, path, r->path_len, n->target);
+			continue;
+		}
+		if (r->type == STG_DIR)
+			push_dir(b, path, r->path_len, ino);
+		*n = e;
 	}
+	return STG_OK;
+}
+
+/* Links and each directory's sorted run of names, once every node is. */
+static int link_and_list(builder *b)
+{
+	stg_mtree *t = b->t;
 	/* links: a hardlink shows its file; a directory counts its subdirectories */
 	for (size_t i = 1; i < t->n_nodes; i++) {
 		stg_mnode *n = &t->nodes[i];
+		if (n->merged)
+			continue;
 		if (n->type == STG_HARDLINK) {
-			const stg_rec *r = &tr->recs[n->rec];
+			const stg_pack *p = t->packs[n->pack];
+			const stg_rec *r = &p->t.recs[n->rec];
 			if (map_all(b))
-				goto oom;
+				return -1;
 			n->target = stg__strmap_get(&b->map, stg__rec_link(p, r), r->link_len);
 			t->nodes[n->target - 1].nlink++;
 		} else if (n->type == STG_DIR) {
 			t->nodes[n->parent - 1].nlink++;
 		}
 	}
-	/* each directory's names, as one sorted run of kids[] */
 	size_t n_kids = t->n_nodes - 1;
 	if (!(t->kids = malloc((n_kids ? n_kids : 1) * sizeof *t->kids)))
-		goto oom;
+		return -1;
 	for (size_t i = 1; i < t->n_nodes; i++)
-		t->nodes[t->nodes[i].parent - 1].n_kids++;
+		if (!t->nodes[i].merged)
+			t->nodes[t->nodes[i].parent - 1].n_kids++;
 	uint32_t at = 0;
 	for (size_t i = 0; i < t->n_nodes; i++) {
 		t->nodes[i].kids = at;
@@ -248,6 +290,8 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 		t->nodes[i].n_kids = 0;
 	}
 	for (size_t i = 1; i < t->n_nodes; i++) {
+		if (t->nodes[i].merged)
+			continue;
 		stg_mnode *d = &t->nodes[t->nodes[i].parent - 1];
 		t->kids[d->kids + d->n_kids++] = (uint32_t)(i + 1);
 	}
@@ -259,21 +303,93 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *p, stg_mtree **out)
 		if (!sorted)
 			qsort_r(&t->kids[d->kids], d->n_kids, sizeof *t->kids, cmp_kid, t);
 	}
+	return 0;
+}
+
+stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char *const *names,
+                         size_t n, stg_mtree **out)
+{
+	*out = NULL;
+	size_t total = 0;
+	for (size_t j = 0; j < n; j++) {
+		if (packs[j]->t.n_entries > UINT32_MAX / 4 - total)
+			return stg__fail(ctx, STG_ECORRUPT, "'%s': damaged pack: too many entries",
+			                 names[j]);
+		total += packs[j]->t.n_entries;
+		bool *sel = NULL;
+		stg_err err = stg__select(ctx, packs[j], NULL, &sel);
+		free(sel);
+		if (err) {
+			char msg[STG_ERRMSG_MAX];
+			snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+			return stg__fail(ctx, err, "'%s': %s", names[j], msg);
+		}
+	}
+	stg_mtree *t = calloc(1, sizeof *t);
+	builder *b = calloc(1, sizeof *b);
+	if (!t || !b || !n) {
+		free(t);
+		free(b);
+		return n ? stg__fail(ctx, STG_ENOMEM, "out of memory")
+		         : stg__fail(ctx, STG_EUSAGE, "no pack to mount");
+	}
+	stg_err err = STG_OK;
+	b->t = t;
+	b->names = names;
+	b->st.v[0].path = "";
+	b->st.v[0].ino = STG_MROOT;
+	b->st.n = 1;
+	t->n_packs = n;
+	t->packs = malloc(n * sizeof *t->packs);
+	t->cap = total + 16;
+	t->nodes = calloc(t->cap, sizeof *t->nodes);
+	if (!t->packs || !t->nodes)
+		goto oom;
+	memcpy(t->packs, packs, n * sizeof *t->packs);
+	const stg_trailer *tr = &packs[0]->t;
+	uint32_t root_mode = tr->root_mode & STG_ROOT_MODE_SET ? tr->root_mode & 07777 : 0755;
+	t->nodes[0] = (stg_mnode){.parent = STG_MROOT,
+	                          .rec = STG_MNONE,
+	                          .target = STG_MROOT,
+	                          .nlink = 2,
+	                          .name = "",
+	                          .type = STG_DIR,
+	                          .mode = root_mode & 07777 & ~(uint32_t)06000};
+	t->n_nodes = 1 + total;
+	if (n > 1) {
+		if (stg__strmap_init(&b->map, t->cap))
+			goto oom;
+		b->mapped = true;
+	}
+	b->end = 2;
+	for (size_t j = 0; j < n; j++) {
+		b->pack = (uint32_t)j;
+		b->first = b->end;
+		b->end = b->first + (uint32_t)packs[j]->t.n_entries;
+		if ((n > 1 && (err = map_pack(ctx, b, packs[j]))) ||
+		    (err = place_pack(ctx, b, packs[j])))
+			goto fail;
+	}
+	if (link_and_list(b))
+		goto oom;
 	stg__strmap_free(&b->map);
 	free(b);
 	*out = t;
 	return STG_OK;
 oom:
+	err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+fail:
 	stg__strmap_free(&b->map);
 	free(b);
 	stg__mtree_free(t);
-	return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	return err;
 }
 
 void stg__mtree_free(stg_mtree *t)
 {
 	if (!t)
 		return;
+	free(t->packs);
 	free(t->nodes);
 	free(t->kids);
 	free(t);
@@ -308,7 +424,7 @@ void stg__mtree_stat(const stg_mtree *t, uint64_t ino, struct stat *st)
 	memset(st, 0, sizeof *st);
 	if (!n)
 		return;
-	const stg_rec *r = n->rec == STG_MNONE ? NULL : &t->pack->t.recs[n->rec];
+	const stg_rec *r = n->rec == STG_MNONE ? NULL : &t->packs[n->pack]->t.recs[n->rec];
 	st->st_ino = ino;
 	st->st_nlink = n->nlink;
 	st->st_uid = t->uid;
@@ -336,8 +452,12 @@ void stg__mtree_stat(const stg_mtree *t, uint64_t ino, struct stat *st)
 	st->st_ctim = st->st_mtim;
 }
 
-const stg_rec *stg__mtree_rec(const stg_mtree *t, uint64_t ino)
+const stg_rec *stg__mtree_rec(const stg_mtree *t, uint64_t ino, size_t *pack)
 {
 	const stg_mnode *n = stg__mtree_node(t, ino);
-	return n && n->rec != STG_MNONE ? &t->pack->t.recs[n->rec] : NULL;
+	if (!n || n->rec == STG_MNONE)
+		return NULL;
+	if (pack)
+		*pack = n->pack;
+	return &t->packs[n->pack]->t.recs[n->rec];
 }

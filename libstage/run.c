@@ -452,8 +452,13 @@ static stg_err set_up(run_state *r)
 static stg_err prepare(run_state *r)
 {
 	stg_err err;
-	if ((err = stage_all(r)) || (err = stg__run_mount_all(r)) || (err = prepare_outputs(r)) ||
-	    (err = record_results(r)))
+	if ((err = stage_all(r)))
+		return err;
+	/* (a mount's failure is said here: run --mount of a missing pack
+	 * used to end with its exit status alone) */
+	if ((err = stg__run_mount_all(r)))
+		return told(r->ctx, err);
+	if ((err = prepare_outputs(r)) || (err = record_results(r)))
 		return err;
 	/* the sources as prepare_outputs made them (in the job's directory) */
 	if (r->budget.active && !(r->srcs = calloc(r->n_collects, sizeof *r->srcs)))

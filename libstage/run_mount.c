@@ -1,7 +1,9 @@
 /*
  * run_mount.c - the packs stg_run mounts for its command (--mount).
  *
- * Each is served by a process of its own, tied to stg_run
+ * The packs given with one DIR are one mount, one tree; a pack given as a
+ * pattern (a name with * ? or [ that is not a file's) stands for the packs it
+ * matches.  Each mount is served by a process of its own, tied to stg_run
  * (stg_mount_spawn): it ignores the job's signals, so the command reads
  * its data for as long as it runs, also through scancel's SIGTERM and the
  * grace period; and when stg_run lets go of it (after the command, always)
@@ -10,13 +12,14 @@
  * epilog) to unmount; one that stg_run itself had to kill, because it did
  * not end when let go of, is swept (record, pins) at once.
  */
-#include "mount_open.h"
+#include "mount_list.h"
 #include "run_mount.h"
 #include "run_env.h"
 #include "ctx.h"
 #include "fsutil.h"
 
 #include <errno.h>
+#include <glob.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,6 +42,50 @@ static char *default_dir(const char *pack)
 	return strndup(base, n);
 }
 
+/* Add src to m's packs: the packs a pattern (a name with * ? or [ that is
+ * not a file's) matches, sorted, or src itself. */
+static stg_err add_packs(stg_ctx *ctx, run_mount *m, const char *src)
+{
+	glob_t g = {0};
+	struct stat st;
+	bool pattern = strpbrk(src, "*?[") && lstat(src, &st) != 0;
+	if (pattern) {
+		int rc = glob(src, GLOB_ERR, NULL, &g);
+		if (rc) {
+			globfree(&g);
+			return rc == GLOB_NOMATCH
+			               ? stg__fail(ctx, STG_ENOENT, "--mount: '%s' matches no pack",
+			                           src)
+			               : stg__fail_errno(ctx, STG_EIO, errno, "--mount: '%s'", src);
+		}
+	}
+	size_t n = pattern ? g.gl_pathc : 1;
+	char **v = realloc(m->packs, (m->n_packs + n) * sizeof *v);
+	if (v)
+		m->packs = v;
+	for (size_t i = 0; v && i < n; i++) {
+		if (!(v[m->n_packs] = strdup(pattern ? g.gl_pathv[i] : src)))
+			v = NULL;
+		else
+			m->n_packs++;
+	}
+	globfree(&g);
+	return v ? STG_OK : stg__fail(ctx, STG_ENOMEM, "out of memory");
+}
+
+/* The mount at dir, made if need be (NULL when out of memory). */
+static run_mount *mount_at(run_state *r, char *dir)
+{
+	for (size_t i = 0; i < r->n_mounts; i++)
+		if (!strcmp(r->mounts[i].dir, dir)) {
+			free(dir);
+			return &r->mounts[i];
+		}
+	run_mount *m = &r->mounts[r->n_mounts++];
+	*m = (run_mount){.dir = dir, .pid = -1, .tie = -1};
+	return m;
+}
+
 stg_err stg__run_mount_all(run_state *r)
 {
 	const stg_run_opts *o = r->o;
@@ -46,29 +93,36 @@ stg_err stg__run_mount_all(run_state *r)
 		return STG_OK;
 	if (!(r->mounts = calloc(o->n_mounts, sizeof *r->mounts)))
 		return stg__fail(r->ctx, STG_ENOMEM, "out of memory");
+	/* the packs given with one DIR make one tree there */
 	for (size_t i = 0; i < o->n_mounts; i++) {
-		run_mount *m = &r->mounts[r->n_mounts];
 		const stg_run_pair *q = &o->mounts[i];
 		char *rel = q->dest ? strdup(q->dest) : default_dir(q->src);
-		m->dir = rel ? stg__run_in_jobdir(r, rel) : NULL;
+		char *dir = rel ? stg__run_in_jobdir(r, rel) : NULL;
 		free(rel);
-		if (!m->dir || !(m->pack = strdup(q->src))) {
-			free(m->dir);
+		run_mount *m = dir ? mount_at(r, dir) : NULL;
+		if (!m)
 			return stg__fail(r->ctx, STG_ENOMEM, "out of memory");
-		}
-		m->pid = m->tie = -1;
-		r->n_mounts++;
+		stg_err err = add_packs(r->ctx, m, q->src);
+		if (err)
+			return err;
+	}
+	for (size_t i = 0; i < r->n_mounts; i++) {
+		run_mount *m = &r->mounts[i];
 		struct stat st;
 		m->made = stat(m->dir, &st) != 0;
 		if (m->made && stg__mkdirs(m->dir, 0700))
 			return stg__fail_errno(r->ctx, STG_EIO, errno, "cannot create '%s'",
 			                       m->dir);
-		stg_err err = stg_mount_spawn(r->ctx, r->cache, m->pack, m->dir, NULL, 1, &m->pid,
-		                              &m->tie);
+		stg_err err = stg_mount_spawn(r->ctx, r->cache, (const char *const *)m->packs,
+		                              m->n_packs, m->dir, NULL, 1, &m->pid, &m->tie);
 		if (err)
 			return err;
 		stg__run_export("STAGER_MOUNT", i, m->dir);
-		stg__log(r->ctx, STG_LOG_INFO, "mounted '%s' at '%s'", m->pack, m->dir);
+		if (m->n_packs == 1)
+			stg__log(r->ctx, STG_LOG_INFO, "mounted '%s' at '%s'", m->packs[0], m->dir);
+		else
+			stg__log(r->ctx, STG_LOG_INFO, "mounted '%s' and %zu more packs at '%s'",
+			         m->packs[0], m->n_packs - 1, m->dir);
 	}
 	return STG_OK;
 }
@@ -103,8 +157,8 @@ void stg__run_unmount_all(run_state *r)
 				;
 			stg__unmount_path(m->dir);
 			stg__log(r->ctx, STG_LOG_WARN,
-			         "the mount of '%s' at '%s' did not end when let go of: killed",
-			         m->pack, m->dir);
+			         "the mount of '%s'%s at '%s' did not end when let go of: killed",
+			         m->packs[0], m->n_packs > 1 ? " and more" : "", m->dir);
 			/* a killed process leaves its record and pins: sweep them
 			 * as clean would (dead processes' mounts), not for later */
 			int lk = stg__cache_lock(r->ctx, r->cache, "cache", true, NULL);
@@ -116,7 +170,9 @@ void stg__run_unmount_all(run_state *r)
 		/* a mount point stg_run made goes with the job directory */
 		if (m->made)
 			rmdir(m->dir);
-		free(m->pack);
+		for (size_t k = 0; k < m->n_packs; k++)
+			free(m->packs[k]);
+		free(m->packs);
 		free(m->dir);
 	}
 	free(r->mounts);

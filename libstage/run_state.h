@@ -35,11 +35,12 @@ typedef struct run_pair {
 	stg_collectors step; /* all_nodes: its collectors */
 } run_pair;
 
-/* A pack mounted for the command (run_mount.c). */
+/* Packs mounted for the command, as one tree (run_mount.c). */
 typedef struct run_mount {
-	char *pack, *dir; /* malloc'ed */
-	int pid, tie;     /* its process, and the descriptor that keeps it */
-	bool made;        /* stg_run made dir (and removes it after) */
+	char **packs, *dir; /* malloc'ed */
+	size_t n_packs;
+	int pid, tie; /* its process, and the descriptor that keeps it */
+	bool made;    /* stg_run made dir (and removes it after) */
 } run_mount;
 
 typedef struct run_state {

@@ -1,5 +1,5 @@
 /*
- * cmd_mount.c - stager mount PACK MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]
+ * cmd_mount.c - stager mount PACK... MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]
  *               stager umount MOUNTPOINT
  *
  * In the background (the default), a process of its own mounts and serves
@@ -16,13 +16,20 @@ enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE, OPT_CACHE };
 
 struct mounted {
 	const char *pack, *mp;
+	size_t n; /* packs */
 };
 
+/* "'PACK'", or "'PACK' and N more packs" */
 static void say_mounted(void *arg)
 {
 	const struct mounted *w = arg;
-	cli_info("mounted '%s' at '%s'; serving until it is unmounted (`stager umount %s`)",
-	         w->pack, w->mp, w->mp);
+	if (w->n == 1)
+		cli_info("mounted '%s' at '%s'; serving until it is unmounted (`stager umount %s`)",
+		         w->pack, w->mp, w->mp);
+	else
+		cli_info("mounted '%s' and %zu more packs at '%s'; serving until it is unmounted "
+		         "(`stager umount %s`)",
+		         w->pack, w->n - 1, w->mp, w->mp);
 }
 
 int cmd_mount(int argc, char **argv)
@@ -55,10 +62,11 @@ int cmd_mount(int argc, char **argv)
 		default: return cli_usage("unexpected option");
 		}
 	}
-	if (argc - optind != 2)
-		return cli_usage(argc - optind < 2 ? "stager mount PACK MOUNTPOINT"
-		                                   : "too many arguments");
-	const char *pack = argv[optind], *mp = argv[optind + 1];
+	if (argc - optind < 2)
+		return cli_usage("stager mount PACK... MOUNTPOINT");
+	size_t n = (size_t)(argc - optind - 1);
+	const char *const *packs = (const char *const *)argv + optind;
+	const char *mp = argv[argc - 1];
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
@@ -66,15 +74,19 @@ int cmd_mount(int argc, char **argv)
 		goto out;
 	if (!foreground) {
 		int pid;
-		stg_err err = stg_mount_spawn(ctx, cache, pack, mp, &mo, 0, &pid, NULL);
+		stg_err err = stg_mount_spawn(ctx, cache, packs, n, mp, &mo, 0, &pid, NULL);
 		rc = err ? cli_fail(ctx, err) : EXIT_OK;
-		if (!err)
+		if (!err && n == 1)
 			cli_info("mounted '%s' at '%s' (process %d; `stager umount %s` ends it)",
-			         pack, mp, pid, mp);
+			         packs[0], mp, pid, mp);
+		else if (!err)
+			cli_info("mounted '%s' and %zu more packs at '%s' (process %d; `stager "
+			         "umount %s` ends it)",
+			         packs[0], n - 1, mp, pid, mp);
 		goto out;
 	}
-	struct mounted w = {pack, mp};
-	stg_err err = stg_mount_foreground(ctx, cache, pack, mp, &mo, say_mounted, &w);
+	struct mounted w = {packs[0], mp, n};
+	stg_err err = stg_mount_foreground(ctx, cache, packs, n, mp, &mo, say_mounted, &w);
 	rc = err ? cli_fail(ctx, err) : EXIT_OK;
 out:
 	stg_cache_close(cache);

@@ -169,7 +169,10 @@ static void print_mounts_text(const stg_mount_info *m, size_t n)
 	if (n)
 		printf("\nmounts\n");
 	for (size_t i = 0; i < n; i++) {
-		printf("  %s  %s (%s)\n", m[i].mountpoint, m[i].pack,
+		char more[48] = "";
+		if (m[i].n_packs > 1)
+			snprintf(more, sizeof more, " and %zu more packs", m[i].n_packs - 1);
+		printf("  %s  %s%s (%s)\n", m[i].mountpoint, m[i].pack, more,
 		       m[i].alive
 		               ? "served"
 		               : "its process died: `stager umount` or `stager clean` removes it");
@@ -189,7 +192,7 @@ static void print_mounts_json(const stg_mount_info *m, size_t n)
 		json_str(stdout, m[i].mountpoint);
 		printf(",\"pack\":");
 		json_str(stdout, m[i].pack);
-		printf(",\"digest\":\"%s\",\"owner\":", m[i].digest);
+		printf(",\"packs\":%zu,\"digest\":\"%s\",\"owner\":", m[i].n_packs, m[i].digest);
 		json_str(stdout, m[i].owner);
 		printf(",\"alive\":%s,\"mounted\":%s,\"job\":", m[i].alive ? "true" : "false",
 		       m[i].mounted ? "true" : "false");

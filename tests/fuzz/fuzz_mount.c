@@ -9,11 +9,13 @@
  * ("f path", "d path", "l path=target", "h path=target"), made into a
  * valid pack here, so that the tree's rules (names twice, parents implied
  * or listed late, hardlinks, symlinks) are reached past the trailer's
- * checksums.  Built by
+ * checksums.  The pack is also mounted with itself, as two packs of one
+ * tree: that must be refused unless it holds directories alone.  Built by
  * `make fuzz` with clang; replayed over tests/fuzz/corpus/mount by
  * `make test` (replay.c).
  */
 #include <xxhash.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zstd.h>
@@ -128,7 +130,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	stg_frames *fr = NULL;
 	if (!ctx || stg_pack_open_mem(ctx, data, size, &p) != STG_OK)
 		goto out;
-	if (stg__mtree_build(ctx, p, &t) != STG_OK)
+	const char *names[] = {"one", "two"};
+	const stg_pack *pv[] = {p, p};
+	/* the pack with itself: one tree if it holds directories alone, else
+	 * refused (a file in both) */
+	bool dirs_only = true;
+	for (size_t i = 0; i < p->t.n_entries; i++)
+		dirs_only &= p->t.recs[i].type == STG_DIR;
+	stg_err twice = stg__mtree_build(ctx, pv, names, 2, &t);
+	if (twice == STG_OK ? !dirs_only : twice == STG_EUSAGE && dirs_only && p->t.n_entries)
+		abort();
+	stg__mtree_free(t);
+	t = NULL;
+	if (stg__mtree_build(ctx, pv, names, 1, &t) != STG_OK)
 		goto out;
 	for (uint64_t ino = 1; ino <= t->n_nodes; ino++) {
 		const stg_mnode *n = stg__mtree_node(t, ino);

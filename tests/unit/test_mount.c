@@ -57,8 +57,8 @@ static bool spawn(fx *f, int tied)
 {
 	stg_mount_opts o;
 	stg_mount_opts_init(&o);
-	stg_err err = stg_mount_spawn(f->ctx, f->c, f->pack, f->mnt, &o, tied, &f->pid,
-	                              tied ? &f->tie : NULL);
+	stg_err err = stg_mount_spawn(f->ctx, f->c, (const char *const *)&f->pack, 1, f->mnt, &o,
+	                              tied, &f->pid, tied ? &f->tie : NULL);
 	if (err == STG_EIO && strstr(stg_errmsg(f->ctx), "FUSE")) {
 		fprintf(stderr, "# FUSE cannot mount here: %s\n", stg_errmsg(f->ctx));
 		return false;
@@ -196,10 +196,12 @@ static void test_refused(void **state)
 	stg_mount_opts_init(&o);
 	char *missing = ut_join(f->dir, "missing.tar.zst");
 	int pid = 0, tie = -1;
-	assert_int_equal(stg_mount_spawn(f->ctx, f->c, missing, f->mnt, &o, 1, &pid, &tie),
+	assert_int_equal(stg_mount_spawn(f->ctx, f->c, (const char *const *)&missing, 1, f->mnt, &o,
+	                                 1, &pid, &tie),
 	                 STG_ENOENT);
 	ut_write(f->mnt, "inside", "x", 1);
-	stg_err err = stg_mount_spawn(f->ctx, f->c, f->pack, f->mnt, &o, 1, &pid, &tie);
+	stg_err err = stg_mount_spawn(f->ctx, f->c, (const char *const *)&f->pack, 1, f->mnt, &o, 1,
+	                              &pid, &tie);
 	assert_int_equal(err, STG_EUSAGE);
 	assert_non_null(strstr(stg_errmsg(f->ctx), f->mnt));
 	/* nothing recorded */

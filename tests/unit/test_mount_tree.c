@@ -1,6 +1,7 @@
 /* test_mount_tree.c - a pack's manifest as inodes: parents the pack only
  * implies are made, also 2,000 levels deep (without recursion), and each
- * name leads where its path says. */
+ * name leads where its path says; several packs make one tree, sharing
+ * directories and refusing any other path two of them hold. */
 #include "unit.h"
 
 #include "mount_tree.h"
@@ -9,7 +10,7 @@
 
 typedef struct mem_pack {
 	stg_pack p;
-	stg_rec recs[4];
+	stg_rec recs[8];
 	char names[2 * DEEP + 64];
 } mem_pack;
 
@@ -77,7 +78,9 @@ typedef struct build_job {
 static void *build(void *arg)
 {
 	build_job *j = arg;
-	j->err = stg__mtree_build(j->ctx, &j->m->p, &j->t);
+	const stg_pack *p = &j->m->p;
+	const char *name = "implied";
+	j->err = stg__mtree_build(j->ctx, &p, &name, 1, &j->t);
 	return NULL;
 }
 
@@ -111,7 +114,7 @@ static void test_implied_parents(void **state)
 	const stg_mnode *abn = stg__mtree_node(t, ab);
 	assert_int_equal(abn->type, STG_DIR);
 	assert_int_equal(abn->rec, STG_MNONE);
-	assert_null(stg__mtree_rec(t, ab));
+	assert_null(stg__mtree_rec(t, ab, NULL));
 	/* one a/b, the parent of both its files, with two names (c and g) */
 	assert_int_equal(stg__mtree_node(t, g)->parent, ab);
 	assert_int_equal(stg__mtree_node(t, walk(t, "a/b/c"))->parent, ab);
@@ -141,8 +144,92 @@ static void test_implied_parents(void **state)
 	free(m);
 }
 
+/* A pack of the entries given as "d:PATH" (a directory) or "f:PATH", NULL
+ * last. */
+static mem_pack *small_pack(const char *const *spec)
+{
+	mem_pack *m = calloc(1, sizeof *m);
+	assert_non_null(m);
+	m->p.fd = -1;
+	m->p.t.recs = m->recs;
+	m->p.t.names = m->names;
+	m->p.t.version = 3;
+	size_t used = 0;
+	for (; *spec; spec++)
+		add(m, &used, *spec + 2, (*spec)[0] == 'd' ? STG_DIR : STG_FILE);
+	m->p.t.names_len = used;
+	m->p.t.tar_size = 1024 * m->p.t.n_entries + 1024;
+	m->p.size = m->p.t.tar_size;
+	return m;
+}
+
+/* Build the tree of packs a and b; the error, and the message in msg. */
+static stg_err build2(mem_pack *a, mem_pack *b, stg_mtree **t, char *msg, size_t len)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	const stg_pack *pv[] = {&a->p, &b->p};
+	const char *names[] = {"A.tar.zst", "B.tar.zst"};
+	stg_err err = stg__mtree_build(ctx, pv, names, 2, t);
+	snprintf(msg, len, "%s", err ? stg_errmsg(ctx) : "");
+	stg_ctx_free(ctx);
+	return err;
+}
+
+static void test_union(void **state)
+{
+	(void)state;
+	static const char *const a_spec[] = {"d:data", "f:data/a1", "f:data/sub/x", "f:onlyA",
+	                                     NULL};
+	static const char *const b_spec[] = {"f:data/b1", "d:data/sub", "f:data/sub/y", NULL};
+	mem_pack *a = small_pack(a_spec), *b = small_pack(b_spec);
+	b->recs[1].mode = 0700;
+	stg_mtree *t = NULL;
+	char msg[512];
+	assert_int_equal(build2(a, b, &t, msg, sizeof msg), STG_OK);
+	/* one data/ and one data/sub/, holding the files of both */
+	uint32_t data = walk(t, "data"), sub = walk(t, "data/sub");
+	assert_int_equal(stg__mtree_node(t, data)->n_kids, 3); /* a1 b1 sub */
+	assert_int_equal(stg__mtree_node(t, sub)->n_kids, 2);  /* x y */
+	assert_int_equal(stg__mtree_node(t, data)->nlink, 3);
+	size_t pk = 9;
+	assert_non_null(stg__mtree_rec(t, walk(t, "data/b1"), &pk));
+	assert_int_equal(pk, 1);
+	assert_non_null(stg__mtree_rec(t, walk(t, "data/a1"), &pk));
+	assert_int_equal(pk, 0);
+	assert_int_equal(stg__mtree_node(t, walk(t, "data/sub/y"))->parent, sub);
+	assert_int_equal(stg__mtree_node(t, walk(t, "data/sub/x"))->parent, sub);
+	/* data/sub only implied by A takes B's attributes; data/ keeps A's */
+	assert_int_equal(stg__mtree_node(t, sub)->mode, 0700);
+	assert_non_null(stg__mtree_rec(t, sub, &pk));
+	assert_int_equal(pk, 1);
+	assert_int_equal(stg__mtree_node(t, data)->mode, 0755);
+	/* B's own data/sub entry is no inode of its own */
+	assert_null(stg__mtree_node(t, 1 + 4 + 2));
+	assert_int_not_equal(walk(t, "onlyA"), 0);
+	stg__mtree_free(t);
+	free(b);
+	/* a file in both, a path under the other's file, a file where the
+	 * other has a directory: refused, naming the path and both packs */
+	static const char *const same_file[] = {"f:data/a1", NULL};
+	static const char *const under_file[] = {"f:onlyA/z", NULL};
+	static const char *const file_on_dir[] = {"f:data", NULL};
+	const char *const *bad[] = {same_file, under_file, file_on_dir};
+	const char *path[] = {"'data/a1'", "'onlyA'", "'data'"};
+	for (size_t i = 0; i < 3; i++) {
+		b = small_pack(bad[i]);
+		t = NULL;
+		assert_int_equal(build2(a, b, &t, msg, sizeof msg), STG_EUSAGE);
+		assert_null(t);
+		assert_non_null(strstr(msg, path[i]));
+		assert_non_null(strstr(msg, "'A.tar.zst' and 'B.tar.zst'"));
+		free(b);
+	}
+	free(a);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_implied_parents),
+        cmocka_unit_test(test_union),
 };
 
 UT_MAIN(tests)

@@ -1,9 +1,9 @@
 /*
- * mount_open.h - what others ask of a mount's life (mount_open.c):
+ * mount_list.h - what others ask of the mounts recorded (mount_list.c):
  * unmounting a path, and the mounts nobody needs any more (clean).
  */
-#ifndef STG_MOUNT_OPEN_H
-#define STG_MOUNT_OPEN_H
+#ifndef STG_MOUNT_LIST_H
+#define STG_MOUNT_LIST_H
 
 #include "cache.h"
 
