@@ -224,6 +224,7 @@ bench-multinode: all $(TOOLS)
 # stager mount vs archivemount vs staging first (needs /dev/fuse)
 bench-mount: all $(TOOLS)
 	B=$(B) bash bench/mount.sh
+	B=$(B) bash bench/shards.sh
 # one shuffled epoch in Python: the pack (stager.torch) against the staged
 # tree, stager mount and tarfile, with 0, 2 and 4 DataLoader workers
 # (bench/results-python.md; ARGS=--quick)
@@ -305,7 +306,8 @@ help:
 	@echo "make bench-multinode  fan-out to 2, 4 and 8 Slurm nodes (bench/multinode.md);"
 	@echo "                jobs with and without stager hint (bench/results-gravity.md)"
 	@echo "make bench-mount  stager mount vs archivemount vs staging first: first file, random"
-	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md)"
+	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md);"
+	@echo "                100 shard packs in one mount against one pack (bench/results-shards.md)"
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
 	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
