@@ -408,7 +408,8 @@ const cli_cmd cli_commands[] = {
          "                        mounts of later jobs on this node\n"
          "      --cache-size SIZE decoded frames kept in memory (default 256M)\n"
          "\n"
-         "Exit: 0 mounted, 1 MOUNTPOINT not an empty directory, 2 PACK missing,\n"
+         "Exit: 0 mounted, 1 MOUNTPOINT not an empty directory or packs that clash,\n"
+         "2 a PACK missing,\n"
          "4 not a pack or a hostile one, 7 FUSE could not mount.\n"},
         {"umount", cmd_umount, "end a mount made by stager mount",
          "usage: stager umount MOUNTPOINT\n"
