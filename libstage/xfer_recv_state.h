@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "walk.h"
 #include "xfer_resume.h"
+#include "xfer_index.h"
 #include "path.h"
 
 #include <xxhash.h>
@@ -48,6 +49,8 @@ typedef struct receiver {
 	char *shown;    /* DEST as given, for messages */
 	bool pack;      /* publish a pack (name ends in .tar.zst), not a tree */
 	bool replace;   /* --replace: an existing DEST may be replaced whatever it is */
+	bool checksum;  /* --checksum: every file of DEST read, none taken from the index */
+	stg_xindex idx; /* the index of DEST as stager last left it (xfer_same.c) */
 	char *dir;      /* the parent's path (for the pack writer) */
 	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
@@ -62,6 +65,7 @@ typedef struct receiver {
 	unsigned tmp_seq;
 	uint64_t done, total;
 	uint64_t sig_bytes; /* signatures sent (estimated) */
+	uint64_t hashed;    /* files already here read to compare them */
 	const char *what;
 	stg_strmap rnames; /* partial copies' names -> entry */
 	bool rmap;
