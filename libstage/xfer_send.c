@@ -30,11 +30,13 @@
 #include "path.h"
 
 #include <xxhash.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SIG_TOTAL_MAX ((size_t)512 << 20) /* signatures a sender holds at once */
@@ -95,6 +97,30 @@ static int index_open(sender *s, char *name, size_t len)
 		         (unsigned long long)XXH3_64bits(real, strlen(real)));
 	free(real);
 	return fd;
+}
+
+/* Indexes of trees not pushed (or pulled from) for this long are removed
+ * when another is written: one file a tree ever sent would pile up. */
+#define INDEX_KEEP_DAYS 60
+
+static void index_prune(int idir)
+{
+	int fd = dup(idir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	time_t old = time(NULL) - (time_t)INDEX_KEEP_DAYS * 86400;
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, "send-", 5) &&
+		    !fstatat(idir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && st.st_mtime < old)
+			unlinkat(idir, de->d_name, 0);
+	closedir(d);
 }
 
 /* Hash the file e (walked as wst) into e, through the index: *read says
@@ -258,6 +284,7 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 		if (stg__xindex_save(&o, idir, iname, tmp))
 			stg__log(s->ctx, STG_LOG_INFO, "cannot write the index '%s/%s': %s",
 			         s->index_dir, iname, strerror(errno));
+		index_prune(idir);
 	}
 	res->hashed_files = hashed;
 out:

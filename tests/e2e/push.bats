@@ -11,6 +11,10 @@ bats_require_minimum_version 1.5.0
 setup_file() {
 	export SSHD_DIR
 	SSHD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sshd.XXXXXX")
+	# the sending end's index (~/.cache/stager/xfer) under the test's
+	# directory, not the user's home (a far end started by sshd keeps its
+	# own; the pruning of old ones bounds it)
+	export XDG_CACHE_HOME=$SSHD_DIR/xdg
 	local d=$SSHD_DIR
 	start_sshd "$d" && return 0
 	cat "$d/sshd.log" >&2
