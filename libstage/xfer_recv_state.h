@@ -51,7 +51,10 @@ typedef struct receiver {
 	bool replace;   /* --replace: an existing DEST may be replaced whatever it is */
 	bool checksum;  /* --checksum: every file of DEST read, none taken from the index */
 	stg_xindex idx; /* the index of DEST as stager last left it (xfer_same.c) */
-	char *dir;      /* the parent's path (for the pack writer) */
+	stg_walk dwalk; /* DEST as walked to see whether it is the tree already */
+	uint32_t *dat;  /* entry -> its item in dwalk (UINT32_MAX: none; NULL: no walk) */
+	bool part_files;  /* the partial directory holds files of the manifest's */
+	char *dir;        /* the parent's path (for the pack writer) */
 	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
 	size_t n, cap;

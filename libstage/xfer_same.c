@@ -37,6 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* Entries of DEST's walk kept for the plan, at most (about 200 bytes each). */
+#define DEST_WALK_KEEP_MAX ((size_t)1 << 20)
+
 static void index_names(const receiver *rc, char *name, char *tmp, size_t len)
 {
 	snprintf(name, len, ".stager-index.%s", rc->name);
@@ -175,21 +178,28 @@ stg_err stg__recv_unchanged(receiver *rc, stg_xfer_result *res, bool *same)
 	stg_err err = STG_OK;
 	/* a DEST that cannot be walked is no tree to keep: the transfer
 	 * goes on as for any other, and says what it meets */
-	if (stg__walk_tree(&wk, rc->dest, "") || wk.n != rc->n)
+	if (stg__walk_tree(&wk, rc->dest, ""))
 		goto out;
 	if (!(at = malloc((rc->n + 1) * sizeof *at)) ||
 	    !(links = calloc(rc->n + 1, sizeof *links))) {
 		err = stg__fail(rc->ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
-	/* the shape first (stats only), then the bytes */
+	/* the shape first (stats only), then the bytes; the walk is kept for
+	 * the plan if DEST is not the tree (what it says spares the opens) */
+	bool shape = wk.n == rc->n;
+	for (size_t i = 0; i < rc->n; i++)
+		at[i] = UINT32_MAX;
 	for (size_t k = 0; k < wk.n; k++) {
 		const stg_witem *it = &wk.v[k];
 		uint32_t i = stg__strmap_get(&rc->paths, it->path, strlen(it->path));
 		if (i == UINT32_MAX || !same_meta(it, &rc->r[i].e))
-			goto out;
-		at[i] = (uint32_t)k;
+			shape = false;
+		if (i != UINT32_MAX)
+			at[i] = (uint32_t)k;
 	}
+	if (!shape)
+		goto out;
 	for (size_t i = 0; i < rc->n; i++) {
 		const stg_wentry *e = &rc->r[i].e;
 		if (e->type != STG_HARDLINK)
@@ -245,9 +255,24 @@ stg_err stg__recv_unchanged(receiver *rc, stg_xfer_result *res, bool *same)
 		index_save(rc, &o);
 out:
 	stg__xindex_out_free(&o);
-	free(at);
 	free(links);
-	stg__walk_free(&wk);
 	*same = ok && !err;
+	/* kept for the plan only while it is a fraction of what the
+	 * manifest holds already */
+	if (!*same && !err && at && wk.n <= DEST_WALK_KEEP_MAX) {
+		rc->dwalk = wk;
+		rc->dat = at;
+	} else {
+		free(at);
+		stg__walk_free(&wk);
+	}
 	return err;
+}
+
+void stg__recv_dest_walk_free(receiver *rc)
+{
+	if (rc->dat)
+		stg__walk_free(&rc->dwalk);
+	free(rc->dat);
+	rc->dat = NULL;
 }

@@ -13,6 +13,9 @@ void stg__recv_index_load(receiver *rc);
 /* Is DEST, as it is, the manifest's tree (*same)?  Only a DEST the record
  * names.  Counts the tree into res when it is. */
 stg_err stg__recv_unchanged(receiver *rc, stg_xfer_result *res, bool *same);
+/* stg__recv_unchanged keeps its walk of a DEST that is not the tree in
+ * rc->dwalk and rc->dat (entry -> item) for the plan; freed here. */
+void stg__recv_dest_walk_free(receiver *rc);
 /* After a publish: the index of the new DEST (rc->part), beside it. */
 void stg__recv_index_save(receiver *rc);
 

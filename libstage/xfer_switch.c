@@ -647,6 +647,7 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 out:
 	res->hashed_files = stg__sat_add(res->hashed_files, rc.hashed);
 	stg__xindex_free(&rc.idx);
+	stg__recv_dest_walk_free(&rc);
 	if (rc.map)
 		stg__strmap_free(&rc.paths);
 	if (rc.rmap)
