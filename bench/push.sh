@@ -9,10 +9,14 @@
 # Dataset: bench/gendata's image folder (20,000 incompressible files in 100
 # folders, about 256 MiB).  Phases, each tool in each repetition:
 #   first push    a local directory to a new remote directory
+#   re-push, nothing changed
+#                 the same again at once (push_same)
 #   re-push       the same again after 1% of the local files (every 100th
 #                 in name order) were rewritten (changed)
 #   first pull    a remote copy of the dataset (made untimed, beside the
 #                 pushes) to a new local directory
+#   re-pull, nothing changed
+#                 the same again at once (pull_same)
 #   re-pull       the same again into that local copy after 1% of the remote
 #                 files were rewritten; stager pull replaces its own earlier
 #                 pull atomically, rsync updates it in place
@@ -37,8 +41,10 @@
 # after it override it.  PUSH_TOOLS (default "stager scp rsync") runs a
 # subset.  Needs B/stager, B/gendata, B/runstat (make all B/gendata
 # B/runstat) and /usr/sbin/sshd (run as root: sshd needs /run/sshd).
-# PUSH_PHASES (default "push_first push_changed pull_first pull_changed
-# push_big") runs a subset.
+# PUSH_PHASES (default "push_first push_same push_changed pull_first
+# pull_same pull_changed push_big") runs a subset.  stager's indexes (the
+# sender's, on both ends) are kept under the run's directory
+# (XDG_CACHE_HOME), as a user's would be under ~/.cache.
 set -euo pipefail
 
 QUICK=0
@@ -140,8 +146,10 @@ change() { # DIR: every 100th file rewritten (new content, new mtime)
 phase_desc() {
 	case $1 in
 	push_first) echo "first push" ;;
+	push_same) echo "re-push, nothing changed" ;;
 	push_changed) echo "re-push after 1% changed" ;;
 	pull_first) echo "first pull" ;;
+	pull_same) echo "re-pull, nothing changed" ;;
 	pull_changed) echo "re-pull after 1% changed" ;;
 	push_big) echo "push of one $((BIG_BYTES >> 20)) MiB file" ;;
 	esac
@@ -199,7 +207,11 @@ check() {
 	fi
 }
 
-STAGER_OPTS=(-q --progress=none --rsh "$W/ssh" --remote-stager "$STAGER")
+# the far end's stager keeps its index under the run's directory too
+export XDG_CACHE_HOME=$W/xdg
+printf '#!/bin/sh\nXDG_CACHE_HOME=%s/xdg-remote exec %s "$@"\n' "$W" "$STAGER" >"$W/stager-remote"
+chmod +x "$W/stager-remote"
+STAGER_OPTS=(-q --progress=none --rsh "$W/ssh" --remote-stager "$W/stager-remote")
 tool_stager() { # PHASE REP
 	case $1 in
 	push_big) run "$1_stager" "$STAGER" push "${STAGER_OPTS[@]}" "$BIG" "127.0.0.1:$W/dstbig/stager-$2" ;;
@@ -231,7 +243,7 @@ TOOLS=(stager scp)
 ((HAVE_RSYNC)) && TOOLS+=(rsync)
 # PUSH_TOOLS="stager rsync": a subset
 [[ -n ${PUSH_TOOLS:-} ]] && read -r -a TOOLS <<<"$PUSH_TOOLS"
-PHASES=(push_first push_changed pull_first pull_changed push_big)
+PHASES=(push_first push_same push_changed pull_first pull_same pull_changed push_big)
 [[ -n ${PUSH_PHASES:-} ]] && read -r -a PHASES <<<"$PUSH_PHASES"
 log "dataset: $NFILES files, $NBYTES bytes; sshd on port $PORT; $REPS repetitions"
 orig=$W/orig

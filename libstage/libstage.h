@@ -1245,6 +1245,18 @@ typedef struct stg_xfer_opts {
 	                              keepalive while busy, so only a stalled
 	                              or lost one hits it; with an older far
 	                              end it bounds only a message begun */
+	int checksum;              /* read every file on both ends to hash it
+	                              (rsync -c): nothing is taken from the
+	                              stat-keyed indexes; the far end must be
+	                              a stager that knows it */
+	const char *index_dir;     /* the sender's index of the files it read
+	                              (their inode, size, mtime, ctime, mode and
+	                              XXH3), made 0700 if absent: a file whose
+	                              stat is unchanged is not read again (NULL:
+	                              none, every file read); stg_serve_with
+	                              takes it for pulls from it.  The
+	                              receiver's index is beside the record
+	                              (".stager-index.NAME") */
 } stg_xfer_opts;
 
 STG_API void stg_xfer_opts_init(stg_xfer_opts *opts);
@@ -1260,6 +1272,9 @@ typedef struct stg_xfer_result {
 	uint64_t wire_out, wire_in;  /* bytes written to and read from the
 	                                connection, framing included */
 	double seconds;
+	uint64_t hashed_files; /* files this end read to hash them (to make
+	                          the manifest, or to compare with it), not
+	                          counting those it sent or received */
 } stg_xfer_result;
 
 /*
@@ -1300,7 +1315,8 @@ STG_API stg_err stg_pull_fd(stg_ctx *ctx, const char *path, const char *local, i
 /* The far end: answer one push or pull on in/out.  Errors are also sent to
  * the client. */
 STG_API stg_err stg_serve(stg_ctx *ctx, int in, int out, stg_xfer_result *res);
-/* The same with opts (only io_timeout counts: the client asks the rest). */
+/* The same with opts (only io_timeout and index_dir count: the client
+ * asks the rest). */
 STG_API stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
                                stg_xfer_result *res);
 

@@ -540,7 +540,7 @@ stg_err stg__hello_decode(stg_ctx *ctx, const uint8_t *p, uint32_t len, uint8_t 
 	*version = v > STG_WIRE_VERSION ? STG_WIRE_VERSION : v;
 	*op = p[12];
 	*flags = p[13];
-	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE | STG_FLAG_LEVEL))
+	if (*flags & ~(STG_FLAG_PACK | STG_FLAG_REPLACE | STG_FLAG_LEVEL | STG_FLAG_CHECKSUM))
 		return stg__fail(ctx, STG_EREMOTE, "protocol error: unknown flags %#x", *flags);
 	size_t head = 14;
 	*level = 0;

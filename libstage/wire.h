@@ -50,8 +50,10 @@ enum {
 enum { STG_OP_PUSH = 1, STG_OP_PULL = 2 };
 enum { STG_WANT_WHOLE = 0, STG_WANT_DELTA = 1 };
 /* HELLO flags; with STG_FLAG_LEVEL a byte after them gives the zstd level
- * that the far end compresses what it sends with (a pull's --level) */
-enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2, STG_FLAG_LEVEL = 4 };
+ * that the far end compresses what it sends with (a pull's --level);
+ * STG_FLAG_CHECKSUM: the far end reads every file, whatever its index says
+ * (--checksum; a server older than it refuses the flag) */
+enum { STG_FLAG_PACK = 1, STG_FLAG_REPLACE = 2, STG_FLAG_LEVEL = 4, STG_FLAG_CHECKSUM = 8 };
 
 /* One end of a connection.  Reads come from fd in, or from a memory buffer
  * (mem != NULL: the fuzz target and tests). */

@@ -11,8 +11,20 @@
  * mtime, size, link target and XXH3.  The receiver checks every file's
  * bytes at their final path against its XXH3 once (as they arrive, or when
  * it finds them already there) and the digest over the manifest it built
- * from; so each side reads each file once, and the tree as a whole, every
- * file's content included through its XXH3, is checked end to end.
+ * from; so each side reads each file at most once, and the tree as a
+ * whole, every file's content included through its XXH3, is checked end
+ * to end.
+ *
+ * Each end keeps a stat-keyed index of the files it read or wrote
+ * (xfer_index.c): the sender's in the index directory the tool gives
+ * (~/.cache/stager/xfer), the receiver's beside DEST's record
+ * (".stager-index.NAME", only of the version it published).  A file whose
+ * inode, size, mtime, ctime and mode are still those entered is taken to
+ * hold the bytes it held then, and is not read: the sender takes its XXH3
+ * from the index, the receiver its sameness.  A re-push of an unchanged
+ * tree thus reads no file on either end, and the receiver, finding DEST
+ * to be the manifest's tree in every entry (xfer_same.c), builds and
+ * switches nothing.  --checksum (STG_FLAG_CHECKSUM) reads every file.
  *
  * The receiver of DEST builds the new version in DEST's sibling
  * ".stager-partial.NAME", a stable name, so that a push interrupted at any
@@ -271,7 +283,8 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 	memcpy(hello, STG_WIRE_MAGIC, 8);
 	stg__put32(hello + 8, w.version);
 	hello[12] = op;
-	hello[13] = (o->pack ? STG_FLAG_PACK : 0) | (o->replace ? STG_FLAG_REPLACE : 0);
+	hello[13] = (o->pack ? STG_FLAG_PACK : 0) | (o->replace ? STG_FLAG_REPLACE : 0) |
+	            (o->checksum ? STG_FLAG_CHECKSUM : 0);
 	if (op == STG_OP_PULL && o->level) {
 		hello[13] |= STG_FLAG_LEVEL;
 		hello[hl++] = (uint8_t)o->level;
@@ -288,8 +301,10 @@ static stg_err client_run(stg_ctx *ctx, uint8_t op, const char *path_arg, const 
 	    (err = stg__welcome_decode(&w, p, len)) ||
 	    (err = stg__wire_timeout(&w, tmo, w.version >= 3, w.version >= 3)))
 		goto out;
-	err = op == STG_OP_PUSH ? stg__send_tree(ctx, &w, local, "push", res)
-	                        : stg__receive_tree(ctx, &w, local, false, o->replace, "pull", res);
+	err = op == STG_OP_PUSH
+	              ? stg__send_tree(ctx, &w, local, "push", o->index_dir, o->checksum, res)
+	              : stg__receive_tree(ctx, &w, local, false, o->replace, o->checksum, "pull",
+	                                  res);
 	if (err)
 		stg__wire_send_error(&w, err);
 out:
@@ -457,7 +472,9 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 	}
 	uint8_t welcome[12];
 	stg__welcome_encode(&w, welcome);
-	bool pack = flags & STG_FLAG_PACK, replace = flags & STG_FLAG_REPLACE;
+	bool pack = flags & STG_FLAG_PACK, replace = flags & STG_FLAG_REPLACE,
+	     checksum = flags & STG_FLAG_CHECKSUM;
+	const char *index_dir = opts ? opts->index_dir : NULL;
 	if (!dir)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	/* a destination that may not be replaced is refused before the
@@ -466,7 +483,7 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 		;
 	else if (!(err = stg__wire_send(&w, STG_W_WELCOME, welcome, sizeof welcome, NULL, 0)) &&
 	         op == STG_OP_PUSH)
-		err = stg__receive_tree(ctx, &w, dir, pack, replace, "serve", res);
+		err = stg__receive_tree(ctx, &w, dir, pack, replace, checksum, "serve", res);
 	/* a pull reads the tree only between transfers to it (the keepalive
 	 * tells the client that this end waits); the client says first which
 	 * lock its receiver holds (before version 4 it took that lock only
@@ -477,9 +494,9 @@ stg_err stg_serve_with(stg_ctx *ctx, int in, int out, const stg_xfer_opts *opts,
 			err = stg__fail(ctx, STG_EREMOTE, "protocol error: a bad HOLDS (%u bytes)",
 			                (unsigned)len);
 		else if (!(err = stg__xfer_read_lock(ctx, dir, p, &lock)))
-			err = stg__send_tree(ctx, &w, dir, "serve", res);
+			err = stg__send_tree(ctx, &w, dir, "serve", index_dir, checksum, res);
 	} else if (!err)
-		err = stg__send_tree(ctx, &w, dir, "serve", res);
+		err = stg__send_tree(ctx, &w, dir, "serve", index_dir, checksum, res);
 	if (lock >= 0)
 		close(lock);
 	free(dir);
@@ -626,12 +643,13 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 		    ((t == STG_W_WELCOME && !stg__welcome_decode(&w, p, plen)) ||
 		     (t == STG_W_HELLO &&
 		      !stg__hello_decode(ctx, p, plen, &op, &flags, &level, &w.version, &path))))
-			err = stg__receive_tree(ctx, &w, dest, false, false, "fuzz", &res);
+			err = stg__receive_tree(ctx, &w, dest, false, false, false, "fuzz", &res);
 		if (null >= 0)
 			close(null);
 		stg__rmtree(dest);
-		static const char *const beside[] = {".stager-partial.ds", ".stager-published.ds",
-		                                     ".stager-old.ds", ".stager-tmp-published.ds"};
+		static const char *const beside[] = {
+		        ".stager-partial.ds",       ".stager-published.ds", ".stager-old.ds",
+		        ".stager-tmp-published.ds", ".stager-index.ds",     ".stager-tmp-index.ds"};
 		for (size_t k = 0; k < sizeof beside / sizeof *beside; k++) {
 			snprintf(dest, sizeof dest, "%s/%s", dir, beside[k]);
 			stg__rmtree(dest);

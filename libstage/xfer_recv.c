@@ -199,6 +199,8 @@ stg_err stg__recv_clean_partial(receiver *rc)
 		} else if (!strchr(it->path, '/') && S_ISREG(it->st.st_mode)) {
 			keep = resume_known(rc, it->path);
 		}
+		/* no file kept: none of the manifest's is looked for there */
+		rc->part_files |= keep && S_ISREG(it->st.st_mode) && i != UINT32_MAX;
 		if (keep)
 			continue;
 		const char *base;
@@ -215,11 +217,25 @@ stg_err stg__recv_clean_partial(receiver *rc)
 
 /* Does the regular file at path under root have e's content?  *meta says
  * whether its mode and mtime agree too. */
-static bool same_content(receiver *rc, int root, const stg_wentry *e, bool *meta, bool *exists)
+static bool same_content(receiver *rc, int root, size_t idx, bool *meta, bool *exists)
 {
+	const stg_wentry *e = &rc->r[idx].e;
 	*meta = *exists = false;
-	if (root < 0)
+	if (root < 0 || (root == rc->part && !rc->part_files))
 		return false;
+	/* DEST as walked a moment ago (xfer_same.c), if its index vouches for
+	 * the file as it was then: no need to open it (the same moment's
+	 * look as opening it now, for what a link from DEST then takes) */
+	const struct stat *wst = root == rc->dest && rc->dat && rc->dat[idx] != UINT32_MAX
+	                                 ? &rc->dwalk.v[rc->dat[idx]].st
+	                                 : NULL;
+	const uint8_t *known;
+	if (wst && S_ISREG(wst->st_mode) && stg__xindex_vouch(&rc->idx, e->path, wst, &known)) {
+		*exists = true;
+		*meta = (wst->st_mode & 07777) == (e->mode & 01777) &&
+		        wst->st_mtim.tv_sec == e->mtime && wst->st_mtim.tv_nsec == e->mtime_nsec;
+		return (uint64_t)wst->st_size == e->size && !memcmp(known, e->xxh3, 16);
+	}
 	/* never a FIFO or a device another user put there: that open would
 	 * wait for ever */
 	struct stat st;
@@ -231,8 +247,11 @@ static bool same_content(receiver *rc, int root, const stg_wentry *e, bool *meta
 		*exists = true;
 		uint8_t h[16];
 		uint64_t size;
-		if ((uint64_t)st.st_size == e->size &&
-		    !stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size))
+		/* DEST's files as stager left them need no reading (xfer_same.c) */
+		if (root == rc->dest && stg__xindex_vouch(&rc->idx, e->path, &st, &known))
+			same = (uint64_t)st.st_size == e->size && !memcmp(known, e->xxh3, 16);
+		else if ((uint64_t)st.st_size == e->size && ++rc->hashed &&
+		         !stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size))
 			same = size == e->size && !memcmp(h, e->xxh3, 16);
 		*meta = (st.st_mode & 07777) == (e->mode & 01777) &&
 		        st.st_mtim.tv_sec == e->mtime && st.st_mtim.tv_nsec == e->mtime_nsec;
@@ -301,7 +320,9 @@ static stg_err link_from_dest(receiver *rc, const stg_wentry *e)
 	int sp = stg__parent_of(rc->dest, e->path, &sb),
 	    dp = stg__parent_of(rc->part, e->path, &db);
 	stg_err err = STG_OK;
-	if (sp < 0 || dp < 0 || (unlinkat(dp, db, 0) && errno != ENOENT) ||
+	/* a partial directory that held none of the manifest's files has
+	 * nothing at that path to make way for */
+	if (sp < 0 || dp < 0 || (rc->part_files && unlinkat(dp, db, 0) && errno != ENOENT) ||
 	    linkat(sp, sb, dp, db, 0))
 		err = STG_EIO; /* the caller copies instead */
 	if (sp >= 0)
@@ -441,13 +462,13 @@ stg_err stg__recv_plan(receiver *rc, stg_xfer_result *res)
 		res->content_bytes = stg__sat_add(res->content_bytes, e->size);
 		bool meta, in_part, in_dest;
 		bool complete = false;
-		if (same_content(rc, rc->part, e, &meta, &in_part)) {
+		if (same_content(rc, rc->part, i, &meta, &in_part)) {
 			/* it may be a link to DEST's inode: copy, never chmod */
 			re->checked = meta;
 			if (!meta)
 				err = copy_local(rc, rc->part, e);
 			res->reused_files++;
-		} else if (same_content(rc, rc->dest, e, &meta, &in_dest)) {
+		} else if (same_content(rc, rc->dest, i, &meta, &in_dest)) {
 			re->checked = meta && link_from_dest(rc, e) == STG_OK;
 			if (!re->checked)
 				err = copy_local(rc, rc->dest, e);
@@ -550,6 +571,7 @@ stg_err stg__recv_links_and_verify(receiver *rc)
 			/* not read in this run (a local copy): read it now */
 			uint8_t h[16];
 			uint64_t size;
+			rc->hashed++;
 			if (stg__hash_fd(fd, rc->buf, XFER_BLOCK, h, &size)) {
 				err = stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot read '%s'",
 				                      stg__recv_shown(rc, e->path));

@@ -13,6 +13,7 @@
 #include "proto.h"
 #include "walk.h"
 #include "xfer_resume.h"
+#include "xfer_index.h"
 #include "path.h"
 
 #include <xxhash.h>
@@ -48,7 +49,12 @@ typedef struct receiver {
 	char *shown;    /* DEST as given, for messages */
 	bool pack;      /* publish a pack (name ends in .tar.zst), not a tree */
 	bool replace;   /* --replace: an existing DEST may be replaced whatever it is */
-	char *dir;      /* the parent's path (for the pack writer) */
+	bool checksum;  /* --checksum: every file of DEST read, none taken from the index */
+	stg_xindex idx; /* the index of DEST as stager last left it (xfer_same.c) */
+	stg_walk dwalk; /* DEST as walked to see whether it is the tree already */
+	uint32_t *dat;  /* entry -> its item in dwalk (UINT32_MAX: none; NULL: no walk) */
+	bool part_files;  /* the partial directory holds files of the manifest's */
+	char *dir;        /* the parent's path (for the pack writer) */
 	char *basis_name; /* --pack: the old pack unpacked, as a basis */
 	rentry *r;
 	size_t n, cap;
@@ -62,6 +68,7 @@ typedef struct receiver {
 	unsigned tmp_seq;
 	uint64_t done, total;
 	uint64_t sig_bytes; /* signatures sent (estimated) */
+	uint64_t hashed;    /* files already here read to compare them */
 	const char *what;
 	stg_strmap rnames; /* partial copies' names -> entry */
 	bool rmap;

@@ -10,8 +10,18 @@
  * --append-verify does); else the whole file.  Those bytes are hashed into
  * the file's XXH3 as they are read, so a file that changed since the
  * manifest is still caught, prefix included.
+ *
+ * With an index directory (the tool's: ~/.cache/stager/xfer), a file
+ * whose inode, size, mtime, ctime and mode are those the index holds for
+ * it is not read to make the manifest: its XXH3 is the index's
+ * (xfer_index.c).  The index's bound of the filesystem's clock is the
+ * newest ctime the walk saw on the tree's device (a lower bound of that
+ * clock when the files are hashed, after the walk, whatever host's clock
+ * stamps them), or this host's coarse clock before the walk for a local
+ * filesystem.  --checksum reads every file (and writes the index anew).
  */
 #include "xfer_send.h"
+#include "xfer_index.h"
 #include "rsjob.h"
 #include "walk.h"
 #include "ctx.h"
@@ -20,11 +30,13 @@
 #include "path.h"
 
 #include <xxhash.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #define SIG_TOTAL_MAX ((size_t)512 << 20) /* signatures a sender holds at once */
@@ -49,7 +61,9 @@ typedef struct sender {
 	uint8_t *buf, *out;
 	uint64_t done, total; /* progress */
 	const char *what;
-	const char *shown; /* the tree, for messages */
+	const char *shown;     /* the tree, for messages */
+	const char *index_dir; /* where the sender's index is kept (NULL: none) */
+	bool checksum;         /* read every file, trust no index */
 } sender;
 
 /* Bytes of a file or of its delta, as DATA frames (none for an empty
@@ -60,11 +74,124 @@ static stg_err send_chunk(void *arg, const uint8_t *p, size_t n)
 	return n ? stg__wire_send_data(s->w, p, n) : STG_OK;
 }
 
+/* The index of the tree at s->root: its directory (made, 0700) and the
+ * file's name in it (from the tree's real path); -1 if none. */
+static int index_open(sender *s, char *name, size_t len)
+{
+	if (!s->index_dir || !*s->index_dir)
+		return -1;
+	char *real = realpath(s->shown, NULL);
+	struct stat st;
+	int fd = -1;
+	if (real && !stg__mkdirs(s->index_dir, 0700))
+		fd = open(s->index_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	/* the user's own, and only the user's to write */
+	if (fd >= 0 && (fstat(fd, &st) || st.st_uid != geteuid() || (st.st_mode & 022))) {
+		stg__log(s->ctx, STG_LOG_INFO, "'%s' is not a directory of yours alone: no index",
+		         s->index_dir);
+		close(fd);
+		fd = -1;
+	}
+	if (fd >= 0)
+		snprintf(name, len, "send-%016llx",
+		         (unsigned long long)XXH3_64bits(real, strlen(real)));
+	free(real);
+	return fd;
+}
+
+/* Indexes of trees not pushed (or pulled from) for this long are removed
+ * when another is written: one file a tree ever sent would pile up. */
+#define INDEX_KEEP_DAYS 60
+
+static void index_prune(int idir)
+{
+	int fd = dup(idir);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	time_t old = time(NULL) - (time_t)INDEX_KEEP_DAYS * 86400;
+	struct dirent *de;
+	struct stat st;
+	while ((de = readdir(d)))
+		if (!strncmp(de->d_name, "send-", 5) &&
+		    !fstatat(idir, de->d_name, &st, AT_SYMLINK_NOFOLLOW) && S_ISREG(st.st_mode) &&
+		    st.st_uid == geteuid() && st.st_mtime < old)
+			unlinkat(idir, de->d_name, 0);
+	closedir(d);
+}
+
+/* Hash the file e (walked as wst) into e, through the index: *read says
+ * whether it was read. */
+static stg_err hash_entry(sender *s, stg_wentry *e, const struct stat *wst, const stg_xindex *idx,
+                          stg_xindex_out *o, bool *read)
+{
+	const uint8_t *known;
+	*read = false;
+	if (!s->checksum && stg__xindex_vouch(idx, e->path, wst, &known)) {
+		memcpy(e->xxh3, known, 16);
+		e->size = (uint64_t)wst->st_size;
+		stg__xindex_add(o, e->path, wst, known, true);
+		return STG_OK;
+	}
+	/* O_NONBLOCK: a FIFO put in its place since the walk must not hold
+	 * the open for ever (checked below) */
+	struct stat fst, after;
+	int fd = stg__open_beneath(s->root, e->path, O_RDONLY | O_NONBLOCK, 0);
+	if (fd >= 0 && (fstat(fd, &fst) || !S_ISREG(fst.st_mode))) {
+		close(fd);
+		fd = -1;
+		errno = EINVAL;
+	}
+	if (fd < 0 || stg__hash_fd(fd, s->buf, XFER_BLOCK, e->xxh3, &e->size)) {
+		stg_err err =
+		        stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'", e->path);
+		if (fd >= 0)
+			close(fd);
+		return err;
+	}
+	*read = true;
+	/* entered only if it did not change while it was read */
+	if (!fstat(fd, &after) && after.st_ino == fst.st_ino && after.st_size == fst.st_size &&
+	    (uint64_t)fst.st_size == e->size &&
+	    stg__ns_of(&after.st_mtim) == stg__ns_of(&fst.st_mtim) &&
+	    stg__ns_of(&after.st_ctim) == stg__ns_of(&fst.st_ctim))
+		stg__xindex_add(o, e->path, &fst, e->xxh3, false);
+	close(fd);
+	return STG_OK;
+}
+
 /* Walk and hash the tree at root into s->e; digest receives the tree's. */
 static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *res)
 {
 	stg_walk wk = {.ctx = s->ctx};
+	struct stat rst;
+	char iname[64];
+	int idir = index_open(s, iname, sizeof iname);
+	stg_xindex idx;
+	stg_xindex_out o;
+	bool have_idx = idir >= 0 && !fstat(s->root, &rst);
+	uint64_t hashed = 0;
+	memset(&idx, 0, sizeof idx);
+	memset(&o, 0, sizeof o);
+	if (have_idx) {
+		const char *why = "";
+		if (!s->checksum)
+			stg__xindex_load(&idx, idir, iname, (uint64_t)rst.st_dev,
+			                 (uint64_t)rst.st_ino, &why);
+		if (*why)
+			stg__log(s->ctx, STG_LOG_INFO,
+			         "the index '%s/%s' was ignored (%s): every file is read",
+			         s->index_dir, iname, why);
+		stg__xindex_begin(&o, (uint64_t)rst.st_dev, (uint64_t)rst.st_ino,
+		                  stg__xindex_now(-1, (uint64_t)rst.st_dev));
+	}
 	stg_err err = stg__walk_tree(&wk, s->root, "");
+	for (size_t i = 0; have_idx && !err && i < wk.n; i++)
+		if (wk.v[i].st.st_dev == rst.st_dev && stg__ns_of(&wk.v[i].st.st_ctim) > o.bound_ns)
+			o.bound_ns = stg__ns_of(&wk.v[i].st.st_ctim);
 	EVP_MD_CTX *sha = EVP_MD_CTX_new();
 	stg_strmap inodes;
 	char(*keys)[48] = NULL;
@@ -132,24 +259,12 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 			}
 		}
 		if (e->type == STG_FILE) {
-			/* O_NONBLOCK: a FIFO put in its place since the walk must
-			 * not hold the open for ever (checked below) */
-			struct stat fst;
-			int fd = stg__open_beneath(s->root, e->path, O_RDONLY | O_NONBLOCK, 0);
-			if (fd >= 0 && (fstat(fd, &fst) || !S_ISREG(fst.st_mode))) {
-				close(fd);
-				fd = -1;
-				errno = EINVAL;
-			}
-			if (fd < 0 || stg__hash_fd(fd, s->buf, XFER_BLOCK, e->xxh3, &e->size)) {
-				err = stg__fail_errno(s->ctx, STG_ENOENT, errno, "cannot read '%s'",
-				                      e->path);
-				if (fd >= 0)
-					close(fd);
+			bool read;
+			if ((err = hash_entry(s, e, &it->st, &idx, &o, &read))) {
 				s->n++;
 				goto out;
 			}
-			close(fd);
+			hashed += read;
 			res->files++;
 			res->content_bytes = stg__sat_add(res->content_bytes, e->size);
 		}
@@ -162,7 +277,21 @@ static stg_err build_manifest(sender *s, uint8_t digest[32], stg_xfer_result *re
 	}
 	unsigned dl;
 	EVP_DigestFinal_ex(sha, digest, &dl);
+	/* what was read this time is not read the next */
+	if (have_idx && (hashed || o.n != idx.n)) {
+		char tmp[96];
+		snprintf(tmp, sizeof tmp, "%s.tmp.%ld", iname, (long)getpid());
+		if (stg__xindex_save(&o, idir, iname, tmp))
+			stg__log(s->ctx, STG_LOG_INFO, "cannot write the index '%s/%s': %s",
+			         s->index_dir, iname, strerror(errno));
+		index_prune(idir);
+	}
+	res->hashed_files = hashed;
 out:
+	stg__xindex_free(&idx);
+	stg__xindex_out_free(&o);
+	if (idir >= 0)
+		close(idir);
 	if (map)
 		stg__strmap_free(&inodes);
 	free(keys);
@@ -384,9 +513,15 @@ static stg_err read_wants(sender *s, want **out, size_t *count)
 }
 
 stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *what,
-                       stg_xfer_result *res)
+                       const char *index_dir, bool checksum, stg_xfer_result *res)
 {
-	sender s = {.ctx = ctx, .w = w, .root = -1, .what = what, .shown = dir};
+	sender s = {.ctx = ctx,
+	            .w = w,
+	            .root = -1,
+	            .what = what,
+	            .shown = dir,
+	            .index_dir = index_dir,
+	            .checksum = checksum};
 	want *wants = NULL;
 	size_t n_wants = 0;
 	stg_err err = STG_OK;

@@ -9,6 +9,7 @@
 #include "xfer_record.h"
 #include "xfer_recv.h"
 #include "xfer_recv_file.h"
+#include "xfer_same.h"
 #include "rsjob.h"
 #include "ctx.h"
 #include "bytes.h"
@@ -556,10 +557,32 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 	return err;
 }
 
+/* DEST is the tree already (xfer_same.c): nothing to build or switch; the
+ * sender's DONE is awaited, the partial directory (ours, checked when
+ * opened) removed. */
+static stg_err keep_dest(receiver *rc)
+{
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	stg_err err = stg__wire_send(rc->w, STG_W_WANTS_END, NULL, 0, NULL, 0);
+	if (!err)
+		err = stg__wire_read(rc->w, &t, &p, &len);
+	if (!err && t != STG_W_DONE)
+		err = stg__fail(rc->ctx, STG_EREMOTE, "protocol error: message %u, not DONE", t);
+	if (err)
+		return err;
+	stg__rmtree_at(rc->parent, rc->part_name);
+	close(rc->part);
+	rc->part = -1;
+	return stg__wire_send(rc->w, STG_W_PUBLISHED, NULL, 0, NULL, 0);
+}
+
 stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
-                          const char *what, stg_xfer_result *res)
+                          bool checksum, const char *what, stg_xfer_result *res)
 {
 	receiver rc = receiver_new(ctx, w, pack, replace, what);
+	rc.checksum = checksum;
 	stg_err err = STG_OK;
 	rc.buf = malloc(XFER_BLOCK);
 	rc.out = malloc(XFER_BLOCK);
@@ -579,8 +602,16 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 		if ((err = stg__wire_send(w, STG_W_HOLDS, holds, sizeof holds, NULL, 0)))
 			goto out;
 	}
-	if ((err = stg__recv_read_manifest(&rc)) || (err = stg__recv_resume_names_init(&rc)) ||
-	    (err = stg__recv_clean_partial(&rc)) || (err = stg__recv_plan(&rc, res)))
+	stg__recv_index_load(&rc);
+	bool same = false;
+	if ((err = stg__recv_read_manifest(&rc)) || (err = stg__recv_unchanged(&rc, res, &same)))
+		goto out;
+	if (same) {
+		err = keep_dest(&rc);
+		goto out;
+	}
+	if ((err = stg__recv_resume_names_init(&rc)) || (err = stg__recv_clean_partial(&rc)) ||
+	    (err = stg__recv_plan(&rc, res)))
 		goto out;
 	stg__progress(ctx, what, 0, rc.total);
 	for (;;) {
@@ -611,8 +642,12 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 		}
 	if ((err = stg__recv_links_and_verify(&rc)) || (err = publish(&rc)))
 		goto out;
+	stg__recv_index_save(&rc);
 	err = stg__wire_send(w, STG_W_PUBLISHED, NULL, 0, NULL, 0);
 out:
+	res->hashed_files = stg__sat_add(res->hashed_files, rc.hashed);
+	stg__xindex_free(&rc.idx);
+	stg__recv_dest_walk_free(&rc);
 	if (rc.map)
 		stg__strmap_free(&rc.paths);
 	if (rc.rmap)

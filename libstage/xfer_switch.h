@@ -11,7 +11,7 @@
  * (xfer_switch.c): verified, then switched in; then PUBLISHED.  An existing
  * dest is replaced only as stg__receive_check allows. */
 stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack, bool replace,
-                          const char *what, stg_xfer_result *res);
+                          bool checksum, const char *what, stg_xfer_result *res);
 /* Before anything is sent: may a tree be received at dest?  STG_EEXIST
  * (with what to do) if dest is a directory that stager did not publish
  * and is not empty (unless replace), or a home directory (always), or

@@ -11,7 +11,15 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_RSH, OPT_REMOTE_STAGER, OPT_LEVEL, OPT_PACK, OPT_REPLACE };
+enum {
+	OPT_JSON = OPT_FIRST_LOCAL,
+	OPT_RSH,
+	OPT_REMOTE_STAGER,
+	OPT_LEVEL,
+	OPT_PACK,
+	OPT_REPLACE,
+	OPT_CHECKSUM
+};
 
 static void xfer_json(const char *cmd, const char *src, const char *dest, const stg_xfer_result *r,
                       int status)
@@ -22,14 +30,15 @@ static void xfer_json(const char *cmd, const char *src, const char *dest, const 
 	json_str(stdout, dest);
 	printf(",\"files\":%llu,\"dirs\":%llu,\"links\":%llu,\"content_bytes\":%llu,"
 	       "\"whole_files\":%llu,\"delta_files\":%llu,\"reused_files\":%llu,"
-	       "\"sent_content\":%llu,\"wire_bytes_out\":%llu,\"wire_bytes_in\":%llu,"
-	       "\"wire_bytes\":%llu,\"seconds\":%.3f,\"status\":%d}\n",
+	       "\"sent_content\":%llu,\"hashed_files\":%llu,\"wire_bytes_out\":%llu,"
+	       "\"wire_bytes_in\":%llu,\"wire_bytes\":%llu,\"seconds\":%.3f,\"status\":%d}\n",
 	       (unsigned long long)r->files, (unsigned long long)r->dirs,
 	       (unsigned long long)r->links, (unsigned long long)r->content_bytes,
 	       (unsigned long long)r->whole_files, (unsigned long long)r->delta_files,
 	       (unsigned long long)r->reused_files, (unsigned long long)r->sent_content,
-	       (unsigned long long)r->wire_out, (unsigned long long)r->wire_in,
-	       (unsigned long long)(r->wire_out + r->wire_in), r->seconds, status);
+	       (unsigned long long)r->hashed_files, (unsigned long long)r->wire_out,
+	       (unsigned long long)r->wire_in, (unsigned long long)(r->wire_out + r->wire_in),
+	       r->seconds, status);
 }
 
 /* the io_timeout setting ($STAGER_IO_TIMEOUT, a config file; checked when
@@ -39,6 +48,21 @@ static int io_timeout_of(const stg_config *cfg)
 	const char *v = stg_config_get(cfg, "io_timeout", NULL);
 	long n = v ? strtol(v, NULL, 10) : 0;
 	return n <= 0 ? -1 : n > 1000000 ? 1000000 : (int)n;
+}
+
+/* Where a sending end keeps its index of the files it read (libstage's
+ * stg_xfer_opts.index_dir): $XDG_CACHE_HOME/stager/xfer, else
+ * ~/.cache/stager/xfer; NULL (none) without either. */
+static const char *index_dir(char *buf, size_t len)
+{
+	const char *x = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
+	if (x && *x == '/')
+		snprintf(buf, len, "%s/stager/xfer", x);
+	else if (home && *home == '/')
+		snprintf(buf, len, "%s/.cache/stager/xfer", home);
+	else
+		return NULL;
+	return buf;
 }
 
 /* push and pull: the same options, the arguments the other way round */
@@ -51,6 +75,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 	        {"json", no_argument, NULL, OPT_JSON},
 	        {"pack", no_argument, NULL, OPT_PACK},
 	        {"replace", no_argument, NULL, OPT_REPLACE},
+	        {"checksum", no_argument, NULL, OPT_CHECKSUM},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -76,6 +101,7 @@ static int push_or_pull(int argc, char **argv, bool push)
 			o.pack = 1;
 			break;
 		case OPT_REPLACE: o.replace = 1; break;
+		case OPT_CHECKSUM: o.checksum = 1; break;
 		case OPT_LEVEL:
 			if (cli_parse_level(optarg, &o.level))
 				return cli_usage("--level: '%s' is not a level from 1 to 19",
@@ -102,6 +128,8 @@ static int push_or_pull(int argc, char **argv, bool push)
 	if (!o.remote_stager)
 		o.remote_stager = stg_config_get(cfg, "remote_stager", NULL);
 	o.io_timeout = io_timeout_of(cfg);
+	char idir[4096];
+	o.index_dir = index_dir(idir, sizeof idir);
 	stg_xfer_result r;
 	stg_err err = push ? stg_push(ctx, src, dest, &o, &r) : stg_pull(ctx, src, dest, &o, &r);
 	rc = EXIT_OK;
@@ -152,6 +180,8 @@ int cmd_serve(int argc, char **argv)
 	stg_xfer_opts o;
 	stg_xfer_opts_init(&o);
 	o.io_timeout = io_timeout_of(cfg);
+	char idir[4096];
+	o.index_dir = index_dir(idir, sizeof idir);
 	stg_xfer_result r;
 	stg_err err = stg_serve_with(ctx, STDIN_FILENO, STDOUT_FILENO, &o, &r);
 	stg_config_free(cfg);

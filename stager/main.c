@@ -240,7 +240,7 @@ const cli_cmd cli_commands[] = {
          "not run); a collect failure's status if CMD succeeded.\n"},
         {"push", cmd_push, "upload a dataset over ssh (delta, verified, resumable)",
          "usage: stager push LOCAL [USER@]HOST:PATH [--pack] [--replace] [--rsh CMD]\n"
-         "                   [--remote-stager PATH] [--level N] [--json]\n"
+         "                   [--remote-stager PATH] [--level N] [--checksum] [--json]\n"
          "\n"
          "Send the directory LOCAL to PATH on HOST, a better `scp -r`: stager runs\n"
          "`ssh HOST stager serve` and speaks a framed, checked protocol with it.\n"
@@ -250,7 +250,10 @@ const cli_cmd cli_commands[] = {
          "    version (the far end sends its signature), a new one its zstd-compressed\n"
          "    content;\n"
          "  - verified: every file against its XXH3-128, the whole tree against the\n"
-         "    sender's SHA-256, before anything is published;\n"
+         "    sender's SHA-256, before anything is published; a file either end\n"
+         "    finds as stager last read or wrote it (same inode, size, mtime, ctime\n"
+         "    and mode) is taken to hold the bytes it held then, as rsync's quick\n"
+         "    check does, unless --checksum; an unchanged tree costs only stats;\n"
          "  - atomic: the new version is built beside PATH and switched with it in one\n"
          "    step (renameat2 RENAME_EXCHANGE; on NFS, CephFS or GlusterFS the old one\n"
          "    is renamed aside first, and PATH is absent for a moment); readers see\n"
@@ -286,6 +289,9 @@ const cli_cmd cli_commands[] = {
          "                           tree; the old pack's files are the delta basis\n"
          "      --replace            replace an existing PATH that stager did not\n"
          "                           publish (not a home directory)\n"
+         "      --checksum           read and hash every file on both ends, trusting\n"
+         "                           no stat-keyed index (like rsync -c); the far end's\n"
+         "                           stager must know it\n"
          "\n"
          "Exit: 1 PATH exists and may not be replaced, 2 LOCAL missing, 3 no room at\n"
          "the far end, 4 data damaged in transit (nothing published), 5 interrupted,\n"
@@ -293,7 +299,7 @@ const cli_cmd cli_commands[] = {
          "(push again).\n"},
         {"pull", cmd_pull, "download a dataset over ssh",
          "usage: stager pull [USER@]HOST:PATH LOCAL [--replace] [--rsh CMD]\n"
-         "                   [--remote-stager PATH] [--level N] [--json]\n"
+         "                   [--remote-stager PATH] [--level N] [--checksum] [--json]\n"
          "\n"
          "The reverse of push: HOST sends the directory PATH and LOCAL is built,\n"
          "verified and switched the same way (deltas against LOCAL's files, a partial\n"

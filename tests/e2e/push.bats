@@ -11,6 +11,10 @@ bats_require_minimum_version 1.5.0
 setup_file() {
 	export SSHD_DIR
 	SSHD_DIR=$(mktemp -d "${BATS_TMPDIR:-/tmp}/stager-sshd.XXXXXX")
+	# the sending end's index (~/.cache/stager/xfer) under the test's
+	# directory, not the user's home (a far end started by sshd keeps its
+	# own; the pruning of old ones bounds it)
+	export XDG_CACHE_HOME=$SSHD_DIR/xdg
 	local d=$SSHD_DIR
 	start_sshd "$d" && return 0
 	cat "$d/sshd.log" >&2
@@ -59,8 +63,8 @@ make_files() {
 	diff <(tree_sig src) <(tree_sig remote/ds)
 	diff <(tree_sig_ns src) <(tree_sig_ns remote/ds)
 	diff <(link_groups src) <(link_groups remote/ds)
-	# nothing of stager's is left beside it but its record
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	# nothing of stager's is left beside it but its record and its index
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
 
 @test "push: an unchanged re-push sends only the manifest" {
@@ -104,7 +108,7 @@ make_files() {
 	run spush src "127.0.0.1:$T/remote/ds"
 	[ "$status" -eq 0 ]
 	diff <(tree_sig src) <(tree_sig remote/ds)
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
 
 @test "push --pack: the far end stores a verified pack, the same as stager pack makes" {
@@ -199,7 +203,7 @@ nothing_open_under() { # DIR
 	echo "resumed: $reused of 40 files were already there" >&3
 	[ "$reused" -ge 5 ]
 	diff <(tree_sig src) <(tree_sig remote/ds)
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
 
 @test "push: kill -9 of the server mid-transfer keeps the old version; the next push resumes" {
@@ -533,7 +537,7 @@ nothing_escaped() {
 	echo changed >src/f0001
 	stager push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	diff <(tree_sig src) <(tree_sig remote/ds)
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 	# no lock at all: said, and the push goes on
 	echo again >src/f0002
 	STAGER_TEST_FAULTS=renameat2,flock,ofdlock run stager push --rsh "$T/local-rsh" \
@@ -576,7 +580,7 @@ nothing_escaped() {
 	[ "$rc2" -eq 0 ]
 	grep -q "waiting for another transfer" "$T/err2"
 	diff <(tree_sig src2) <(tree_sig remote/ds)
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
 
 @test "push: a directory put in PATH's place while the push runs is never replaced" {
@@ -633,7 +637,7 @@ nothing_escaped() {
 	# a leftover temporary record, even a FIFO, is removed
 	mkfifo remote/.stager-tmp-published.ds
 	lpush src "x:$T/remote/ds"
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 	before=$(tree_sig remote/ds)
 	echo new >src/f0001
 	# another user's record (anyone who can write the parent can plant one)
@@ -826,4 +830,136 @@ nothing_escaped() {
 	run lpush --pack src "x:$T/remote/ds"
 	[ "$status" -eq 1 ]
 	[ "$(sha256sum <remote/ds.tar.zst)" = "$before" ]
+}
+
+# ---- the stat-keyed indexes (xfer_index.c, xfer_same.c) --------------------
+
+# push and pull with the far end run here (its environment, so its index
+# directory, is the test's): lpush SRC DEST, lpull SRC DEST
+index_setup() {
+	make_local_rsh
+	export XDG_CACHE_HOME=$T/xdg
+	lpush() { "$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
+	lpull() { "$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" "$@"; }
+}
+
+# the files under DIR that PROG (run under strace) opened: none, unless a
+# data file f0001..f9999 was opened to be read
+opened_data_files() { # TRACE
+	grep -E 'open(at2?)?\(.*"([^"]*/)?f[0-9]{4}"' "$1" | grep -v ENOENT || true
+}
+
+@test "push: an unchanged re-push reads no file on either end and switches nothing" {
+	index_setup
+	make_files src 50 20000
+	mkdir remote
+	lpush src "x:$T/remote/ds"
+	ino=$(stat -c %i remote/ds)
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 0 ]
+	[ "$(json_field "$out" reused_files)" -eq 50 ]
+	# no new version was built: the same directory, no partial one left
+	[ "$(stat -c %i remote/ds)" = "$ino" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
+	diff <(tree_sig_ns src) <(tree_sig_ns remote/ds)
+	# the pull's receiver is this end: it reads none of LOCAL's files either
+	lpull "x:$T/remote/ds" back
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 0 ]
+	# no data file opened at all, by either end (where strace runs)
+	command -v strace >/dev/null || skip "no strace"
+	strace -f -qq -e trace=open,openat,openat2 -o trace \
+		"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	[ -z "$(opened_data_files trace)" ]
+	strace -f -qq -e trace=open,openat,openat2 -o trace \
+		"$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" "x:$T/remote/ds" back
+	[ -z "$(opened_data_files trace)" ]
+}
+
+@test "push: a file rewritten with its size and mtime put back is sent again (its ctime moved)" {
+	index_setup
+	make_files src 20 5000
+	mkdir remote
+	lpush src "x:$T/remote/ds"
+	lpush src "x:$T/remote/ds"
+	# at the sender: same size, mtime set back (touch -d), new bytes
+	m=$(stat -c %y src/f0007)
+	printf 'XXXX' | dd of=src/f0007 bs=1 seek=10 conv=notrunc 2>/dev/null
+	touch -d "$m" src/f0007
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 1 ]
+	[ "$(json_field "$out" whole_files)" -eq 1 ]
+	cmp src/f0007 remote/ds/f0007
+	# at the receiver: DEST's copy edited the same way is found and mended
+	m=$(stat -c %y remote/ds/f0003)
+	printf 'YYYY' | dd of=remote/ds/f0003 bs=1 seek=10 conv=notrunc 2>/dev/null
+	touch -d "$m" remote/ds/f0003
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" whole_files)" -eq 1 ]
+	diff <(tree_sig_ns src) <(tree_sig_ns remote/ds)
+	# and a pull's receiver likewise
+	lpull "x:$T/remote/ds" back
+	m=$(stat -c %y back/f0005)
+	printf 'ZZZZ' | dd of=back/f0005 bs=1 seek=10 conv=notrunc 2>/dev/null
+	touch -d "$m" back/f0005
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 1 ]
+	[ "$(json_field "$out" whole_files)" -eq 1 ]
+	diff <(tree_sig_ns src) <(tree_sig_ns back)
+}
+
+@test "push: a damaged index, or another user's, is ignored: every file is read" {
+	index_setup
+	make_files src 20 5000
+	mkdir remote
+	lpush src "x:$T/remote/ds"
+	# the push's sender's (the pull's, the far end's, is another)
+	sidx=$(echo "$XDG_CACHE_HOME"/stager/xfer/send-*)
+	[ -f "$sidx" ]
+	lpull "x:$T/remote/ds" back
+	[ -f .stager-index.back ]
+	# one byte flipped in each
+	for f in "$sidx" .stager-index.back; do
+		printf '\xff' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
+	done
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	# written anew: trusted again
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 0 ]
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 0 ]
+	# another user's index (anyone who can write the parent can plant one)
+	[ "$(id -u)" -eq 0 ] || skip "needs root to chown"
+	chown nobody "$sidx" .stager-index.back
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	diff <(tree_sig_ns src) <(tree_sig_ns back)
+}
+
+@test "push --checksum, pull --checksum: every file is read on both ends" {
+	index_setup
+	make_files src 20 5000
+	mkdir remote
+	lpush src "x:$T/remote/ds"
+	lpull "x:$T/remote/ds" back
+	out=$(lpush --checksum --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	[ "$(json_field "$out" reused_files)" -eq 20 ]
+	out=$(lpull --checksum --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	# over the real sshd too
+	out=$(spush --checksum --json src "127.0.0.1:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	out=$(spull --checksum --json "127.0.0.1:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	command -v strace >/dev/null || skip "no strace"
+	strace -f -qq -e trace=open,openat,openat2 -o trace "$STAGER" push --checksum \
+		--rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
+	# each file opened by both ends
+	[ "$(opened_data_files trace | wc -l)" -ge 40 ]
 }

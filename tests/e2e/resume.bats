@@ -142,7 +142,7 @@ check_resumed() { # JSON DEST
 	after_cut 137
 	out=$(xfer push --json src "127.0.0.1:$T/remote/ds")
 	check_resumed "$out" remote/ds
-	[ "$(ls -A remote | xargs)" = ".stager-published.ds ds" ]
+	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
 
 @test "push: kill -9 of stager serve; the next push sends only the rest" {
