@@ -31,7 +31,7 @@ static void *send_thread(void *arg)
 	memset(&s->res, 0, sizeof s->res);
 	s->err = stg__wire_init(&w, ctx, s->in, s->out);
 	if (!s->err) {
-		s->err = stg__send_tree(ctx, &w, s->dir, "push", &s->res);
+		s->err = stg__send_tree(ctx, &w, s->dir, "push", NULL, false, &s->res);
 		if (s->err)
 			stg__wire_send_error(&w, s->err);
 		stg__wire_free(&w);
@@ -89,7 +89,7 @@ static stg_err transfer(const char *dir, const char *dest, bool pack, bool repla
 	stg_wire w;
 	assert_int_equal(stg__wire_init(&w, ctx, to_recv[0], to_send[1]), STG_OK);
 	memset(res, 0, sizeof *res);
-	stg_err err = stg__receive_tree(ctx, &w, dest, pack, replace, "serve", res);
+	stg_err err = stg__receive_tree(ctx, &w, dest, pack, replace, false, "serve", res);
 	if (err)
 		stg__wire_send_error(&w, err);
 	res->wire_in = w.bytes_in; /* as stg_serve counts them */
