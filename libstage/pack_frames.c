@@ -47,7 +47,7 @@ typedef struct pk_job {
 struct stg_framer {
 	stg_ctx *ctx;
 	int fd;
-	bool regular; /* fd is a regular file */
+	bool writeback; /* start each frame's writeback once written */
 	int level;
 	size_t target;
 	pthread_mutex_t mu;
@@ -217,10 +217,14 @@ static void *compress_worker(void *arg)
 		int werr = stg__write_full(s->fd, j->comp, clen) ? errno : 0;
 		if (!werr) {
 			EVP_DigestUpdate(s->sha, j->comp, clen);
-			/* start writing the frame back now, so the final fsync
-			 * has little left to do and dirty pages do not pile up
-			 * (harmless on a pipe: it fails with ESPIPE) */
-			if (s->regular)
+			/* a pack that is to be fsync'ed: start writing the
+			 * frame back now, so the final fsync has little left to
+			 * do.  Not otherwise: the block layer's writeback
+			 * throttle (wbt) then holds this thread, and with it the
+			 * frames after it and the reader (perf sched, a pack of
+			 * bench/run.sh's images: 0.29 s in wbt_wait of a 1.6 s
+			 * run); tar leaves writeback to the kernel */
+			if (s->writeback)
 				sync_file_range(s->fd, (off_t)s->comp_off, (off_t)clen,
 				                SYNC_FILE_RANGE_WRITE);
 		}
@@ -345,7 +349,8 @@ int stg__framer_put(stg_framer *f, const void *p, size_t n)
 	return 0;
 }
 
-stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_framer **out)
+stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, bool writeback,
+                          stg_framer **out)
 {
 	stg_framer *s = calloc(1, sizeof *s);
 	if (!s)
@@ -353,7 +358,7 @@ stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_fr
 	s->ctx = ctx;
 	s->fd = fd;
 	struct stat st;
-	s->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	s->writeback = writeback && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	s->level = level;
 	s->target = target;
 	pthread_mutex_init(&s->mu, NULL);

@@ -485,7 +485,7 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	if (fstat(rootfd, &rst) == 0)
 		pk.t.root_mode = STG_ROOT_MODE_SET | (uint32_t)(rst.st_mode & 07777);
 	if (!err)
-		err = stg__framer_start(ctx, fd, opts->level, target, &pk.fr);
+		err = stg__framer_start(ctx, fd, opts->level, target, opts->fsync, &pk.fr);
 	if (err)
 		goto out;
 	pk.a = archive_write_new();

@@ -31,7 +31,7 @@ static stg_err frame_all(stg_ctx *ctx, int fd, int level, const uint8_t *data, s
                          stg_framed *out)
 {
 	stg_framer *fr;
-	stg_err err = stg__framer_start(ctx, fd, level, TARGET, &fr);
+	stg_err err = stg__framer_start(ctx, fd, level, TARGET, false, &fr);
 	if (err)
 		return err;
 	size_t pos = 0, piece = 1;
@@ -158,7 +158,7 @@ static void test_write_fails(void **state)
 	size_t len = 4 * 1024 * 1024;
 	uint8_t *data = input(len);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_err(fr), STG_OK);
 	stg_err err = STG_OK;
 	size_t pos = 0;
@@ -186,7 +186,7 @@ static void test_write_fails(void **state)
 	assert_string_equal(stg_errmsg(f->ctx), "writing the pack: No space left on device");
 
 	/* the failure found by finish itself: named */
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_put(fr, data, 100000), 0);
 	assert_int_equal(stg__framer_cut(fr), STG_OK);
 	assert_int_equal(stg__framer_finish(fr, STG_OK, &fm), STG_ENOSPC);
@@ -203,7 +203,7 @@ static void test_caller_error(void **state)
 	char *path = ut_join(f->dir, "out");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	uint8_t *data = input(TARGET / 2);
 	assert_int_equal(stg__framer_put(fr, data, TARGET / 2), 0);
 	assert_int_equal(stg__framer_cut(fr), STG_OK); /* not full yet: kept */
@@ -231,7 +231,7 @@ static void test_cancel(void **state)
 	for (size_t i = 0; i < len; i++)
 		data[i] = (uint8_t)("compressible text, line after line\n"[i % 35]);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 19, len, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 19, len, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_put(fr, data, len), 0);
 	stg_cancel(f->ctx);
 	double t0 = stg__now();
