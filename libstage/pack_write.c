@@ -428,7 +428,13 @@ static stg_err write_trailer(packer *pk, int fd, stg_framed *framed, int level,
 	t->data_size = framed->data_size;
 	t->tar_size = framed->tar_size;
 
-	if ((err = stg__trailer_encode(ctx, t, level > 9 ? level : 9, &frame, &frame_len)))
+	/* The trailer is compressed on one thread after the last frame, with
+	 * nothing to overlap it: at level 1, not 9.  A million entries' body
+	 * (99 MiB) takes 0.7 s instead of 4.9 and stores 25.7 MiB instead of
+	 * 25.0 (2.9% more, for ls and mount to read); 20,000 entries' (2 MiB)
+	 * take 15 ms instead of 150 (zstd -b, this loaded machine).  The slow
+	 * levels asked for still apply. */
+	if ((err = stg__trailer_encode(ctx, t, level > 9 ? level : 1, &frame, &frame_len)))
 		goto out;
 	if (stg__write_full(fd, frame, frame_len)) {
 		int e = errno;
