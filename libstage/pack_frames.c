@@ -9,10 +9,10 @@
  *   3. the worker that finishes frame k waits until frames < k are
  *      written, then writes its frame, feeds it to the SHA-256 and records
  *      it in the frame table.
- * At most threads + 2 frame buffers exist, so memory is bounded whatever
- * the tree's size.  The output depends on the tar bytes and the level
- * only (not on the threads or the timing), so a tree packs to the same
- * bytes each time.
+ * At most threads + 2 frame buffers exist, and a buffer of compressed
+ * bytes a worker, so memory is bounded whatever the tree's size.  The
+ * output depends on the tar bytes and the level only (not on the threads
+ * or the timing), so a tree packs to the same bytes each time.
  */
 #include "pack_frames.h"
 #include "ctx.h"
@@ -40,8 +40,6 @@ typedef struct pk_job {
 	size_t idx;
 	uint8_t *raw;
 	size_t len, cap;
-	uint8_t *comp;
-	size_t comp_cap;
 } pk_job;
 
 struct stg_framer {
@@ -84,17 +82,17 @@ static void set_err(stg_framer *s, stg_err err, const char *msg)
  * MiB takes seconds there); the fast ones in one call, which is what
  * earlier versions wrote (streaming changes the bytes at some levels, and
  * with them the digest of the same tree). */
-static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, size_t bound,
-                             const char **zerr)
+static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, uint8_t *comp,
+                             size_t bound, const char **zerr)
 {
 	if (level <= 9) {
-		size_t n = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);
+		size_t n = ZSTD_compress2(cc, comp, bound, j->raw, j->len);
 		if (ZSTD_isError(n))
 			*zerr = ZSTD_getErrorName(n);
 		return n;
 	}
 	ZSTD_CCtx_setPledgedSrcSize(cc, j->len);
-	ZSTD_outBuffer out = {j->comp, bound, 0};
+	ZSTD_outBuffer out = {comp, bound, 0};
 	const size_t step = 256 * 1024;
 	for (size_t pos = 0; pos < j->len || !pos;) {
 		size_t k = j->len - pos < step ? j->len - pos : step;
@@ -185,6 +183,10 @@ static void *compress_worker(void *arg)
 	ZSTD_CCtx *probe = ZSTD_createCCtx();
 	size_t scratch_len = ZSTD_compressBound(PROBE_LEN);
 	uint8_t *scratch = malloc(scratch_len);
+	/* the frame compressed: the worker's own, as a frame stays with its
+	 * worker until it is written (a buffer a worker, not a frame buffer) */
+	uint8_t *comp = NULL;
+	size_t comp_cap = 0;
 	if (cc) {
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
@@ -207,25 +209,25 @@ static void *compress_worker(void *arg)
 		if (!cc) {
 			zerr = "out of memory";
 		} else {
-			if (j->comp_cap < bound) {
-				free(j->comp);
-				j->comp = malloc(bound);
-				j->comp_cap = j->comp ? bound : 0;
+			if (comp_cap < bound) {
+				free(comp);
+				comp = malloc(bound);
+				comp_cap = comp ? bound : 0;
 			}
-			if (!j->comp) {
+			if (!comp) {
 				zerr = "out of memory";
 			} else {
 				int level = frame_level(probe, j->raw, j->len, s->level, scratch,
 				                        scratch_len);
 				ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
-				clen = compress_frame(s->ctx, cc, level, j, bound, &zerr);
+				clen = compress_frame(s->ctx, cc, level, j, comp, bound, &zerr);
 			}
 		}
 		/* the frame table's check of this frame (format 3), made here,
 		 * in parallel, from bytes still in cache */
 		XXH128_canonical_t fh = {{0}};
 		if (!zerr)
-			XXH128_canonicalFromHash(&fh, XXH3_128bits(j->comp, clen));
+			XXH128_canonicalFromHash(&fh, XXH3_128bits(comp, clen));
 
 		pthread_mutex_lock(&s->mu);
 		if (zerr) {
@@ -242,9 +244,9 @@ static void *compress_worker(void *arg)
 		 * written until we are done, so the mutex need not be held for
 		 * the write itself */
 		pthread_mutex_unlock(&s->mu);
-		int werr = stg__write_full(s->fd, j->comp, clen) ? errno : 0;
+		int werr = stg__write_full(s->fd, comp, clen) ? errno : 0;
 		if (!werr) {
-			EVP_DigestUpdate(s->sha, j->comp, clen);
+			EVP_DigestUpdate(s->sha, comp, clen);
 			/* a pack that is to be fsync'ed: start writing the
 			 * frame back now, so the final fsync has little left to
 			 * do.  Not otherwise: the block layer's writeback
@@ -288,6 +290,7 @@ static void *compress_worker(void *arg)
 	ZSTD_freeCCtx(cc);
 	ZSTD_freeCCtx(probe);
 	free(scratch);
+	free(comp);
 	return NULL;
 }
 
@@ -454,7 +457,6 @@ stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 	}
 	for (size_t i = 0; s->jobs && i < s->n_jobs; i++) {
 		free(s->jobs[i].raw);
-		free(s->jobs[i].comp);
 	}
 	free(s->jobs);
 	free(s->tids);
