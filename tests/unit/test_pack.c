@@ -334,6 +334,64 @@ static void test_cancel(void **state)
 	free(out);
 }
 
+/* A file that changes between the walk and its read stops the pack with
+ * its name, what happened and what to do, and leaves no pack: the change
+ * is made once the first file ("a") is in the tar stream, to "c", behind a
+ * 16 MiB file that the reader (a few MiB ahead) has not passed yet. */
+typedef struct change {
+	const char *dir;
+	int what; /* 0: truncated, 1: appended to, 2: removed */
+	bool done;
+} change;
+
+static void change_on_progress(void *arg, const char *what, uint64_t done, uint64_t total)
+{
+	change *c = arg;
+	(void)what;
+	(void)total;
+	if (c->done || done == 0)
+		return;
+	c->done = true;
+	char *p = ut_join(c->dir, "c");
+	if (c->what == 0)
+		assert_int_equal(truncate(p, 16 << 20), 0);
+	else if (c->what == 1)
+		assert_int_equal(truncate(p, (32 << 20) + 1), 0);
+	else
+		assert_int_equal(unlink(p), 0);
+	free(p);
+}
+
+static void test_changing_files(void **state)
+{
+	fx *f = *state;
+	static const char *const want[] = {
+	        "'c' shrank while it was packed (16777216 bytes missing); pack again once "
+	        "nothing writes to the tree",
+	        "'c' grew while it was packed; pack again once nothing writes to the tree",
+	        "cannot open 'c': No such file or directory"};
+	for (int k = 0; k < 3; k++) {
+		char name[32];
+		snprintf(name, sizeof name, "changing%d", k);
+		char *dir = ut_join(f->dir, name);
+		assert_int_equal(mkdir(dir, 0755), 0);
+		ut_write(dir, "a", "first\n", 6);
+		ut_fill_file(dir, "b", 16 << 20, 2);
+		ut_fill_file(dir, "c", 32 << 20, 3);
+		change c = {dir, k, false};
+		stg_set_progress(f->ctx, change_on_progress, &c);
+		char *out = ut_join(f->dir, "changing.tar.zst");
+		assert_int_equal(stg_pack_dir(f->ctx, dir, out, NULL, NULL),
+		                 k == 2 ? STG_ENOENT : STG_EIO);
+		assert_string_equal(stg_errmsg(f->ctx), want[k]);
+		struct stat st;
+		assert_int_not_equal(lstat(out, &st), 0);
+		stg_set_progress(f->ctx, NULL, NULL);
+		free(out);
+		free(dir);
+	}
+}
+
 /* The tar header of path in the pack at out (read with libarchive, as tar
  * would): its owner and hardlink target ("" for none). */
 static void tar_header(const char *out, const char *path, long *uid, long *gid, char *hard)
@@ -429,8 +487,9 @@ static void test_links_and_owners(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_round_trip),       T(test_deterministic), T(test_include), T(test_damage),
-        T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),  T(test_links_and_owners),
+        T(test_round_trip),  T(test_deterministic), T(test_changing_files),
+        T(test_include),     T(test_damage),        T(test_hostile_manifest),
+        T(test_stream_form), T(test_cancel),        T(test_links_and_owners),
 };
 
 UT_MAIN(tests)
