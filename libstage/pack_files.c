@@ -59,7 +59,7 @@ struct stg_filer {
 	pthread_t tid;
 	bool started;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t has_data, has_room; /* the writer waits on one, the reader on the other */
 	fslot slots[NSLOTS];
 	/* slots handed over by the reader, taken and given back by the
 	 * writer (counts: slot k is slots[k % NSLOTS]) */
@@ -81,11 +81,11 @@ static fslot *next_slot(stg_filer *f, fslot *s)
 	pthread_mutex_lock(&f->mu);
 	if (s && s->n) {
 		f->filled++;
-		pthread_cond_broadcast(&f->cv);
+		pthread_cond_signal(&f->has_data);
 		s = NULL;
 	}
 	while (!s && !f->stop && f->filled - f->released == NSLOTS)
-		pthread_cond_wait(&f->cv, &f->mu);
+		pthread_cond_wait(&f->has_room, &f->mu);
 	if (!s && !f->stop) {
 		s = &f->slots[f->filled % NSLOTS];
 		s->used = s->n = s->next = 0;
@@ -106,7 +106,7 @@ static void finish(stg_filer *f, fslot *s, int end, size_t i, int e, uint64_t mi
 	f->end_i = i;
 	f->end_errno = e;
 	f->end_missing = missing;
-	pthread_cond_broadcast(&f->cv);
+	pthread_cond_signal(&f->has_data);
 	pthread_mutex_unlock(&f->mu);
 }
 
@@ -228,7 +228,7 @@ stg_err stg__filer_next(stg_filer *f, size_t i, const uint8_t **p, size_t *n, bo
 		if (f->cur) { /* its pieces are in the tar stream: give it back */
 			f->cur = NULL;
 			f->released++;
-			pthread_cond_broadcast(&f->cv);
+			pthread_cond_signal(&f->has_room);
 		}
 		if (f->taken < f->filled) {
 			f->cur = &f->slots[f->taken++ % NSLOTS];
@@ -239,7 +239,7 @@ stg_err stg__filer_next(stg_filer *f, size_t i, const uint8_t **p, size_t *n, bo
 			pthread_mutex_unlock(&f->mu);
 			return err;
 		}
-		pthread_cond_wait(&f->cv, &f->mu);
+		pthread_cond_wait(&f->has_data, &f->mu);
 	}
 	const fpiece *pc = &f->cur->pieces[f->cur->next++];
 	pthread_mutex_unlock(&f->mu);
@@ -260,7 +260,8 @@ stg_err stg__filer_start(stg_ctx *ctx, int rootfd, stg_trailer *t, stg_filer **o
 	f->rootfd = rootfd;
 	f->t = t;
 	pthread_mutex_init(&f->mu, NULL);
-	pthread_cond_init(&f->cv, NULL);
+	pthread_cond_init(&f->has_data, NULL);
+	pthread_cond_init(&f->has_room, NULL);
 	stg_err err = STG_OK;
 	if (!(f->xs = XXH3_createState()))
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -285,7 +286,7 @@ void stg__filer_stop(stg_filer *f)
 	if (f->started) {
 		pthread_mutex_lock(&f->mu);
 		f->stop = true;
-		pthread_cond_broadcast(&f->cv);
+		pthread_cond_signal(&f->has_room);
 		pthread_mutex_unlock(&f->mu);
 		pthread_join(f->tid, NULL);
 	}
@@ -293,6 +294,7 @@ void stg__filer_stop(stg_filer *f)
 		free(f->slots[k].buf);
 	XXH3_freeState(f->xs);
 	pthread_mutex_destroy(&f->mu);
-	pthread_cond_destroy(&f->cv);
+	pthread_cond_destroy(&f->has_data);
+	pthread_cond_destroy(&f->has_room);
 	free(f);
 }

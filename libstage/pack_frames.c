@@ -49,8 +49,13 @@ struct stg_framer {
 	int level;
 	size_t target;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pk_job *jobs; /* all of them, n_jobs */
+	/* each wait its own condition, so that an event wakes only who waits
+	 * for it: on a loaded machine every needless wake-up is a thread that
+	 * queues for a CPU and then for the mutex */
+	pthread_cond_t work; /* workers: a frame queued, closing, an error */
+	pthread_cond_t turn; /* workers: the frames before theirs written */
+	pthread_cond_t room; /* the writer's thread: a free frame buffer */
+	pk_job *jobs;        /* all of them, n_jobs */
 	size_t n_jobs;
 	pk_job *free_list, *qhead, *qtail;
 	pk_job *cur; /* being filled by the writer (NULL: the pipeline stopped) */
@@ -74,7 +79,9 @@ static void set_err(stg_framer *s, stg_err err, const char *msg)
 		s->err = err;
 		snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
 	}
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_broadcast(&s->work);
+	pthread_cond_broadcast(&s->turn);
+	pthread_cond_broadcast(&s->room);
 }
 
 /* Compress one frame.  The slow levels go in steps, so that a pack at
@@ -194,7 +201,7 @@ static void *compress_worker(void *arg)
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		while (!s->qhead && !s->closing && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->work, &s->mu);
 		if (s->err || (!s->qhead && s->closing))
 			break;
 		pk_job *j = s->qhead;
@@ -237,7 +244,7 @@ static void *compress_worker(void *arg)
 			break;
 		}
 		while (s->next_write != j->idx && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->turn, &s->mu);
 		if (s->err)
 			break;
 		/* our turn: frames before us are written, none after us can be
@@ -284,7 +291,8 @@ static void *compress_worker(void *arg)
 		j->len = 0;
 		j->next = s->free_list;
 		s->free_list = j;
-		pthread_cond_broadcast(&s->cv);
+		pthread_cond_broadcast(&s->turn);
+		pthread_cond_signal(&s->room);
 	}
 	pthread_mutex_unlock(&s->mu);
 	ZSTD_freeCCtx(cc);
@@ -306,9 +314,9 @@ static stg_err submit(stg_framer *s)
 	else
 		s->qhead = j;
 	s->qtail = j;
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_signal(&s->work);
 	while (!s->free_list && !s->err)
-		pthread_cond_wait(&s->cv, &s->mu);
+		pthread_cond_wait(&s->room, &s->mu);
 	stg_err err = s->err;
 	if (!err) {
 		s->cur = s->free_list;
@@ -393,7 +401,9 @@ stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, bool w
 	s->level = level;
 	s->target = target;
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
+	pthread_cond_init(&s->work, NULL);
+	pthread_cond_init(&s->turn, NULL);
+	pthread_cond_init(&s->room, NULL);
 	int nthreads = stg__threads(ctx);
 	s->n_jobs = (size_t)nthreads + 2;
 	s->jobs = calloc(s->n_jobs, sizeof *s->jobs);
@@ -436,7 +446,8 @@ stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 	s->closing = true;
 	if (err && !s->err)
 		s->err = err; /* stop the workers without writing more */
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_broadcast(&s->work);
+	pthread_cond_broadcast(&s->turn);
 	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; i < s->started; i++)
 		pthread_join(s->tids[i], NULL);
@@ -463,7 +474,9 @@ stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 	free(s->frames);
 	EVP_MD_CTX_free(s->sha);
 	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->work);
+	pthread_cond_destroy(&s->turn);
+	pthread_cond_destroy(&s->room);
 	free(s);
 	return err;
 }
