@@ -134,8 +134,10 @@ static int read_file(stg_filer *f, fslot **s, size_t i, XXH3_state_t *xs, int *e
 			}
 			room = SLOT_LEN;
 		}
-		bool last = left < room; /* the rest, and a byte to see growth */
-		size_t len = last ? (size_t)left : room;
+		/* the rest, and a byte to see growth; else as much as fits, but
+		 * never all of the rest: a file ends on a last piece */
+		bool last = left < room;
+		size_t len = last ? (size_t)left : left == room ? room - 1 : room;
 		fslot *sl = *s;
 		stg_hash_in in = {.fd = fd,
 		                  .off = (int64_t)pos,

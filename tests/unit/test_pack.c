@@ -334,6 +334,35 @@ static void test_cancel(void **state)
 	free(out);
 }
 
+/* Files whose sizes meet the file reader's 1 MiB slots at their edges
+ * (the rest of a file exactly what a slot has left, a file of exactly one
+ * and of three slots, one a byte over) pack, verify and unpack whole. */
+static void test_slot_edges(void **state)
+{
+	fx *f = *state;
+	char *dir = ut_join(f->dir, "edges");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	ut_write(dir, "a", "first\n", 6);
+	ut_fill_file(dir, "b", (1 << 20) - 6, 4);
+	ut_fill_file(dir, "c", 1 << 20, 5);
+	ut_fill_file(dir, "d", 3 << 20, 6);
+	ut_fill_file(dir, "e", (1 << 20) + 1, 7);
+	ut_fill_file(dir, "f", (1 << 20) - 1, 8);
+	char *out = ut_join(f->dir, "edges.tar.zst"), *dst = ut_join(f->dir, "edges.out");
+	stg_pack_info info;
+	ut_pack(f->ctx, dir, out, &info);
+	assert_int_equal(info.files, 6);
+	stg_pack *p;
+	assert_int_equal(stg_pack_open(f->ctx, out, &p), STG_OK);
+	assert_int_equal(stg_verify(f->ctx, p), STG_OK);
+	assert_int_equal(stg_unpack(f->ctx, p, dst, NULL, NULL), STG_OK);
+	ut_tree_holds(dir, dst, true);
+	stg_pack_close(p);
+	free(dst);
+	free(out);
+	free(dir);
+}
+
 /* A file that changes between the walk and its read stops the pack with
  * its name, what happened and what to do, and leaves no pack: the change
  * is made once the first file ("a") is in the tar stream, to "c", behind a
@@ -487,9 +516,9 @@ static void test_links_and_owners(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_round_trip),  T(test_deterministic), T(test_changing_files),
-        T(test_include),     T(test_damage),        T(test_hostile_manifest),
-        T(test_stream_form), T(test_cancel),        T(test_links_and_owners),
+        T(test_round_trip), T(test_deterministic),    T(test_changing_files),   T(test_slot_edges),
+        T(test_include),    T(test_damage),           T(test_hostile_manifest), T(test_stream_form),
+        T(test_cancel),     T(test_links_and_owners),
 };
 
 UT_MAIN(tests)
