@@ -26,7 +26,12 @@ stg_err stg__hash_read(stg_ctx *ctx, const stg_hash_in *in, XXH3_state_t *xs, ui
 {
 	*got = 0;
 	while (in->len == STG_HASH_ALL || *got < in->len) {
+		uint8_t *buf = in->buf;
 		size_t want = in->buf_len;
+		if (in->fill) { /* after what was read: the range lands whole */
+			buf += *got;
+			want -= (size_t)*got;
+		}
 		if (in->len != STG_HASH_ALL) {
 			uint64_t left = in->len - *got;
 			if (in->whole && left < want)
@@ -34,8 +39,8 @@ stg_err stg__hash_read(stg_ctx *ctx, const stg_hash_in *in, XXH3_state_t *xs, ui
 			else if (left < want)
 				want = (size_t)left;
 		}
-		ssize_t n = in->off < 0 ? read(in->fd, in->buf, want)
-		                        : pread(in->fd, in->buf, want, (off_t)(in->off + *got));
+		ssize_t n = in->off < 0 ? read(in->fd, buf, want)
+		                        : pread(in->fd, buf, want, (off_t)(in->off + *got));
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0) {
@@ -52,10 +57,10 @@ stg_err stg__hash_read(stg_ctx *ctx, const stg_hash_in *in, XXH3_state_t *xs, ui
 			return STG_OK;
 		}
 		stg__bucket_take(ctx, in->bw, (double)n);
-		XXH3_128bits_update(xs, in->buf, (size_t)n);
+		XXH3_128bits_update(xs, buf, (size_t)n);
 		*got += (uint64_t)n;
 		if (in->sink) {
-			stg_err err = in->sink(in->arg, in->buf, (size_t)n);
+			stg_err err = in->sink(in->arg, buf, (size_t)n);
 			if (err)
 				return err;
 		}

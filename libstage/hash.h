@@ -24,6 +24,9 @@ typedef struct stg_hash_in {
 	bool whole;   /* len is the file's size: growth is to show */
 	uint8_t *buf; /* read into, buf_len bytes at most at a time */
 	size_t buf_len;
+	/* buf holds the whole range (buf_len >= len, one byte more when
+	 * whole): each read lands after the last, not at buf */
+	bool fill;
 	stg_bucket *bw;   /* every read charged to it (NULL: no limit; needs ctx) */
 	stg_sink_fn sink; /* every piece, then an empty one (NULL: none) */
 	void *arg;

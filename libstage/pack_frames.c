@@ -9,10 +9,10 @@
  *   3. the worker that finishes frame k waits until frames < k are
  *      written, then writes its frame, feeds it to the SHA-256 and records
  *      it in the frame table.
- * At most threads + 2 frame buffers exist, so memory is bounded whatever
- * the tree's size.  The output depends on the tar bytes and the level
- * only (not on the threads or the timing), so a tree packs to the same
- * bytes each time.
+ * At most threads + 2 frame buffers exist, and a buffer of compressed
+ * bytes a worker, so memory is bounded whatever the tree's size.  The
+ * output depends on the tar bytes and the level only (not on the threads
+ * or the timing), so a tree packs to the same bytes each time.
  */
 #include "pack_frames.h"
 #include "ctx.h"
@@ -40,19 +40,22 @@ typedef struct pk_job {
 	size_t idx;
 	uint8_t *raw;
 	size_t len, cap;
-	uint8_t *comp;
-	size_t comp_cap;
 } pk_job;
 
 struct stg_framer {
 	stg_ctx *ctx;
 	int fd;
-	bool regular; /* fd is a regular file */
+	bool writeback; /* start each frame's writeback once written */
 	int level;
 	size_t target;
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
-	pk_job *jobs; /* all of them, n_jobs */
+	/* each wait its own condition, so that an event wakes only who waits
+	 * for it: on a loaded machine every needless wake-up is a thread that
+	 * queues for a CPU and then for the mutex */
+	pthread_cond_t work; /* workers: a frame queued, closing, an error */
+	pthread_cond_t turn; /* workers: the frames before theirs written */
+	pthread_cond_t room; /* the writer's thread: a free frame buffer */
+	pk_job *jobs;        /* all of them, n_jobs */
 	size_t n_jobs;
 	pk_job *free_list, *qhead, *qtail;
 	pk_job *cur; /* being filled by the writer (NULL: the pipeline stopped) */
@@ -76,7 +79,9 @@ static void set_err(stg_framer *s, stg_err err, const char *msg)
 		s->err = err;
 		snprintf(s->errmsg, sizeof s->errmsg, "%s", msg);
 	}
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_broadcast(&s->work);
+	pthread_cond_broadcast(&s->turn);
+	pthread_cond_broadcast(&s->room);
 }
 
 /* Compress one frame.  The slow levels go in steps, so that a pack at
@@ -84,17 +89,17 @@ static void set_err(stg_framer *s, stg_err err, const char *msg)
  * MiB takes seconds there); the fast ones in one call, which is what
  * earlier versions wrote (streaming changes the bytes at some levels, and
  * with them the digest of the same tree). */
-static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, size_t bound,
-                             const char **zerr)
+static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, uint8_t *comp,
+                             size_t bound, const char **zerr)
 {
 	if (level <= 9) {
-		size_t n = ZSTD_compress2(cc, j->comp, bound, j->raw, j->len);
+		size_t n = ZSTD_compress2(cc, comp, bound, j->raw, j->len);
 		if (ZSTD_isError(n))
 			*zerr = ZSTD_getErrorName(n);
 		return n;
 	}
 	ZSTD_CCtx_setPledgedSrcSize(cc, j->len);
-	ZSTD_outBuffer out = {j->comp, bound, 0};
+	ZSTD_outBuffer out = {comp, bound, 0};
 	const size_t step = 256 * 1024;
 	for (size_t pos = 0; pos < j->len || !pos;) {
 		size_t k = j->len - pos < step ? j->len - pos : step;
@@ -122,30 +127,60 @@ static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_jo
 }
 
 /*
- * Is a frame incompressible (JPEG, PNG, already-compressed shards: most of
- * a training set)?  Three 32 KiB samples at level 1 tell; zstd would store
- * such a frame raw at any level, so it is encoded at a fast level instead,
- * which gives the same bytes' worth of output for a third of the CPU.  The
- * choice depends on the data only, so packs stay reproducible.
+ * The level a frame is compressed at.  Most of a training set is entropy
+ * already (JPEG, PNG, compressed shards); what zstd finds in it is the tar
+ * stream's own (headers, the zeros after each file: about 5% of a tree of
+ * small files) or, in raw numbers (weights, audio), the skew of the bytes,
+ * which the Huffman-coded literals take.  Neither needs the match finders
+ * that make the higher levels slow: three 32 KiB samples at level 1 tell.
+ *   - under 3% saved: zstd would store the frame nearly as is at any
+ *     level; a negative level does it for a third of level 3's CPU;
+ *   - under 10% saved, at the fast levels asked for (1-9): the samples at
+ *     that negative level too.  It codes no literals: if it saves as much
+ *     as level 1 (within 0.5% of the samples: the savings are headers and
+ *     padding) it is used, else level 1 (the savings are literals: float
+ *     weights compress to 92% at level 1 as at level 3, and not at all at
+ *     the negative level).  bench/run.sh's images pack 0.1% larger than at
+ *     level 3, in less than half the CPU;
+ *   - else the level asked for.
+ * The choice depends on the data only, so packs stay reproducible.
  */
 #define PROBE_LEN  (32u << 10)
 #define FAST_LEVEL (-1)
 
-static bool incompressible(ZSTD_CCtx *probe, const uint8_t *raw, size_t len, uint8_t *scratch,
-                           size_t scratch_len)
+/* The three samples' compressed size at level, 0 on failure. */
+static size_t probe_size(ZSTD_CCtx *probe, const uint8_t *raw, size_t len, int level,
+                         uint8_t *scratch, size_t scratch_len)
 {
-	if (!probe || len < 8 * PROBE_LEN)
-		return false;
-	size_t in = 0, out = 0;
+	size_t out = 0;
 	for (int i = 0; i < 3; i++) {
 		size_t off = (len - PROBE_LEN) / 2 * (size_t)i;
-		size_t n = ZSTD_compressCCtx(probe, scratch, scratch_len, raw + off, PROBE_LEN, 1);
+		size_t n =
+		        ZSTD_compressCCtx(probe, scratch, scratch_len, raw + off, PROBE_LEN, level);
 		if (ZSTD_isError(n))
-			return false;
-		in += PROBE_LEN;
+			return 0;
 		out += n;
 	}
-	return out * 100 > in * 97;
+	return out;
+}
+
+static int frame_level(ZSTD_CCtx *probe, const uint8_t *raw, size_t len, int level,
+                       uint8_t *scratch, size_t scratch_len)
+{
+	if (!probe || !scratch || len < 8 * PROBE_LEN)
+		return level;
+	const size_t in = 3 * PROBE_LEN;
+	size_t one = probe_size(probe, raw, len, 1, scratch, scratch_len);
+	if (!one)
+		return level;
+	if (one * 100 > in * 97)
+		return FAST_LEVEL;
+	if (level > 9 || one * 100 <= in * 90)
+		return level;
+	size_t fast = probe_size(probe, raw, len, FAST_LEVEL, scratch, scratch_len);
+	if (fast && fast * 1000 <= one * 1000 + in * 5)
+		return FAST_LEVEL;
+	return 1;
 }
 
 static void *compress_worker(void *arg)
@@ -155,6 +190,10 @@ static void *compress_worker(void *arg)
 	ZSTD_CCtx *probe = ZSTD_createCCtx();
 	size_t scratch_len = ZSTD_compressBound(PROBE_LEN);
 	uint8_t *scratch = malloc(scratch_len);
+	/* the frame compressed: the worker's own, as a frame stays with its
+	 * worker until it is written (a buffer a worker, not a frame buffer) */
+	uint8_t *comp = NULL;
+	size_t comp_cap = 0;
 	if (cc) {
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_checksumFlag, 1);
 		ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 1);
@@ -162,7 +201,7 @@ static void *compress_worker(void *arg)
 	pthread_mutex_lock(&s->mu);
 	for (;;) {
 		while (!s->qhead && !s->closing && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->work, &s->mu);
 		if (s->err || (!s->qhead && s->closing))
 			break;
 		pk_job *j = s->qhead;
@@ -177,27 +216,25 @@ static void *compress_worker(void *arg)
 		if (!cc) {
 			zerr = "out of memory";
 		} else {
-			if (j->comp_cap < bound) {
-				free(j->comp);
-				j->comp = malloc(bound);
-				j->comp_cap = j->comp ? bound : 0;
+			if (comp_cap < bound) {
+				free(comp);
+				comp = malloc(bound);
+				comp_cap = comp ? bound : 0;
 			}
-			if (!j->comp) {
+			if (!comp) {
 				zerr = "out of memory";
 			} else {
-				int level = s->level;
-				if (scratch &&
-				    incompressible(probe, j->raw, j->len, scratch, scratch_len))
-					level = FAST_LEVEL;
+				int level = frame_level(probe, j->raw, j->len, s->level, scratch,
+				                        scratch_len);
 				ZSTD_CCtx_setParameter(cc, ZSTD_c_compressionLevel, level);
-				clen = compress_frame(s->ctx, cc, level, j, bound, &zerr);
+				clen = compress_frame(s->ctx, cc, level, j, comp, bound, &zerr);
 			}
 		}
 		/* the frame table's check of this frame (format 3), made here,
 		 * in parallel, from bytes still in cache */
 		XXH128_canonical_t fh = {{0}};
 		if (!zerr)
-			XXH128_canonicalFromHash(&fh, XXH3_128bits(j->comp, clen));
+			XXH128_canonicalFromHash(&fh, XXH3_128bits(comp, clen));
 
 		pthread_mutex_lock(&s->mu);
 		if (zerr) {
@@ -207,20 +244,24 @@ static void *compress_worker(void *arg)
 			break;
 		}
 		while (s->next_write != j->idx && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->turn, &s->mu);
 		if (s->err)
 			break;
 		/* our turn: frames before us are written, none after us can be
 		 * written until we are done, so the mutex need not be held for
 		 * the write itself */
 		pthread_mutex_unlock(&s->mu);
-		int werr = stg__write_full(s->fd, j->comp, clen) ? errno : 0;
+		int werr = stg__write_full(s->fd, comp, clen) ? errno : 0;
 		if (!werr) {
-			EVP_DigestUpdate(s->sha, j->comp, clen);
-			/* start writing the frame back now, so the final fsync
-			 * has little left to do and dirty pages do not pile up
-			 * (harmless on a pipe: it fails with ESPIPE) */
-			if (s->regular)
+			EVP_DigestUpdate(s->sha, comp, clen);
+			/* a pack that is to be fsync'ed: start writing the
+			 * frame back now, so the final fsync has little left to
+			 * do.  Not otherwise: the block layer's writeback
+			 * throttle (wbt) then holds this thread, and with it the
+			 * frames after it and the reader (perf sched, a pack of
+			 * bench/run.sh's images: 0.29 s in wbt_wait of a 1.6 s
+			 * run); tar leaves writeback to the kernel */
+			if (s->writeback)
 				sync_file_range(s->fd, (off_t)s->comp_off, (off_t)clen,
 				                SYNC_FILE_RANGE_WRITE);
 		}
@@ -250,12 +291,14 @@ static void *compress_worker(void *arg)
 		j->len = 0;
 		j->next = s->free_list;
 		s->free_list = j;
-		pthread_cond_broadcast(&s->cv);
+		pthread_cond_broadcast(&s->turn);
+		pthread_cond_signal(&s->room);
 	}
 	pthread_mutex_unlock(&s->mu);
 	ZSTD_freeCCtx(cc);
 	ZSTD_freeCCtx(probe);
 	free(scratch);
+	free(comp);
 	return NULL;
 }
 
@@ -271,9 +314,9 @@ static stg_err submit(stg_framer *s)
 	else
 		s->qhead = j;
 	s->qtail = j;
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_signal(&s->work);
 	while (!s->free_list && !s->err)
-		pthread_cond_wait(&s->cv, &s->mu);
+		pthread_cond_wait(&s->room, &s->mu);
 	stg_err err = s->err;
 	if (!err) {
 		s->cur = s->free_list;
@@ -345,7 +388,8 @@ int stg__framer_put(stg_framer *f, const void *p, size_t n)
 	return 0;
 }
 
-stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_framer **out)
+stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, bool writeback,
+                          stg_framer **out)
 {
 	stg_framer *s = calloc(1, sizeof *s);
 	if (!s)
@@ -353,11 +397,13 @@ stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_fr
 	s->ctx = ctx;
 	s->fd = fd;
 	struct stat st;
-	s->regular = fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
+	s->writeback = writeback && fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
 	s->level = level;
 	s->target = target;
 	pthread_mutex_init(&s->mu, NULL);
-	pthread_cond_init(&s->cv, NULL);
+	pthread_cond_init(&s->work, NULL);
+	pthread_cond_init(&s->turn, NULL);
+	pthread_cond_init(&s->room, NULL);
 	int nthreads = stg__threads(ctx);
 	s->n_jobs = (size_t)nthreads + 2;
 	s->jobs = calloc(s->n_jobs, sizeof *s->jobs);
@@ -400,7 +446,8 @@ stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 	s->closing = true;
 	if (err && !s->err)
 		s->err = err; /* stop the workers without writing more */
-	pthread_cond_broadcast(&s->cv);
+	pthread_cond_broadcast(&s->work);
+	pthread_cond_broadcast(&s->turn);
 	pthread_mutex_unlock(&s->mu);
 	for (int i = 0; i < s->started; i++)
 		pthread_join(s->tids[i], NULL);
@@ -421,14 +468,15 @@ stg_err stg__framer_finish(stg_framer *s, stg_err err, stg_framed *out)
 	}
 	for (size_t i = 0; s->jobs && i < s->n_jobs; i++) {
 		free(s->jobs[i].raw);
-		free(s->jobs[i].comp);
 	}
 	free(s->jobs);
 	free(s->tids);
 	free(s->frames);
 	EVP_MD_CTX_free(s->sha);
 	pthread_mutex_destroy(&s->mu);
-	pthread_cond_destroy(&s->cv);
+	pthread_cond_destroy(&s->work);
+	pthread_cond_destroy(&s->turn);
+	pthread_cond_destroy(&s->room);
 	free(s);
 	return err;
 }

@@ -19,8 +19,10 @@ typedef struct stg_framed {
 } stg_framed;
 
 /* Compress frames of about target tar bytes at level (zstd 1-19) with the
- * context's threads, writing them to fd. */
-stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, stg_framer **out);
+ * context's threads, writing them to fd; with writeback (a pack that will
+ * be fsync'ed), each frame's writeback is started once it is written. */
+stg_err stg__framer_start(stg_ctx *ctx, int fd, int level, size_t target, bool writeback,
+                          stg_framer **out);
 /* Append tar bytes to the current frame.  0, or -1 with errno: ENOMEM, or
  * EIO when the pipeline has stopped (stg__framer_err says why). */
 int stg__framer_put(stg_framer *f, const void *p, size_t n);

@@ -3,9 +3,9 @@
  *
  * The tree is walked first (walk.c: sorted, so the same tree gives the
  * same pack) straight into the manifest, then each entry is written in
- * that order: its tar header
- * through libarchive, and a file's data read once, hashed (XXH3-128, the
- * one loop of hash.c) and passed on in pieces that fill the current frame
+ * that order: its tar header through libarchive, and a file's data, read
+ * once and hashed (XXH3-128) ahead of the writer on a thread of its own
+ * (pack_files.c), passed on in pieces that fill the current frame
  * exactly.  The frame pipeline (pack_frames.c) compresses and writes the
  * frames behind the writer; the trailer (trailer.c) follows them, with
  * every entry's record, the frame table and the SHA-256 of the frames.
@@ -16,8 +16,8 @@
  * bytes would not be what the manifest says.  Memory is bounded whatever
  * the tree's size, but for the manifest.
  */
-#include "hash.h"
 #include "pack_bases.h"
+#include "pack_files.h"
 #include "pack_frames.h"
 #include "walk.h"
 #include "ctx.h"
@@ -35,8 +35,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define READ_CHUNK (1u << 20)
 
 void stg_pack_opts_init(stg_pack_opts *o)
 {
@@ -74,10 +72,9 @@ typedef struct packer {
 	pk_inode *linked;
 	size_t n_linked, linked_cap;
 	stg_framer *fr;
+	stg_filer *files;
 	struct archive *a;
 	const char *path; /* the entry being written */
-	uint8_t *buf;     /* READ_CHUNK */
-	XXH3_state_t *xs;
 } packer;
 
 /* ---- the tree ------------------------------------------------------------ */
@@ -284,42 +281,20 @@ static stg_err tar_data(void *arg, const uint8_t *p, size_t n)
 	return STG_OK;
 }
 
-static stg_err write_file_data(packer *pk, stg_rec *r)
+/* A file's data, read and hashed ahead by the file reader (pack_files.c),
+ * into the tar stream. */
+static stg_err write_file_data(packer *pk, size_t i)
 {
-	stg_ctx *ctx = pk->ctx;
-	int fd = openat(pk->rootfd, pk->path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-	if (fd < 0)
-		return stg__fail_errno(ctx, STG_ENOENT, errno, "cannot open '%s'", pk->path);
-	if (r->size > READ_CHUNK)
-		posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	stg_hash_in in = {.fd = fd,
-	                  .off = -1,
-	                  .len = r->size,
-	                  .whole = true,
-	                  .buf = pk->buf,
-	                  .buf_len = READ_CHUNK,
-	                  .sink = tar_data,
-	                  .arg = pk,
-	                  .path = pk->path};
-	uint64_t got;
-	XXH3_128bits_reset(pk->xs);
-	stg_err err = stg__hash_read(ctx, &in, pk->xs, &got);
-	close(fd);
-	if (!err && got < r->size)
-		err = stg__fail(ctx, STG_EIO,
-		                "'%s' shrank while it was packed (%llu bytes missing); "
-		                "pack again once nothing writes to the tree",
-		                pk->path, (unsigned long long)(r->size - got));
-	else if (!err && got > r->size)
-		err = stg__fail(ctx, STG_EIO,
-		                "'%s' grew while it was packed; pack again once nothing "
-		                "writes to the tree",
-		                pk->path);
-	/* growth after the last read is not seen; the pack then holds a
-	 * consistent copy of the file's first r->size bytes */
-	if (!err)
-		stg__hash_digest(pk->xs, r->xxh3);
-	return err;
+	for (bool last = false; !last;) {
+		const uint8_t *p;
+		size_t n;
+		stg_err err = stg__filer_next(pk->files, i, &p, &n, &last);
+		if (!err)
+			err = tar_data(pk, p, n);
+		if (err)
+			return err;
+	}
+	return STG_OK;
 }
 
 static stg_err write_entries(packer *pk)
@@ -378,7 +353,7 @@ static stg_err write_entries(packer *pk)
 		}
 		r->data_off = stg__framer_pos(pk->fr);
 		if (r->type == STG_FILE && r->size)
-			err = write_file_data(pk, r);
+			err = write_file_data(pk, i);
 		else
 			memcpy(r->xxh3, empty.digest, 16);
 		if (!err && archive_write_finish_entry(pk->a) < ARCHIVE_WARN)
@@ -428,7 +403,13 @@ static stg_err write_trailer(packer *pk, int fd, stg_framed *framed, int level,
 	t->data_size = framed->data_size;
 	t->tar_size = framed->tar_size;
 
-	if ((err = stg__trailer_encode(ctx, t, level > 9 ? level : 9, &frame, &frame_len)))
+	/* The trailer is compressed on one thread after the last frame, with
+	 * nothing to overlap it: at level 1, not 9.  A million entries' body
+	 * (99 MiB) takes 0.7 s instead of 4.9 and stores 25.7 MiB instead of
+	 * 25.0 (2.9% more, for ls and mount to read); 20,000 entries' (2 MiB)
+	 * take 15 ms instead of 150 (zstd -b, this loaded machine).  The slow
+	 * levels asked for still apply. */
+	if ((err = stg__trailer_encode(ctx, t, level > 9 ? level : 1, &frame, &frame_len)))
 		goto out;
 	if (stg__write_full(fd, frame, frame_len)) {
 		int e = errno;
@@ -485,14 +466,13 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	if (fstat(rootfd, &rst) == 0)
 		pk.t.root_mode = STG_ROOT_MODE_SET | (uint32_t)(rst.st_mode & 07777);
 	if (!err)
-		err = stg__framer_start(ctx, fd, opts->level, target, &pk.fr);
+		err = stg__framer_start(ctx, fd, opts->level, target, opts->fsync, &pk.fr);
 	if (err)
 		goto out;
 	pk.a = archive_write_new();
-	pk.buf = stg__io_alloc(READ_CHUNK);
-	pk.xs = XXH3_createState();
-	if (!pk.a || !pk.buf || !pk.xs) {
-		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	if (!pk.a || (err = stg__filer_start(ctx, rootfd, &pk.t, &pk.files))) {
+		if (!err)
+			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	} else {
 		archive_write_set_format_pax_restricted(pk.a);
 		archive_write_set_bytes_per_block(pk.a, 0);
@@ -509,14 +489,15 @@ static stg_err pack_tree(stg_ctx *ctx, int rootfd, int fd, const stg_pack_opts *
 	 * writes its end into the current frame */
 	if (pk.a)
 		archive_write_free(pk.a);
+	/* before the trailer: it lays out the names again */
+	stg__filer_stop(pk.files);
+	pk.files = NULL;
 	stg_framed framed = {0};
 	err = stg__framer_finish(pk.fr, err, &framed);
 	if (!err)
 		err = write_trailer(&pk, fd, &framed, opts->level, deltas, info);
 	free(framed.frames);
 out:
-	free(pk.buf);
-	XXH3_freeState(pk.xs);
 	free(pk.own);
 	free(pk.t.recs);
 	free(pk.t.deltas);

@@ -334,6 +334,93 @@ static void test_cancel(void **state)
 	free(out);
 }
 
+/* Files whose sizes meet the file reader's 1 MiB slots at their edges
+ * (the rest of a file exactly what a slot has left, a file of exactly one
+ * and of three slots, one a byte over) pack, verify and unpack whole. */
+static void test_slot_edges(void **state)
+{
+	fx *f = *state;
+	char *dir = ut_join(f->dir, "edges");
+	assert_int_equal(mkdir(dir, 0755), 0);
+	ut_write(dir, "a", "first\n", 6);
+	ut_fill_file(dir, "b", (1 << 20) - 6, 4);
+	ut_fill_file(dir, "c", 1 << 20, 5);
+	ut_fill_file(dir, "d", 3 << 20, 6);
+	ut_fill_file(dir, "e", (1 << 20) + 1, 7);
+	ut_fill_file(dir, "f", (1 << 20) - 1, 8);
+	char *out = ut_join(f->dir, "edges.tar.zst"), *dst = ut_join(f->dir, "edges.out");
+	stg_pack_info info;
+	ut_pack(f->ctx, dir, out, &info);
+	assert_int_equal(info.files, 6);
+	stg_pack *p;
+	assert_int_equal(stg_pack_open(f->ctx, out, &p), STG_OK);
+	assert_int_equal(stg_verify(f->ctx, p), STG_OK);
+	assert_int_equal(stg_unpack(f->ctx, p, dst, NULL, NULL), STG_OK);
+	ut_tree_holds(dir, dst, true);
+	stg_pack_close(p);
+	free(dst);
+	free(out);
+	free(dir);
+}
+
+/* A file that changes between the walk and its read stops the pack with
+ * its name, what happened and what to do, and leaves no pack: the change
+ * is made once the first file ("a") is in the tar stream, to "c", behind a
+ * 16 MiB file that the reader (a few MiB ahead) has not passed yet. */
+typedef struct change {
+	const char *dir;
+	int what; /* 0: truncated, 1: appended to, 2: removed */
+	bool done;
+} change;
+
+static void change_on_progress(void *arg, const char *what, uint64_t done, uint64_t total)
+{
+	change *c = arg;
+	(void)what;
+	(void)total;
+	if (c->done || done == 0)
+		return;
+	c->done = true;
+	char *p = ut_join(c->dir, "c");
+	if (c->what == 0)
+		assert_int_equal(truncate(p, 16 << 20), 0);
+	else if (c->what == 1)
+		assert_int_equal(truncate(p, (32 << 20) + 1), 0);
+	else
+		assert_int_equal(unlink(p), 0);
+	free(p);
+}
+
+static void test_changing_files(void **state)
+{
+	fx *f = *state;
+	static const char *const want[] = {
+	        "'c' shrank while it was packed (16777216 bytes missing); pack again once "
+	        "nothing writes to the tree",
+	        "'c' grew while it was packed; pack again once nothing writes to the tree",
+	        "cannot open 'c': No such file or directory"};
+	for (int k = 0; k < 3; k++) {
+		char name[32];
+		snprintf(name, sizeof name, "changing%d", k);
+		char *dir = ut_join(f->dir, name);
+		assert_int_equal(mkdir(dir, 0755), 0);
+		ut_write(dir, "a", "first\n", 6);
+		ut_fill_file(dir, "b", 16 << 20, 2);
+		ut_fill_file(dir, "c", 32 << 20, 3);
+		change c = {dir, k, false};
+		stg_set_progress(f->ctx, change_on_progress, &c);
+		char *out = ut_join(f->dir, "changing.tar.zst");
+		assert_int_equal(stg_pack_dir(f->ctx, dir, out, NULL, NULL),
+		                 k == 2 ? STG_ENOENT : STG_EIO);
+		assert_string_equal(stg_errmsg(f->ctx), want[k]);
+		struct stat st;
+		assert_int_not_equal(lstat(out, &st), 0);
+		stg_set_progress(f->ctx, NULL, NULL);
+		free(out);
+		free(dir);
+	}
+}
+
 /* The tar header of path in the pack at out (read with libarchive, as tar
  * would): its owner and hardlink target ("" for none). */
 static void tar_header(const char *out, const char *path, long *uid, long *gid, char *hard)
@@ -429,8 +516,9 @@ static void test_links_and_owners(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_round_trip),       T(test_deterministic), T(test_include), T(test_damage),
-        T(test_hostile_manifest), T(test_stream_form),   T(test_cancel),  T(test_links_and_owners),
+        T(test_round_trip), T(test_deterministic),    T(test_changing_files),   T(test_slot_edges),
+        T(test_include),    T(test_damage),           T(test_hostile_manifest), T(test_stream_form),
+        T(test_cancel),     T(test_links_and_owners),
 };
 
 UT_MAIN(tests)

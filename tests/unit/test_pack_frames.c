@@ -4,7 +4,8 @@
  * every frame decoding alone to its bytes, the SHA-256 of what was
  * written; the same bytes whatever the threads; a write that fails
  * (/dev/full: ENOSPC) stops the pipeline, named; the caller's error
- * writes nothing more; cancel at a slow level. */
+ * writes nothing more; cancel at a slow level; the level each frame
+ * gets: what only Huffman-coded literals save is saved. */
 #include "unit.h"
 #include "pack_frames.h"
 
@@ -31,7 +32,7 @@ static stg_err frame_all(stg_ctx *ctx, int fd, int level, const uint8_t *data, s
                          stg_framed *out)
 {
 	stg_framer *fr;
-	stg_err err = stg__framer_start(ctx, fd, level, TARGET, &fr);
+	stg_err err = stg__framer_start(ctx, fd, level, TARGET, false, &fr);
 	if (err)
 		return err;
 	size_t pos = 0, piece = 1;
@@ -158,7 +159,7 @@ static void test_write_fails(void **state)
 	size_t len = 4 * 1024 * 1024;
 	uint8_t *data = input(len);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_err(fr), STG_OK);
 	stg_err err = STG_OK;
 	size_t pos = 0;
@@ -186,7 +187,7 @@ static void test_write_fails(void **state)
 	assert_string_equal(stg_errmsg(f->ctx), "writing the pack: No space left on device");
 
 	/* the failure found by finish itself: named */
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_put(fr, data, 100000), 0);
 	assert_int_equal(stg__framer_cut(fr), STG_OK);
 	assert_int_equal(stg__framer_finish(fr, STG_OK, &fm), STG_ENOSPC);
@@ -203,7 +204,7 @@ static void test_caller_error(void **state)
 	char *path = ut_join(f->dir, "out");
 	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 1, TARGET, false, &fr), STG_OK);
 	uint8_t *data = input(TARGET / 2);
 	assert_int_equal(stg__framer_put(fr, data, TARGET / 2), 0);
 	assert_int_equal(stg__framer_cut(fr), STG_OK); /* not full yet: kept */
@@ -231,7 +232,7 @@ static void test_cancel(void **state)
 	for (size_t i = 0; i < len; i++)
 		data[i] = (uint8_t)("compressible text, line after line\n"[i % 35]);
 	stg_framer *fr;
-	assert_int_equal(stg__framer_start(f->ctx, fd, 19, len, &fr), STG_OK);
+	assert_int_equal(stg__framer_start(f->ctx, fd, 19, len, false, &fr), STG_OK);
 	assert_int_equal(stg__framer_put(fr, data, len), 0);
 	stg_cancel(f->ctx);
 	double t0 = stg__now();
@@ -248,10 +249,59 @@ static void test_cancel(void **state)
 	free(path);
 }
 
+/* Frames that save under 10% at level 1 are coded at a fast level, but
+ * not at one that codes no literals when the savings are in them: bytes
+ * of a skewed distribution (raw numbers, weights) still compress; random
+ * bytes with a run of zeros every 12 KiB (a tar of small JPEGs: headers,
+ * padding) still decode to themselves. */
+static void test_fast_levels(void **state)
+{
+	ut_fx *f = *state;
+	stg_set_threads(f->ctx, 2);
+	size_t len = 4 * TARGET;
+	uint8_t *data = ut_malloc(len);
+	ut_fill(data, len, 11);
+	for (size_t i = 0; i < len; i++) /* 182 values: 7.5 bits a byte, 94% */
+		data[i] = (uint8_t)(data[i] % 182);
+	char *path = ut_join(f->dir, "out");
+	for (int k = 0; k < 2; k++) {
+		if (k == 1) {
+			ut_fill(data, len, 12);
+			for (size_t i = 0; i + 12 * 1024 <= len; i += 12 * 1024)
+				memset(data + i, 0, 700);
+		}
+		int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+		assert_true(fd >= 0);
+		stg_framed fm;
+		if (frame_all(f->ctx, fd, 3, data, len, &fm))
+			fail_msg("%s", stg_errmsg(f->ctx));
+		close(fd);
+		size_t flen;
+		uint8_t *file = ut_read(path, &flen);
+		if (k == 0)
+			assert_true(flen < len * 97 / 100); /* stored: over 100% */
+		else
+			assert_true(flen < len);
+		uint8_t *back = ut_malloc(TARGET + 64 * 1024);
+		for (size_t i = 0; i < fm.n_frames; i++) {
+			const stg_frame *fr = &fm.frames[i];
+			size_t n = ZSTD_decompress(back, TARGET + 64 * 1024, file + fr->comp_off,
+			                           fr->comp_size);
+			assert_int_equal(n, fr->raw_size);
+			assert_memory_equal(back, data + fr->raw_off, n);
+		}
+		free(back);
+		free(file);
+		free(fm.frames);
+	}
+	free(path);
+	free(data);
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, ut_setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_frames),       T(test_reproducible), T(test_write_fails),
-        T(test_caller_error), T(test_cancel),
+        T(test_caller_error), T(test_cancel),       T(test_fast_levels),
 };
 
 UT_MAIN(tests)
