@@ -221,7 +221,8 @@ soak: all $(TOOLS)
 bench-multinode: all $(TOOLS)
 	B=$(B) bash bench/multinode.sh
 	B=$(B) bash bench/gravity.sh
-# stager mount vs archivemount vs staging first (needs /dev/fuse)
+# stager mount vs squashfuse_ll vs archivemount vs staging first (needs
+# /dev/fuse; ARGS=--quick)
 bench-mount: all $(TOOLS)
 	B=$(B) bash bench/mount.sh $(ARGS)
 # one shuffled epoch in Python: the pack (stager.torch) against the staged
