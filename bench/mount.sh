@@ -1005,6 +1005,18 @@ ds_desc() {
 		"place, stale, from a damaged one). Packs of formats 1 and 2 have no per-frame hash: their" \
 		"mount asks before and after each frame's read (about 1.5 operations per frame). The" \
 		"operations that remain come from the kernel's FUSE client (a new open of the pack, lookups)."
+	echo "- squashfuse_ll reads what a request needs and no more: 8 KiB metadata blocks (inodes," \
+		"directories) and 128 KiB data blocks, the small files of images packed together in fragment" \
+		"blocks; squashfs has no checksum to verify. A cold 4 KiB read costs it one block (*read per" \
+		"op* above: with the kernel's read-ahead). A cold read through \`stager mount\` fetches, checks" \
+		"(XXH3-128 of all of it) and decodes up to the read a whole frame of 4 MiB, 32 times a" \
+		"squashfs block; with 256 MiB of frames in memory a 1 GiB file's frames are fetched again and" \
+		"again, from the node's page cache (not counted in *read*), each time copied, hashed and" \
+		"decoded anew: the mount's CPU, not the shared filesystem, bounds its random reads."
+	echo "- Listing: \`stager mount\` answers READDIRPLUS, names with their attributes (about 50 a" \
+		"request; the kernel makes an inode for each), so a stat after it asks nothing more;" \
+		"squashfuse_ll answers READDIR and then one LOOKUP per file stat'ed. Hence a faster *find* for" \
+		"squashfuse_ll and a faster *stat* for stager."
 	echo "- archivemount's time to the first file is its scan of the whole archive (it lists it before" \
 		"the mount appears) plus a second decode from the start up to the file; its random reads each" \
 		"decode the archive from its start, which is also why the sequential read leaves it out."
