@@ -72,7 +72,9 @@
 # BENCH_ATTR_TIMEOUT (1; 0.2 with --quick), AM_SECONDS (10; 2 with
 # --quick), RR_COUNT (random reads a run, 2000; 200 with --quick),
 # SQ_LEVEL (mksquashfs's zstd level for the mounted images, 3),
-# SQ_DEFAULT=0 (skip the timing of mksquashfs's default level), KEEP=1.
+# SQ_DEFAULT=0 (skip the timing of mksquashfs's default level),
+# PACK_FRAME (stager pack --frame-size for every pack, e.g. 256K; default
+# stager's own, 4M), RESULTS_FILE (where the results go), KEEP=1.
 # Needs root (tmpfs), /dev/fuse, fusermount3, archivemount, squashfuse_ll
 # and mksquashfs.  A run that
 # fails is recorded, left out of the figures and listed in the results;
@@ -129,6 +131,11 @@ DELAY_MS=${BENCH_DELAY_MS:-0.5}
 BW=${BENCH_BW:-1G}
 KEEP=${KEEP:-0}
 SQ_LEVEL=${SQ_LEVEL:-3}
+PACK_FRAME=${PACK_FRAME:-}
+PACK_OPTS=()
+[[ -n $PACK_FRAME ]] && PACK_OPTS=(--frame-size "$PACK_FRAME")
+FRAME_H=$(numfmt --from=iec "${PACK_FRAME:-4M}" | awk '{ if ($1 >= 1048576) printf "%g MiB", $1 / 1048576; else printf "%g KiB", $1 / 1024 }')
+FRAME_X=$(numfmt --from=iec "${PACK_FRAME:-4M}" | awk '{ printf "%g", $1 / 131072 }')
 SQ_DEFAULT=${SQ_DEFAULT:-1}
 if ((QUICK)); then
 	ATTR_TIMEOUT=${BENCH_ATTR_TIMEOUT:-0.2}
@@ -145,6 +152,10 @@ else
 	N_IMAGES=20000 BIG_SIZE=1G OUT_SIZE=8g
 	WORK=$ROOT/bench/work-mount/full
 	RESULTS=$ROOT/bench/results-mount.md
+fi
+if [[ -n ${RESULTS_FILE:-} ]]; then
+	RESULTS=$RESULTS_FILE
+	[[ $RESULTS == /* ]] || RESULTS=$ROOT/$RESULTS
 fi
 N_CLASSES=100
 SETTLE=$(awk -v a="$ATTR_TIMEOUT" 'BEGIN { print a + 0.1 }')
@@ -336,7 +347,7 @@ declare -A PACK_B PACK_FR TAR_B SQ_B FILES_N DATA_B
 for ds in images container big; do
 	log "packing $ds (stager pack, mksquashfs)"
 	sync
-	timed "build_${ds}_stager" "$STAGER" pack -q "$SRC/$ds" -o "$BACK/$ds.tar.zst"
+	timed "build_${ds}_stager" "$STAGER" pack -q "${PACK_OPTS[@]}" "$SRC/$ds" -o "$BACK/$ds.tar.zst"
 	((LAST_OK)) || die "stager pack of $ds failed: $(head -n 2 "$TMP/build_${ds}_stager.err" | tr '\n' ' ')"
 	sync
 	timed "build_${ds}_sq" mksquashfs "$SRC/$ds" "$BACK/$ds.sqfs" -comp zstd -Xcompression-level "$SQ_LEVEL" -noappend -quiet
@@ -990,7 +1001,7 @@ ds_desc() {
 	echo
 	echo "## Reading the figures"
 	echo
-	echo "- A stager pack is a run of zstd frames of 4 MiB of tar each (images: ${PACK_FR[images]:-?} frames," \
+	echo "- A stager pack is a run of zstd frames of $FRAME_H of tar each (images: ${PACK_FR[images]:-?} frames," \
 		"about $(awk -v n="${FILES_N[images]}" -v f="${PACK_FR[images]:-0}" 'BEGIN { if (f > 0) printf "%.0f", n / f; else print "?" }')" \
 		"files a frame; container: ${PACK_FR[container]:-?} frames). A mount fetches, checks (XXH3-128" \
 		"from the frame table) and decodes whole frames and keeps 256 MiB of them decoded: a read that" \
@@ -1009,7 +1020,7 @@ ds_desc() {
 		"directories) and 128 KiB data blocks, the small files of images packed together in fragment" \
 		"blocks; squashfs has no checksum to verify. A cold 4 KiB read costs it one block (*read per" \
 		"op* above: with the kernel's read-ahead). A cold read through \`stager mount\` fetches, checks" \
-		"(XXH3-128 of all of it) and decodes up to the read a whole frame of 4 MiB, 32 times a" \
+		"(XXH3-128 of all of it) and decodes up to the read a whole frame of $FRAME_H, $FRAME_X times a" \
 		"squashfs block; with 256 MiB of frames in memory a 1 GiB file's frames are fetched again and" \
 		"again, from the node's page cache (not counted in *read*), each time copied, hashed and" \
 		"decoded anew: the mount's CPU, not the shared filesystem, bounds its random reads."
@@ -1037,7 +1048,7 @@ ds_desc() {
 	echo "- Datasets (\`bench/gendata\`, incompressible): images \`gendata images DIR --files $N_IMAGES --classes $N_CLASSES --seed 1\`" \
 		"(lognormal sizes, median 8 KiB); container \`gendata file container.img --size $BIG_SIZE --seed 2\`;" \
 		"big = a copy of both in one tree (\`container.img\`, \`images/...\`)."
-	echo "- Packs: \`stager pack -q DIR -o DS.tar.zst\` (level 3): images $(bytes_h "${PACK_B[images]}")," \
+	echo "- Packs: \`stager pack -q${PACK_FRAME:+ --frame-size $PACK_FRAME} DIR -o DS.tar.zst\` (level 3, frames of $FRAME_H): images $(bytes_h "${PACK_B[images]}")," \
 		"container $(bytes_h "${PACK_B[container]}"), big $(bytes_h "${PACK_B[big]}"). tar.zst for archivemount:" \
 		"\`cd DIR && tar --sort=name -I 'zstd -3' -cf DS-tar.tar.zst -- *\`: images $(bytes_h "${TAR_B[images]}")," \
 		"container $(bytes_h "${TAR_B[container]}"), big $(bytes_h "${TAR_B[big]}")."
