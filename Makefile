@@ -221,10 +221,11 @@ soak: all $(TOOLS)
 bench-multinode: all $(TOOLS)
 	B=$(B) bash bench/multinode.sh
 	B=$(B) bash bench/gravity.sh
-# stager mount vs archivemount vs staging first (needs /dev/fuse)
+# stager mount vs squashfuse_ll vs archivemount vs staging first (needs
+# /dev/fuse; ARGS=--quick)
 bench-mount: all $(TOOLS)
-	B=$(B) bash bench/mount.sh
-	B=$(B) bash bench/shards.sh
+	B=$(B) bash bench/mount.sh $(ARGS)
+	B=$(B) bash bench/shards.sh $(ARGS)
 # one shuffled epoch in Python: the pack (stager.torch) against the staged
 # tree, stager mount and tarfile, with 0, 2 and 4 DataLoader workers
 # (bench/results-python.md; ARGS=--quick)
@@ -305,9 +306,10 @@ help:
 	@echo "                scp -r and rsync -az over a local sshd to bench/results-push.md"
 	@echo "make bench-multinode  fan-out to 2, 4 and 8 Slurm nodes (bench/multinode.md);"
 	@echo "                jobs with and without stager hint (bench/results-gravity.md)"
-	@echo "make bench-mount  stager mount vs archivemount vs staging first: first file, random"
-	@echo "                reads, sequential reads, 1% of the files (bench/results-mount.md);"
-	@echo "                100 shard packs in one mount against one pack (bench/results-shards.md)"
+	@echo "make bench-mount  stager mount vs squashfuse_ll vs archivemount vs staging first: build,"
+	@echo "                first file, random reads (1-8 threads), sequential reads, 1% of the files,"
+	@echo "                find/stat (bench/results-mount.md; ARGS=--quick); 100 shard packs"
+	@echo "                in one mount against one pack (bench/results-shards.md)"
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
 	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
