@@ -117,16 +117,25 @@ void *stg__ex_reader(void *arg)
 		s->free_list = b->next;
 		size_t i = s->next_read++;
 		bool cached = stg__ex_cached(s);
+		/* the next frames come in (kernel readahead) while this one is
+		 * read: on a network filesystem reading and hashing overlap;
+		 * asked for a step at a time, not a call per (small) frame */
+		uint64_t ahead = 0, from = s->advised_to;
+		if (cached && i + 1 < s->n_frames) {
+			const stg_frame *nf = &s->t->frames[s->frames[i + 1]];
+			if (nf->comp_off + nf->comp_size > s->advised_to) {
+				from = nf->comp_off > s->advised_to ? nf->comp_off : s->advised_to;
+				ahead = nf->comp_off + nf->comp_size - from;
+				if (ahead < ADVISE_STEP)
+					ahead = ADVISE_STEP;
+				s->advised_to = from + ahead;
+			}
+		}
 		pthread_mutex_unlock(&s->mu);
 
 		size_t k = s->frames[i];
-		/* the next frame comes in (kernel readahead) while this one is
-		 * read: on a network filesystem reading and hashing overlap */
-		if (cached && s->p->fd >= 0 && i + 1 < s->n_frames) {
-			const stg_frame *nf = &s->t->frames[s->frames[i + 1]];
-			posix_fadvise(s->p->fd, (off_t)nf->comp_off, (off_t)nf->comp_size,
-			              POSIX_FADV_WILLNEED);
-		}
+		if (ahead && s->p->fd >= 0)
+			posix_fadvise(s->p->fd, (off_t)from, (off_t)ahead, POSIX_FADV_WILLNEED);
 		bool ok = read_frame(s, k, b);
 		pthread_mutex_lock(&s->mu);
 		while (ok && s->next_queued != i && !s->err)

@@ -8,6 +8,8 @@
 #ifndef STG_EXTRACT_STATE_H
 #define STG_EXTRACT_STATE_H
 
+#define ADVISE_STEP (4u << 20) /* the pack's page cache, asked for and let go of */
+
 #include "extract_tree.h"
 #include "ctx.h"
 #include "trailer.h"
@@ -40,14 +42,16 @@ typedef struct ex_state {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	ex_buf *free_list, *qhead, *qtail;
-	ex_buf *sha_head, *sha_tail;   /* read, not yet hashed (in frame order) */
-	size_t next_read, next_queued; /* of frames[]: claimed by a reader, queued */
-	uint64_t done, total;          /* compressed bytes queued, and to read */
-	pthread_mutex_t progress_mu;   /* progress_fn's calls, one at a time */
-	uint64_t reported;             /* done, as progress_fn last heard it */
-	int readers;                   /* reader threads still running (0: every frame queued) */
-	bool direct;                   /* the pack is read past the page cache (O_DIRECT) */
-	bool direct_refused;           /* ... until a read said EINVAL: through it since */
+	ex_buf *sha_head, *sha_tail;     /* read, not yet hashed (in frame order) */
+	size_t next_read, next_queued;   /* of frames[]: claimed by a reader, queued */
+	uint64_t advised_to, dropped_to; /* the pack's page cache: asked for ahead,
+	                                    and let go of, in steps of ADVISE_STEP */
+	uint64_t done, total;            /* compressed bytes queued, and to read */
+	pthread_mutex_t progress_mu;     /* progress_fn's calls, one at a time */
+	uint64_t reported;               /* done, as progress_fn last heard it */
+	int readers;                     /* reader threads still running (0: every frame queued) */
+	bool direct;                     /* the pack is read past the page cache (O_DIRECT) */
+	bool direct_refused;             /* ... until a read said EINVAL: through it since */
 	stg_err err;
 	char errmsg[STG_ERRMSG_MAX];
 	uint8_t sha[STG_DIGEST_LEN];

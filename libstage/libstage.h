@@ -329,7 +329,9 @@ typedef void (*stg_delta_fn)(void *arg, const char *base, const stg_delta_info *
 typedef struct stg_pack_opts {
 	int level;         /* zstd level, 1..19; default 3 (frames that do not
 	                      compress are stored at a fast level whatever this is) */
-	size_t frame_size; /* target uncompressed bytes per frame; default 4 MiB */
+	size_t frame_size; /* target uncompressed bytes per frame; 0 (the
+	                      default): 256 KiB, doubled up to 4 MiB while the
+	                      tree would take over 65,536 frames */
 	int fsync;         /* stg_pack_dir: fsync the pack before renaming it into
 	                      place (default 0: like tar and rsync, the write is
 	                      left to the kernel; a pack damaged by a crash fails

@@ -244,10 +244,12 @@ static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 	slot_done(m);
 	if (rc)
 		return rc;
-	bool good = hashed && frame_ok(f, buf);
-	if (!good && pack_changed(m, mp))
-		return ESTALE;
-	if (good && mp->keep)
+	if (!hashed)
+		return pack_changed(m, mp) ? ESTALE : 0;
+	/* checked here, once (the frames are told so: fetch_checks) */
+	if (!frame_ok(f, buf))
+		return pack_changed(m, mp) ? ESTALE : EBADMSG;
+	if (mp->keep)
 		stg__keep_put(m, mp, f, k, buf);
 	return 0;
 }
@@ -600,6 +602,7 @@ stg_err stg_mount_serve(stg_mount *m)
 	        .prefetchers = 2,
 	        .fetch = fetch,
 	        .fetch_arg = m,
+	        .fetch_checks = true,
 	        .bad = frame_bad,
 	        .bad_arg = m,
 	};

@@ -275,21 +275,30 @@ static int load(stg_frames *f, size_t k, stg_fbuf *b, const char **why)
 		rc = ENOMEM;
 		goto out;
 	}
-	if ((rc = f->o.fetch(f->o.fetch_arg, k, comp, fr->comp_size)))
+	rc = f->o.fetch(f->o.fetch_arg, k, comp, fr->comp_size);
+	if (rc == EBADMSG) {
+		*why = "its bytes do not match the frame table's XXH3-128";
+		rc = EIO;
+	}
+	if (rc)
 		goto out;
 	XXH128_canonical_t h;
-	XXH128_canonicalFromHash(&h, XXH3_128bits(comp, fr->comp_size));
 	if (f->t->version >= 3) {
-		if (memcmp(h.digest, fr->xxh3, 16)) {
-			*why = "its bytes do not match the frame table's XXH3-128";
-			rc = EIO;
-			goto out;
+		/* hashed once: by the fetch, or here */
+		if (!f->o.fetch_checks) {
+			XXH128_canonicalFromHash(&h, XXH3_128bits(comp, fr->comp_size));
+			if (memcmp(h.digest, fr->xxh3, 16)) {
+				*why = "its bytes do not match the frame table's XXH3-128";
+				rc = EIO;
+				goto out;
+			}
 		}
 		if ((!b->dctx && !(b->dctx = ZSTD_createDCtx())) ||
 		    ZSTD_isError(ZSTD_decompressBegin(b->dctx)))
 			rc = ENOMEM;
 		return rc; /* (on failure the caller frees b with what it holds) */
 	}
+	XXH128_canonicalFromHash(&h, XXH3_128bits(comp, fr->comp_size));
 	ZSTD_frameHeader zh;
 	if (ZSTD_getFrameHeader(&zh, comp, fr->comp_size) != 0 || !zh.checksumFlag) {
 		*why = "it has no zstd content checksum";

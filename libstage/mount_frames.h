@@ -24,6 +24,9 @@ typedef struct stg_frames_opts {
 	                             block: the rest when a read needs it */
 	stg_fetch_fn fetch;
 	void *fetch_arg;
+	bool fetch_checks;    /* format 3: fetch hashes what it returns against
+	                         the frame table (EBADMSG if it does not match),
+	                         so it is not hashed again */
 	stg_frame_bad_fn bad; /* may be NULL */
 	void *bad_arg;
 } stg_frames_opts;
