@@ -151,3 +151,73 @@ sfs_timed() {
 	awk '$1 == "meta_ops" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.meta"
 	awk '$1 == "bytes_read" { print $2 }' "$TMP/stats.now" >>"$TMP/$label.rd"
 }
+
+# ---- a node's scratch on a real filesystem (run.sh, delta.sh): an image
+# file formatted ext4 or XFS, on a loop device, mounted with the default
+# options.  Nodes' scratch is a local disk, usually ext4 or XFS, and writing
+# there costs what a tmpfs does not (block allocation, buffer heads,
+# writeback).  The loop device reads and writes its file with direct I/O,
+# as a disk would be written: a buffered loop keeps a second page cache of
+# the image and copies every page once more when it writes back, on a
+# 2-CPU machine a cost of its own that a node's disk does not have.
+
+# scratch_fs_mount FS IMAGE MOUNTPOINT SIZE: IMAGE (sparse, SIZE) made
+# with mkfs.FS (xfs: reflink=1, Debian 12's default, said explicitly),
+# attached and mounted on MOUNTPOINT; 0 on success, else 1 with the reason
+# in SCRATCH_FS_WHY.  Root only.
+scratch_fs_mount() {
+	local fs=$1 img=$2 mnt=$3 size=$4 dev mkfs
+	SCRATCH_FS_WHY=
+	case $fs in
+	ext4) mkfs=(mkfs.ext4 -q -F) ;;
+	xfs) mkfs=(mkfs.xfs -q -f -m reflink=1) ;;
+	*) SCRATCH_FS_WHY="unknown scratch filesystem '$fs' (tmpfs, ext4 or xfs)"; return 1 ;;
+	esac
+	if (($(id -u) != 0)); then SCRATCH_FS_WHY="not root (mount)"; return 1; fi
+	if ! command -v "${mkfs[0]}" >/dev/null || ! command -v losetup >/dev/null; then
+		SCRATCH_FS_WHY="${mkfs[0]} or losetup is not installed"
+		return 1
+	fi
+	mkdir -p "$mnt"
+	rm -f "$img"
+	if ! truncate -s "$size" "$img" || ! "${mkfs[@]}" "$img" >/dev/null 2>&1; then
+		SCRATCH_FS_WHY="${mkfs[0]} of $img failed"
+		rm -f "$img"
+		return 1
+	fi
+	if ! dev=$(losetup -f --show --direct-io=on "$img" 2>/dev/null); then
+		SCRATCH_FS_WHY="no loop device for $img"
+		rm -f "$img"
+		return 1
+	fi
+	if ! mount "$dev" "$mnt" 2>/dev/null; then
+		losetup -d "$dev" 2>/dev/null || true
+		SCRATCH_FS_WHY="cannot mount $dev ($fs) on $mnt"
+		rm -f "$img"
+		return 1
+	fi
+	echo "$dev" >"$img.dev"
+	return 0
+}
+# scratch_fs_umount IMAGE MOUNTPOINT: unmounted, detached, the image
+# removed (anything on it goes with it); quiet when nothing is mounted
+scratch_fs_umount() {
+	local img=$1 mnt=$2 dev=
+	[[ -f $img.dev ]] && dev=$(cat "$img.dev")
+	if mountpoint -q "$mnt" 2>/dev/null; then
+		umount "$mnt" 2>/dev/null || umount -l "$mnt" 2>/dev/null || true
+	fi
+	if [[ -n $dev ]]; then losetup -d "$dev" 2>/dev/null || true; fi
+	mountpoint -q "$mnt" 2>/dev/null && return 1
+	rm -f "$img" "$img.dev"
+	rmdir "$mnt" 2>/dev/null || true
+	return 0
+}
+# scratch_fs_desc FS IMAGE: a line for the results: the filesystem, its
+# mkfs options where they matter, and the disk under the image file
+scratch_fs_desc() {
+	local fs=$1 img=$2 back extra=
+	back=$(findmnt -n -o SOURCE,FSTYPE -T "$(dirname "$img")" 2>/dev/null | awk '{ printf "%s (%s)", $1, $2 }')
+	[[ $fs == xfs ]] && extra=", reflink=1"
+	echo "$fs$extra, default mount options, on a loop device (direct I/O) over an image file on ${back:-the disk here}"
+}

@@ -30,6 +30,11 @@
 #                scratch to the shared filesystem: stager collect SRC DEST
 #                vs rsync -a SRC/ DEST/, first copy, unchanged re-run, and
 #                re-run after 1% of the files changed
+#   scratch disk the container image's cold stage again (stager vs cp -r
+#                vs cat) with the node's scratch on ext4 and on XFS, each
+#                an image file under bench/work on a loop device
+#                (bench/lib.sh), made for its run and removed after
+#                (BENCH_SCRATCH)
 # A new version (bench/delta.sh, --quick too): stager stage of v2 through
 # its delta from a cached v1 vs a full stage vs rsync -a onto v1's tree, to
 # bench/results-delta.md.
@@ -55,8 +60,12 @@
 # Environment: B (build directory, default build), BENCH_TIMEOUT (seconds a
 # command may take before it counts as failed, default 300), BENCH_DELAY_MS
 # (default 0.5), BENCH_BW (default 1G, bytes/s), BENCH_ATTR_TIMEOUT (default
-# 1; 0.2 with --quick), KEEP=1.  Needs root for the tmpfs (else the disk is
-# used) and /dev/fuse with fusermount3 for the mount (without them --quick
+# 1; 0.2 with --quick), KEEP=1, BENCH_SCRATCH (the scratch filesystems of
+# the container's cold stage: default "tmpfs ext4 xfs", "tmpfs" with
+# --quick), BENCH_DISK_REPS (their repetitions, default the same as the
+# rest), BENCH_DISK_SIZE (the images' size, default 6G, sparse).  Needs
+# root for the tmpfs and the loop mounts (else the disk is used, and the
+# ext4 and XFS runs are skipped, which the results say) and /dev/fuse with fusermount3 for the mount (without them --quick
 # skips the shared-FS benchmarks, as tests/e2e/sharedfs.bats does; a full
 # run stops); rsync and gnuplot are optional (their rows, or the chart, are
 # skipped).
@@ -173,6 +182,12 @@ TMP=$WORK/tmp
 OUT=$WORK/out # local destinations: a tmpfs when root
 
 unmount_all() {
+	local fs
+	for fs in ext4 xfs; do
+		[[ -e $WORK/scratch-$fs.img ]] || mountpoint -q "$WORK/scratch-$fs" 2>/dev/null || continue
+		scratch_fs_umount "$WORK/scratch-$fs.img" "$WORK/scratch-$fs" ||
+			log "WARNING: could not unmount $WORK/scratch-$fs"
+	done
 	if mountpoint -q "$SHARED" 2>/dev/null; then
 		fusermount3 -u "$SHARED" 2>/dev/null || umount "$SHARED" 2>/dev/null || umount -l "$SHARED" || true
 	fi
@@ -238,6 +253,24 @@ if [[ ${BENCH_OUT:-tmpfs} == tmpfs && $(id -u) == 0 ]]; then
 		OUT_DESC="a tmpfs (the same for every tool)"
 	fi
 fi
+
+# The real filesystems that the container's cold stage also runs on
+# (BENCH_SCRATCH, a list of tmpfs, ext4, xfs: default all three, tmpfs
+# alone with --quick; tmpfs is the run above), with BENCH_DISK_REPS
+# repetitions (default REPS) and an image of BENCH_DISK_SIZE (default 6G,
+# sparse; 4 GiB is used at most)
+DISK_FS=() SCRATCH_FS=
+if ((QUICK)); then scratch_list=${BENCH_SCRATCH:-tmpfs}; else scratch_list=${BENCH_SCRATCH:-tmpfs ext4 xfs}; fi
+for fs in $scratch_list; do
+	case $fs in
+	tmpfs) ;;
+	ext4 | xfs) DISK_FS+=("$fs") ;;
+	*) die "BENCH_SCRATCH: unknown filesystem '$fs' (tmpfs, ext4, xfs)" ;;
+	esac
+done
+DISK_REPS=${BENCH_DISK_REPS:-$REPS}
+DISK_SIZE=${BENCH_DISK_SIZE:-6G}
+declare -A DISK_NOTE=()
 
 # stager's settings: nothing from this machine's files or environment; a
 # scratch root (per-node cache, collect records) and slot directory of the
@@ -608,6 +641,7 @@ use_dataset() {
 	DS_TREE=$SHARED/$1
 	DS_PACK=$SHARED/$1.tar.zst
 	DS_BACK_PACK=$BACK/$1.tar.zst
+	DSL=$1${SCRATCH_FS:+_$SCRATCH_FS} # the labels: container_ext4 on ext4
 }
 # The backing files are read into memory (untimed) right before each run
 # that reads them, as the server's cache would hold a dataset being staged:
@@ -620,7 +654,7 @@ warm_tree() { warm "$DS_BACK"; }
 # stage, cold: after `stager clean --all` (the cache empty), to a new DEST;
 # every tool's output is removed (untimed) after its check
 cold_stager() {
-	local label=cold_${DS}_stager hit
+	local label=cold_${DSL}_stager hit
 	empty_cache
 	rm -f "$SDEST"
 	warm_pack
@@ -640,28 +674,28 @@ cold_stager() {
 cold_rsync() {
 	rm -rf "$ROUT"
 	warm_tree
-	sfs_timed "cold_${DS}_rsync" rsync -a "$DS_TREE/" "$ROUT/"
-	((LAST_OK)) && same_tree "cold_${DS}_rsync" "$DS_BACK" "$ROUT"
+	sfs_timed "cold_${DSL}_rsync" rsync -a "$DS_TREE/" "$ROUT/"
+	((LAST_OK)) && same_tree "cold_${DSL}_rsync" "$DS_BACK" "$ROUT"
 	rm -rf "$ROUT"
 }
 cold_tar() {
 	rm -rf "$TOUT"
 	mkdir "$TOUT"
 	warm_pack
-	sfs_timed "cold_${DS}_tar" tar -I zstd -xf "$DS_PACK" -C "$TOUT"
-	((LAST_OK)) && same_tree "cold_${DS}_tar" "$DS_BACK" "$TOUT"
+	sfs_timed "cold_${DSL}_tar" tar -I zstd -xf "$DS_PACK" -C "$TOUT"
+	((LAST_OK)) && same_tree "cold_${DSL}_tar" "$DS_BACK" "$TOUT"
 	rm -rf "$TOUT"
 }
 # the link's speed: one sequential read of the pack, nothing written
 cold_cat() {
 	warm_pack
-	sfs_timed "cold_${DS}_cat" sh -c 'cat "$1" >/dev/null' cat "$DS_PACK"
+	sfs_timed "cold_${DSL}_cat" sh -c 'cat "$1" >/dev/null' cat "$DS_PACK"
 }
 cold_cp() {
 	rm -rf "$COUT"
 	warm_tree
-	sfs_timed "cold_${DS}_cp" cp -r "$DS_TREE" "$COUT"
-	((LAST_OK)) && same_tree "cold_${DS}_cp" "$DS_BACK" "$COUT"
+	sfs_timed "cold_${DSL}_cp" cp -r "$DS_TREE" "$COUT"
+	((LAST_OK)) && same_tree "cold_${DSL}_cp" "$DS_BACK" "$COUT"
 	rm -rf "$COUT"
 }
 
@@ -684,11 +718,12 @@ warm_rsync() { sfs_timed "warm_${DS}_rsync" rsync -a "$DS_TREE/" "$ROUT/"; }
 # turn one run's stager/tar ratio into another's.  The likely cause: this
 # kind of VM hands memory it has not used for a while back to its host
 # (free page reporting), and touching it again is slow.
-warmup_round() {
-	local t
+warmup_round() { # [TOOL...]: stager tar cat unless told
+	local t tools=("$@")
 	((QUICK)) && return 0
-	for t in stager tar cat; do "cold_$t"; done
-	for t in stager tar cat; do rm -f "$TMP/cold_${DS}_$t".{wall,rss,meta,rd,wr,ops}; done
+	((${#tools[@]})) || tools=(stager tar cat)
+	for t in "${tools[@]}"; do "cold_$t"; done
+	for t in "${tools[@]}"; do rm -f "$TMP/cold_${DSL}_$t".{wall,rss,meta,rd,wr,ops}; done
 	log "$DS: warm-up round done (untimed)"
 }
 
@@ -867,12 +902,45 @@ collect_benchmarks() {
 	rm -rf "$RES"
 }
 
+# The container image's cold stage again, with the node's scratch (the
+# cache, every tool's DEST) on each real filesystem of BENCH_SCRATCH: an
+# image file under bench/work, loop-mounted (bench/lib.sh), made anew for
+# each and removed after.  stager against cp -r of the tree and cat of the
+# pack, as above; labels cold_container_FS_TOOL
+disk_benchmarks() { # FS
+	local fs=$1 i t msg img=$WORK/scratch-$1.img mnt=$WORK/scratch-$1
+	if ! scratch_fs_mount "$fs" "$img" "$mnt" "$DISK_SIZE"; then
+		DISK_NOTE[$fs]="skipped: $SCRATCH_FS_WHY"
+		echo "- scratch on $fs: $SCRATCH_FS_WHY" >>"$TMP/failures"
+		log "WARNING: the benchmarks with the scratch on $fs are skipped: $SCRATCH_FS_WHY"
+		return 0
+	fi
+	DISK_NOTE[$fs]=$(scratch_fs_desc "$fs" "$img")
+	log "scratch on $fs: ${DISK_NOTE[$fs]}"
+	SCRATCH_FS=$fs SDEST=$mnt/stage-cold COUT=$mnt/out-cp STAGER_SCRATCH_ROOT=$mnt/scratch
+	mkdir -p "$STAGER_SCRATCH_ROOT"
+	use_dataset container
+	warmup_round stager cp cat
+	for ((i = 1; i <= DISK_REPS; i++)); do
+		msg=
+		for t in $(order "$i" stager cp cat); do
+			"cold_$t"
+			msg+=" $t $(asecs "$LAST_WALL"),"
+		done
+		log "$DSL: stage cold rep $i/$DISK_REPS:${msg%,}"
+	done
+	empty_cache
+	SCRATCH_FS='' SDEST=$OUT/stage-cold COUT=$OUT/out-cp STAGER_SCRATCH_ROOT=$SCRATCH
+	scratch_fs_umount "$img" "$mnt" || log "WARNING: could not unmount $mnt"
+}
+
 if ((SFS_OK)); then
 	stage_benchmarks images
 	conc_benchmarks images
 	stage_benchmarks shards
 	stage_benchmarks container
 	collect_benchmarks
+	for fs in "${DISK_FS[@]}"; do disk_benchmarks "$fs"; done
 fi
 
 # ---- report -----------------------------------------------------------------------
@@ -1087,6 +1155,36 @@ raw_line() { # TEXT LABEL
 		echo "| cold stage of the $ds ≤ 1.0 × \`cp -r\` of the tree | ${!lcp} | $(met "${!lcp}" 1.0 "cold_${ds}_stager" "cold_${ds}_cp") |"
 		echo "| cold stage of the $ds ≤ 1.2 × \`cat\` of the pack | ${!lcat} | $(met "${!lcat}" 1.2 "cold_${ds}_stager" "cold_${ds}_cat") |"
 	done
+	for fs in "${DISK_FS[@]}"; do
+		lcp=$(ratio "$(med "cold_container_${fs}_stager" wall)" "$(med "cold_container_${fs}_cp" wall)")
+		lcat=$(ratio "$(med "cold_container_${fs}_stager" wall)" "$(med "cold_container_${fs}_cat" wall)")
+		echo "| scratch on $fs: cold stage of the container ≤ 1.0 × \`cp -r\` of the tree | $lcp | $(met "$lcp" 1.0 "cold_container_${fs}_stager" "cold_container_${fs}_cp") |"
+		echo "| scratch on $fs: cold stage of the container ≤ 1.2 × \`cat\` of the pack | $lcat | $(met "$lcat" 1.2 "cold_container_${fs}_stager" "cold_container_${fs}_cat") |"
+	done
+	if ((${#DISK_FS[@]})); then
+		echo
+		echo "### The container image with the scratch on a real disk"
+		echo
+		echo "The cold stage of the container image ($BIG_DESC) through the emulated NFS, as above, with the" \
+			"node's scratch (stager's cache and every tool's DEST) on each filesystem in turn: tmpfs (the table" \
+			"above, $REPS repetitions), then each other one on an image file under bench/work, made, mounted and" \
+			"removed for its run ($DISK_REPS repetitions, after an untimed round; stager, \`cp -r\` and \`cat\`" \
+			"in a rotating order). Ratios of medians within each filesystem's run; in parentheses the fastest" \
+			"and slowest repetition. Load average at the end of the runs: $(cut -d' ' -f1-3 /proc/loadavg)."
+		echo
+		echo "| scratch | \`stager stage\` | \`cp -r\` of the tree | \`cat\` of the pack | stager / cp -r (≤ 1.0) | stager / cat (≤ 1.2) |"
+		echo "|---|---|---|---|---|---|"
+		for fs in tmpfs "${DISK_FS[@]}"; do
+			l=container_$fs
+			[[ $fs == tmpfs ]] && l=container
+			echo "| $fs | $(cell asecs "cold_${l}_stager") | $(cell asecs "cold_${l}_cp") | $(cell asecs "cold_${l}_cat") |" \
+				"$(ratio "$(med "cold_${l}_stager" wall)" "$(med "cold_${l}_cp" wall)") |" \
+				"$(ratio "$(med "cold_${l}_stager" wall)" "$(med "cold_${l}_cat" wall)") |"
+		done
+		echo
+		echo "- tmpfs: $OUT_DESC."
+		for fs in "${DISK_FS[@]}"; do echo "- $fs: ${DISK_NOTE[$fs]:-not run}."; done
+	fi
 	echo
 	echo "## Local disk"
 	echo
@@ -1149,7 +1247,8 @@ raw_line() { # TEXT LABEL
 		"unchanged $(median "$TMP/collect_unchanged_stager.sent"), changed $(median "$TMP/collect_changed_stager.sent")."
 	echo "- Checks (\`diff -r\` against the source, untimed, once per tool and scenario): $(
 		for l in cold_images_stager cold_images_rsync cold_images_tar cold_images_cp cold_shards_stager cold_shards_rsync cold_shards_tar cold_shards_cp \
-			cold_container_stager cold_container_rsync cold_container_tar cold_container_cp conc_images_stager collect_stager collect_rsync unpack_stager unpack_tar; do
+			cold_container_stager cold_container_rsync cold_container_tar cold_container_cp \
+			$(for fs in "${DISK_FS[@]}"; do echo "cold_container_${fs}_stager cold_container_${fs}_cp"; done) conc_images_stager collect_stager collect_rsync unpack_stager unpack_tar; do
 			[[ $l == *rsync* ]] && ((!HAVE_RSYNC)) && continue
 			printf '%s %s; ' "$l" "$(check_of "$l")"
 		done | sed 's/; $//')."
@@ -1186,6 +1285,9 @@ raw_line() { # TEXT LABEL
 	for t in "${WARM_TOOLS[@]}"; do raw_line "$CONC concurrent images $t" "conc_images_$t"; done
 	for p in first unchanged changed; do
 		for t in "${WARM_TOOLS[@]}"; do raw_line "collect $p $t" "collect_${p}_$t"; done
+	done
+	for fs in "${DISK_FS[@]}"; do
+		for t in stager cp cat; do raw_line "cold container, scratch on $fs, $t" "cold_container_${fs}_$t"; done
 	done
 	echo "    pack stager: $(raw "$TMP/pack_stager.wall")"
 	echo "    pack tar: $(raw "$TMP/pack_tar.wall")"

@@ -107,11 +107,26 @@ static int take(ex_content *c, uint64_t a, uint64_t b)
 	return n;
 }
 
+/* At most this much in one write call: the page cache sizes a file's
+ * folios by the write, and on this VM's ext4 and XFS large ones cost
+ * several times more to fill (dd of 1 GiB into ext4: 0.23-0.29 s of system
+ * time in 128 KiB writes, 0.6-1.8 s in 1 or 4 MiB ones). */
+#define EX_WRITE_MAX ((size_t)128 << 10)
+
 /* All of iov[0..n) written at off. */
 static int pwritev_full(int fd, struct iovec *iov, int n, uint64_t off)
 {
 	while (n > 0) {
-		ssize_t w = pwritev(fd, iov, n, (off_t)off);
+		int k = 0;
+		size_t sum = 0, cut = 0;
+		while (k < n && sum < EX_WRITE_MAX)
+			sum += iov[k++].iov_len;
+		if (sum > EX_WRITE_MAX) {
+			cut = sum - EX_WRITE_MAX;
+			iov[k - 1].iov_len -= cut;
+		}
+		ssize_t w = pwritev(fd, iov, k, (off_t)off);
+		iov[k - 1].iov_len += cut;
 		if (w < 0 && errno == EINTR)
 			continue;
 		if (w <= 0) {

@@ -43,6 +43,21 @@ struct stg_writer {
 	bool stop;
 };
 
+/* A piece written in calls of at most 128 KiB: the page cache sizes a
+ * file's folios by the write, and large ones cost several times more to
+ * fill on ext4 and XFS here (extract.c, EX_WRITE_MAX). */
+#define WRITE_MAX ((size_t)128 << 10)
+static int write_piece(int fd, const uint8_t *data, size_t len, uint64_t off)
+{
+	for (size_t done = 0; done < len;) {
+		size_t k = len - done < WRITE_MAX ? len - done : WRITE_MAX;
+		if (stg__pwrite_full(fd, data + done, k, off + done))
+			return -1;
+		done += k;
+	}
+	return 0;
+}
+
 static void *write_loop(void *arg)
 {
 	stg_writer *w = arg;
@@ -58,7 +73,7 @@ static void *write_loop(void *arg)
 			w->qtail = NULL;
 		int fd = w->fd, failed = w->err;
 		pthread_mutex_unlock(&w->mu);
-		int e = !failed && stg__pwrite_full(fd, p->data, p->len, p->off) ? errno : 0;
+		int e = !failed && write_piece(fd, p->data, p->len, p->off) ? errno : 0;
 		pthread_mutex_lock(&w->mu);
 		if (e && !w->err)
 			w->err = e;
