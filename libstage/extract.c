@@ -313,24 +313,15 @@ static void buf_done(ex_state *s, ex_buf *b)
 {
 	pthread_mutex_lock(&s->mu);
 	bool last = --b->refs == 0;
-	const stg_frame *f = &s->t->frames[b->frame];
 	if (last) {
 		b->next = s->free_list;
 		s->free_list = b;
 		pthread_cond_broadcast(&s->cv);
 	}
-	bool cached = stg__ex_cached(s);
-	/* what was read goes from the page cache a step at a time (frames
-	 * are let go of about in order; one let go of early is only read
-	 * from the cache, never wrong) */
-	uint64_t end = f->comp_off + f->comp_size, from = s->dropped_to;
-	bool drop = last && cached && end > from &&
-	            (end >= from + ADVISE_STEP || b->frame == s->frames[s->n_frames - 1]);
-	if (drop)
-		s->dropped_to = end;
+	uint64_t from = 0, len = last ? stg__ex_drop_range(s, b->frame, &from) : 0;
 	pthread_mutex_unlock(&s->mu);
-	if (drop && s->p->fd >= 0)
-		posix_fadvise(s->p->fd, (off_t)from, (off_t)(end - from), POSIX_FADV_DONTNEED);
+	if (len && s->p->fd >= 0)
+		posix_fadvise(s->p->fd, (off_t)from, (off_t)len, POSIX_FADV_DONTNEED);
 }
 
 /* The pack's SHA-256, over the frames in order as the reader reads them,

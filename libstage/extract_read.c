@@ -101,6 +101,18 @@ static bool read_frame(ex_state *s, size_t k, ex_buf *b)
 /* A reader: claims the next frame and a buffer, reads, and queues the
  * frame for the hasher and the workers in frame order, so with two readers
  * one frame is read while the other waits its turn. */
+uint64_t stg__ex_drop_range(ex_state *s, size_t k, uint64_t *from)
+{
+	const stg_frame *f = &s->t->frames[k];
+	uint64_t end = f->comp_off + f->comp_size;
+	*from = s->dropped_to;
+	if (!stg__ex_cached(s) || end <= *from ||
+	    (end < *from + ADVISE_STEP && k != s->frames[s->n_frames - 1]))
+		return 0;
+	s->dropped_to = end;
+	return end - *from;
+}
+
 void *stg__ex_reader(void *arg)
 {
 	ex_state *s = arg;

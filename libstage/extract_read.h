@@ -17,6 +17,11 @@ bool stg__ex_failed(ex_state *s);
 /* Switch s->p's fd to direct reads where that pays (a network filesystem,
  * large frames): the fd's flags to restore after, or -1 (nothing changed). */
 int stg__ex_direct_begin(ex_state *s);
+/* Frame k read and let go of (mu held): the range of the pack to drop from
+ * the page cache now, [*from, *from + len), or 0.  A step (ADVISE_STEP) at
+ * a time: frames are let go of about in order, and one dropped early is
+ * only read again, never wrong. */
+uint64_t stg__ex_drop_range(ex_state *s, size_t k, uint64_t *from);
 /* A reader thread (s->readers of them run). */
 void *stg__ex_reader(void *arg);
 
