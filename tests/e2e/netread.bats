@@ -55,7 +55,7 @@ stat_of() { # KEY: one sharedfs counter
 	need_sharedfs
 	make_data src
 	mkdir backing mnt
-	"$STAGER" pack -q src -o backing/ds.tar.zst >/dev/null
+	"$STAGER" pack -q src -o backing/ds.tar.zst --frame-size 4M >/dev/null
 	size=$(stat -c %s backing/ds.tar.zst)
 	"$SHAREDFS" --delay-ms 0 backing mnt
 	mounts+=("$T/mnt")
@@ -111,7 +111,7 @@ stat_of() { # KEY: one sharedfs counter
 	mkdir backing mnt
 	mount -o loop ext4.img backing || skip "cannot loop-mount here"
 	mounts+=("$T/backing")
-	"$STAGER" pack -q src -o backing/ds.tar.zst >/dev/null
+	"$STAGER" pack -q src -o backing/ds.tar.zst --frame-size 4M >/dev/null
 	size=$(stat -c %s backing/ds.tar.zst)
 	# the mount hands O_DIRECT on to ext4, which wants aligned direct I/O
 	"$SHAREDFS" --delay-ms 0 --pass-direct backing mnt
