@@ -67,9 +67,11 @@ export XDG_CONFIG_HOME=$WORK/config STAGER_SLOT_DIR=$WORK/scratch/slots
 
 started=$(date +%s)
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
-if [[ ! -d $WORK/src ]]; then
+if [[ ! -d $WORK/src || $(cat "$WORK/src.files" 2>/dev/null) != "$FILES" ]]; then
 	log "making the dataset ($FILES files in 100 folders)"
+	rm -rf "$WORK/src"
 	"$GENDATA" images "$WORK/src" --files "$FILES" --classes 100 >/dev/null
+	echo "$FILES" >"$WORK/src.files"
 fi
 (cd "$WORK/src" && find . -type f -printf '%s %P\n' | sort -k2) >"$WORK/list"
 "$STAGER" pack -q "$WORK/src" -o "$BACK/one.tar.zst"

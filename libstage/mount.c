@@ -51,9 +51,9 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#define TIMEOUT    86400.0 /* attributes and names never change */
-#define READ_AHEAD 4       /* frames read ahead of a reader in order */
-#define SLOT_IDLE  1.0     /* s without a fetch before the slot is given back */
+#define TIMEOUT    86400.0     /* attributes and names never change */
+#define READ_AHEAD (16u << 20) /* bytes read ahead of a reader in order, about */
+#define SLOT_IDLE  1.0         /* s without a fetch before the slot is given back */
 
 enum { FILE_UNCHECKED, FILE_OK, FILE_BAD };
 
@@ -420,9 +420,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		const stg_trailer *t = &m->frames_of;
 		size_t last = stg__frame_of(t, at + n - 1);
 		size_t end = stg__frame_of(t, mp->raw_base + r->data_off + r->size - 1);
+		/* as many frames as hold READ_AHEAD bytes (4 at least) */
+		size_t ahead = 4;
+		while (ahead < 256 && last + ahead < end &&
+		       (uint64_t)ahead * t->frames[last + 1].raw_size < READ_AHEAD)
+			ahead++;
 		if (last < end)
 			stg__frames_prefetch(m->frames, last + 1,
-			                     end - last < READ_AHEAD ? end - last : READ_AHEAD);
+			                     end - last < ahead ? end - last : ahead);
 	}
 	rc = stg__frames_read(m->frames, at, n, buf);
 	if (of)
