@@ -868,10 +868,10 @@ opened_data_files() { # TRACE
 	[ "$(json_field "$out" hashed_files)" -eq 0 ]
 	# no data file opened at all, by either end (where strace runs)
 	command -v strace >/dev/null || skip "no strace"
-	strace -f -qq -e trace=open,openat,openat2 -o trace \
+	ASAN_OPTIONS=detect_leaks=0 strace -f -qq -e trace=open,openat,openat2 -o trace \
 		"$STAGER" push --rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	[ -z "$(opened_data_files trace)" ]
-	strace -f -qq -e trace=open,openat,openat2 -o trace \
+	ASAN_OPTIONS=detect_leaks=0 strace -f -qq -e trace=open,openat,openat2 -o trace \
 		"$STAGER" pull --rsh "$T/local-rsh" --remote-stager "$STAGER" "x:$T/remote/ds" back
 	[ -z "$(opened_data_files trace)" ]
 }
@@ -958,7 +958,8 @@ opened_data_files() { # TRACE
 	out=$(spull --checksum --json "127.0.0.1:$T/remote/ds" back)
 	[ "$(json_field "$out" hashed_files)" -eq 20 ]
 	command -v strace >/dev/null || skip "no strace"
-	strace -f -qq -e trace=open,openat,openat2 -o trace "$STAGER" push --checksum \
+	ASAN_OPTIONS=detect_leaks=0 strace -f -qq -e trace=open,openat,openat2 -o trace \
+		"$STAGER" push --checksum \
 		--rsh "$T/local-rsh" --remote-stager "$STAGER" src "x:$T/remote/ds"
 	# each file opened by both ends
 	[ "$(opened_data_files trace | wc -l)" -ge 40 ]
