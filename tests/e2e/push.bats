@@ -908,6 +908,16 @@ opened_data_files() { # TRACE
 	diff <(tree_sig_ns src) <(tree_sig_ns back)
 }
 
+# A push of src to remote/ds and a pull of it back to back: each end
+# hashed N files.
+hashed_both() { # N
+	local out
+	out=$(lpush --json src "x:$T/remote/ds")
+	[ "$(json_field "$out" hashed_files)" -eq "$1" ]
+	out=$(lpull --json "x:$T/remote/ds" back)
+	[ "$(json_field "$out" hashed_files)" -eq "$1" ]
+}
+
 @test "push: a damaged index, or another user's, is ignored: every file is read" {
 	index_setup
 	make_files src 20 5000
@@ -922,22 +932,13 @@ opened_data_files() { # TRACE
 	for f in "$sidx" .stager-index.back; do
 		printf '\xff' | dd of="$f" bs=1 seek=40 conv=notrunc 2>/dev/null
 	done
-	out=$(lpush --json src "x:$T/remote/ds")
-	[ "$(json_field "$out" hashed_files)" -eq 20 ]
-	out=$(lpull --json "x:$T/remote/ds" back)
-	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	hashed_both 20
 	# written anew: trusted again
-	out=$(lpush --json src "x:$T/remote/ds")
-	[ "$(json_field "$out" hashed_files)" -eq 0 ]
-	out=$(lpull --json "x:$T/remote/ds" back)
-	[ "$(json_field "$out" hashed_files)" -eq 0 ]
+	hashed_both 0
 	# another user's index (anyone who can write the parent can plant one)
 	[ "$(id -u)" -eq 0 ] || skip "needs root to chown"
 	chown nobody "$sidx" .stager-index.back
-	out=$(lpush --json src "x:$T/remote/ds")
-	[ "$(json_field "$out" hashed_files)" -eq 20 ]
-	out=$(lpull --json "x:$T/remote/ds" back)
-	[ "$(json_field "$out" hashed_files)" -eq 20 ]
+	hashed_both 20
 	diff <(tree_sig_ns src) <(tree_sig_ns back)
 }
 

@@ -30,9 +30,9 @@ static void add(mem_pack *m, size_t *used, const char *path, uint8_t type)
 	*used += len + 2; /* a NUL after the path, and after its (empty) link */
 }
 
-/* A pack with files under parents it never names: a/b/c/f, a/b/g, and a
- * file DEEP directories down; and a directory it names, x. */
-static mem_pack *implied_pack(void)
+/* An empty pack of format 3, and the same with its entries' names (used
+ * bytes of them) and sizes set. */
+static mem_pack *new_pack(void)
 {
 	mem_pack *m = calloc(1, sizeof *m);
 	assert_non_null(m);
@@ -40,6 +40,22 @@ static mem_pack *implied_pack(void)
 	m->p.t.recs = m->recs;
 	m->p.t.names = m->names;
 	m->p.t.version = 3;
+	return m;
+}
+
+static mem_pack *done_pack(mem_pack *m, size_t used)
+{
+	m->p.t.names_len = used;
+	m->p.t.tar_size = 1024 * m->p.t.n_entries + 1024;
+	m->p.size = m->p.t.tar_size;
+	return m;
+}
+
+/* A pack with files under parents it never names: a/b/c/f, a/b/g, and a
+ * file DEEP directories down; and a directory it names, x. */
+static mem_pack *implied_pack(void)
+{
+	mem_pack *m = new_pack();
 	size_t used = 0;
 	add(m, &used, "a/b/c/f", STG_FILE);
 	add(m, &used, "a/b/g", STG_FILE);
@@ -49,10 +65,7 @@ static mem_pack *implied_pack(void)
 		memcpy(deep + 2 * k, "d/", 2);
 	memcpy(deep + 2 * DEEP, "f", 2);
 	add(m, &used, deep, STG_FILE);
-	m->p.t.names_len = used;
-	m->p.t.tar_size = 1024 * m->p.t.n_entries + 1024;
-	m->p.size = m->p.t.tar_size;
-	return m;
+	return done_pack(m, used);
 }
 
 /* The inode at path, one lookup per component from the root; 0: none. */
@@ -148,19 +161,11 @@ static void test_implied_parents(void **state)
  * last. */
 static mem_pack *small_pack(const char *const *spec)
 {
-	mem_pack *m = calloc(1, sizeof *m);
-	assert_non_null(m);
-	m->p.fd = -1;
-	m->p.t.recs = m->recs;
-	m->p.t.names = m->names;
-	m->p.t.version = 3;
+	mem_pack *m = new_pack();
 	size_t used = 0;
 	for (; *spec; spec++)
 		add(m, &used, *spec + 2, (*spec)[0] == 'd' ? STG_DIR : STG_FILE);
-	m->p.t.names_len = used;
-	m->p.t.tar_size = 1024 * m->p.t.n_entries + 1024;
-	m->p.size = m->p.t.tar_size;
-	return m;
+	return done_pack(m, used);
 }
 
 /* Build the tree of packs a and b; the error, and the message in msg. */
