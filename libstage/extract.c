@@ -13,7 +13,8 @@
  * pass) into a bounded set of buffers and does nothing else, so that the
  * shared filesystem is read without a pause: the link is what a cold stage
  * waits on.  A pack on a network filesystem is read past the page cache
- * (O_DIRECT) by two readers, each with a frame in flight (extract_read.c).
+ * (O_DIRECT) by two readers, each with a read in flight: a frame, or up to
+ * 4 MiB of small ones (extract_read.c).
  * A hasher feeds the pack's SHA-256 (when every frame is read) from the
  * same buffers, in frame order, and workers decode and apply frames; a
  * buffer goes back to the readers once both are done with it.  A frame of
@@ -239,7 +240,7 @@ static void apply_frame(ex_state *s, size_t k, ex_content *c)
 		}
 		pthread_mutex_lock(&s->mu);
 		while (sp->next != k && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->cv_piece, &s->mu);
 		bool stop = s->err != STG_OK;
 		pthread_mutex_unlock(&s->mu);
 		if (stop) {
@@ -264,7 +265,7 @@ static void apply_frame(ex_state *s, size_t k, ex_content *c)
 			return;
 		pthread_mutex_lock(&s->mu);
 		sp->next = k + 1;
-		pthread_cond_broadcast(&s->cv);
+		pthread_cond_broadcast(&s->cv_piece);
 		pthread_mutex_unlock(&s->mu);
 	}
 }
@@ -316,7 +317,15 @@ static void buf_done(ex_state *s, ex_buf *b)
 	if (last) {
 		b->next = s->free_list;
 		s->free_list = b;
-		pthread_cond_broadcast(&s->cv);
+		bool wake = ++s->n_free >= stg__ex_want(s); /* a chunk's worth */
+		if (b->chunk && !--b->chunk->refs) {
+			b->chunk->next = s->chunk_free;
+			s->chunk_free = b->chunk;
+		} else if (b->chunk) {
+			wake = false;
+		}
+		if (wake)
+			pthread_cond_broadcast(&s->cv_read);
 	}
 	uint64_t from = 0, len = last ? stg__ex_drop_range(s, b->frame, &from) : 0;
 	pthread_mutex_unlock(&s->mu);
@@ -335,7 +344,7 @@ static void *ex_hasher(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->sha_head && s->readers && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->cv_work, &s->mu);
 		ex_buf *b = s->sha_head;
 		if (b) {
 			s->sha_head = b->sha_next;
@@ -381,7 +390,7 @@ static void *ex_worker(void *arg)
 	for (;;) {
 		pthread_mutex_lock(&s->mu);
 		while (!s->qhead && s->readers && !s->err)
-			pthread_cond_wait(&s->cv, &s->mu);
+			pthread_cond_wait(&s->cv_work, &s->mu);
 		if (s->err || !s->qhead) {
 			pthread_mutex_unlock(&s->mu);
 			break;
@@ -390,7 +399,6 @@ static void *ex_worker(void *arg)
 		s->qhead = b->next;
 		if (!s->qhead)
 			s->qtail = NULL;
-		pthread_cond_broadcast(&s->cv);
 		pthread_mutex_unlock(&s->mu);
 
 		const size_t k = b->frame; /* b is reused once it is back on the free list */
@@ -496,32 +504,26 @@ static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpa
 	s.hash_pack = pl.n_frames == p->t.n_frames;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_mutex_init(&s.progress_mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
+	pthread_cond_init(&s.cv_read, NULL);
+	pthread_cond_init(&s.cv_work, NULL);
+	pthread_cond_init(&s.cv_piece, NULL);
 
 	for (size_t i = 0; i < pl.n_frames; i++)
 		s.total += p->t.frames[pl.frames[i]].comp_size;
 
 	int nthreads = stg__threads(ctx);
-	/* enough buffers that the readers are never held up by a frame being
-	 * decoded or hashed: read-ahead of a few frames */
-	size_t nbufs = (size_t)nthreads + 6;
-	ex_buf *bufs = calloc(nbufs, sizeof *bufs);
+	int fd_flags = stg__ex_direct_begin(&s);
 	pthread_t *tids = calloc((size_t)nthreads + 3, sizeof *tids);
-	int started = 0, fd_flags = -1;
-	if (!bufs || !tids) {
+	int started = 0;
+	if (!tids || !stg__ex_bufs_make(&s, nthreads)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
-	for (size_t i = 0; i < nbufs; i++) {
-		bufs[i].next = s.free_list;
-		s.free_list = &bufs[i];
-	}
 	if ((err = stg__ex_prepare(&tr)))
 		goto out;
-	fd_flags = stg__ex_direct_begin(&s);
 	if (!s.direct && p->fd >= 0)
 		posix_fadvise(p->fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-	s.readers = s.direct ? 2 : 1;
+	s.readers = stg__ex_readers(&s);
 	for (int i = 0, n = s.readers; i < n; i++) {
 		if (pthread_create(&tids[started], NULL, stg__ex_reader, &s)) {
 			pthread_mutex_lock(&s.mu);
@@ -590,13 +592,13 @@ out:
 			stats->pack_bytes_read += stg__pack_unread(p, f->comp_off, f->comp_size);
 		}
 	}
-	for (size_t i = 0; bufs && i < nbufs; i++)
-		free(bufs[i].data);
-	free(bufs);
+	stg__ex_bufs_free(&s);
 	free(tids);
 	pthread_mutex_destroy(&s.mu);
 	pthread_mutex_destroy(&s.progress_mu);
-	pthread_cond_destroy(&s.cv);
+	pthread_cond_destroy(&s.cv_read);
+	pthread_cond_destroy(&s.cv_work);
+	pthread_cond_destroy(&s.cv_piece);
 	stg__ex_plan_free(&pl);
 	return err;
 }

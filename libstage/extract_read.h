@@ -22,6 +22,18 @@ int stg__ex_direct_begin(ex_state *s);
  * a time: frames are let go of about in order, and one dropped early is
  * only read again, never wrong. */
 uint64_t stg__ex_drop_range(ex_state *s, size_t k, uint64_t *from);
+/* How many readers to run; how many buffers to share between them and
+ * the workers (nthreads of them), which also sets s->chunk_frames, the
+ * frames a direct read may take: sized in bytes, not in frames. */
+int stg__ex_readers(const ex_state *s);
+size_t stg__ex_buffers(ex_state *s, int nthreads);
+/* Make the run's buffers (and chunks), all free; false: out of memory.
+ * stg__ex_bufs_free frees them and what they hold, made or not. */
+bool stg__ex_bufs_make(ex_state *s, int nthreads);
+void stg__ex_bufs_free(ex_state *s);
+/* The free buffers a reader waits for before it reads (mu held): a
+ * chunk's worth, or as many frames as are left. */
+size_t stg__ex_want(const ex_state *s);
 /* A reader thread (s->readers of them run). */
 void *stg__ex_reader(void *arg);
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
 # Reading a pack the way a cold stage does: from a network filesystem
 # (sharedfs, a FUSE mount, stands in for NFS) past the page cache with two
-# frames in flight, or through the cache when the filesystem refuses direct
+# reads in flight (a frame each, or up to 4 MiB of small ones), or through
+# the cache when the filesystem refuses direct
 # reads; and frames of raw blocks (incompressible data), whose content is
 # written from where it was read, against damage.
 
@@ -84,9 +85,51 @@ stat_of() { # KEY: one sharedfs counter
 	[ ! -e bad ]
 }
 
-@test "small frames, and packs on a local disk, are read through the page cache" {
+@test "the default 256 KiB frames on a network filesystem: read past the page cache up to 4 MiB at a time, each byte once" {
 	need_sharedfs
+	command -v strace >/dev/null || skip "needs strace"
 	make_data src
+	mkdir backing mnt
+	"$STAGER" pack -q src -o backing/ds.tar.zst >/dev/null
+	frames=$("$STAGER" ls --json backing/ds.tar.zst | jq '.frames')
+	size=$(stat -c %s backing/ds.tar.zst)
+	[ "$frames" -gt $((size / 300000)) ]
+	"$SHAREDFS" --delay-ms 0 backing mnt
+	mounts+=("$T/mnt")
+	echo reset >mnt/.sharedfs-stats
+	# (strace cannot run under LeakSanitizer's ptrace)
+	run env ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" strace -f -e trace=pread64 \
+		-o "$T/reads" "$STAGER" stage --verbose mnt/ds.tar.zst dest
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"past the page cache (O_DIRECT on fuse), two reads of up to 4 MiB"* ]]
+	diff -r src dest
+	read=$(stat_of bytes_read)
+	echo "read $read of a $size-byte pack in $frames frames"
+	[ "$read" -ge "$size" ]
+	[ "$read" -le $((size + 4096)) ]
+	# the frames came several to a read: most of the pack in reads of
+	# over 1 MiB, none over 4 MiB
+	big=$(grep -o '= [0-9]*$' "$T/reads" | awk '$2 > 1048576 { n += $2 } END { print n + 0 }')
+	max=$(grep -o '= [0-9]*$' "$T/reads" | awk '$2 > m { m = $2 } END { print m + 0 }')
+	echo "$big bytes in reads over 1 MiB; the largest $max"
+	[ "$big" -gt $((size / 2)) ]
+	[ "$max" -le 4194304 ]
+	# a damaged frame in a chunk is caught, nothing published
+	cp backing/ds.tar.zst backing/bad.tar.zst
+	flip_byte backing/bad.tar.zst 3000000
+	run env STAGER_SCRATCH_ROOT="$T/scratch2" "$STAGER" stage mnt/bad.tar.zst bad
+	[ "$status" -eq 4 ]
+	[ ! -e bad ]
+	run "$STAGER" verify mnt/bad.tar.zst
+	[ "$status" -eq 4 ]
+}
+
+@test "tiny frames, and packs on a local disk, are read through the page cache" {
+	need_sharedfs
+	mkdir src
+	seq 1 900000 >src/counting.txt
+	seq 1 3 900000 >src/thirds.txt
 	mkdir backing mnt
 	"$STAGER" pack -q src -o backing/small.tar.zst --frame-size 64K >/dev/null
 	"$SHAREDFS" --delay-ms 0 backing mnt

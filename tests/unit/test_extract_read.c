@@ -7,7 +7,9 @@
  * before it came through whole; a read error (EIO, named); cancel; the
  * first error kept; direct reads refused by the filesystem (EINVAL on an
  * unaligned O_DIRECT read) turned off and the frame read again; no direct
- * reads on a local disk. */
+ * reads on a local disk; small frames read a chunk at a time into shared
+ * memory (ex_chunk), with every frame still its own buffer, and the
+ * chunk free again only when each of its frames is. */
 #include "unit.h"
 /* the headers as split by the rename of i28-hdr, or as before it */
 #include "extract_state.h"
@@ -65,13 +67,17 @@ static void progress(void *arg, const char *what, uint64_t done, uint64_t total)
 /* What the readers delivered. */
 typedef struct got {
 	size_t n;                    /* frames taken from the queue, in order */
+	size_t chunked;              /* of them, read with others before them */
 	stg_err err;                 /* the run's error */
 	char errmsg[STG_ERRMSG_MAX]; /* and its message */
 } got;
 
-/* Run n_readers readers over frames[0..n) of f's pack with n_bufs buffers;
- * this thread takes the queue and checks each frame against the file. */
-static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, int n_bufs, got *g)
+/* Run n_readers readers over frames[0..n) of f's pack with n_bufs buffers
+ * (with n_chunks > 0: chunks of up to READ_CHUNK_FRAMES frames, and a
+ * buffer for each frame they can hold); this thread takes the queue and
+ * checks each frame against the file. */
+static void run_chunked(fx *f, const size_t *frames, size_t n, int n_readers, int n_bufs,
+                        size_t n_chunks, got *g)
 {
 	ex_tree tr = {.ctx = f->ctx, .p = f->p, .rootfd = -1};
 	ex_state s;
@@ -89,13 +95,27 @@ static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, in
 			s.comp_max = fr->comp_size;
 	}
 	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
+	pthread_cond_init(&s.cv_read, NULL);
+	pthread_cond_init(&s.cv_work, NULL);
+	pthread_cond_init(&s.cv_piece, NULL);
 	pthread_mutex_init(&s.progress_mu, NULL);
+	s.chunk_frames = 1;
+	ex_chunk *chunks = NULL;
+	if (n_chunks) {
+		s.chunk_frames = READ_CHUNK_FRAMES;
+		n_bufs = (int)(n_chunks * READ_CHUNK_FRAMES);
+		chunks = calloc(n_chunks, sizeof *chunks);
+		for (size_t i = 0; i < n_chunks; i++) {
+			chunks[i].next = s.chunk_free;
+			s.chunk_free = &chunks[i];
+		}
+	}
 	ex_buf *bufs = calloc((size_t)n_bufs, sizeof *bufs);
 	for (int i = 0; i < n_bufs; i++) {
 		bufs[i].next = s.free_list;
 		s.free_list = &bufs[i];
 	}
+	s.n_free = (size_t)n_bufs;
 	s.readers = n_readers;
 	pthread_t th[2];
 	for (int i = 0; i < n_readers; i++)
@@ -104,7 +124,7 @@ static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, in
 	pthread_mutex_lock(&s.mu);
 	for (;;) {
 		while (!s.qhead && s.readers > 0)
-			pthread_cond_wait(&s.cv, &s.mu);
+			pthread_cond_wait(&s.cv_work, &s.mu);
 		ex_buf *b = s.qhead;
 		if (!b)
 			break;
@@ -118,11 +138,23 @@ static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, in
 		assert_int_equal(b->refs, 1);
 		const stg_frame *fr = &s.t->frames[b->frame];
 		assert_memory_equal(b->data, f->file + fr->comp_off, fr->comp_size);
+		if (n_chunks) { /* inside its chunk, where the pack has it */
+			assert_non_null(b->chunk);
+			assert_true(b->chunk->refs > 0);
+			assert_true(b->data >= b->chunk->data &&
+			            b->data + fr->comp_size <= b->chunk->data + READ_CHUNK);
+			g->chunked += b->data != b->chunk->data;
+		}
 		g->n++;
 		pthread_mutex_lock(&s.mu);
 		b->next = s.free_list;
 		s.free_list = b;
-		pthread_cond_broadcast(&s.cv);
+		s.n_free++;
+		if (b->chunk && !--b->chunk->refs) {
+			b->chunk->next = s.chunk_free;
+			s.chunk_free = b->chunk;
+		}
+		pthread_cond_broadcast(&s.cv_read);
 	}
 	pthread_mutex_unlock(&s.mu);
 	for (int i = 0; i < n_readers; i++)
@@ -134,12 +166,29 @@ static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, in
 		assert_int_equal(s.done, s.total);
 		assert_int_equal(g->n, n);
 	}
+	/* every buffer and chunk back */
+	assert_int_equal(s.n_free, (size_t)n_bufs);
+	size_t free_chunks = 0;
+	for (ex_chunk *c = s.chunk_free; c; c = c->next)
+		free_chunks++;
+	assert_int_equal(free_chunks, n_chunks);
 	for (int i = 0; i < n_bufs; i++)
-		free(bufs[i].data);
+		if (!bufs[i].chunk)
+			free(bufs[i].data);
+	for (size_t i = 0; i < n_chunks; i++)
+		free(chunks[i].data);
+	free(chunks);
 	free(bufs);
 	pthread_mutex_destroy(&s.mu);
-	pthread_cond_destroy(&s.cv);
+	pthread_cond_destroy(&s.cv_read);
+	pthread_cond_destroy(&s.cv_work);
+	pthread_cond_destroy(&s.cv_piece);
 	pthread_mutex_destroy(&s.progress_mu);
+}
+
+static void run_readers(fx *f, const size_t *frames, size_t n, int n_readers, int n_bufs, got *g)
+{
+	run_chunked(f, frames, n, n_readers, n_bufs, 0, g);
 }
 
 static size_t *all_frames(fx *f, size_t *n)
@@ -177,6 +226,18 @@ static void test_in_order(void **state)
 			total += f->p->t.frames[i].comp_size;
 		assert_int_equal(f->last_done, total);
 	}
+	/* a chunk at a time: one reader with one chunk, two with two (the
+	 * last frames' read partly from what the trailer's read kept) */
+	for (size_t k = 1; k <= 2; k++) {
+		got g;
+		f->last_done = 0;
+		run_chunked(f, frames, n, (int)k, 0, k, &g);
+		if (g.err)
+			fail_msg("%s", g.errmsg);
+		assert_int_equal(g.n, n);
+		assert_true(g.chunked > n / 2);
+		assert_false(f->backwards);
+	}
 	/* a subset: every third frame */
 	size_t m = 0;
 	for (size_t i = 0; i < n; i += 3)
@@ -185,6 +246,11 @@ static void test_in_order(void **state)
 	run_readers(f, frames, m, 2, 2, &g);
 	assert_int_equal(g.err, STG_OK);
 	assert_int_equal(g.n, m);
+	/* ... and with chunks: frames that do not follow on are read apart */
+	run_chunked(f, frames, m, 2, 0, 2, &g);
+	assert_int_equal(g.err, STG_OK);
+	assert_int_equal(g.n, m);
+	assert_int_equal(g.chunked, 0);
 	free(frames);
 }
 
@@ -210,6 +276,12 @@ static void test_truncated(void **state)
 	snprintf(want, sizeof want, "damaged pack: frame %zu is truncated", k);
 	assert_string_equal(g.errmsg, want);
 	assert_int_equal(g.n, k);
+	/* a chunk read that the cut ends: the cut frame named, none of that
+	 * chunk's frames passed on (nor any after) */
+	run_chunked(f, frames, n, 2, 0, 2, &g);
+	assert_int_equal(g.err, STG_ECORRUPT);
+	assert_string_equal(g.errmsg, want);
+	assert_true(g.n <= k);
 	free(frames);
 }
 
@@ -249,7 +321,9 @@ static void test_cancel_and_first_error(void **state)
 	memset(&s, 0, sizeof s);
 	s.ctx = ut_ctx(0);
 	pthread_mutex_init(&s.mu, NULL);
-	pthread_cond_init(&s.cv, NULL);
+	pthread_cond_init(&s.cv_read, NULL);
+	pthread_cond_init(&s.cv_work, NULL);
+	pthread_cond_init(&s.cv_piece, NULL);
 	assert_false(stg__ex_failed(&s));
 	stg__ex_fail(&s, STG_ECORRUPT, "frame %d is bad", 7);
 	stg__ex_fail(&s, STG_EIO, "later");
@@ -257,7 +331,9 @@ static void test_cancel_and_first_error(void **state)
 	assert_int_equal(s.err, STG_ECORRUPT);
 	assert_string_equal(s.errmsg, "frame 7 is bad");
 	pthread_mutex_destroy(&s.mu);
-	pthread_cond_destroy(&s.cv);
+	pthread_cond_destroy(&s.cv_read);
+	pthread_cond_destroy(&s.cv_work);
+	pthread_cond_destroy(&s.cv_piece);
 	stg_ctx_free(s.ctx);
 	free(frames);
 }
@@ -281,6 +357,24 @@ static void test_direct(void **state)
 	assert_int_equal(stg__ex_direct_begin(&s), -1);
 	assert_false(s.direct);
 	assert_int_equal(fcntl(f->p->fd, F_GETFL), fl);
+	/* the buffers: through the page cache a frame a read, about 32 MiB
+	 * ahead; direct, small frames a chunk at a time, large ones not */
+	s.comp_max = 256 << 10;
+	assert_int_equal(stg__ex_buffers(&s, 2), 128);
+	assert_int_equal(s.chunk_frames, 1);
+	assert_int_equal(stg__ex_readers(&s), 1);
+	s.direct = true;
+	assert_int_equal(stg__ex_buffers(&s, 2), (32 / 4) * READ_CHUNK_FRAMES);
+	assert_int_equal(s.chunk_frames, READ_CHUNK_FRAMES);
+	assert_int_equal(s.n_chunks, 32 / 4);
+	assert_int_equal(stg__ex_readers(&s), 2);
+	s.comp_max = 4 << 20;
+	s.n_chunks = 0;
+	assert_int_equal(stg__ex_buffers(&s, 2), 8);
+	assert_int_equal(s.chunk_frames, 1);
+	assert_int_equal(s.n_chunks, 0);
+	s.direct = false;
+	s.comp_max = 0;
 
 	if (fcntl(f->p->fd, F_SETFL, fl | O_DIRECT)) {
 		fprintf(stderr, "# this filesystem refuses O_DIRECT: the refusal by a read is "
@@ -297,11 +391,15 @@ static void test_direct(void **state)
 				s.comp_max = s.t->frames[i].comp_size;
 		}
 		pthread_mutex_init(&s.mu, NULL);
-		pthread_cond_init(&s.cv, NULL);
+		pthread_cond_init(&s.cv_read, NULL);
+		pthread_cond_init(&s.cv_work, NULL);
+		pthread_cond_init(&s.cv_piece, NULL);
 		pthread_mutex_init(&s.progress_mu, NULL);
 		ex_buf bufs[2] = {{0}};
 		bufs[0].next = &bufs[1];
 		s.free_list = &bufs[0];
+		s.n_free = 2;
+		s.chunk_frames = 1;
 		s.readers = 1;
 		assert_true(stg__ex_cached(&s) == false);
 		/* one reader on this thread, one buffer at a time: take each
@@ -320,7 +418,9 @@ static void test_direct(void **state)
 		free(bufs[0].data);
 		free(bufs[1].data);
 		pthread_mutex_destroy(&s.mu);
-		pthread_cond_destroy(&s.cv);
+		pthread_cond_destroy(&s.cv_read);
+		pthread_cond_destroy(&s.cv_work);
+		pthread_cond_destroy(&s.cv_piece);
 		pthread_mutex_destroy(&s.progress_mu);
 	}
 	free(frames);
