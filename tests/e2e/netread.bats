@@ -91,7 +91,8 @@ stat_of() { # KEY: one sharedfs counter
 	make_data src
 	mkdir backing mnt
 	"$STAGER" pack -q src -o backing/ds.tar.zst >/dev/null
-	frames=$("$STAGER" ls --json backing/ds.tar.zst | jq '.frames')
+	"$STAGER" ls --json backing/ds.tar.zst >ls.json
+	frames=$(jq '.frames' ls.json)
 	size=$(stat -c %s backing/ds.tar.zst)
 	[ "$frames" -gt $((size / 300000)) ]
 	"$SHAREDFS" --delay-ms 0 backing mnt
