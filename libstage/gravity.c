@@ -122,12 +122,15 @@ size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **key
 	if (!v)
 		return 0;
 	/* whole packs only: a subset's key has a suffix, and a job that
-	 * needs the pack would find only part of it */
+	 * needs the pack would find only part of it; a directory's or a
+	 * plain archive's key is a digest too, but no `stager where` or
+	 * `hint` can name its feature (they read a pack's trailer), so it
+	 * would only take a place under the cap from a pack */
 	for (size_t i = 0; i < info->n_entries; i++) {
 		uint8_t d[STG_DIGEST_LEN];
 		const stg_cache_entry *e = &info->entries[i];
 		if (e->key && strlen(e->key) == STG_DIGEST_HEXLEN &&
-		    stg_digest_parse(e->key, d) == 0)
+		    stg_digest_parse(e->key, d) == 0 && e->kind && !strcmp(e->kind, "pack"))
 			v[n++] = e;
 	}
 	qsort(v, n, sizeof *v, by_use);

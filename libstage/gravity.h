@@ -21,7 +21,8 @@ int stg__feature_ours(const char *name, size_t len);
  * returns how many. */
 size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
 
-/* The whole packs info's cache holds: at most max keys (their digests,
+/* The whole packs info's cache holds (kind "pack": not a directory's or
+ * a plain archive's entry): at most max keys (their digests,
  * pointing into info), most recently used first, and their last use
  * (last_use may be NULL); returns how many. */
 size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **keys,

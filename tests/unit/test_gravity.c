@@ -62,22 +62,32 @@ static void test_nodes_with(void **state)
 static void test_cache_features(void **state)
 {
 	(void)state;
-	char k1[65], k2[65], k3[65];
-	uint8_t d1[32], d2[32], d3[32];
+	char k1[65], k2[65], k3[65], k4[65], k5[65];
+	uint8_t d1[32], d2[32], d3[32], d4[32], d5[32];
 	memset(d1, 1, 32);
 	memset(d2, 2, 32);
 	memset(d3, 3, 32);
+	memset(d4, 4, 32);
+	memset(d5, 5, 32);
 	stg_digest_hex(d1, k1);
 	stg_digest_hex(d2, k2);
 	stg_digest_hex(d3, k3);
+	stg_digest_hex(d4, k4);
+	stg_digest_hex(d5, k5);
 	char sub[96];
 	snprintf(sub, sizeof sub, "%s-0123456789abcdef", k3);
 	stg_cache_entry e[] = {
-	        {.key = k1, .last_use = 100},  {.key = k2, .last_use = 300},
-	        {.key = sub, .last_use = 500}, /* a subset: not the pack */
-	        {.key = k3, .last_use = 200},  {.key = "not-a-digest", .last_use = 900},
+	        {.key = k1, .kind = "pack", .last_use = 100},
+	        {.key = k2, .kind = "pack", .last_use = 300},
+	        {.key = sub, .kind = "pack", .last_use = 500}, /* a subset: not the pack */
+	        {.key = k3, .kind = "pack", .last_use = 200},
+	        {.key = "not-a-digest", .kind = "pack", .last_use = 900},
+	        /* a directory and a plain archive staged: keyed by a digest
+	         * too, but no where or hint can name them */
+	        {.key = k4, .kind = "directory", .last_use = 700},
+	        {.key = k5, .kind = "archive", .last_use = 800},
 	};
-	stg_cache_info info = {.entries = e, .n_entries = 5};
+	stg_cache_info info = {.entries = e, .n_entries = 7};
 	const char *keys[4];
 	int64_t last[4];
 	assert_int_equal(stg__cache_packs(&info, 4, keys, last), 3);
