@@ -278,15 +278,21 @@ int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len)
 	if (!len)
 		return -1;
 	out[0] = '\0';
-	/* a node that holds them all? */
-	const char *first = n && w[0].nodes ? w[0].nodes : "";
+	/* a node that holds them all - all that some node holds: a pack
+	 * cached nowhere is cold wherever the job runs, and need not turn
+	 * "the node with the others" into "any node with one of them" */
+	size_t f0 = 0;
+	while (f0 < n && !(w[f0].n_nodes && w[f0].nodes && *w[f0].nodes))
+		f0++;
+	const char *first = f0 < n ? w[f0].nodes : "";
 	int found = 0;
 	for (const char *p = first; *p && !found;) {
 		const char *c = strchr(p, ',');
 		size_t l = c ? (size_t)(c - p) : strlen(p);
 		found = 1;
-		for (size_t i = 1; i < n && found; i++)
-			found = w[i].nodes && in_list(w[i].nodes, p, l);
+		for (size_t i = f0 + 1; i < n && found; i++)
+			found = !w[i].n_nodes || !w[i].nodes || !*w[i].nodes ||
+			        in_list(w[i].nodes, p, l);
 		p += l + (c ? 1 : 0);
 	}
 	size_t used = 0, named = 0;

@@ -686,9 +686,10 @@ STG_API stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_
 STG_API void stg_where_free(stg_where_result *w, size_t n);
 
 /* The sbatch option that prefers the nodes holding the packs of w[n]:
- * "--prefer=A&B" when some node holds them all, else "--prefer=A|B" of
- * those some node holds, "" when none does (sbatch refuses a feature that
- * no node has).  Into out[len]; 0, or -1 if it does not fit. */
+ * "--prefer=A&B" of the packs some node holds when one node holds them
+ * all, else "--prefer=A|B" of those, "" when no node holds any (sbatch
+ * refuses a feature that no node has).  Into out[len]; 0, or -1 if it
+ * does not fit. */
 STG_API int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len);
 
 /* ---- comparing packs --------------------------------------------------- */

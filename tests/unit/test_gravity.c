@@ -221,6 +221,19 @@ static void test_hint(void **state)
 	w[1].nodes = b, w[1].n_nodes = 2;
 	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
 	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
+	/* a pack cached nowhere (first or last) does not undo that: n3 still
+	 * has both of those some node has */
+	stg_where_result x[3] = {w[0], w[0], w[1]};
+	char none[] = "";
+	snprintf(x[0].feature, sizeof x[0].feature, "stg_cccccccccccc");
+	x[0].nodes = none, x[0].n_nodes = 0;
+	assert_int_equal(stg_hint(x, 3, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
+	x[0] = w[0], x[1] = w[1], x[2] = w[0];
+	snprintf(x[2].feature, sizeof x[2].feature, "stg_cccccccccccc");
+	x[2].nodes = none, x[2].n_nodes = 0;
+	assert_int_equal(stg_hint(x, 3, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
 	/* none has both: OR; a pack named twice is named once */
 	w[1].nodes = c, w[1].n_nodes = 1;
 	w[2].nodes = a, w[2].n_nodes = 2;
