@@ -8,7 +8,7 @@
  * update as root: root reads no file a user could have written.  The
  * node's record, STATE_DIR/node-features.NODE, holds every user's last list,
  * so that one user's update keeps the others' features; it is root's
- * alone (the directory is checked), taken under a lock, and replaced
+ * alone (the directory is checked, the file made 0600), taken under a lock, and replaced
  * whole.  Named by the node, so that a directory the nodes share (one
  * on NFS by mistake) still keeps each node's apart.  Its lines: "UID FEATURE LAST_USE LIVE
  * OUT_SINCE".
@@ -151,7 +151,9 @@ static stg_err record_write(stg_ctx *ctx, const char *dir, const char *node, con
 	int fd = stg__create_tmp(path, "rec", &tmp);
 	if (fd < 0)
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot write in %s", dir);
-	FILE *f = fdopen(fd, "w");
+	/* root's alone whatever the directory's mode (one made 0755 before
+	 * stager came): the record ties each feature to its user */
+	FILE *f = fchmod(fd, 0600) ? NULL : fdopen(fd, "w");
 	int bad = !f;
 	if (f) {
 		fprintf(f, "%s\n", RECORD_MAGIC);

@@ -247,4 +247,11 @@ JOB
 	[[ $output == *"not a node's name"* ]]
 	[ "$(ours_on n2)" = "$before" ]
 	[ "$(site_on n2)" -eq 1 ]
+	# the record ties features to uids: root's alone even in a state
+	# directory others can read (one made 0755 before stager came)
+	install -d -m 0755 "$D/state755"
+	run stager features --update --node n2 --user $U2 --state-dir "$D/state755" </dev/null
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a "$D/state755/node-features.n2")" = 600 ]
+	[ "$(ours_on n2)" = "$before" ]
 }
