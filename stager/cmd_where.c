@@ -147,6 +147,31 @@ static char *read_stdin(size_t max, size_t *len)
 	return b;
 }
 
+/*
+ * Does the user's own file (--config, else the one stg_config_load_standard
+ * reads) say node_features = no?  The epilog exports its default/stager
+ * into the user's side, and a site that turns data gravity on there
+ * (STAGER_NODE_FEATURES=yes) would otherwise win over the user's "no".
+ */
+static bool own_file_says_no(stg_ctx *ctx)
+{
+	char path[4096] = "";
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	if (g_opts.config)
+		snprintf(path, sizeof path, "%s", g_opts.config);
+	else if (xdg && *xdg == '/')
+		snprintf(path, sizeof path, "%s/stager/config", xdg);
+	else if (home && *home == '/')
+		snprintf(path, sizeof path, "%s/.config/stager/config", home);
+	stg_config *own = path[0] ? stg_config_new() : NULL;
+	const char *v = NULL, *origin = "default";
+	if (own && stg_config_load_file(ctx, own, path, 0) == STG_OK)
+		v = stg_config_get(own, "node_features", &origin);
+	bool no = v && !strcmp(v, "no") && strcmp(origin, "default");
+	stg_config_free(own);
+	return no;
+}
+
 int cmd_features(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -187,7 +212,7 @@ int cmd_features(int argc, char **argv)
 	stg_config *cfg = cli_config(ctx);
 	stg_err err = STG_OK;
 	const char *on = stg_config_get(cfg, "node_features", NULL);
-	if (!update && on && strcmp(on, "yes")) {
+	if (!update && ((on && strcmp(on, "yes")) || own_file_says_no(ctx))) {
 		/* off: not even the cache opened */
 	} else if (!update) {
 		stg_cache *cache = cli_cache(ctx, cfg, &rc);

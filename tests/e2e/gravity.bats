@@ -209,6 +209,23 @@ JOB
 	rm -f "/home/$U2/.config/stager/config"
 }
 
+@test "a user's own node_features = no holds also where the site turns it on in default/stager" {
+	install -d -o $U2 "/home/$U2/.config/stager"
+	echo "node_features = no" >"/home/$U2/.config/stager/config"
+	chown $U2 "/home/$U2/.config/stager/config"
+	# the epilog exports default/stager into the user's side too
+	echo STAGER_NODE_FEATURES=yes >>"$D/prefix/etc/default/stager"
+	before=$(ours_on n2)
+	stage_job $U2 n2 optenv c || true
+	sed -i '/^STAGER_NODE_FEATURES=/d' "$D/prefix/etc/default/stager"
+	rm -f "/home/$U2/.config/stager/config"
+	grep -qx "n2 c cold" out/optenv
+	[ "$(ours_on n2)" = "$before" ]
+	run login_stager $U2 where "$D/shared/$U2/c.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
+}
+
 @test "node_features = no at the site: a job's end changes no node's features" {
 	sed -i 's/^node_features = yes/node_features = no/' "$D/stager.conf"
 	before=$(sinfo -h -N -o '%N %f' | sort)
