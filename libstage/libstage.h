@@ -621,9 +621,10 @@ STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *
  * A feature names one user's cached copy of one pack: "stg_" and 12 hex
  * digits of SHA-256("stager-feature", uid, pack digest).  Caches are per
  * user, so a feature of the pack alone would send a job to where another
- * user's cache holds it.  From a feature nobody learns a pack or a user:
- * only someone who has the pack and knows the uid can tell that this
- * user has it cached on that node.
+ * user's cache holds it.  A feature names neither the pack nor the user,
+ * but features are public: someone who has the pack can compute its
+ * feature for every uid (and so find who caches it where), and the time
+ * a feature appears ties it to the job that just ended on that node.
  */
 #define STG_FEATURE_LEN 16 /* "stg_" and 12 hex digits */
 
