@@ -684,6 +684,13 @@ typedef struct stg_where_result {
  * cannot be read; STG_EREMOTE when Slurm cannot be asked.  out[n] is
  * freed by stg_where_free. */
 STG_API stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_result *out);
+/* The same among the nodes of partition (Slurm's comma-separated list;
+ * NULL or "": every partition sinfo shows).  A job's preferred feature
+ * must be on a node of its own partition: sbatch -p P --prefer=F refuses
+ * the job ("Requested node configuration is not available") when F is
+ * only on nodes outside P. */
+STG_API stg_err stg_where_in(stg_ctx *ctx, const char *const *packs, size_t n,
+                             const char *partition, stg_where_result *out);
 STG_API void stg_where_free(stg_where_result *w, size_t n);
 
 /* The sbatch option that prefers the nodes holding the packs of w[n]:

@@ -417,6 +417,12 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 
 stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_result *out)
 {
+	return stg_where_in(ctx, packs, n, NULL, out);
+}
+
+stg_err stg_where_in(stg_ctx *ctx, const char *const *packs, size_t n, const char *partition,
+                     stg_where_result *out)
+{
 	memset(out, 0, n * sizeof *out);
 	for (size_t i = 0; i < n; i++) {
 		stg_pack *p;
@@ -431,7 +437,11 @@ stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_re
 	}
 	char *s = malloc(SLURM_OUT);
 	int status = 0;
-	char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%f", NULL};
+	char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%f", NULL, NULL, NULL};
+	if (partition && *partition) {
+		argv[5] = "-p";
+		argv[6] = (char *)partition;
+	}
 	if (!s)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	if (stg__capture(argv, s, SLURM_OUT, &status) || status) {

@@ -13,18 +13,29 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_UPDATE, OPT_NODE, OPT_USER, OPT_STATE_DIR, OPT_DRY_RUN };
+enum {
+	OPT_JSON = OPT_FIRST_LOCAL,
+	OPT_UPDATE,
+	OPT_NODE,
+	OPT_USER,
+	OPT_STATE_DIR,
+	OPT_DRY_RUN,
+	OPT_PARTITION
+};
 
 /* where and hint: PACK... into w (calloc'ed); an exit status or -1. */
 static int where_of(int argc, char **argv, bool *json, stg_where_result **w, size_t *n)
 {
 	static const struct option lo[] = {
 	        {"json", no_argument, NULL, OPT_JSON},
+	        {"partition", required_argument, NULL, OPT_PARTITION},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
 	int c, rc;
-	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+	/* sbatch's own default: a job goes to $SBATCH_PARTITION when set */
+	const char *part = getenv("SBATCH_PARTITION");
+	while ((c = getopt_long(argc, argv, "hqvp:", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
 		if (rc >= 0)
 			return rc;
@@ -32,6 +43,8 @@ static int where_of(int argc, char **argv, bool *json, stg_where_result **w, siz
 			continue;
 		if (c == OPT_JSON && json)
 			*json = true;
+		else if (c == OPT_PARTITION || c == 'p')
+			part = optarg;
 		else
 			return cli_usage("unexpected option");
 	}
@@ -45,7 +58,7 @@ static int where_of(int argc, char **argv, bool *json, stg_where_result **w, siz
 		return EXIT_IO;
 	}
 	stg_ctx *ctx = cli_ctx();
-	stg_err err = stg_where(ctx, (const char *const *)argv + optind, *n, *w);
+	stg_err err = stg_where_in(ctx, (const char *const *)argv + optind, *n, part, *w);
 	rc = err ? cli_fail(ctx, err) : -1;
 	cli_ctx_done(ctx);
 	if (err) {

@@ -427,7 +427,7 @@ const cli_cmd cli_commands[] = {
          "Files still open under it stay readable until they are closed; the\n"
          "mount's process then ends.\n"},
         {"where", cmd_where, "the nodes whose cache holds each pack (from Slurm)",
-         "usage: stager where PACK... [--json]\n"
+         "usage: stager where PACK... [-p PARTITION] [--json]\n"
          "\n"
          "List, for each pack, the nodes whose cache holds it for you, as Slurm sees\n"
          "them: one line \"PACK<TAB>NODE,NODE\" (\"-\" for none).  Works from a login\n"
@@ -437,12 +437,14 @@ const cli_cmd cli_commands[] = {
          "yes: when a job ends there, its epilog sets one node feature per user and\n"
          "pack (stg_ and 12 hex digits), the node_features_max most recently used.\n"
          "\n"
+         "  -p, --partition P   only the nodes of partition P (default: $SBATCH_PARTITION,\n"
+         "                      else every partition)\n"
          "      --json          {\"packs\": [{\"pack\", \"digest\", \"feature\", \"nodes\"}]}\n"
          "\n"
          "Exit: 0 (also when no node holds a pack), 2 a pack missing, 4 not a pack,\n"
          "6 Slurm could not be asked.\n"},
         {"hint", cmd_hint, "sbatch options that prefer the nodes caching packs",
-         "usage: stager hint PACK...\n"
+         "usage: stager hint PACK... [-p PARTITION]\n"
          "\n"
          "Print the sbatch option that prefers the nodes whose cache holds the packs\n"
          "for you, or nothing when no node does:\n"
@@ -457,6 +459,14 @@ const cli_cmd cli_commands[] = {
          "node_features_grace seconds (default 60) after its pack left the cache,\n"
          "so the option stays valid between the hint and the sbatch.  See `stager\n"
          "where` for how nodes tell Slurm what they cache.\n"
+         "\n"
+         "sbatch refuses a job whose preferred feature is on no node of the job's\n"
+         "partition, so name that partition (#SBATCH -p in the script, say):\n"
+         "\n"
+         "    sbatch $(stager hint -p gpu ~/data/ds.tar.zst) job.sh\n"
+         "\n"
+         "  -p, --partition P   only features on nodes of partition P (default:\n"
+         "                      $SBATCH_PARTITION, else every partition)\n"
          "\n"
          "Exit: 0 (also when nothing is printed), 2 a pack missing, 4 not a pack,\n"
          "6 Slurm could not be asked.\n"},

@@ -140,6 +140,32 @@ JOB
 	for n in n1 n2 n3; do [ "$(site_on $n)" -eq 1 ]; done
 }
 
+@test "a job's partition: sbatch refuses a preferred feature no node of it has; hint -p names only those it has" {
+	# a is cached on n2 (the first test); partition p3 holds n3 alone
+	scontrol create PartitionName=p3 Nodes=n3 State=UP
+	all=$(login_stager $U hint "$D/shared/$U/a.tar.zst")
+	[[ $all == --prefer=stg_* ]]
+	run as_job_user $U sbatch --parsable -p p3 -o /dev/null $all --wrap true
+	[ "$status" -ne 0 ] # Slurm's rule, which the hint must follow
+	run login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run login_stager $U where -p p3 "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
+	id=$(site_submit $U -p p3 -o /dev/null $(login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst") --wrap true)
+	[ -n "$id" ]
+	# sbatch's own default partition, from the environment
+	run as_job_user $U env SBATCH_PARTITION=p3 STAGER_SITE_CONFIG="$D/stager.conf" stager hint "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	# the partition that holds n2: the hint as before
+	[ "$(login_stager $U hint --partition debug "$D/shared/$U/a.tar.zst")" = "$all" ]
+	[[ ,$(login_stager $U where --partition debug "$D/shared/$U/a.tar.zst" | cut -f2), == *,n2,* ]]
+	wait_until 60 job_gone "$id"
+	scontrol delete PartitionName=p3
+}
+
 @test "features are per user: another user's where finds nothing for the same pack, and no hint" {
 	cp "$D/shared/$U/a.tar.zst" "$D/shared/$U2/same.tar.zst"
 	chown $U2 "$D/shared/$U2/same.tar.zst"
