@@ -367,7 +367,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 			         "uid %u's list of features: %zu bad lines ignored", opts->uid,
 			         bad);
 	}
-	if (!err && !(chosen = calloc(max + avail.n + 1, sizeof *chosen)))
+	if (!err && !(chosen = calloc(max + 2 * avail.n + 1, sizeof *chosen)))
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	size_t k = 0;
 	if (!err) {
@@ -455,8 +455,14 @@ stg_err stg_where_in(stg_ctx *ctx, const char *const *packs, size_t n, const cha
 		size_t cap = strlen(s) + 1;
 		if (!(out[i].nodes = malloc(cap)))
 			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-		else
-			out[i].n_nodes = stg__nodes_with(s, out[i].feature, out[i].nodes, cap);
+		else {
+			/* a node whose copy is leaving is not named: a hint that
+			 * named it could reach sbatch after it left */
+			stg_feature_name leaving;
+			stg__feature_leaving(out[i].feature, leaving);
+			out[i].n_nodes =
+			        stg__nodes_staying(s, out[i].feature, leaving, out[i].nodes, cap);
+		}
 	}
 	free(s);
 	return err;

@@ -57,6 +57,15 @@ static void test_nodes_with(void **state)
 	assert_int_equal(stg__nodes_with(sinfo, "gpu", out, 3), 1);
 	assert_string_equal(out, "n1");
 	assert_int_equal(stg__nodes_with("", "gpu", out, sizeof out), 0);
+	/* a node whose copy is leaving (its marker beside) is not named */
+	stg_feature_name m;
+	stg__feature_leaving("stg_0123456789ab", m);
+	char leaving[256];
+	snprintf(leaving, sizeof leaving, "n1|gpu,stg_0123456789ab,%s\nn4|stg_0123456789ab\n", m);
+	assert_int_equal(stg__nodes_staying(leaving, "stg_0123456789ab", m, out, sizeof out), 1);
+	assert_string_equal(out, "n4");
+	assert_true(stg__feature_ours(m, strlen(m)));
+	assert_string_not_equal(m, "stg_0123456789ab");
 }
 
 static void test_cache_features(void **state)
@@ -113,8 +122,21 @@ static stg_feat_ent ent(unsigned uid, char c, int64_t use, int live)
 
 static int chosen_has(const stg_feature_name *c, size_t n, char x)
 {
+	stg_feat_ent e = ent(0, x, 0, 0);
 	for (size_t i = 0; i < n; i++)
-		if (c[i][4] == x)
+		if (!strcmp(c[i], e.name))
+			return 1;
+	return 0;
+}
+
+/* does c[n] hold x's leaving marker? */
+static int leaving_has(const stg_feature_name *c, size_t n, char x)
+{
+	stg_feat_ent e = ent(0, x, 0, 0);
+	stg_feature_name m;
+	stg__feature_leaving(e.name, m);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(c[i], m))
 			return 1;
 	return 0;
 }
@@ -141,19 +163,29 @@ static void test_plan(void **state)
 	memcpy(adv[1], ch[1], sizeof adv[1]);
 	v[n++] = ent(1, 'd', 400, 1);
 	k = stg__features_plan(v, &n, 16, adv, 2, 1000, 2, 600, ch);
-	assert_int_equal(k, 2);
+	/* ... and says it is leaving, so that no hint names it now */
+	assert_int_equal(k, 3);
 	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'c'));
+	assert_true(leaving_has(ch, k, 'c') && !leaving_has(ch, k, 'b'));
 	for (size_t i = 0; i < n; i++)
 		if (v[i].name[4] == 'c')
 			assert_int_equal(v[i].out_since, 1000);
-	/* still within the grace: unchanged */
-	k = stg__features_plan(v, &n, 16, adv, 2, 1599, 2, 600, ch);
-	assert_true(k == 2 && chosen_has(ch, k, 'c') && !chosen_has(ch, k, 'd'));
-	/* past it: c goes, d comes */
-	k = stg__features_plan(v, &n, 16, adv, 2, 1600, 2, 600, ch);
+	/* still within the grace: unchanged; the marker Slurm has now is
+	 * no feature of a pack (not recorded as nobody's) */
+	for (size_t i = 0; i < k; i++)
+		if (!chosen_has(&ch[i], 1, 'b') && !chosen_has(&ch[i], 1, 'c'))
+			memcpy(adv[2], ch[i], sizeof adv[2]);
+	size_t was = n;
+	k = stg__features_plan(v, &n, 16, adv, 3, 1599, 2, 600, ch);
+	assert_true(k == 3 && chosen_has(ch, k, 'c') && !chosen_has(ch, k, 'd'));
+	assert_true(leaving_has(ch, k, 'c'));
+	assert_int_equal(n, was);
+	/* past it: c goes, d comes, no marker */
+	k = stg__features_plan(v, &n, 16, adv, 3, 1600, 2, 600, ch);
 	assert_int_equal(k, 2);
 	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
 	assert_false(chosen_has(ch, k, 'c'));
+	assert_false(leaving_has(ch, k, 'c'));
 
 	/* the cache lost b (not live): advertised, it stays out its grace;
 	 * then it is dropped from the record */
@@ -163,7 +195,8 @@ static void test_plan(void **state)
 		if (v[i].name[4] == 'b')
 			v[i].live = 0;
 	k = stg__features_plan(v, &n, 16, adv, 2, 2000, 2, 600, ch);
-	assert_true(k == 2 && chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	assert_true(k == 3 && chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	assert_true(leaving_has(ch, k, 'b'));
 	size_t before = n;
 	k = stg__features_plan(v, &n, 16, adv, 2, 2600, 2, 600, ch);
 	assert_false(chosen_has(ch, k, 'b'));
@@ -178,7 +211,8 @@ static void test_plan(void **state)
 	stg_feat_ent x = ent(5, 'e', 10, 0);
 	memcpy(adv[0], x.name, sizeof adv[0]);
 	k = stg__features_plan(v, &n, 16, adv, 1, 5000, 2, 600, ch);
-	assert_int_equal(k, 1);
+	assert_int_equal(k, 2); /* e and its marker */
+	assert_true(leaving_has(ch, k, 'e'));
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].uid, STG_FEAT_NOBODY);
 	k = stg__features_plan(v, &n, 16, adv, 1, 5600, 2, 600, ch);
