@@ -8,7 +8,9 @@
  * A node's features, as `sinfo -h -N -o '%N|%f'` prints them, are parsed
  * here; stg_hint names only features that some node has right now, since
  * `sbatch --prefer=F` fails when no node has F.  That a feature named by a
- * hint is still there when sbatch runs a moment later is the plan's grace.
+ * hint is still there when sbatch runs a moment later is the plan's grace;
+ * that no hint names one already in its grace (which could end before the
+ * sbatch) is its leaving marker, which stg_where reads.
  */
 #include "gravity.h"
 #include "ctx.h"
@@ -33,6 +35,26 @@ void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
 	    !EVP_DigestUpdate(c, who, (size_t)n + 1) ||
 	    !EVP_DigestUpdate(c, digest, STG_DIGEST_LEN) || !EVP_DigestFinal_ex(c, md, &md_len))
 		memset(md, 0, sizeof md);
+	EVP_MD_CTX_free(c);
+	static const char hex[] = "0123456789abcdef";
+	memcpy(out, STG_FEATURE_PREFIX, sizeof STG_FEATURE_PREFIX - 1);
+	char *p = out + sizeof STG_FEATURE_PREFIX - 1;
+	for (size_t i = 0; i < 6; i++) {
+		*p++ = hex[md[i] >> 4];
+		*p++ = hex[md[i] & 15];
+	}
+	*p = '\0';
+}
+
+void stg__feature_leaving(const char *feature, char out[STG_FEATURE_LEN + 1])
+{
+	uint8_t md[EVP_MAX_MD_SIZE];
+	unsigned md_len = 0;
+	EVP_MD_CTX *c = EVP_MD_CTX_new();
+	if (!c || !EVP_DigestInit_ex(c, EVP_sha256(), NULL) ||
+	    !EVP_DigestUpdate(c, "stager-leaving", 15) ||
+	    !EVP_DigestUpdate(c, feature, strlen(feature)) || !EVP_DigestFinal_ex(c, md, &md_len))
+		memset(md, 0xff, sizeof md);
 	EVP_MD_CTX_free(c);
 	static const char hex[] = "0123456789abcdef";
 	memcpy(out, STG_FEATURE_PREFIX, sizeof STG_FEATURE_PREFIX - 1);
@@ -72,6 +94,12 @@ static int has_feature(const char *features, size_t len, const char *feature)
 
 size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len)
 {
+	return stg__nodes_staying(sinfo, feature, NULL, out, out_len);
+}
+
+size_t stg__nodes_staying(const char *sinfo, const char *feature, const char *leaving, char *out,
+                          size_t out_len)
+{
 	size_t n = 0, used = 0;
 	if (out_len)
 		out[0] = '\0';
@@ -79,8 +107,9 @@ size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t
 		const char *end = strchr(line, '\n');
 		size_t ll = end ? (size_t)(end - line) : strlen(line);
 		const char *bar = memchr(line, '|', ll);
-		if (bar && bar > line &&
-		    has_feature(bar + 1, ll - (size_t)(bar + 1 - line), feature)) {
+		size_t fl = bar ? ll - (size_t)(bar + 1 - line) : 0;
+		if (bar && bar > line && has_feature(bar + 1, fl, feature) &&
+		    !(leaving && has_feature(bar + 1, fl, leaving))) {
 			size_t nl = (size_t)(bar - line);
 			/* sinfo -N lists a node once per partition: once here */
 			int seen = 0;
@@ -122,12 +151,15 @@ size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **key
 	if (!v)
 		return 0;
 	/* whole packs only: a subset's key has a suffix, and a job that
-	 * needs the pack would find only part of it */
+	 * needs the pack would find only part of it; a directory's or a
+	 * plain archive's key is a digest too, but no `stager where` or
+	 * `hint` can name its feature (they read a pack's trailer), so it
+	 * would only take a place under the cap from a pack */
 	for (size_t i = 0; i < info->n_entries; i++) {
 		uint8_t d[STG_DIGEST_LEN];
 		const stg_cache_entry *e = &info->entries[i];
 		if (e->key && strlen(e->key) == STG_DIGEST_HEXLEN &&
-		    stg_digest_parse(e->key, d) == 0)
+		    stg_digest_parse(e->key, d) == 0 && e->kind && !strcmp(e->kind, "pack"))
 			v[n++] = e;
 	}
 	qsort(v, n, sizeof *v, by_use);
@@ -195,6 +227,30 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 		if (find_name(v, u, v[i].name) < 0)
 			v[u++] = v[i];
 	*n = u;
+	/* the leaving markers Slurm has are no features of packs: made anew
+	 * below for the features that are leaving now */
+	stg_feature_name *marks = calloc(n_adv + *n + 1, sizeof *marks);
+	stg_feature_name *kept = calloc(n_adv + 1, sizeof *kept);
+	if (!marks || !kept) {
+		free(marks);
+		free(kept);
+		return SIZE_MAX;
+	}
+	for (size_t i = 0; i < n_adv; i++)
+		stg__feature_leaving(adv[i], marks[i]);
+	for (size_t i = 0; i < *n; i++)
+		stg__feature_leaving(v[i].name, marks[n_adv + i]);
+	size_t nk = 0;
+	for (size_t i = 0; i < n_adv; i++) {
+		int mark = 0;
+		for (size_t j = 0; j < n_adv + *n && !mark; j++)
+			mark = !strcmp(adv[i], marks[j]);
+		if (!mark)
+			memcpy(kept[nk++], adv[i], sizeof *kept);
+	}
+	free(marks);
+	adv = (const stg_feature_name *)kept;
+	n_adv = nk;
 	for (size_t i = 0; i < n_adv; i++)
 		if (find_name(v, *n, adv[i]) < 0 && *n < cap) {
 			stg_feat_ent *e = &v[(*n)++];
@@ -208,6 +264,7 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 	if (!f || !rank) {
 		free(f);
 		free(rank);
+		free(kept);
 		return SIZE_MAX;
 	}
 	size_t n_live = 0, k = 0;
@@ -246,6 +303,13 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 			f[i] |= F_CHOSEN;
 			memcpy(chosen[k++], v[i].name, sizeof *chosen);
 		}
+	/* each one leaving says so, for stg_where: a hint that named it now
+	 * could reach sbatch after it left */
+	size_t leaving = 0;
+	for (size_t i = 0; i < *n; i++)
+		if ((f[i] & (F_ADV | F_WANT | F_CHOSEN)) == (F_ADV | F_CHOSEN))
+			stg__feature_leaving(v[i].name, chosen[k + leaving++]);
+	k += leaving;
 	size_t m = 0;
 	for (size_t i = 0; i < *n; i++)
 		if (v[i].live || (f[i] & F_CHOSEN))
@@ -253,6 +317,7 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 	*n = m;
 	free(f);
 	free(rank);
+	free(kept);
 	qsort(chosen, k, sizeof *chosen, by_name);
 	return k;
 }
@@ -275,15 +340,21 @@ int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len)
 	if (!len)
 		return -1;
 	out[0] = '\0';
-	/* a node that holds them all? */
-	const char *first = n && w[0].nodes ? w[0].nodes : "";
+	/* a node that holds them all - all that some node holds: a pack
+	 * cached nowhere is cold wherever the job runs, and need not turn
+	 * "the node with the others" into "any node with one of them" */
+	size_t f0 = 0;
+	while (f0 < n && !(w[f0].n_nodes && w[f0].nodes && *w[f0].nodes))
+		f0++;
+	const char *first = f0 < n ? w[f0].nodes : "";
 	int found = 0;
 	for (const char *p = first; *p && !found;) {
 		const char *c = strchr(p, ',');
 		size_t l = c ? (size_t)(c - p) : strlen(p);
 		found = 1;
-		for (size_t i = 1; i < n && found; i++)
-			found = w[i].nodes && in_list(w[i].nodes, p, l);
+		for (size_t i = f0 + 1; i < n && found; i++)
+			found = !w[i].n_nodes || !w[i].nodes || !*w[i].nodes ||
+			        in_list(w[i].nodes, p, l);
 		p += l + (c ? 1 : 0);
 	}
 	size_t used = 0, named = 0;

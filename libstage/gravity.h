@@ -20,8 +20,17 @@ int stg__feature_ours(const char *name, size_t len);
  * separated, each once, into out (cut short rather than overrun);
  * returns how many. */
 size_t stg__nodes_with(const char *sinfo, const char *feature, char *out, size_t out_len);
+/* The same, less the nodes that also have leaving (NULL: none). */
+size_t stg__nodes_staying(const char *sinfo, const char *feature, const char *leaving, char *out,
+                          size_t out_len);
+/* The marker a node has beside a feature of stager's that is leaving (in
+ * its grace): "stg_" and 12 hex digits of SHA-256("stager-leaving",
+ * feature), so that stg_where does not name that node and no hint names
+ * a feature that may be gone before its sbatch. */
+void stg__feature_leaving(const char *feature, char out[STG_FEATURE_LEN + 1]);
 
-/* The whole packs info's cache holds: at most max keys (their digests,
+/* The whole packs info's cache holds (kind "pack": not a directory's or
+ * a plain archive's entry): at most max keys (their digests,
  * pointing into info), most recently used first, and their last use
  * (last_use may be NULL); returns how many. */
 size_t stg__cache_packs(const stg_cache_info *info, size_t max, const char **keys,
@@ -45,7 +54,9 @@ typedef struct stg_feat_ent {
  * when it stopped being wanted (out_since), so that a hint printed a
  * moment ago never names a feature that no node has; it holds its place
  * under the cap meanwhile, and a newly wanted feature waits for a free
- * place.  chosen[] (room for max + n_adv) receives the features to
+ * place.  Each feature in its grace also gets its leaving marker; the
+ * markers among adv are no features of packs (made anew each time).
+ * chosen[] (room for max + 2 * n_adv) receives the features to
  * advertise, sorted; returns how many.  Entries neither live nor chosen
  * are dropped from v (*n shrinks); an advertised feature the record does
  * not know is added to it as STG_FEAT_NOBODY's, out since now.

@@ -621,9 +621,10 @@ STG_API stg_err stg_clean(stg_ctx *ctx, stg_cache *cache, const stg_clean_opts *
  * A feature names one user's cached copy of one pack: "stg_" and 12 hex
  * digits of SHA-256("stager-feature", uid, pack digest).  Caches are per
  * user, so a feature of the pack alone would send a job to where another
- * user's cache holds it.  From a feature nobody learns a pack or a user:
- * only someone who has the pack and knows the uid can tell that this
- * user has it cached on that node.
+ * user's cache holds it.  A feature names neither the pack nor the user,
+ * but features are public: someone who has the pack can compute its
+ * feature for every uid (and so find who caches it where), and the time
+ * a feature appears ties it to the job that just ended on that node.
  */
 #define STG_FEATURE_LEN 16 /* "stg_" and 12 hex digits */
 
@@ -683,12 +684,20 @@ typedef struct stg_where_result {
  * cannot be read; STG_EREMOTE when Slurm cannot be asked.  out[n] is
  * freed by stg_where_free. */
 STG_API stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_result *out);
+/* The same among the nodes of partition (Slurm's comma-separated list;
+ * NULL or "": every partition sinfo shows).  A job's preferred feature
+ * must be on a node of its own partition: sbatch -p P --prefer=F refuses
+ * the job ("Requested node configuration is not available") when F is
+ * only on nodes outside P. */
+STG_API stg_err stg_where_in(stg_ctx *ctx, const char *const *packs, size_t n,
+                             const char *partition, stg_where_result *out);
 STG_API void stg_where_free(stg_where_result *w, size_t n);
 
 /* The sbatch option that prefers the nodes holding the packs of w[n]:
- * "--prefer=A&B" when some node holds them all, else "--prefer=A|B" of
- * those some node holds, "" when none does (sbatch refuses a feature that
- * no node has).  Into out[len]; 0, or -1 if it does not fit. */
+ * "--prefer=A&B" of the packs some node holds when one node holds them
+ * all, else "--prefer=A|B" of those, "" when no node holds any (sbatch
+ * refuses a feature that no node has).  Into out[len]; 0, or -1 if it
+ * does not fit. */
 STG_API int stg_hint(const stg_where_result *w, size_t n, char *out, size_t len);
 
 /* ---- comparing packs --------------------------------------------------- */

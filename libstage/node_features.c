@@ -8,7 +8,7 @@
  * update as root: root reads no file a user could have written.  The
  * node's record, STATE_DIR/node-features.NODE, holds every user's last list,
  * so that one user's update keeps the others' features; it is root's
- * alone (the directory is checked), taken under a lock, and replaced
+ * alone (the directory is checked, the file made 0600), taken under a lock, and replaced
  * whole.  Named by the node, so that a directory the nodes share (one
  * on NFS by mistake) still keeps each node's apart.  Its lines: "UID FEATURE LAST_USE LIVE
  * OUT_SINCE".
@@ -151,7 +151,9 @@ static stg_err record_write(stg_ctx *ctx, const char *dir, const char *node, con
 	int fd = stg__create_tmp(path, "rec", &tmp);
 	if (fd < 0)
 		return stg__fail_errno(ctx, STG_EIO, errno, "cannot write in %s", dir);
-	FILE *f = fdopen(fd, "w");
+	/* root's alone whatever the directory's mode (one made 0755 before
+	 * stager came): the record ties each feature to its user */
+	FILE *f = fchmod(fd, 0600) ? NULL : fdopen(fd, "w");
 	int bad = !f;
 	if (f) {
 		fprintf(f, "%s\n", RECORD_MAGIC);
@@ -365,7 +367,7 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 			         "uid %u's list of features: %zu bad lines ignored", opts->uid,
 			         bad);
 	}
-	if (!err && !(chosen = calloc(max + avail.n + 1, sizeof *chosen)))
+	if (!err && !(chosen = calloc(max + 2 * avail.n + 1, sizeof *chosen)))
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	size_t k = 0;
 	if (!err) {
@@ -415,6 +417,12 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 
 stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_result *out)
 {
+	return stg_where_in(ctx, packs, n, NULL, out);
+}
+
+stg_err stg_where_in(stg_ctx *ctx, const char *const *packs, size_t n, const char *partition,
+                     stg_where_result *out)
+{
 	memset(out, 0, n * sizeof *out);
 	for (size_t i = 0; i < n; i++) {
 		stg_pack *p;
@@ -429,7 +437,11 @@ stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_re
 	}
 	char *s = malloc(SLURM_OUT);
 	int status = 0;
-	char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%f", NULL};
+	char *argv[] = {"sinfo", "-h", "-N", "-o", "%N|%f", NULL, NULL, NULL};
+	if (partition && *partition) {
+		argv[5] = "-p";
+		argv[6] = (char *)partition;
+	}
 	if (!s)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	if (stg__capture(argv, s, SLURM_OUT, &status) || status) {
@@ -443,8 +455,14 @@ stg_err stg_where(stg_ctx *ctx, const char *const *packs, size_t n, stg_where_re
 		size_t cap = strlen(s) + 1;
 		if (!(out[i].nodes = malloc(cap)))
 			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-		else
-			out[i].n_nodes = stg__nodes_with(s, out[i].feature, out[i].nodes, cap);
+		else {
+			/* a node whose copy is leaving is not named: a hint that
+			 * named it could reach sbatch after it left */
+			stg_feature_name leaving;
+			stg__feature_leaving(out[i].feature, leaving);
+			out[i].n_nodes =
+			        stg__nodes_staying(s, out[i].feature, leaving, out[i].nodes, cap);
+		}
 	}
 	free(s);
 	return err;

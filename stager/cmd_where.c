@@ -13,18 +13,29 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_UPDATE, OPT_NODE, OPT_USER, OPT_STATE_DIR, OPT_DRY_RUN };
+enum {
+	OPT_JSON = OPT_FIRST_LOCAL,
+	OPT_UPDATE,
+	OPT_NODE,
+	OPT_USER,
+	OPT_STATE_DIR,
+	OPT_DRY_RUN,
+	OPT_PARTITION
+};
 
 /* where and hint: PACK... into w (calloc'ed); an exit status or -1. */
 static int where_of(int argc, char **argv, bool *json, stg_where_result **w, size_t *n)
 {
 	static const struct option lo[] = {
 	        {"json", no_argument, NULL, OPT_JSON},
+	        {"partition", required_argument, NULL, OPT_PARTITION},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
 	int c, rc;
-	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+	/* sbatch's own default: a job goes to $SBATCH_PARTITION when set */
+	const char *part = getenv("SBATCH_PARTITION");
+	while ((c = getopt_long(argc, argv, "hqvp:", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
 		if (rc >= 0)
 			return rc;
@@ -32,6 +43,8 @@ static int where_of(int argc, char **argv, bool *json, stg_where_result **w, siz
 			continue;
 		if (c == OPT_JSON && json)
 			*json = true;
+		else if (c == OPT_PARTITION || c == 'p')
+			part = optarg;
 		else
 			return cli_usage("unexpected option");
 	}
@@ -45,7 +58,7 @@ static int where_of(int argc, char **argv, bool *json, stg_where_result **w, siz
 		return EXIT_IO;
 	}
 	stg_ctx *ctx = cli_ctx();
-	stg_err err = stg_where(ctx, (const char *const *)argv + optind, *n, *w);
+	stg_err err = stg_where_in(ctx, (const char *const *)argv + optind, *n, part, *w);
 	rc = err ? cli_fail(ctx, err) : -1;
 	cli_ctx_done(ctx);
 	if (err) {
@@ -147,6 +160,31 @@ static char *read_stdin(size_t max, size_t *len)
 	return b;
 }
 
+/*
+ * Does the user's own file (--config, else the one stg_config_load_standard
+ * reads) say node_features = no?  The epilog exports its default/stager
+ * into the user's side, and a site that turns data gravity on there
+ * (STAGER_NODE_FEATURES=yes) would otherwise win over the user's "no".
+ */
+static bool own_file_says_no(stg_ctx *ctx)
+{
+	char path[4096] = "";
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	if (g_opts.config)
+		snprintf(path, sizeof path, "%s", g_opts.config);
+	else if (xdg && *xdg == '/')
+		snprintf(path, sizeof path, "%s/stager/config", xdg);
+	else if (home && *home == '/')
+		snprintf(path, sizeof path, "%s/.config/stager/config", home);
+	stg_config *own = path[0] ? stg_config_new() : NULL;
+	const char *v = NULL, *origin = "default";
+	if (own && stg_config_load_file(ctx, own, path, 0) == STG_OK)
+		v = stg_config_get(own, "node_features", &origin);
+	bool no = v && !strcmp(v, "no") && strcmp(origin, "default");
+	stg_config_free(own);
+	return no;
+}
+
 int cmd_features(int argc, char **argv)
 {
 	static const struct option lo[] = {
@@ -187,7 +225,7 @@ int cmd_features(int argc, char **argv)
 	stg_config *cfg = cli_config(ctx);
 	stg_err err = STG_OK;
 	const char *on = stg_config_get(cfg, "node_features", NULL);
-	if (!update && on && strcmp(on, "yes")) {
+	if (!update && ((on && strcmp(on, "yes")) || own_file_says_no(ctx))) {
 		/* off: not even the cache opened */
 	} else if (!update) {
 		stg_cache *cache = cli_cache(ctx, cfg, &rc);

@@ -140,6 +140,32 @@ JOB
 	for n in n1 n2 n3; do [ "$(site_on $n)" -eq 1 ]; done
 }
 
+@test "a job's partition: sbatch refuses a preferred feature no node of it has; hint -p names only those it has" {
+	# a is cached on n2 (the first test); partition p3 holds n3 alone
+	scontrol create PartitionName=p3 Nodes=n3 State=UP
+	all=$(login_stager $U hint "$D/shared/$U/a.tar.zst")
+	[[ $all == --prefer=stg_* ]]
+	run as_job_user $U sbatch --parsable -p p3 -o /dev/null $all --wrap true
+	[ "$status" -ne 0 ] # Slurm's rule, which the hint must follow
+	run login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run login_stager $U where -p p3 "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
+	id=$(site_submit $U -p p3 -o /dev/null $(login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst") --wrap true)
+	[ -n "$id" ]
+	# sbatch's own default partition, from the environment
+	run as_job_user $U env SBATCH_PARTITION=p3 STAGER_SITE_CONFIG="$D/stager.conf" stager hint "$D/shared/$U/a.tar.zst"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	# the partition that holds n2: the hint as before
+	[ "$(login_stager $U hint --partition debug "$D/shared/$U/a.tar.zst")" = "$all" ]
+	[[ ,$(login_stager $U where --partition debug "$D/shared/$U/a.tar.zst" | cut -f2), == *,n2,* ]]
+	wait_until 60 job_gone "$id"
+	scontrol delete PartitionName=p3
+}
+
 @test "features are per user: another user's where finds nothing for the same pack, and no hint" {
 	cp "$D/shared/$U/a.tar.zst" "$D/shared/$U2/same.tar.zst"
 	chown $U2 "$D/shared/$U2/same.tar.zst"
@@ -184,6 +210,14 @@ JOB
 	[[ " $(ours_on n1)" == *" $f "* ]]
 	id=$(site_submit $U -n1 --mem=100 -o /dev/null $hint --wrap true)
 	[ -n "$id" ]
+	# but a hint printed now names nothing: the feature is leaving, and
+	# the next job's end after the grace could take it before its sbatch
+	run login_stager $U hint "$D/shared/$U/e.tar.zst"
+	[ "$status" -eq 0 ]
+	[ -z "$output" ]
+	run login_stager $U where "$D/shared/$U/e.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
 	# after it, the next update on n1 drops it
 	sleep 16 # check-tests: the grace is time itself (15 s)
 	id=$(site_submit $U -n1 --mem=100 -w n1 -o /dev/null --wrap true)
@@ -207,6 +241,23 @@ JOB
 	[ "$status" -eq 0 ]
 	[[ $output == *"	-" ]]
 	rm -f "/home/$U2/.config/stager/config"
+}
+
+@test "a user's own node_features = no holds also where the site turns it on in default/stager" {
+	install -d -o $U2 "/home/$U2/.config/stager"
+	echo "node_features = no" >"/home/$U2/.config/stager/config"
+	chown $U2 "/home/$U2/.config/stager/config"
+	# the epilog exports default/stager into the user's side too
+	echo STAGER_NODE_FEATURES=yes >>"$D/prefix/etc/default/stager"
+	before=$(ours_on n2)
+	stage_job $U2 n2 optenv c || true
+	sed -i '/^STAGER_NODE_FEATURES=/d' "$D/prefix/etc/default/stager"
+	rm -f "/home/$U2/.config/stager/config"
+	grep -qx "n2 c cold" out/optenv
+	[ "$(ours_on n2)" = "$before" ]
+	run login_stager $U2 where "$D/shared/$U2/c.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
 }
 
 @test "node_features = no at the site: a job's end changes no node's features" {
@@ -246,5 +297,14 @@ JOB
 	[ "$status" -eq 1 ]
 	[[ $output == *"not a node's name"* ]]
 	[ "$(ours_on n2)" = "$before" ]
+	[ "$(site_on n2)" -eq 1 ]
+	# the record ties features to uids: root's alone even in a state
+	# directory others can read (one made 0755 before stager came)
+	install -d -m 0755 "$D/state755"
+	run stager features --update --node n2 --user $U2 --state-dir "$D/state755" </dev/null
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %a "$D/state755/node-features.n2")" = 600 ]
+	# (a record lost: what n2 has stays out its grace, marked leaving)
+	for f in $before; do [[ " $(ours_on n2)" == *" $f "* ]]; done
 	[ "$(site_on n2)" -eq 1 ]
 }

@@ -57,13 +57,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	size_t k = 0;
 	stg__features_each(s, size, count, &k);
 	/* the plan: advertised, the features of the first records */
-	stg_feature_name adv[4], chosen[CAP + 4];
+	stg_feature_name adv[4], chosen[CAP + 8];
 	size_t n_adv = n < 4 ? n : 4;
 	for (size_t i = 0; i < n_adv; i++)
 		memcpy(adv[i], v[i].name, sizeof adv[i]);
 	size_t c = stg__features_plan(v, &n, CAP, adv, n_adv, 1000000, max, 600, chosen);
 	if (c != SIZE_MAX) {
-		if (c > max + n_adv)
+		if (c > max + 2 * n_adv)
 			abort();
 		for (size_t i = 0; i < c; i++)
 			if (!stg__feature_ours(chosen[i], strlen(chosen[i])))

@@ -57,27 +57,46 @@ static void test_nodes_with(void **state)
 	assert_int_equal(stg__nodes_with(sinfo, "gpu", out, 3), 1);
 	assert_string_equal(out, "n1");
 	assert_int_equal(stg__nodes_with("", "gpu", out, sizeof out), 0);
+	/* a node whose copy is leaving (its marker beside) is not named */
+	stg_feature_name m;
+	stg__feature_leaving("stg_0123456789ab", m);
+	char leaving[256];
+	snprintf(leaving, sizeof leaving, "n1|gpu,stg_0123456789ab,%s\nn4|stg_0123456789ab\n", m);
+	assert_int_equal(stg__nodes_staying(leaving, "stg_0123456789ab", m, out, sizeof out), 1);
+	assert_string_equal(out, "n4");
+	assert_true(stg__feature_ours(m, strlen(m)));
+	assert_string_not_equal(m, "stg_0123456789ab");
 }
 
 static void test_cache_features(void **state)
 {
 	(void)state;
-	char k1[65], k2[65], k3[65];
-	uint8_t d1[32], d2[32], d3[32];
+	char k1[65], k2[65], k3[65], k4[65], k5[65];
+	uint8_t d1[32], d2[32], d3[32], d4[32], d5[32];
 	memset(d1, 1, 32);
 	memset(d2, 2, 32);
 	memset(d3, 3, 32);
+	memset(d4, 4, 32);
+	memset(d5, 5, 32);
 	stg_digest_hex(d1, k1);
 	stg_digest_hex(d2, k2);
 	stg_digest_hex(d3, k3);
+	stg_digest_hex(d4, k4);
+	stg_digest_hex(d5, k5);
 	char sub[96];
 	snprintf(sub, sizeof sub, "%s-0123456789abcdef", k3);
 	stg_cache_entry e[] = {
-	        {.key = k1, .last_use = 100},  {.key = k2, .last_use = 300},
-	        {.key = sub, .last_use = 500}, /* a subset: not the pack */
-	        {.key = k3, .last_use = 200},  {.key = "not-a-digest", .last_use = 900},
+	        {.key = k1, .kind = "pack", .last_use = 100},
+	        {.key = k2, .kind = "pack", .last_use = 300},
+	        {.key = sub, .kind = "pack", .last_use = 500}, /* a subset: not the pack */
+	        {.key = k3, .kind = "pack", .last_use = 200},
+	        {.key = "not-a-digest", .kind = "pack", .last_use = 900},
+	        /* a directory and a plain archive staged: keyed by a digest
+	         * too, but no where or hint can name them */
+	        {.key = k4, .kind = "directory", .last_use = 700},
+	        {.key = k5, .kind = "archive", .last_use = 800},
 	};
-	stg_cache_info info = {.entries = e, .n_entries = 5};
+	stg_cache_info info = {.entries = e, .n_entries = 7};
 	const char *keys[4];
 	int64_t last[4];
 	assert_int_equal(stg__cache_packs(&info, 4, keys, last), 3);
@@ -103,8 +122,21 @@ static stg_feat_ent ent(unsigned uid, char c, int64_t use, int live)
 
 static int chosen_has(const stg_feature_name *c, size_t n, char x)
 {
+	stg_feat_ent e = ent(0, x, 0, 0);
 	for (size_t i = 0; i < n; i++)
-		if (c[i][4] == x)
+		if (!strcmp(c[i], e.name))
+			return 1;
+	return 0;
+}
+
+/* does c[n] hold x's leaving marker? */
+static int leaving_has(const stg_feature_name *c, size_t n, char x)
+{
+	stg_feat_ent e = ent(0, x, 0, 0);
+	stg_feature_name m;
+	stg__feature_leaving(e.name, m);
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(c[i], m))
 			return 1;
 	return 0;
 }
@@ -131,19 +163,29 @@ static void test_plan(void **state)
 	memcpy(adv[1], ch[1], sizeof adv[1]);
 	v[n++] = ent(1, 'd', 400, 1);
 	k = stg__features_plan(v, &n, 16, adv, 2, 1000, 2, 600, ch);
-	assert_int_equal(k, 2);
+	/* ... and says it is leaving, so that no hint names it now */
+	assert_int_equal(k, 3);
 	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'c'));
+	assert_true(leaving_has(ch, k, 'c') && !leaving_has(ch, k, 'b'));
 	for (size_t i = 0; i < n; i++)
 		if (v[i].name[4] == 'c')
 			assert_int_equal(v[i].out_since, 1000);
-	/* still within the grace: unchanged */
-	k = stg__features_plan(v, &n, 16, adv, 2, 1599, 2, 600, ch);
-	assert_true(k == 2 && chosen_has(ch, k, 'c') && !chosen_has(ch, k, 'd'));
-	/* past it: c goes, d comes */
-	k = stg__features_plan(v, &n, 16, adv, 2, 1600, 2, 600, ch);
+	/* still within the grace: unchanged; the marker Slurm has now is
+	 * no feature of a pack (not recorded as nobody's) */
+	for (size_t i = 0; i < k; i++)
+		if (!chosen_has(&ch[i], 1, 'b') && !chosen_has(&ch[i], 1, 'c'))
+			memcpy(adv[2], ch[i], sizeof adv[2]);
+	size_t was = n;
+	k = stg__features_plan(v, &n, 16, adv, 3, 1599, 2, 600, ch);
+	assert_true(k == 3 && chosen_has(ch, k, 'c') && !chosen_has(ch, k, 'd'));
+	assert_true(leaving_has(ch, k, 'c'));
+	assert_int_equal(n, was);
+	/* past it: c goes, d comes, no marker */
+	k = stg__features_plan(v, &n, 16, adv, 3, 1600, 2, 600, ch);
 	assert_int_equal(k, 2);
 	assert_true(chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
 	assert_false(chosen_has(ch, k, 'c'));
+	assert_false(leaving_has(ch, k, 'c'));
 
 	/* the cache lost b (not live): advertised, it stays out its grace;
 	 * then it is dropped from the record */
@@ -153,7 +195,8 @@ static void test_plan(void **state)
 		if (v[i].name[4] == 'b')
 			v[i].live = 0;
 	k = stg__features_plan(v, &n, 16, adv, 2, 2000, 2, 600, ch);
-	assert_true(k == 2 && chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	assert_true(k == 3 && chosen_has(ch, k, 'b') && chosen_has(ch, k, 'd'));
+	assert_true(leaving_has(ch, k, 'b'));
 	size_t before = n;
 	k = stg__features_plan(v, &n, 16, adv, 2, 2600, 2, 600, ch);
 	assert_false(chosen_has(ch, k, 'b'));
@@ -168,7 +211,8 @@ static void test_plan(void **state)
 	stg_feat_ent x = ent(5, 'e', 10, 0);
 	memcpy(adv[0], x.name, sizeof adv[0]);
 	k = stg__features_plan(v, &n, 16, adv, 1, 5000, 2, 600, ch);
-	assert_int_equal(k, 1);
+	assert_int_equal(k, 2); /* e and its marker */
+	assert_true(leaving_has(ch, k, 'e'));
 	assert_int_equal(n, 1);
 	assert_int_equal(v[0].uid, STG_FEAT_NOBODY);
 	k = stg__features_plan(v, &n, 16, adv, 1, 5600, 2, 600, ch);
@@ -210,6 +254,19 @@ static void test_hint(void **state)
 	/* n3 has both: AND */
 	w[1].nodes = b, w[1].n_nodes = 2;
 	assert_int_equal(stg_hint(w, 2, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
+	/* a pack cached nowhere (first or last) does not undo that: n3 still
+	 * has both of those some node has */
+	stg_where_result x[3] = {w[0], w[0], w[1]};
+	char none[] = "";
+	snprintf(x[0].feature, sizeof x[0].feature, "stg_cccccccccccc");
+	x[0].nodes = none, x[0].n_nodes = 0;
+	assert_int_equal(stg_hint(x, 3, out, sizeof out), 0);
+	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
+	x[0] = w[0], x[1] = w[1], x[2] = w[0];
+	snprintf(x[2].feature, sizeof x[2].feature, "stg_cccccccccccc");
+	x[2].nodes = none, x[2].n_nodes = 0;
+	assert_int_equal(stg_hint(x, 3, out, sizeof out), 0);
 	assert_string_equal(out, "--prefer=stg_aaaaaaaaaaaa&stg_bbbbbbbbbbbb");
 	/* none has both: OR; a pack named twice is named once */
 	w[1].nodes = c, w[1].n_nodes = 1;
