@@ -94,3 +94,41 @@ JOB
 	wait_until 60 sh -c "[ ! -e '$D/jobs/$id' ]"
 	[ "$(cat "$S1/busy-results/second")" = second ]
 }
+
+@test "the epilog's clean runs out of time (another clean holds the user's cache): the job's uncollected results are not removed, and the log says where they are" {
+	echo STAGER_EPILOG_CLEAN_TIME=3 >>"$D/prefix/etc/default/stager"
+	cat >"$S1/slow.sh" <<JOB
+#!/bin/bash
+OUT=$OUT
+mkdir -p "\$OUT"
+echo first >"\$OUT/first"
+stager collect -q "\$OUT" "$S1/slow-results"
+echo second >"\$OUT/second"
+touch "$S1/slow.ready"
+sleep 300
+JOB
+	id=$(submit1 "$S1/slow.sh")
+	wait_until 60 test -e "$S1/slow.ready"
+	lock="$D/scratch/$U1/locks/cache"
+	as_job_user $U1 flock "$lock" sleep 15 >/dev/null 2>&1 &
+	holder=$!
+	# (probed as the user: a lock file root made would be root's)
+	wait_until 10 sh -c "! runuser -u $U1 -- flock -n '$lock' true"
+	scancel "$id"
+	wait_until 60 job_gone "$id"
+	sed -i '/^STAGER_EPILOG_CLEAN_TIME=/d' "$D/prefix/etc/default/stager"
+	cat "$S1/$id.log"
+	[ "$(cat "$D/jobs/$id/out/second")" = second ]
+	grep -q "stager clean --job took more than 3 s" "$S1/$id.log"
+	grep -q "stay in $D/jobs/$id" "$S1/$id.log"
+	wait_pid "$holder" 30 || true
+	# the user's next clean on the node keeps them; collect --kept sends them
+	run login_stager $U1 clean
+	echo "$output"
+	[ "$status" -eq 0 ]
+	run login_stager $U1 collect --kept
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(cat "$S1/slow-results/second")" = second ]
+	rm -rf "${D:?}/jobs/$id"
+}
