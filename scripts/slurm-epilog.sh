@@ -128,8 +128,11 @@ dir="$base/$SLURM_JOB_ID"
 # only the directory the prolog made: a real directory, the job's user's
 if [ -d "$dir" ] && [ ! -L "$dir" ] &&
 	[ "$(stat -c %U "$dir" 2>/dev/null)" = "$SLURM_JOB_USER" ]; then
-	# its contents as the user; the directory itself (in root's base) by root
-	as_user 120 find "$dir" -xdev -mindepth 1 -delete >/dev/null 2>&1
+	# its contents as the user (read-only directories made writable
+	# first: an unpacked dataset's, a module cache's); the directory
+	# itself (in root's base) by root
+	as_user 120 sh -c 'find "$1" -xdev -type d ! -perm -u=rwx -exec chmod u+rwx {} \; ;
+		find "$1" -xdev -mindepth 1 -delete' sh "$dir" >/dev/null 2>&1
 	rmdir "$dir" 2>/dev/null || say "cannot remove $dir"
 fi
 exit 0

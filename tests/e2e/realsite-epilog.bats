@@ -132,3 +132,32 @@ JOB
 	[ "$(cat "$S1/slow-results/second")" = second ]
 	rm -rf "${D:?}/jobs/$id"
 }
+
+@test "a job's directory with read-only directories in it (an unpacked dataset): the epilog removes it all the same" {
+	cat >"$S1/ro.sh" <<JOB
+#!/bin/bash
+stager unpack -q "$S1/ds.tar.zst" "\$SLURM_TMPDIR/ds"
+chmod 0500 "\$SLURM_TMPDIR/ds" "\$SLURM_TMPDIR"
+stat -c %a "\$SLURM_TMPDIR/ds/sub" >"$S1/ro.mode"
+JOB
+	id=$(submit1 "$S1/ro.sh")
+	wait_until 60 job_gone "$id"
+	cat "$S1/$id.log"
+	[ "$(cat "$S1/ro.mode")" = 555 ]
+	wait_until 30 sh -c "[ ! -e '$D/jobs/$id' ]"
+}
+
+@test "the prolog, for a job id an earlier job of another user left a directory of (read-only directories in it): removed as its owner, made afresh, the node not drained" {
+	job=4294960001
+	left="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$left"
+	as_job_user $U1 stager unpack -q "$S1/ds.tar.zst" "$left/ds"
+	as_job_user $U1 chmod 0500 "$left/ds"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_UID="$(id -u $U2)" SLURM_JOB_GID="$(id -g $U2)" \
+		"$D/prefix/libexec/stager/prolog"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U:%a "$left")" = "$U2:700" ]
+	[ -z "$(ls -A "$left")" ]
+	rmdir "$left"
+}
