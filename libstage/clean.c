@@ -24,6 +24,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,8 +278,23 @@ static void drop_temporaries(cl_run *r, const char *rel)
 	free(pend);
 }
 
+/* Whether name is a temporary in kept/ (".NAME.copy.PID", ".NAME.to.tmp.PID":
+ * results.c) whose process is gone. */
+static bool copy_left(const char *name)
+{
+	const char *dot = strrchr(name, '.');
+	char *end;
+	if (name[0] != '.' || !dot ||
+	    !((dot - name >= 5 && !strncmp(dot - 5, ".copy", 5)) ||
+	      (dot - name >= 4 && !strncmp(dot - 4, ".tmp", 4))))
+		return false;
+	long pid = strtol(dot + 1, &end, 10);
+	return end != dot + 1 && !*end && pid > 0 && kill((pid_t)pid, 0) && errno == ESRCH;
+}
+
 /* Kept results (results.c) once they are keep_days old (0: never), or all
- * of them with opts->kept; and .to files whose results are gone. */
+ * of them with opts->kept; .to files whose results are gone; and copies
+ * to kept/ that a killed clean left. */
 static void clean_kept(cl_run *r)
 {
 	char **v;
@@ -288,6 +304,12 @@ static void clean_kept(cl_run *r)
 		char rel[STG_PATH_MAX];
 		snprintf(rel, sizeof rel, "kept/%s", v[i]);
 		size_t len = strlen(v[i]);
+		if (copy_left(v[i])) {
+			drop(r, "partial", rel);
+			continue;
+		}
+		if (v[i][0] == '.')
+			continue;
 		if (len > 3 && !strcmp(v[i] + len - 3, ".to")) {
 			struct stat st;
 			char data[STG_PATH_MAX];

@@ -331,11 +331,16 @@ static stg_err copy_item(void *arg, const char *path, const struct stat *st, con
 }
 
 /* Copy the directory src to dst (which must not exist) through a
- * temporary beside it; 0, or -1 with the reason in why. */
+ * temporary beside it, ".NAME.copy.PID": hidden from the kept results
+ * (a name that ends in digits would pass for one, since 1970), and
+ * removed by clean once PID is gone (a clean killed at its time bound);
+ * 0, or -1 with the reason in why. */
 static int copy_tree(stg_ctx *ctx, const char *src, const char *dst, char *why, size_t len)
 {
 	char tmp[STG_PATH_MAX + 32];
-	snprintf(tmp, sizeof tmp, "%s.copy.%d", dst, (int)getpid());
+	const char *slash = strrchr(dst, '/');
+	snprintf(tmp, sizeof tmp, "%.*s.%s.copy.%d", (int)(slash + 1 - dst), dst, slash + 1,
+	         (int)getpid());
 	tcopy t = {.sfd = open(src, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), .dfd = -1};
 	struct stat st;
 	int rc = -1;

@@ -95,9 +95,20 @@ int stg__slurm_job_alive(const char *id)
 	for (size_t i = 0; i < sizeof alive / sizeof alive[0]; i++)
 		if (strstr(out, alive[i]))
 			return 1;
-	/* squeue answers "Invalid job id" (status 1) for a job it no longer
-	 * knows, and prints a final state or nothing for one that ended */
-	return status == 0 || status == 1 ? 0 : -1;
+	/* squeue prints a final state or nothing for a job that ended, and
+	 * fails (status 1) alike for a job it no longer knows ("Invalid job
+	 * id") and for a controller it cannot reach or that does not answer in
+	 * time: a job is gone only if the controller answers.  A running job
+	 * taken for gone loses its pins (its data evicted under it), its job
+	 * directory and its results (moved to kept/ while it writes them) */
+	if (status == 0)
+		return 0;
+	if (status != 1)
+		return -1;
+	char *ping[] = {"scontrol", "ping", NULL};
+	if (stg__capture(ping, out, sizeof out, &status) || !strstr(out, " is UP"))
+		return -1;
+	return 0;
 }
 
 /* "2026-11-25T06:10:00" (local time, as squeue prints it) */

@@ -14,7 +14,8 @@
  * to len - 1), its exit status into *status; -1 if it could not run or was
  * killed. */
 int stg__capture(char *const argv[], char *out, size_t len, int *status);
-/* Ask squeue about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask). */
+/* Ask squeue about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask, or
+ * a controller that does not answer). */
 int stg__slurm_job_alive(const char *id);
 /* Whether path (existing) is on a mount of this Slurm job's own
  * ($SLURM_JOB_ID): job_container/tmpfs's private /tmp and /dev/shm, whose

@@ -18,7 +18,8 @@
 #      STAGER_STATE_DIR (default /var/lib/stager) and sets the node's
 #      features when they changed, the site's own kept;
 #   5. the job's directory of scripts/slurm-prolog.sh is removed, as the
-#      job's user, unless results in it could not be kept.
+#      job's user, unless results in it could not be kept (or step 1 ran
+#      out of time before it kept them).
 #
 # Install on every node, in slurm.conf:   Epilog=PREFIX/libexec/stager/epilog
 # slurmd runs it as root with almost no environment (no PATH, no HOME):
@@ -27,8 +28,10 @@
 # root: everything runs as the job's user, so nothing a user put on
 # scratch can make it touch another user's files.  Settings (optional) in
 # SYSCONFDIR/default/stager (/etc/default/stager): STAGER_BIN,
-# STAGER_JOB_TMP_BASE, STAGER_EPILOG_SEND_TIME, STAGER_STATE_DIR, and any STAGER_* setting
-# for stager itself (STAGER_SITE_CONFIG, ...).  Problems go to stderr
+# STAGER_JOB_TMP_BASE, STAGER_EPILOG_SEND_TIME, STAGER_EPILOG_CLEAN_TIME
+# (seconds `clean --job` may take, default 120: results copied to kept/
+# from another filesystem may need more), STAGER_STATE_DIR, and any
+# STAGER_* setting for stager itself (STAGER_SITE_CONFIG, ...).  Problems go to stderr
 # (slurmd's log; `stager doctor` runs this hook and shows them).  An
 # epilog that fails drains the node, so this one always exits 0.
 PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -46,7 +49,10 @@ bin=${STAGER_BIN:-@BINDIR@/stager}
 case $bin in @*) bin=$(command -v stager || echo /usr/local/bin/stager) ;; esac
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 send=${STAGER_EPILOG_SEND_TIME:-60}
-case $send in '' | *[!0-9]*) send=60 ;; esac
+# (past what test(1) compares, a number means "as long as it takes")
+case $send in '' | *[!0-9]*) send=60 ;; ?????????*) send=99999999 ;; esac
+clean_time=${STAGER_EPILOG_CLEAN_TIME:-120}
+case $clean_time in '' | *[!0-9]* | 0) clean_time=120 ;; ?????????*) clean_time=99999999 ;; esac
 node=${SLURMD_NODENAME:-$(hostname -s 2>/dev/null)}
 say() { echo "stager epilog: job $SLURM_JOB_ID on $node: $*" >&2; }
 
@@ -68,14 +74,22 @@ fi
 tmp=$(mktemp /tmp/stager-epilog.XXXXXX) || exit 0
 trap 'rm -f "$tmp"' EXIT
 rc=0
-as_user 120 "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>"$tmp" || rc=$?
+as_user "$clean_time" "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>"$tmp" || rc=$?
+notes=$(grep -e "cannot be kept" "$tmp")
 case $rc in
 0) ;;
 7) ;; # results that could not be kept: said below, their directory stays
-124 | 137) say "stager clean --job took more than 120 s and was stopped" ;;
+124 | 137)
+	# stopped before it kept what the job never collected (waiting for
+	# another clean of the user's, copying large results): the job's
+	# directory stays, and the user's next clean on this node keeps them
+	say "stager clean --job took more than $clean_time s and was stopped"
+	notes="$notes
+stager clean --job took more than $clean_time s and was stopped: results the job did not collect stay in $base/$SLURM_JOB_ID on $node (\`srun -w $node -N1 -n1 stager clean\` keeps them)"
+	rc=7
+	;;
 *) say "stager clean --job failed (exit $rc): $(tail -n 3 "$tmp" | tr '\n' ' ')" ;;
 esac
-notes=$(grep -e "cannot be kept" "$tmp")
 # what clean kept goes to its DEST now, within the time allowed; what
 # stays is said in the lines "results for ... are kept on ..."
 if [ "$send" -gt 0 ] && grep -q "were never fully collected" "$tmp"; then
@@ -114,8 +128,11 @@ dir="$base/$SLURM_JOB_ID"
 # only the directory the prolog made: a real directory, the job's user's
 if [ -d "$dir" ] && [ ! -L "$dir" ] &&
 	[ "$(stat -c %U "$dir" 2>/dev/null)" = "$SLURM_JOB_USER" ]; then
-	# its contents as the user; the directory itself (in root's base) by root
-	as_user 120 find "$dir" -xdev -mindepth 1 -delete >/dev/null 2>&1
+	# its contents as the user (read-only directories made writable
+	# first: an unpacked dataset's, a module cache's); the directory
+	# itself (in root's base) by root
+	as_user 120 sh -c 'find "$1" -xdev -type d ! -perm -u=rwx -exec chmod u+rwx {} \; ;
+		find "$1" -xdev -mindepth 1 -delete' sh "$dir" >/dev/null 2>&1
 	rmdir "$dir" 2>/dev/null || say "cannot remove $dir"
 fi
 exit 0

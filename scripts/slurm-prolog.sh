@@ -56,8 +56,10 @@ if [ -e "$dir" ] || [ -L "$dir" ]; then
 	# a leftover of an earlier job with this id: removed as its owner
 	owner=$(stat -c %u "$dir")
 	if [ -d "$dir" ] && [ ! -L "$dir" ] && [ "$owner" != 0 ]; then
+		# (its read-only directories made writable first)
 		setpriv --reuid="$owner" --regid="$(stat -c %g "$dir")" --clear-groups \
-			find "$dir" -xdev -mindepth 1 -delete 2>/dev/null
+			sh -c 'find "$1" -xdev -type d ! -perm -u=rwx -exec chmod u+rwx {} \; ;
+				find "$1" -xdev -mindepth 1 -delete' sh "$dir" 2>/dev/null
 	fi
 	rmdir "$dir" 2>/dev/null || rm -f "$dir" 2>/dev/null || exit 1
 fi

@@ -83,6 +83,34 @@ teardown() {
 	[ "$(cat dest/sub/small)" = small ]
 }
 
+@test "a clean killed while it copies results from another filesystem to kept/ (the epilog's time bound): its partial copy is no kept result, and the next clean removes it and keeps them whole" {
+	mkdir -p jobtmp
+	mount -t tmpfs -o size=200m tmpfs jobtmp || skip "cannot mount a tmpfs"
+	mkdir -p jobtmp/out
+	echo first >jobtmp/out/first
+	SLURM_JOB_ID=503 "$STAGER" collect -q jobtmp/out "$T/dest"
+	# then many more: the copy to kept/ takes a while
+	(cd jobtmp/out && for i in $(seq 1 2000); do echo "$i" >"f$i"; done)
+	"$STAGER" clean -q --job 503 &
+	pid=$!
+	wait_until 60 sh -c "ls -A '$T/scratch/kept' 2>/dev/null | grep -q copy"
+	kill -9 "$pid"
+	wait_pid "$pid" 10 || true
+	ls -A scratch/kept
+	# what the killed clean left is not kept results
+	run -0 "$STAGER" status --json
+	[ "$(echo "$output" | jq '.kept | length')" -eq 0 ]
+	# the next clean: the results kept whole, the partial copy gone
+	run -0 "$STAGER" clean --job 503
+	echo "$output"
+	[ ! -e jobtmp/out ]
+	[ -z "$(ls -A scratch/kept | grep copy)" ]
+	run -0 "$STAGER" status --json
+	[ "$(echo "$output" | jq '.kept | length')" -eq 1 ]
+	kept=$(echo "$output" | jq -r '.kept[0].path')
+	[ "$(ls "$kept" | wc -l)" -eq 2001 ]
+}
+
 @test "collect --kept --job sends one job's results only; what stays is named with the node and the command" {
 	for j in 601 602; do
 		mkdir -p "src$j" "d$j"

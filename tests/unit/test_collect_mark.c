@@ -29,6 +29,8 @@ static int setup(void **state)
 	static const char sq[] = "#!/bin/sh\ncase \"$*\" in *66*) echo RUNNING ;; *) exit 1 ;; "
 	                         "esac\n";
 	ut_script(f->bin, "squeue", sq);
+	/* (squeue fails alike for a controller it cannot reach: asked) */
+	ut_script(f->bin, "scontrol", "#!/bin/sh\necho 'Slurmctld(primary) at ctl is UP'\n");
 	f->old_path = ut_path_set(NULL, f->bin);
 	*state = f;
 	return 0;

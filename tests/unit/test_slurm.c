@@ -33,6 +33,8 @@ static int setup(void **state)
 	ut_script(bin, "squeue", text);
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\n"
+	         "[ \"$1\" != ping ] || { echo \"Slurmctld(primary) at ctl is ${FAKE_CTL:-UP}\"; "
+	         "exit 0; }\n"
 	         "echo 'Configuration data as of 2026-11-25T05:00:00'\n"
 	         "echo 'KeepAliveTime           = SYSTEM_DEFAULT'\n"
 	         "echo 'KillWait                = 45 sec'\n"
@@ -89,24 +91,36 @@ static void test_job_alive(void **state)
 {
 	(void)state;
 	static const struct {
-		const char *state, *rc;
+		const char *state, *rc, *ctl;
 		int alive;
 	} t[] = {
-	        {"RUNNING", "0", 1},   {"PENDING", "0", 1},  {"COMPLETING", "0", 1},
-	        {"SUSPENDED", "0", 1}, {"REQUEUED", "0", 1}, {"COMPLETED", "0", 0},
-	        {"CANCELLED", "0", 0}, {"FAILED", "0", 0},   {"TIMEOUT", "0", 0},
-	        {"", "0", 0},          {"", "1", 0}, /* "Invalid job id" */
-	        {"", "2", -1},                       /* squeue cannot reach slurmctld: unknown */
-	        {"", "127", -1},
+	        {"RUNNING", "0", "UP", 1},
+	        {"PENDING", "0", "UP", 1},
+	        {"COMPLETING", "0", "UP", 1},
+	        {"SUSPENDED", "0", "UP", 1},
+	        {"REQUEUED", "0", "UP", 1},
+	        {"COMPLETED", "0", "UP", 0},
+	        {"CANCELLED", "0", "UP", 0},
+	        {"FAILED", "0", "UP", 0},
+	        {"TIMEOUT", "0", "UP", 0},
+	        {"", "0", "UP", 0},
+	        {"", "1", "UP", 0}, /* "Invalid job id": the controller answers */
+	        /* status 1 too when squeue cannot reach slurmctld, or it does
+	         * not answer in time: unknown, never "gone" */
+	        {"", "1", "DOWN", -1},
+	        {"", "2", "UP", -1},
+	        {"", "127", "UP", -1},
 	};
 	for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
 		setenv("FAKE_STATE", t[i].state, 1);
 		setenv("FAKE_RC", t[i].rc, 1);
+		setenv("FAKE_CTL", t[i].ctl, 1);
 		int a = stg__slurm_job_alive("4242");
 		if (a != t[i].alive)
-			fail_msg("state '%s' status %s: %d, want %d", t[i].state, t[i].rc, a,
-			         t[i].alive);
+			fail_msg("state '%s' status %s controller %s: %d, want %d", t[i].state,
+			         t[i].rc, t[i].ctl, a, t[i].alive);
 	}
+	unsetenv("FAKE_CTL");
 	/* it asked about that job */
 	char *args = ut_join(top, "squeue.args");
 	char *s = ut_read_text(args);
