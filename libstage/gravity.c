@@ -397,12 +397,23 @@ int stg__feat_ent_parse(const char *line, stg_feat_ent *e)
 	return 1;
 }
 
+/* Does the list end with its "end" line (only blank lines after it)? */
+static bool list_whole(const char *list, size_t len)
+{
+	while (len && (list[len - 1] == '\n' || list[len - 1] == ' '))
+		len--;
+	return len >= 3 && !memcmp(list + len - 3, "end", 3) && (len == 3 || list[len - 4] == '\n');
+}
+
 size_t stg__features_merge(stg_feat_ent *v, size_t *n, size_t cap, unsigned uid, const char *list,
                            size_t len, size_t max, int64_t now)
 {
-	for (size_t i = 0; i < *n; i++)
-		if (v[i].uid == uid)
-			v[i].live = 0;
+	/* a list cut short (the user's side failed or ran out of time) names
+	 * what it names; only a whole one says the rest are gone */
+	if (list_whole(list, len))
+		for (size_t i = 0; i < *n; i++)
+			if (v[i].uid == uid)
+				v[i].live = 0;
 	char line[128];
 	size_t taken = 0, bad = 0;
 	for (size_t i = 0; i < len && taken < max;) {
@@ -415,6 +426,8 @@ size_t stg__features_merge(stg_feat_ent *v, size_t *n, size_t cap, unsigned uid,
 		int end = 0;
 		if (j - i >= sizeof line || memchr(list + i, '\0', j - i)) {
 			bad++;
+		} else if (j - i == 3 && !memcmp(list + i, "end", 3)) {
+			/* the list's last line */
 		} else if (j > i) {
 			memcpy(line, list + i, j - i);
 			line[j - i] = '\0';

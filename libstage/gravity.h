@@ -70,10 +70,12 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 int stg__feat_ent_parse(const char *line, stg_feat_ent *e);
 
 /* Merge user uid's list (len bytes of "DIGEST LAST_USE" lines, hostile:
- * each line checked, at most max taken) into the record v[*n] (room for
- * cap): the features of those packs for uid - computed here, so a user
- * names only their own - live with their last use (at most now), the
- * user's others no longer.  Returns how many lines were not one. */
+ * each line checked, at most max taken; a whole list ends with a line
+ * "end") into the record v[*n] (room for cap): the features of those
+ * packs for uid - computed here, so a user names only their own - live
+ * with their last use (at most now); the user's others no longer, but
+ * only when the list is whole (a user's side that failed or was stopped
+ * takes nothing away).  Returns how many lines were not one. */
 size_t stg__features_merge(stg_feat_ent *v, size_t *n, size_t cap, unsigned uid, const char *list,
                            size_t len, size_t max, int64_t now);
 

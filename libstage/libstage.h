@@ -635,8 +635,12 @@ STG_API void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN]
 /* The user's side of a node's update (the epilog runs it as the job's
  * user): the whole packs this user's cache holds, as "DIGEST LAST_USE"
  * lines written to fd, at most node_features_max, most recently used
- * first; nothing when the user's settings say node_features = no. */
+ * first, then a line "end"; only that line when the user's settings say
+ * node_features = no (stg_features_list_none).  A list without its end
+ * (the user's side failed, or was stopped) takes none of the user's
+ * features away. */
 STG_API stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache, int fd);
+STG_API stg_err stg_features_list_none(stg_ctx *ctx, int fd);
 
 typedef struct stg_features_update_opts {
 	const char *node;      /* the node's name in Slurm */

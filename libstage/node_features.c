@@ -60,7 +60,7 @@ stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache,
 {
 	size_t max = setting_max(cfg);
 	if (!setting_on(cfg) || !max)
-		return STG_OK;
+		return stg_features_list_none(ctx, fd);
 	stg_cache_info *info;
 	stg_err err = stg_cache_status(ctx, cache, &info);
 	if (err)
@@ -83,7 +83,16 @@ stg_err stg_features_list(stg_ctx *ctx, const stg_config *cfg, stg_cache *cache,
 	free(f);
 	free(use);
 	stg_cache_info_free(info);
-	return bad ? stg__fail_errno(ctx, STG_EIO, errno, "cannot write the list") : STG_OK;
+	if (bad)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot write the list");
+	return stg_features_list_none(ctx, fd);
+}
+
+stg_err stg_features_list_none(stg_ctx *ctx, int fd)
+{
+	if (stg__write_full(fd, "end\n", 4))
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot write the list");
+	return STG_OK;
 }
 
 /* ---- the node's record -------------------------------------------------- */

@@ -226,7 +226,9 @@ int cmd_features(int argc, char **argv)
 	stg_err err = STG_OK;
 	const char *on = stg_config_get(cfg, "node_features", NULL);
 	if (!update && ((on && strcmp(on, "yes")) || own_file_says_no(ctx))) {
-		/* off: not even the cache opened */
+		/* off: not even the cache opened; a whole list of nothing */
+		fflush(stdout);
+		err = stg_features_list_none(ctx, STDOUT_FILENO);
 	} else if (!update) {
 		stg_cache *cache = cli_cache(ctx, cfg, &rc);
 		if (!cache) {

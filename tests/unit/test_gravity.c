@@ -318,12 +318,34 @@ static void test_merge(void **state)
 	                   "%s -1\n"
 	                   "garbage\n\n",
 	                   k1, k2, k1, k1);
+	/* cut short (no "end": the user's side failed or was stopped): what
+	 * it names is live, nothing is taken away */
 	size_t bad = stg__features_merge(v, &n, 8, 7, list, (size_t)len, 16, 1000);
+	assert_int_equal(bad, 4);
+	assert_int_equal(n, 4);
+	assert_true(v[1].live); /* 7's 'y': not listed, but the list is not whole */
+	/* whole: "end" is no bad line, and the user's others are no longer */
+	len += snprintf(list + len, sizeof list - (size_t)len, "end\n\n");
+	bad = stg__features_merge(v, &n, 8, 7, list, (size_t)len, 16, 1000);
 	assert_int_equal(bad, 4);
 	assert_int_equal(n, 4);
 	assert_int_equal(v[0].uid, 8); /* untouched */
 	assert_true(v[0].live);
 	assert_false(v[1].live); /* 7's 'y': not listed now */
+	/* "end" not last, or part of a line, is no end */
+	v[1].live = 1;
+	len = snprintf(list, sizeof list, "end\n%s 100\n", k1);
+	assert_int_equal(stg__features_merge(v, &n, 8, 7, list, (size_t)len, 16, 1000), 0);
+	assert_true(v[1].live);
+	len = snprintf(list, sizeof list, "%s 100\nxend\n", k1);
+	assert_int_equal(stg__features_merge(v, &n, 8, 7, list, (size_t)len, 16, 1000), 1);
+	assert_true(v[1].live);
+	/* a whole list of nothing (a user who opted out): all theirs go */
+	assert_int_equal(stg__features_merge(v, &n, 8, 7, "end\n", 4, 16, 1000), 0);
+	assert_false(v[1].live);
+	assert_false(v[2].live);
+	assert_false(v[3].live);
+	assert_true(v[0].live);
 	assert_string_equal(v[2].name, f1);
 	assert_int_equal(v[2].last_use, 100);
 	assert_string_equal(v[3].name, f2);
