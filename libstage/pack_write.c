@@ -579,6 +579,14 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 	stg_err err = stg__dest_ours(ctx, out_path, true);
 	if (err)
 		return err;
+	/* a pack replaces a file, never a directory (the user's, or the tree
+	 * itself) */
+	struct stat ost;
+	if (stat(out_path, &ost) == 0 && S_ISDIR(ost.st_mode))
+		return stg__fail(ctx, STG_EEXIST,
+		                 "'%s' is a directory: name the pack file itself (such as "
+		                 "'%s/NAME.tar.zst')",
+		                 out_path, out_path);
 	if (opts && opts->n_bases && (err = stg__bases_open(ctx, opts, out_path, &bases))) {
 		stg__bases_free(&bases);
 		return err;

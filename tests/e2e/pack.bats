@@ -123,3 +123,21 @@ bats_require_minimum_version 1.5.0
 	cmp p.tar.zst before.tar.zst
 	[ -z "$(ls -A . | grep stager-tmp)" ]
 }
+
+@test "pack -o an existing directory is refused (exit 1): the directory stays, with all it holds" {
+	mkdir src && echo a >src/a
+	mkdir results && echo precious >results/model.pt
+	run stager pack src -o results
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "'results' is a directory"
+	[ "$(cat results/model.pt)" = precious ]
+	[ "$(ls -A results)" = model.pt ]
+	# the tree itself given as the output
+	run stager pack src -o src
+	[ "$status" -eq 1 ]
+	[ "$(cat src/a)" = a ]
+	[ -z "$(ls -A | grep stager)" ]
+	run --separate-stderr stager pack --json src -o results/
+	[ "$status" -eq 1 ]
+	jq -e '.ok == false and .exit == 1' <<<"$output"
+}
