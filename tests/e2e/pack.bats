@@ -141,3 +141,17 @@ bats_require_minimum_version 1.5.0
 	[ "$status" -eq 1 ]
 	jq -e '.ok == false and .exit == 1' <<<"$output"
 }
+
+@test "pack onto a full filesystem: exit 3 naming the pack and the figures; nothing left" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	mkdir src small
+	head -c 3000000 /dev/urandom >src/r
+	mount -t tmpfs -o size=1m tmpfs small || skip "cannot mount tmpfs"
+	run stager pack src -o small/p.tar.zst
+	left=$(ls -A small)
+	umount small
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "not enough space for 'small/p.tar.zst': the filesystem filled after [0-9.]+ [KM]iB of the pack, [0-9.]+ [KM]iB free without it"
+	[ -z "$left" ]
+}
