@@ -155,3 +155,12 @@ bats_require_minimum_version 1.5.0
 	echo "$output" | grep -Eq "not enough space for 'small/p.tar.zst': the filesystem filled after [0-9.]+ [KM]iB of the pack, [0-9.]+ [KM]iB free without it"
 	[ -z "$left" ]
 }
+
+@test "pack of a directory it cannot reach says why, not that it is missing" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to act as another user"
+	as_user_setup
+	mkdir -p priv/ds && echo a >priv/ds/a && chmod 0700 priv
+	run as_user "$AS_USER_STAGER" pack priv/ds -o "$T/p.tar.zst"
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "cannot read 'priv/ds': Permission denied"
+}
