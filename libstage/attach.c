@@ -207,6 +207,32 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 	return out;
 }
 
+/* The default DEST (the job's NAME), unless it links to another dataset
+ * already: another pack of that name staged earlier by the job, which may
+ * be reading it there.  That link is never switched; NAME-2, NAME-3, ...
+ * (the first free one, or one with this very link, or one whose entry is
+ * gone) instead.  NULL if out of memory. */
+static char *unused_default(char *dest, const char *target)
+{
+	char *cand = dest;
+	for (int i = 2; cand && i < 10000; i++) {
+		char cur[STG_PATH_MAX + 1];
+		ssize_t n = readlink(cand, cur, sizeof cur - 1);
+		if (n <= 0)
+			break; /* free, or not a link (link_dest decides) */
+		cur[n] = '\0';
+		if (!strcmp(cur, target) || access(cur, F_OK))
+			break; /* this very link, or one to an entry gone */
+		if (cand != dest)
+			free(cand);
+		if (asprintf(&cand, "%s-%d", dest, i) < 0)
+			cand = NULL;
+	}
+	if (cand != dest)
+		free(dest);
+	return cand;
+}
+
 /* ---- linking and copying into place ------------------------------------------- */
 
 static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const char *dest)
@@ -503,6 +529,8 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 	snprintf(target, sizeof target, "%s/cache/%s/data", c->root, key);
 	stg_err err = STG_OK;
 	char *dest = o->dest ? dest_into(o->dest, src) : default_dest(ctx, c, src, owner, &err);
+	if (dest && !o->dest && !o->copy)
+		dest = unused_default(dest, target);
 	if (!dest)
 		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
 	/* a link or copy only where no other user could swap it for one of

@@ -484,3 +484,27 @@ building() { compgen -G 'scratch/cache/*.tmp.*' >/dev/null; }
 	[ "$ms" -lt 5000 ]
 	[ -z "$(ls -A backing)" ]
 }
+
+@test "two datasets of one name staged without DEST both stay: the second is NAME-2, the first never switched" {
+	mkdir a b srcb jobtmp
+	make_pack srca a/ds.tar.zst 1
+	echo other >srcb/only-in-b
+	"$STAGER" pack -q srcb -o b/ds.tar.zst >/dev/null
+	one=$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q a/ds.tar.zst)
+	two=$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q b/ds.tar.zst)
+	echo "$one $two"
+	[ "$one" = "$T/jobtmp/ds/" ]
+	[ "$two" = "$T/jobtmp/ds-2/" ]
+	[ -f "$one/sub/big.bin" ]
+	[ ! -e "$one/only-in-b" ]
+	[ -f "$two/only-in-b" ]
+	[ ! -e "$two/sub" ]
+	# staged again: the same paths
+	[ "$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q a/ds.tar.zst)" = "$one" ]
+	[ "$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q b/ds.tar.zst)" = "$two" ]
+	# run's STAGER_DATA and STAGER_DATA_2 likewise
+	run "$STAGER" -q run --stage a/ds.tar.zst --stage b/ds.tar.zst -- \
+		sh -c '[ "$STAGER_DATA" != "$STAGER_DATA_2" ] && [ -f "$STAGER_DATA/sub/big.bin" ] && [ -f "$STAGER_DATA_2/only-in-b" ]'
+	echo "$output"
+	[ "$status" -eq 0 ]
+}
