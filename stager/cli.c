@@ -489,7 +489,9 @@ void cli_begin(const cli_cmd *cmd, int argc, char **argv)
 			current.json = false;
 			break;
 		}
-		if (!strcmp(argv[i], "--json"))
+		/* getopt_long takes "--js" for "--json" too */
+		size_t n = strlen(argv[i]);
+		if (n >= 3 && !strncmp(argv[i], "--json", n))
 			current.json = true;
 	}
 	/* glibc's stdout is a variable a program may set */

@@ -94,6 +94,28 @@ json_ok() {
 	json_ok '.command == "collect" and .exit == 1 and (.error | test("STAGER_CACHE_MAX"))'
 }
 
+@test "--json: a global option that fails before the command, or --json abbreviated, still gives the object" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	run --separate-stderr stager --config "$T/none" stage x.tar.zst --json
+	[ "$status" -eq 2 ]
+	json_ok --arg m "$T/none" '.command == "stage" and .exit == 2 and (.error | contains($m))'
+	run --separate-stderr stager --progress=sometimes ls x.tar.zst --json
+	[ "$status" -eq 1 ]
+	json_ok '.command == "ls" and .exit == 1 and (.error | test("--progress"))'
+	run --separate-stderr stager --no-such-global ls x.tar.zst --json
+	[ "$status" -eq 1 ]
+	json_ok '.command == "ls" and .exit == 1 and (.error | test("--no-such-global"))'
+	[[ "$stderr" == *"unknown option '--no-such-global'"* ]]
+	# getopt takes --js for --json: the failure too
+	run --separate-stderr stager ls missing.tar.zst --js
+	[ "$status" -eq 2 ]
+	json_ok '.command == "ls" and .exit == 2 and (.error | test("missing.tar.zst"))'
+	# without --json, nothing on stdout
+	run --separate-stderr stager --config "$T/none" stage x.tar.zst
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
+}
+
 @test "--json: a failure whose command prints its own object prints that one alone; without --json, nothing" {
 	export STAGER_SCRATCH_ROOT="$T/scratch"
 	echo junk >bad.tar.zst
