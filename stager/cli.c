@@ -452,6 +452,7 @@ void cli_progress_end(void)
 /* ---- stdout, and the JSON object of a failure ------------------------------ */
 
 static uint64_t out_bytes; /* written to stdout so far */
+static int out_errno;      /* why a write to stdout failed */
 
 /* stdout's writes: a bar on stderr is ended first (on a terminal, or with
  * both in one log, the result would follow the bar on its line); 0 on
@@ -466,8 +467,10 @@ static ssize_t out_write(void *cookie, const char *buf, size_t len)
 		ssize_t n = write(STDOUT_FILENO, buf + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			out_errno = n < 0 ? errno : EIO;
 			break;
+		}
 		done += (size_t)n;
 	}
 	out_bytes += done;
@@ -505,7 +508,13 @@ void cli_begin(const cli_cmd *cmd, int argc, char **argv)
 
 int cli_finish(int status)
 {
-	fflush(stdout);
+	/* a result that did not reach stdout (a full disk, a closed pipe) is
+	 * no success: $(stager pack ...) would be empty */
+	if ((fflush(stdout) || ferror(stdout)) && status == EXIT_OK) {
+		cli_error("cannot write the result on standard output: %s",
+		          strerror(out_errno ? out_errno : errno));
+		status = EXIT_IO;
+	}
 	if (!current.json || status == EXIT_OK || out_bytes)
 		return status;
 	/* a failure that printed nothing: say it in JSON too */

@@ -162,3 +162,17 @@ json_ok() {
 	[ "$status" -eq 1 ]
 	rm -rf "$T"
 }
+
+@test "a result that cannot be written on stdout fails (exit 7), never a silent success" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	mkdir src && echo a >src/a
+	run --separate-stderr bash -c '"$STAGER" pack src -o p.tar.zst >/dev/full'
+	[ "$status" -eq 7 ]
+	[[ "$stderr" == *"cannot write the result on standard output: No space left on device"* ]]
+	run bash -c '"$STAGER" verify p.tar.zst >/dev/full'
+	[ "$status" -eq 7 ]
+	run bash -c '"$STAGER" diff p.tar.zst p.tar.zst >/dev/full'
+	[ "$status" -eq 0 ] # nothing to write: no difference
+	run bash -c '"$STAGER" verify p.tar.zst >/dev/null'
+	[ "$status" -eq 0 ]
+}
