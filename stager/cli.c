@@ -625,6 +625,16 @@ void json_str(FILE *f, const char *str)
 	fputc('"', f);
 }
 
+void cli_put_name(FILE *f, const char *name)
+{
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
+}
+
 void json_hex(FILE *f, const uint8_t *p, size_t n)
 {
 	fputc('"', f);
