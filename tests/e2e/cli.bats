@@ -62,6 +62,21 @@ bats_require_minimum_version 1.5.0
 	[ "$status" -eq 1 ]
 }
 
+@test "an empty DIR, DEST or -o is a usage error (exit 1), before any work" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	mkdir src && echo a >src/a
+	stager pack -q src -o p.tar.zst
+	run stager unpack p.tar.zst ""
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "DIR is an empty string"
+	run stager stage p.tar.zst "" --no-pin
+	[ "$status" -eq 1 ]
+	run stager pack src -o ""
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A | grep stager)" ]
+	[ ! -e scratch/cache ] || [ -z "$(ls -A scratch/cache)" ]
+}
+
 # $output is one JSON object, and jq's FILTER is true of it (jq 1.6's -e
 # is true of no input at all).
 json_ok() {
