@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -206,6 +207,32 @@ static char *default_dest(stg_ctx *ctx, stg_cache *c, const char *src, const cha
 	return out;
 }
 
+/* The default DEST (the job's NAME), unless it links to another dataset
+ * already: another pack of that name staged earlier by the job, which may
+ * be reading it there.  That link is never switched; NAME-2, NAME-3, ...
+ * (the first free one, or one with this very link, or one whose entry is
+ * gone) instead.  NULL if out of memory. */
+static char *unused_default(char *dest, const char *target)
+{
+	char *cand = dest;
+	for (int i = 2; cand && i < 10000; i++) {
+		char cur[STG_PATH_MAX + 1];
+		ssize_t n = readlink(cand, cur, sizeof cur - 1);
+		if (n <= 0)
+			break; /* free, or not a link (link_dest decides) */
+		cur[n] = '\0';
+		if (!strcmp(cur, target) || access(cur, F_OK))
+			break; /* this very link, or one to an entry gone */
+		if (cand != dest)
+			free(cand);
+		if (asprintf(&cand, "%s-%d", dest, i) < 0)
+			cand = NULL;
+	}
+	if (cand != dest)
+		free(dest);
+	return cand;
+}
+
 /* ---- linking and copying into place ------------------------------------------- */
 
 static stg_err link_dest(stg_ctx *ctx, stg_cache *c, const char *target, const char *dest)
@@ -267,7 +294,8 @@ typedef struct cdir {
 } cdir;
 
 typedef struct copier {
-	int top; /* the copy's top (the caller's) */
+	stg_ctx *ctx; /* cancelled: the copy stops (EINTR) before the next entry */
+	int top;      /* the copy's top (the caller's) */
 	cdir *d;
 	size_t n, cap;
 	const char *pending; /* the directory just made, to go into */
@@ -276,6 +304,10 @@ typedef struct copier {
 static int copy_entry(void *arg, int sfd, const char *n, const struct stat *st)
 {
 	copier *c = arg;
+	if (stg__cancelled(c->ctx)) {
+		errno = EINTR;
+		return -1;
+	}
 	int dfd = c->d[c->n - 1].fd;
 	struct timespec ts[2] = {{0, UTIME_OMIT}, st->st_mtim};
 	mode_t mode = (st->st_mode & 07777) | S_IWUSR;
@@ -371,9 +403,9 @@ static int copy_leave(void *arg, int sfd, const char *name)
 }
 
 /* Copy the tree at sfd into dfd (both directories), writable for the job. */
-static int copy_tree(int sfd, int dfd)
+static int copy_tree(stg_ctx *ctx, int sfd, int dfd)
 {
-	copier c = {.top = dfd};
+	copier c = {.ctx = ctx, .top = dfd};
 	stg_tvisit v = {.entry = copy_entry, .enter = copy_enter, .leave = copy_leave, .arg = &c};
 	int rc = stg__tree_visit(sfd, ".", &v);
 	int e = errno;
@@ -393,10 +425,33 @@ static mode_t top_mode(int sfd)
 	return fstat(sfd, &st) ? 0755 : (st.st_mode & 07777) | S_IWUSR | S_IXUSR;
 }
 
-static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
+/* Why a copy at dest failed (errno e), with the figures when it did not
+ * fit: the dataset's size (need) and what is free there without it. */
+static stg_err copy_failed(stg_ctx *ctx, int e, const char *dest, uint64_t need)
+{
+	struct statvfs vfs;
+	char a[16], b[16], dir[STG_PATH_MAX + 1];
+	const char *slash = strrchr(dest, '/');
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - dest) + 1 : 1, slash ? dest : ".");
+	if (stg__cancelled(ctx))
+		return stg__fail(ctx, STG_EINTR, "interrupted: no copy was made at '%s'", dest);
+	if ((e == ENOSPC || e == EDQUOT) && need && statvfs(dir, &vfs) == 0)
+		return stg__fail(
+		        ctx, STG_ENOSPC,
+		        "not enough space for a copy at '%s': need %s, %s free there: "
+		        "free some space, or stage without --copy (a link to the "
+		        "cache)",
+		        dest, stg_format_size(need, a, sizeof a),
+		        stg_format_size((uint64_t)vfs.f_bavail * vfs.f_frsize, b, sizeof b));
+	return stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
+	                       "cannot copy the dataset to '%s'", dest);
+}
+
+static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest, uint64_t need)
 {
 	struct stat st;
-	if (lstat(dest, &st) == 0 && !(S_ISDIR(st.st_mode) && rmdir(dest) == 0))
+	bool was_dir = false; /* an empty directory there, removed: made again on failure */
+	if (lstat(dest, &st) == 0 && !(was_dir = S_ISDIR(st.st_mode) && rmdir(dest) == 0))
 		return stg__fail(ctx, STG_EEXIST,
 		                 "'%s' exists; remove it or choose another destination", dest);
 	if (stg__mkdirs_parent(dest))
@@ -410,11 +465,12 @@ static stg_err copy_dest(stg_ctx *ctx, const char *target, const char *dest)
 	int dfd = -1;
 	if (sfd < 0 || mkdir(tmp, 0700) ||
 	    (dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0 ||
-	    copy_tree(sfd, dfd) || fchmod(dfd, top_mode(sfd)) || rename(tmp, dest)) {
+	    copy_tree(ctx, sfd, dfd) || fchmod(dfd, top_mode(sfd)) || rename(tmp, dest)) {
 		int e = errno;
-		err = stg__fail_errno(ctx, stg__err_from_errno(e, STG_EIO), e,
-		                      "cannot copy the dataset to '%s'", dest);
 		stg__rmtree(tmp);
+		err = copy_failed(ctx, e, dest, need);
+		if (was_dir)
+			mkdir(dest, st.st_mode & 07777);
 	}
 	if (sfd >= 0)
 		close(sfd);
@@ -473,12 +529,15 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 	snprintf(target, sizeof target, "%s/cache/%s/data", c->root, key);
 	stg_err err = STG_OK;
 	char *dest = o->dest ? dest_into(o->dest, src) : default_dest(ctx, c, src, owner, &err);
+	if (dest && !o->dest && !o->copy)
+		dest = unused_default(dest, target);
 	if (!dest)
 		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
 	/* a link or copy only where no other user could swap it for one of
 	 * theirs (the job would read their data) */
 	if (!(err = stg__dest_ours(ctx, dest, true)))
-		err = o->copy ? copy_dest(ctx, target, dest) : link_dest(ctx, c, target, dest);
+		err = o->copy ? copy_dest(ctx, target, dest, res->content_bytes)
+		              : link_dest(ctx, c, target, dest);
 	if (err) {
 		free(dest);
 		return err;

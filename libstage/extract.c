@@ -479,10 +479,12 @@ out:
 
 /* Extract (rootfd >= 0) or verify (rootfd < 0) the selected part of a pack. */
 static stg_err run_extract(stg_ctx *ctx, stg_pack *p, int rootfd, const stg_unpack_opts *opts,
-                           stg_unpack_stats *stats, bool any_link)
+                           stg_unpack_stats *stats, bool any_link, const char *room_for)
 {
 	ex_plan pl = {0};
 	stg_err err = stg__ex_plan(ctx, p, opts, &pl, any_link);
+	if (!err && room_for) /* room first: nothing is written unless it fits */
+		err = stg__ex_room(ctx, p, pl.sel, rootfd, room_for);
 	if (err) {
 		stg__ex_plan_free(&pl);
 		return err;
@@ -605,12 +607,12 @@ out:
 
 stg_err stg_verify(stg_ctx *ctx, stg_pack *pack)
 {
-	return run_extract(ctx, pack, -1, NULL, NULL, false);
+	return run_extract(ctx, pack, -1, NULL, NULL, false, NULL);
 }
 
 stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack)
 {
-	return run_extract(ctx, pack, -1, NULL, NULL, true);
+	return run_extract(ctx, pack, -1, NULL, NULL, true, NULL);
 }
 
 void stg_unpack_opts_init(stg_unpack_opts *o)
@@ -622,7 +624,7 @@ void stg_unpack_opts_init(stg_unpack_opts *o)
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
                         stg_unpack_stats *stats)
 {
-	return run_extract(ctx, pack, rootfd, opts, stats, false);
+	return run_extract(ctx, pack, rootfd, opts, stats, false, NULL);
 }
 
 stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts,
@@ -669,7 +671,7 @@ stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpa
 		err = stg__fail_errno(ctx, STG_EIO, errno, "cannot open '%s'", tmp);
 		goto out;
 	}
-	if ((err = run_extract(ctx, pack, rootfd, opts, stats, false)))
+	if ((err = run_extract(ctx, pack, rootfd, opts, stats, false, dir)))
 		goto out;
 	/* the packed directory's mode, as tar and rsync -a keep it (not its
 	 * setuid and setgid bits); else what mkdir would have made */

@@ -25,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 /* ---- checking and planning ----------------------------------------------- */
@@ -256,6 +257,37 @@ stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts
 	}
 	stg__ex_plan_free(&pl);
 	return err;
+}
+
+uint64_t stg__disk_need(const stg_pack *p, const bool *sel)
+{
+	uint64_t need = 64 * 1024; /* a cache entry's manifest and meta; slack */
+	for (size_t i = 0; i < p->t.n_entries; i++) {
+		const stg_rec *r = &p->t.recs[i];
+		if (sel && !sel[i])
+			continue;
+		if (r->type == STG_FILE)
+			need += (r->size + 4095) / 4096 * 4096;
+		else if (r->type == STG_DIR)
+			need += 4096;
+	}
+	return need;
+}
+
+stg_err stg__ex_room(stg_ctx *ctx, const stg_pack *p, const bool *sel, int dirfd, const char *name)
+{
+	struct statvfs vfs;
+	if (fstatvfs(dirfd, &vfs))
+		return STG_OK; /* no figures: a write that fails will say */
+	uint64_t need = stg__disk_need(p, sel), avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+	if (need <= avail)
+		return STG_OK;
+	char a[16], b[16];
+	return stg__fail(ctx, STG_ENOSPC,
+	                 "not enough space to unpack into '%s': need %s, %s free there: free "
+	                 "some space, or unpack elsewhere (or a part of it: --include)",
+	                 name, stg_format_size(need, a, sizeof a),
+	                 stg_format_size(avail, b, sizeof b));
 }
 
 /* ---- making the tree ----------------------------------------------------- */

@@ -84,5 +84,11 @@ int stg__file_meta(int fd, const stg_rec *r, bool read_only);
 /* Which entries extraction with opts takes (after checking the tree is
  * safe); *sel is malloc'ed, one flag per entry. */
 stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
+/* Bytes on disk the entries flagged in sel (all, if NULL) take once
+ * extracted: files' blocks, a block per directory, and some slack. */
+uint64_t stg__disk_need(const stg_pack *p, const bool *sel);
+/* STG_ENOSPC with the figures if they do not fit on the filesystem of the
+ * directory dirfd (name, for the message), before anything is written. */
+stg_err stg__ex_room(stg_ctx *ctx, const stg_pack *p, const bool *sel, int dirfd, const char *name);
 
 #endif

@@ -113,9 +113,15 @@ int stg__mkdirs(const char *path, mode_t mode)
 int stg__replace(const char *tmp, const char *path, bool durable)
 {
 	if (!durable && renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE) == 0) {
-		/* tmp now names the old file */
-		unlink(tmp);
-		return 0;
+		/* tmp now names the old file; one that cannot be unlinked (a
+		 * directory: RENAME_EXCHANGE swaps any two names) is put back,
+		 * as rename(2) would have refused to replace it */
+		if (unlink(tmp) == 0 || errno == ENOENT)
+			return 0;
+		int e = errno;
+		renameat2(AT_FDCWD, tmp, AT_FDCWD, path, RENAME_EXCHANGE);
+		errno = e;
+		return -1;
 	}
 	/* no file to swap with (ENOENT), or no RENAME_EXCHANGE here */
 	return rename(tmp, path);

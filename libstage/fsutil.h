@@ -48,7 +48,8 @@ void stg__names_free(char **names, size_t n);
 /* Move the file tmp to path atomically, replacing what is there.  An
  * existing file is swapped out with RENAME_EXCHANGE and unlinked, which
  * spares the synchronous flush ext4 forces on rename-over (auto_da_alloc)
- * unless durable is set.  0 or -1/errno. */
+ * unless durable is set.  What cannot be unlinked (a directory) is never
+ * replaced: -1/EISDIR, path as it was.  0 or -1/errno. */
 int stg__replace(const char *tmp, const char *path, bool durable);
 /* Copy size bytes of the file sfd into dfd: a reflink where the
  * filesystem shares blocks, else copy_file_range, else read and write.

@@ -144,6 +144,14 @@ static stg_err check_mountpoint(stg_ctx *ctx, const char *given, const char *rea
 	    st.st_ino != at.st_ino) {
 		if (fd >= 0)
 			close(fd);
+		if (stat(path, &st) && errno == ENOENT)
+			return stg__fail(ctx, STG_EUSAGE,
+			                 "mountpoint '%s' does not exist: make an empty directory "
+			                 "there first (mkdir)",
+			                 given);
+		if (stat(path, &st) || (S_ISDIR(st.st_mode) && access(path, R_OK | X_OK)))
+			return stg__fail_errno(ctx, STG_EUSAGE, errno ? errno : EACCES,
+			                       "cannot open the mountpoint '%s'", given);
 		return stg__fail(ctx, STG_EUSAGE, "mountpoint '%s' is not a directory", given);
 	}
 	stg_err err = STG_OK;

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 void stg_pack_opts_init(stg_pack_opts *o)
@@ -571,6 +572,26 @@ static void private_as_source(int fd, const struct stat *st, int rootfd)
 	}
 }
 
+/* The disk filled while the pack was written at tmp: what was written and
+ * what is free once it is gone (the pack needs more). */
+static void no_room(stg_ctx *ctx, const char *tmp, const char *out_path)
+{
+	struct stat st;
+	struct statvfs vfs;
+	char a[16], b[16], dir[4096];
+	uint64_t written = stat(tmp, &st) == 0 ? (uint64_t)st.st_size : 0;
+	unlink(tmp);
+	const char *slash = strrchr(tmp, '/');
+	snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - tmp) + 1 : 1, slash ? tmp : ".");
+	if (statvfs(dir, &vfs))
+		return;
+	stg__fail(ctx, STG_ENOSPC,
+	          "not enough space for '%s': the filesystem filled after %s of the pack, "
+	          "%s free without it: free some space, or write the pack elsewhere",
+	          out_path, stg_format_size(written, a, sizeof a),
+	          stg_format_size((uint64_t)vfs.f_bavail * vfs.f_frsize, b, sizeof b));
+}
+
 stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const stg_pack_opts *opts,
                      stg_pack_info *info)
 {
@@ -579,6 +600,14 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 	stg_err err = stg__dest_ours(ctx, out_path, true);
 	if (err)
 		return err;
+	/* a pack replaces a file, never a directory (the user's, or the tree
+	 * itself) */
+	struct stat ost;
+	if (stat(out_path, &ost) == 0 && S_ISDIR(ost.st_mode))
+		return stg__fail(ctx, STG_EEXIST,
+		                 "'%s' is a directory: name the pack file itself (such as "
+		                 "'%s/NAME.tar.zst')",
+		                 out_path, out_path);
 	if (opts && opts->n_bases && (err = stg__bases_open(ctx, opts, out_path, &bases))) {
 		stg__bases_free(&bases);
 		return err;
@@ -627,6 +656,8 @@ stg_err stg_pack_dir(stg_ctx *ctx, const char *dir, const char *out_path, const 
 		int e = errno;
 		err = stg__fail_errno(ctx, STG_EIO, e, "cannot rename into '%s'", out_path);
 	}
+	if (err == STG_ENOSPC)
+		no_room(ctx, tmp, out_path);
 	if (err)
 		unlink(tmp);
 	free(tmp);

@@ -496,10 +496,15 @@ static void finish(run_state *r, const sigset_t *old, bool stopped, stg_run_resu
 	    stg_results_done(r->ctx, r->cache, r->results_owner))
 		told(r->ctx, STG_EIO);
 	res->stopped = stopped;
-	if (stopped || res->status)
-		stg__log(r->ctx, STG_LOG_INFO, "the command %s; results collected%s",
-		         stopped ? "was stopped by a signal" : "failed",
-		         res->collect_err ? " only in part (see above)" : "");
+	if (stopped || res->status) {
+		char how[64] = "was stopped by a signal";
+		if (!stopped)
+			snprintf(how, sizeof how, "failed (exit %d)", res->status);
+		/* (with no --collect, there were none to collect) */
+		stg__log(r->ctx, STG_LOG_INFO, "the command %s%s%s", how,
+		         r->n_collects ? "; results collected" : "",
+		         r->n_collects && res->collect_err ? " only in part (see above)" : "");
+	}
 	/* the job's own results are safe: now those of earlier jobs, which
 	 * a stop signal may cut short too */
 	kept_wait(r, watching ? &w : NULL, before, stopped);

@@ -134,22 +134,6 @@ static void pack_close(stg_source *s)
 
 /* ---- the whole pack ----------------------------------------------------------- */
 
-/* Bytes on disk the selected part of a pack will take. */
-static uint64_t disk_need(const stg_pack *p, const bool *sel)
-{
-	uint64_t need = 64 * 1024; /* manifest, meta, the entry's directories */
-	for (size_t i = 0; i < p->t.n_entries; i++) {
-		const stg_rec *r = &p->t.recs[i];
-		if (sel && !sel[i])
-			continue;
-		if (r->type == STG_FILE)
-			need += (r->size + 4095) / 4096 * 4096;
-		else if (r->type == STG_DIR)
-			need += 4096;
-	}
-	return need;
-}
-
 /* The entry's manifest and description, then publish it. */
 static stg_err publish(stg_ctx *ctx, stg_cache *c, const char *key, stg_entry_build *eb,
                        const stg_pack *p, const bool *sel, const char *src,
@@ -164,7 +148,7 @@ static stg_err publish(stg_ctx *ctx, stg_cache *c, const char *key, stg_entry_bu
 	stg_meta m = {0};
 	snprintf(m.kind, sizeof m.kind, "pack");
 	snprintf(m.source, sizeof m.source, "%s", src);
-	m.size = disk_need(p, sel);
+	m.size = stg__disk_need(p, sel);
 	m.files = res->files;
 	m.content = res->content_bytes;
 	return stg__entry_publish(ctx, c, eb, key, &m);
@@ -184,7 +168,7 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	if ((err = stg__select(ctx, p, &uo, &sel)))
 		return err;
 	/* room first: nothing is copied unless it fits */
-	if ((err = stg__room_for(ctx, c, disk_need(p, sel), NULL))) {
+	if ((err = stg__room_for(ctx, c, stg__disk_need(p, sel), NULL))) {
 		free(sel);
 		return err;
 	}

@@ -452,6 +452,7 @@ void cli_progress_end(void)
 /* ---- stdout, and the JSON object of a failure ------------------------------ */
 
 static uint64_t out_bytes; /* written to stdout so far */
+static int out_errno;      /* why a write to stdout failed */
 
 /* stdout's writes: a bar on stderr is ended first (on a terminal, or with
  * both in one log, the result would follow the bar on its line); 0 on
@@ -466,8 +467,10 @@ static ssize_t out_write(void *cookie, const char *buf, size_t len)
 		ssize_t n = write(STDOUT_FILENO, buf + done, len - done);
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n <= 0)
+		if (n <= 0) {
+			out_errno = n < 0 ? errno : EIO;
 			break;
+		}
 		done += (size_t)n;
 	}
 	out_bytes += done;
@@ -489,7 +492,9 @@ void cli_begin(const cli_cmd *cmd, int argc, char **argv)
 			current.json = false;
 			break;
 		}
-		if (!strcmp(argv[i], "--json"))
+		/* getopt_long takes "--js" for "--json" too */
+		size_t n = strlen(argv[i]);
+		if (n >= 3 && !strncmp(argv[i], "--json", n))
 			current.json = true;
 	}
 	/* glibc's stdout is a variable a program may set */
@@ -503,7 +508,13 @@ void cli_begin(const cli_cmd *cmd, int argc, char **argv)
 
 int cli_finish(int status)
 {
-	fflush(stdout);
+	/* a result that did not reach stdout (a full disk, a closed pipe) is
+	 * no success: $(stager pack ...) would be empty */
+	if ((fflush(stdout) || ferror(stdout)) && status == EXIT_OK) {
+		cli_error("cannot write the result on standard output: %s",
+		          strerror(out_errno ? out_errno : errno));
+		status = EXIT_IO;
+	}
 	if (!current.json || status == EXIT_OK || out_bytes)
 		return status;
 	/* a failure that printed nothing: say it in JSON too */
@@ -612,6 +623,16 @@ void json_str(FILE *f, const char *str)
 		}
 	}
 	fputc('"', f);
+}
+
+void cli_put_name(FILE *f, const char *name)
+{
+	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
+		if (*p < 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(f, "\\x%02x", *p);
+		else
+			fputc(*p, f);
+	}
 }
 
 void json_hex(FILE *f, const uint8_t *p, size_t n)

@@ -120,6 +120,11 @@ int cli_parse_level(const char *s, int *out);
 void cli_print_help(const cli_cmd *cmd);
 const cli_cmd *cli_find(const char *name);
 
+/* A name from a pack (outside input) as a line of text shows it: control
+ * bytes and backslashes as \xNN, so that it neither drives the terminal
+ * nor spans lines. */
+void cli_put_name(FILE *f, const char *name);
+
 /* JSON output on stdout. */
 void json_str(FILE *f, const char *s);
 void json_hex(FILE *f, const uint8_t *p, size_t n);

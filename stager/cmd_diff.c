@@ -41,13 +41,15 @@ static void on_text(void *arg, stg_diff_kind kind, unsigned what, const stg_entr
 	(void)arg;
 	const stg_entry *e = new_ ? new_ : old;
 	bool dir = e->type == STG_DIR;
+	printf("%c ", kind == STG_DIFF_CHANGED ? 'M' : kind == STG_DIFF_ADDED ? 'A' : 'D');
+	cli_put_name(stdout, e->path);
+	fputs(dir ? "/" : "", stdout);
 	if (kind == STG_DIFF_CHANGED) {
-		printf("M %s%s (", e->path, dir ? "/" : "");
+		printf(" (");
 		what_list(stdout, what, false);
-		printf(")\n");
-	} else {
-		printf("%c %s%s\n", kind == STG_DIFF_ADDED ? 'A' : 'D', e->path, dir ? "/" : "");
+		printf(")");
 	}
+	putchar('\n');
 }
 
 /* JSON: three passes, one per kind, so each array is contiguous. */

@@ -137,7 +137,8 @@ int cmd_ls(int argc, char **argv)
 			stg_pack_entry(pack, i, &e);
 			const char *slash = e.type == STG_DIR ? "/" : "";
 			if (!lng) {
-				printf("%s%s\n", e.path, slash);
+				cli_put_name(stdout, e.path);
+				printf("%s\n", slash);
 				continue;
 			}
 			char mode[11], when[32];
@@ -146,12 +147,13 @@ int cmd_ls(int argc, char **argv)
 			struct tm tm;
 			gmtime_r(&t, &tm);
 			strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-			printf("%s %12llu %s %s%s", mode, (unsigned long long)e.size, when, e.path,
-			       slash);
-			if (e.type == STG_SYMLINK)
-				printf(" -> %s", e.link);
-			else if (e.type == STG_HARDLINK)
-				printf(" link to %s", e.link);
+			printf("%s %12llu %s ", mode, (unsigned long long)e.size, when);
+			cli_put_name(stdout, e.path);
+			fputs(slash, stdout);
+			if (e.type == STG_SYMLINK || e.type == STG_HARDLINK) {
+				fputs(e.type == STG_SYMLINK ? " -> " : " link to ", stdout);
+				cli_put_name(stdout, e.link);
+			}
 			putchar('\n');
 		}
 	}

@@ -3,6 +3,7 @@
  */
 #include "cli.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -153,9 +154,12 @@ static int pack_cmd(int argc, char **argv, const char **bases, deltas *d)
 	if (rc)
 		return rc;
 	const char *dir = argv[optind];
+	if (out && !*out)
+		return cli_usage("-o is an empty string: name the pack file");
 	struct stat st;
 	if (stat(dir, &st)) {
-		cli_error("cannot read '%s': no such directory", dir);
+		cli_error("cannot read '%s': %s", dir,
+		          errno == ENOENT ? "no such directory" : strerror(errno));
 		return EXIT_SOURCE;
 	}
 	if (!S_ISDIR(st.st_mode)) {

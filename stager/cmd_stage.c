@@ -163,6 +163,10 @@ int cmd_stage(int argc, char **argv)
 	so.include = inc;
 	if (nargs == 2)
 		so.dest = argv[optind + 1];
+	if (so.dest && !*so.dest) {
+		rc = cli_usage("DEST is an empty string: name where to put the dataset");
+		goto done;
+	}
 	const char *src = argv[optind];
 	/* the other nodes start in the same directory; absolute is clearer */
 	char abs_src[4096];

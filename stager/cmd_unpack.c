@@ -43,6 +43,10 @@ int cmd_unpack(int argc, char **argv)
 	if ((rc = cli_check_globals()))
 		goto done;
 	const char *path = argv[optind], *dir = argv[optind + 1];
+	if (!*dir) {
+		rc = cli_usage("DIR is an empty string: name the directory to make");
+		goto done;
+	}
 	stg_ctx *ctx = cli_ctx();
 	stg_set_threads(ctx, threads);
 	stg_pack *pack = NULL;

@@ -563,6 +563,20 @@ static size_t edit_distance(const char *a, const char *b)
 	return d[la][lb];
 }
 
+/* A global option before the command failed, its message told: a
+ * command asked for --json still gets its object (cli_finish). */
+static int global_failed(int rc, int argc, char **argv, int from)
+{
+	for (int j = from; rc != EXIT_OK && j < argc; j++) {
+		const cli_cmd *cmd = argv[j][0] == '-' ? NULL : cli_find(argv[j]);
+		if (cmd) {
+			cli_begin(cmd, argc - j, argv + j);
+			return cli_finish(rc);
+		}
+	}
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	/* deep trees are walked with a descriptor per level */
@@ -594,8 +608,8 @@ int main(int argc, char **argv)
 				code = o->val;
 				if (o->has_arg) {
 					if (i + 1 >= argc) {
-						fprintf(stderr, "stager: %s needs a value\n", a);
-						return EXIT_USAGE;
+						g_cmd = NULL;
+						return cli_usage("%s needs a value", a);
 					}
 					val = argv[++i];
 				}
@@ -606,14 +620,13 @@ int main(int argc, char **argv)
 			if (code != -1)
 				break;
 		}
-		if (code == -1 || code == OPT_HELP) {
-			fprintf(stderr, "stager: unknown option '%s'\nsee 'stager --help'\n", a);
-			return EXIT_USAGE;
-		}
 		g_cmd = NULL;
+		if (code == -1 || code == OPT_HELP)
+			return global_failed(cli_usage("unknown option '%s'", a), argc, argv,
+			                     i + 1);
 		int rc = cli_global_option(code, val);
 		if (rc != -2)
-			return rc;
+			return global_failed(rc, argc, argv, i + 1);
 	}
 	if (i >= argc) {
 		usage(stderr);

@@ -62,6 +62,21 @@ bats_require_minimum_version 1.5.0
 	[ "$status" -eq 1 ]
 }
 
+@test "an empty DIR, DEST or -o is a usage error (exit 1), before any work" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	mkdir src && echo a >src/a
+	stager pack -q src -o p.tar.zst
+	run stager unpack p.tar.zst ""
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "DIR is an empty string"
+	run stager stage p.tar.zst "" --no-pin
+	[ "$status" -eq 1 ]
+	run stager pack src -o ""
+	[ "$status" -eq 1 ]
+	[ -z "$(ls -A | grep stager)" ]
+	[ ! -e scratch/cache ] || [ -z "$(ls -A scratch/cache)" ]
+}
+
 # $output is one JSON object, and jq's FILTER is true of it (jq 1.6's -e
 # is true of no input at all).
 json_ok() {
@@ -92,6 +107,28 @@ json_ok() {
 	run --separate-stderr env STAGER_CACHE_MAX=lots "$STAGER" collect --json a b
 	[ "$status" -eq 1 ]
 	json_ok '.command == "collect" and .exit == 1 and (.error | test("STAGER_CACHE_MAX"))'
+}
+
+@test "--json: a global option that fails before the command, or --json abbreviated, still gives the object" {
+	export STAGER_SCRATCH_ROOT="$T/scratch"
+	run --separate-stderr stager --config "$T/none" stage x.tar.zst --json
+	[ "$status" -eq 2 ]
+	json_ok --arg m "$T/none" '.command == "stage" and .exit == 2 and (.error | contains($m))'
+	run --separate-stderr stager --progress=sometimes ls x.tar.zst --json
+	[ "$status" -eq 1 ]
+	json_ok '.command == "ls" and .exit == 1 and (.error | test("--progress"))'
+	run --separate-stderr stager --no-such-global ls x.tar.zst --json
+	[ "$status" -eq 1 ]
+	json_ok '.command == "ls" and .exit == 1 and (.error | test("--no-such-global"))'
+	[[ "$stderr" == *"unknown option '--no-such-global'"* ]]
+	# getopt takes --js for --json: the failure too
+	run --separate-stderr stager ls missing.tar.zst --js
+	[ "$status" -eq 2 ]
+	json_ok '.command == "ls" and .exit == 2 and (.error | test("missing.tar.zst"))'
+	# without --json, nothing on stdout
+	run --separate-stderr stager --config "$T/none" stage x.tar.zst
+	[ "$status" -eq 2 ]
+	[ -z "$output" ]
 }
 
 @test "--json: a failure whose command prints its own object prints that one alone; without --json, nothing" {
@@ -139,4 +176,18 @@ json_ok() {
 	run stager features --node n1
 	[ "$status" -eq 1 ]
 	rm -rf "$T"
+}
+
+@test "a result that cannot be written on stdout fails (exit 7), never a silent success" {
+	[ -w /dev/full ] || skip "no /dev/full"
+	mkdir src && echo a >src/a
+	run --separate-stderr bash -c '"$STAGER" pack src -o p.tar.zst >/dev/full'
+	[ "$status" -eq 7 ]
+	[[ "$stderr" == *"cannot write the result on standard output: No space left on device"* ]]
+	run bash -c '"$STAGER" verify p.tar.zst >/dev/full'
+	[ "$status" -eq 7 ]
+	run bash -c '"$STAGER" diff p.tar.zst p.tar.zst >/dev/full'
+	[ "$status" -eq 0 ] # nothing to write: no difference
+	run bash -c '"$STAGER" verify p.tar.zst >/dev/null'
+	[ "$status" -eq 0 ]
 }

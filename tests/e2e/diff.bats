@@ -2,6 +2,7 @@
 # stager diff: what changed between two packs, from their trailers.
 
 load helpers
+bats_require_minimum_version 1.5.0
 
 make_versions() {
 	mkdir -p v1/sub
@@ -77,4 +78,20 @@ make_versions() {
 	echo "$output" | grep -q bad.tar.zst
 	run stager diff v1.tar.zst
 	[ "$status" -eq 1 ]
+}
+
+@test "diff shows control bytes of names as \\xNN, one line each" {
+	mkdir v1 v2
+	echo a >v1/a
+	echo a >v2/a
+	echo x >"v2/new
+line"
+	echo y >"v2/$(printf '\033')[2J"
+	stager pack -q v1 -o v1.tar.zst >/dev/null
+	stager pack -q v2 -o v2.tar.zst >/dev/null
+	run --separate-stderr stager diff v1.tar.zst v2.tar.zst
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 2 ]
+	[ "${lines[0]}" = 'A \x1b[2J' ]
+	[ "${lines[1]}" = 'A new\x0aline' ]
 }

@@ -81,6 +81,23 @@ STEPD
 	echo "$output" | grep -q "not a stager mount"
 }
 
+@test "mount: a mountpoint that is missing, or that cannot be reached, is named so" {
+	mkdir src && echo x >src/f
+	stager pack -q src -o p.tar.zst
+	run stager mount p.tar.zst nowhere
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "mountpoint 'nowhere' does not exist"
+	[ "$(id -u)" -eq 0 ] || skip "needs root to act as another user"
+	as_user_setup
+	mkdir -m 0700 priv
+	mkdir -m 1777 pub
+	chmod 0644 p.tar.zst
+	run as_user env HOME="$T/pub" STAGER_SCRATCH_ROOT="$T/pub/scratch" "$AS_USER_STAGER" \
+		mount p.tar.zst priv
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "cannot open the mountpoint 'priv': Permission denied"
+}
+
 @test "mount: a damaged frame fails the reads that need it (EIO, logged once); the rest reads" {
 	mkdir src
 	head -c 3000000 /dev/urandom >src/big

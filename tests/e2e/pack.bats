@@ -123,3 +123,44 @@ bats_require_minimum_version 1.5.0
 	cmp p.tar.zst before.tar.zst
 	[ -z "$(ls -A . | grep stager-tmp)" ]
 }
+
+@test "pack -o an existing directory is refused (exit 1): the directory stays, with all it holds" {
+	mkdir src && echo a >src/a
+	mkdir results && echo precious >results/model.pt
+	run stager pack src -o results
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "'results' is a directory"
+	[ "$(cat results/model.pt)" = precious ]
+	[ "$(ls -A results)" = model.pt ]
+	# the tree itself given as the output
+	run stager pack src -o src
+	[ "$status" -eq 1 ]
+	[ "$(cat src/a)" = a ]
+	[ -z "$(ls -A | grep stager)" ]
+	run --separate-stderr stager pack --json src -o results/
+	[ "$status" -eq 1 ]
+	jq -e '.ok == false and .exit == 1' <<<"$output"
+}
+
+@test "pack onto a full filesystem: exit 3 naming the pack and the figures; nothing left" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	mkdir src small
+	head -c 3000000 /dev/urandom >src/r
+	mount -t tmpfs -o size=1m tmpfs small || skip "cannot mount tmpfs"
+	run stager pack src -o small/p.tar.zst
+	left=$(ls -A small)
+	umount small
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "not enough space for 'small/p.tar.zst': the filesystem filled after [0-9.]+ [KM]iB of the pack, [0-9.]+ [KM]iB free without it"
+	[ -z "$left" ]
+}
+
+@test "pack of a directory it cannot reach says why, not that it is missing" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to act as another user"
+	as_user_setup
+	mkdir -p priv/ds && echo a >priv/ds/a && chmod 0700 priv
+	run as_user "$AS_USER_STAGER" pack priv/ds -o "$T/p.tar.zst"
+	[ "$status" -eq 2 ]
+	echo "$output" | grep -q "cannot read 'priv/ds': Permission denied"
+}

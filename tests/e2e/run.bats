@@ -237,3 +237,13 @@ make_kept() { # DEST MiB
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q '/mine/$'
 }
+
+@test "a command that fails, with nothing to collect, is told as failed with its status, not as collected" {
+	run --separate-stderr stager run -- sh -c 'exit 3'
+	[ "$status" -eq 3 ]
+	[[ "$stderr" == *"the command failed (exit 3)"* ]]
+	[[ "$stderr" != *"results collected"* ]]
+	run --separate-stderr stager run --collect out:res -- sh -c 'exit 4'
+	[ "$status" -eq 4 ]
+	[[ "$stderr" == *"the command failed (exit 4); results collected"* ]]
+}

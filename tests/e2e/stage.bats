@@ -15,6 +15,7 @@ setup() {
 teardown() {
 	cd /
 	mountpoint -q "$T/small" 2>/dev/null && umount "$T/small"
+	mountpoint -q "$T/slow" 2>/dev/null && { fusermount3 -u "$T/slow" || umount -l "$T/slow"; }
 	chmod -R u+w "$T" 2>/dev/null || true
 	rm -rf "$T"
 }
@@ -441,4 +442,69 @@ building() { compgen -G 'scratch/cache/*.tmp.*' >/dev/null; }
 	[ "$status" -eq 0 ]
 	echo "$output" | jq -e '[.removed[] | select(.what == "entry")] | length == 1'
 	[ ! -e "scratch/cache/$key" ]
+}
+
+@test "stage --copy where it does not fit: exit 3 with the figures; nothing left, an empty DEST kept" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	make_pack src ds.tar.zst 3
+	"$STAGER" stage -q ds.tar.zst --no-pin >/dev/null
+	mkdir small
+	mount -t tmpfs -o size=1m tmpfs small || skip "cannot mount tmpfs"
+	mkdir small/dest
+	run stager stage ds.tar.zst small/dest --copy --no-pin
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "not enough space for a copy at 'small/dest': need 3\.0 MiB, [0-9.]+ [KM]iB free there"
+	[ "$(ls -A small)" = dest ]
+	[ -d small/dest ]
+	[ -z "$(ls -A small/dest)" ]
+}
+
+@test "stage --copy answers SIGTERM between files: exit 5 at once, no copy and no temporary left" {
+	[ "$(id -u)" -eq 0 ] && [ -e /dev/fuse ] || skip "needs root and /dev/fuse"
+	: "${SHAREDFS:=$BATS_TEST_DIRNAME/../../build/sharedfs}"
+	mkdir src
+	for i in $(seq 1 200); do echo "$i" >"src/f$i"; done
+	"$STAGER" pack -q src -o ds.tar.zst >/dev/null
+	"$STAGER" stage -q ds.tar.zst --no-pin >/dev/null
+	# a destination where each file costs some 100 ms: the copy of all
+	# 200 takes half a minute
+	mkdir backing slow
+	"$SHAREDFS" --delay-ms 20 --attr-timeout 0 backing slow
+	"$STAGER" stage -q ds.tar.zst slow/copy --copy --no-pin >/dev/null &
+	pid=$!
+	wait_until 30 compgen -G 'backing/.stager-copy.copy.*/f*'
+	kill -TERM $pid
+	t0=$(date +%s%N)
+	st=0
+	wait_pid $pid 60 || st=$?
+	ms=$((($(date +%s%N) - t0) / 1000000))
+	echo "exit $st after $ms ms"
+	[ "$st" -eq 5 ]
+	[ "$ms" -lt 5000 ]
+	[ -z "$(ls -A backing)" ]
+}
+
+@test "two datasets of one name staged without DEST both stay: the second is NAME-2, the first never switched" {
+	mkdir a b srcb jobtmp
+	make_pack srca a/ds.tar.zst 1
+	echo other >srcb/only-in-b
+	"$STAGER" pack -q srcb -o b/ds.tar.zst >/dev/null
+	one=$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q a/ds.tar.zst)
+	two=$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q b/ds.tar.zst)
+	echo "$one $two"
+	[ "$one" = "$T/jobtmp/ds/" ]
+	[ "$two" = "$T/jobtmp/ds-2/" ]
+	[ -f "$one/sub/big.bin" ]
+	[ ! -e "$one/only-in-b" ]
+	[ -f "$two/only-in-b" ]
+	[ ! -e "$two/sub" ]
+	# staged again: the same paths
+	[ "$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q a/ds.tar.zst)" = "$one" ]
+	[ "$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q b/ds.tar.zst)" = "$two" ]
+	# run's STAGER_DATA and STAGER_DATA_2 likewise
+	run "$STAGER" -q run --stage a/ds.tar.zst --stage b/ds.tar.zst -- \
+		sh -c '[ "$STAGER_DATA" != "$STAGER_DATA_2" ] && [ -f "$STAGER_DATA/sub/big.bin" ] && [ -f "$STAGER_DATA_2/only-in-b" ]'
+	echo "$output"
+	[ "$status" -eq 0 ]
 }

@@ -147,3 +147,25 @@ stop_half_way() {
 	echo "# $mid of 6 rounds killed mid-work (at least 3 must)" >&3
 	[ "$mid" -ge 3 ]
 }
+
+@test "unpack where it does not fit: exit 3 with the figures, before anything is written" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to mount a small tmpfs"
+	mkdir src small
+	head -c 3000000 /dev/urandom >src/r
+	echo b >src/b
+	stager pack -q src -o p.tar.zst
+	mount -t tmpfs -o size=1m tmpfs small || skip "cannot mount tmpfs"
+	run stager unpack p.tar.zst small/out
+	left=$(ls -A small)
+	used=$(df --output=used -B1K small | tail -1 | tr -d ' ')
+	# a part that fits does unpack
+	stager unpack -q p.tar.zst small/part --include b
+	part=$(cat small/part/b)
+	umount small
+	echo "$output"
+	[ "$status" -eq 3 ]
+	echo "$output" | grep -Eq "not enough space to unpack into 'small/out': need 2\.9 MiB, [0-9.]+ [KM]iB free there"
+	[ -z "$left" ]
+	[ "$used" -lt 100 ]
+	[ "$part" = b ]
+}

@@ -96,3 +96,25 @@ teardown_file() { rm -rf "$PACKDIR"; }
 	# pread64(fd, buf, count, offset): none at offset 0
 	run ! grep -qE ', 0\) += ' reads
 }
+
+@test "ls shows control bytes and backslashes of names as \\xNN, one line each; --json keeps them" {
+	mkdir src
+	echo x >"src/a
+b"
+	echo y >"src/$(printf '\033')[31mred"
+	echo z >'src/back\slash'
+	stager pack -q src -o p.tar.zst
+	run --separate-stderr stager ls p.tar.zst
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[ "${lines[0]}" = '\x1b[31mred' ]
+	[ "${lines[1]}" = 'a\x0ab' ]
+	[ "${lines[2]}" = 'back\x5cslash' ]
+	run --separate-stderr stager ls --long p.tar.zst
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 3 ]
+	[[ "$output" != *$'\033'* ]]
+	[[ "${lines[1]}" == *' a\x0ab' ]]
+	stager ls --json p.tar.zst >ls.json
+	[ "$(jq -r '.entries[1].path' ls.json)" = "$(printf 'a\nb')" ]
+}
