@@ -124,8 +124,12 @@ stop_half_way() {
 	mkdir src
 	for i in $(seq 1 20); do head -c 5000000 /dev/urandom >"src/f$i"; done
 	stager pack -q src -o p.tar.zst
-	# a whole unpack's time here: the kills come within it
+	# a whole unpack's time here, the faster of two (one slowed by a busy
+	# machine would put most kills after the end): the kills come within it
 	base=$(time_ms "$STAGER" unpack -q p.tar.zst out)
+	rm -rf out
+	again=$(time_ms "$STAGER" unpack -q p.tar.zst out)
+	[ "$again" -ge "$base" ] || base=$again
 	kill_seed
 	mid=0
 	for round in 1 2 3 4 5 6; do
