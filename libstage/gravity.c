@@ -22,6 +22,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* "stg_" and the first 6 bytes of a hash in hex: a feature's name. */
+static void feature_name(const uint8_t *md, char out[STG_FEATURE_LEN + 1])
+{
+	static const char hex[] = "0123456789abcdef";
+	memcpy(out, STG_FEATURE_PREFIX, sizeof STG_FEATURE_PREFIX - 1);
+	char *p = out + sizeof STG_FEATURE_PREFIX - 1;
+	for (size_t i = 0; i < 6; i++) {
+		*p++ = hex[md[i] >> 4];
+		*p++ = hex[md[i] & 15];
+	}
+	*p = '\0';
+}
+
 void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
                       char out[STG_FEATURE_LEN + 1])
 {
@@ -36,14 +49,7 @@ void stg_node_feature(unsigned uid, const uint8_t digest[STG_DIGEST_LEN],
 	    !EVP_DigestUpdate(c, digest, STG_DIGEST_LEN) || !EVP_DigestFinal_ex(c, md, &md_len))
 		memset(md, 0, sizeof md);
 	EVP_MD_CTX_free(c);
-	static const char hex[] = "0123456789abcdef";
-	memcpy(out, STG_FEATURE_PREFIX, sizeof STG_FEATURE_PREFIX - 1);
-	char *p = out + sizeof STG_FEATURE_PREFIX - 1;
-	for (size_t i = 0; i < 6; i++) {
-		*p++ = hex[md[i] >> 4];
-		*p++ = hex[md[i] & 15];
-	}
-	*p = '\0';
+	feature_name(md, out);
 }
 
 void stg__feature_leaving(const char *feature, char out[STG_FEATURE_LEN + 1])
@@ -56,14 +62,7 @@ void stg__feature_leaving(const char *feature, char out[STG_FEATURE_LEN + 1])
 	    !EVP_DigestUpdate(c, feature, strlen(feature)) || !EVP_DigestFinal_ex(c, md, &md_len))
 		memset(md, 0xff, sizeof md);
 	EVP_MD_CTX_free(c);
-	static const char hex[] = "0123456789abcdef";
-	memcpy(out, STG_FEATURE_PREFIX, sizeof STG_FEATURE_PREFIX - 1);
-	char *p = out + sizeof STG_FEATURE_PREFIX - 1;
-	for (size_t i = 0; i < 6; i++) {
-		*p++ = hex[md[i] >> 4];
-		*p++ = hex[md[i] & 15];
-	}
-	*p = '\0';
+	feature_name(md, out);
 }
 
 int stg__feature_ours(const char *name, size_t len)

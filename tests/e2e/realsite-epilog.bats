@@ -57,11 +57,6 @@ setup() {
 
 submit1() { site_submit $U1 -o "$S1/%j.log" -n1 --mem=200 "$@"; }
 
-pins_of() { # USER JOB: pins that job holds in USER's cache
-	login_stager "$1" status --json >"$D/status.json" || return 1
-	jq --arg o "job-$2" '[.entries[].pins[] | select(.owner == $o)] | length' "$D/status.json"
-}
-
 @test "slurmctld does not answer (busy, restarting): a clean on the node leaves a running job's pins and results alone" {
 	cat >"$S1/busy.sh" <<JOB
 #!/bin/bash

@@ -94,11 +94,6 @@ setup() {
 
 submit1() { site_submit $U1 -o "$S1/%j.log" -n1 --mem=200 "$@"; }
 
-pins_of() { # USER JOB: pins that job holds in USER's cache
-	login_stager "$1" status --json >"$D/status.json" || return 1
-	jq --arg o "job-$2" '[.entries[].pins[] | select(.owner == $o)] | length' "$D/status.json"
-}
-
 @test "an ordinary user's job: the installed epilog, run as slurmd runs it, drops its pins and removes its directories; another user's job is untouched" {
 	cat >"$S1/hold.sh" <<JOB
 #!/bin/bash

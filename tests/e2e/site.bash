@@ -88,6 +88,13 @@ site_submit() {
 	as_job_user "$u" sbatch --parsable "$@" | cut -d';' -f1
 }
 
+# How many pins job JOB holds in USER's cache (stager status, as USER on a
+# login node; $D the test's directory).
+pins_of() {
+	login_stager "$1" status --json >"$D/status.json" || return 1
+	jq --arg o "job-$2" '[.entries[].pins[] | select(.owner == $o)] | length' "$D/status.json"
+}
+
 job_gone() { [ -z "$(squeue -h -j "$1" 2>/dev/null)" ]; }
 
 # The exit code Slurm recorded for a finished job ("5:0").

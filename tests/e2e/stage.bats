@@ -461,7 +461,7 @@ building() { compgen -G 'scratch/cache/*.tmp.*' >/dev/null; }
 }
 
 @test "stage --copy answers SIGTERM between files: exit 5 at once, no copy and no temporary left" {
-	[ "$(id -u)" -eq 0 ] && [ -e /dev/fuse ] || skip "needs root and /dev/fuse"
+	if [ "$(id -u)" -ne 0 ] || [ ! -e /dev/fuse ]; then skip "needs root and /dev/fuse"; fi
 	: "${SHAREDFS:=$BATS_TEST_DIRNAME/../../build/sharedfs}"
 	mkdir src
 	for i in $(seq 1 200); do echo "$i" >"src/f$i"; done
@@ -504,7 +504,10 @@ building() { compgen -G 'scratch/cache/*.tmp.*' >/dev/null; }
 	[ "$(SLURM_TMPDIR=$T/jobtmp "$STAGER" stage -q b/ds.tar.zst)" = "$two" ]
 	# run's STAGER_DATA and STAGER_DATA_2 likewise
 	run "$STAGER" -q run --stage a/ds.tar.zst --stage b/ds.tar.zst -- \
-		sh -c '[ "$STAGER_DATA" != "$STAGER_DATA_2" ] && [ -f "$STAGER_DATA/sub/big.bin" ] && [ -f "$STAGER_DATA_2/only-in-b" ]'
+		sh -c 'echo "$STAGER_DATA"; echo "$STAGER_DATA_2"; ls "$STAGER_DATA/sub" "$STAGER_DATA_2"'
 	echo "$output"
 	[ "$status" -eq 0 ]
+	[ "${lines[0]}" != "${lines[1]}" ]
+	[[ "$output" == *big.bin* ]]
+	[[ "$output" == *only-in-b* ]]
 }
