@@ -107,6 +107,11 @@ const char *stg_errmsg(const stg_ctx *ctx)
 	return ctx->errmsg;
 }
 
+int stg_errno(const stg_ctx *ctx)
+{
+	return ctx->errnum;
+}
+
 int stg__threads(const stg_ctx *ctx)
 {
 	if (ctx->threads > 0)
@@ -120,6 +125,7 @@ int stg__threads(const stg_ctx *ctx)
 static stg_err vfail(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, va_list ap)
 {
 	int n = vsnprintf(ctx->errmsg, sizeof ctx->errmsg, fmt, ap);
+	ctx->errnum = errnum;
 	if (errnum && n >= 0 && (size_t)n < sizeof ctx->errmsg)
 		snprintf(ctx->errmsg + n, sizeof ctx->errmsg - (size_t)n, ": %s", strerror(errnum));
 	return err;

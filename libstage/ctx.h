@@ -20,6 +20,7 @@
 
 struct stg_ctx {
 	char errmsg[STG_ERRMSG_MAX];
+	int errnum; /* the errno behind it, 0 if none (stg_errno) */
 	stg_log_fn log_fn;
 	void *log_arg;
 	stg_progress_fn progress_fn;
@@ -28,10 +29,12 @@ struct stg_ctx {
 	volatile sig_atomic_t cancelled;
 };
 
-/* Record the error detail on ctx and return err.  printf-style. */
+/* Record the error detail on ctx and return err.  printf-style.  The errno
+ * behind the last error becomes 0. */
 stg_err stg__fail(stg_ctx *ctx, stg_err err, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
-/* The same, appending ": strerror(errnum)". */
+/* The same, appending ": strerror(errnum)", and keeping errnum for
+ * stg_errno. */
 stg_err stg__fail_errno(stg_ctx *ctx, stg_err err, int errnum, const char *fmt, ...)
         __attribute__((format(printf, 4, 5)));
 /* Map an errno from opening or reading a source to a result code. */

@@ -115,6 +115,11 @@ STG_API void stg_cancel(stg_ctx *ctx);
  * on ctx. */
 STG_API const char *stg_errmsg(const stg_ctx *ctx);
 
+/* The errno behind the last error on ctx (EACCES for a source the user may
+ * not read, ENOENT for a missing one ...), or 0 when no system call's
+ * failure caused it. */
+STG_API int stg_errno(const stg_ctx *ctx);
+
 /* ---- packs: reading --------------------------------------------------- */
 
 typedef struct stg_pack stg_pack;

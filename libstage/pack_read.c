@@ -160,10 +160,12 @@ stg_err stg_pack_open(stg_ctx *ctx, const char *path, stg_pack **out)
 	stg_err err = stg_pack_open_fd(ctx, fd, out);
 	close(fd);
 	if (err) {
-		/* put the path in front of the detail */
+		/* put the path in front of the detail (the errno stays) */
 		char msg[STG_ERRMSG_MAX];
 		snprintf(msg, sizeof msg, "%s", ctx->errmsg);
+		int errnum = ctx->errnum;
 		stg__fail(ctx, err, "'%s': %s", path, msg);
+		ctx->errnum = errnum;
 	}
 	return err;
 }

@@ -7,8 +7,11 @@
  * pure-Python layer (stager/__init__.py, stager/torch.py) builds on these.
  *
  * The GIL is released whenever libstage reads, decodes or waits.  A Pack is
- * safe to share between threads: reads hold a read lock of its handle,
- * close() the write lock.  Long work answers SIGINT: a whole-file read goes
+ * safe to share between threads: each read counts itself in while it runs;
+ * close() marks the Pack closed (later reads fail at once), waits for the
+ * reads already in progress only, then frees the reader.  In a forked child
+ * the Pack is the parent's copy: nothing there waits on the parent's threads
+ * or locks (their copies may be held for ever).  Long work answers SIGINT: a whole-file read goes
  * in pieces and asks Python for its signals between them; stage() and
  * collect() run on a thread of their own while the calling thread asks for
  * signals every 50 ms, and cancel the operation (stg_cancel) on one.
@@ -59,7 +62,7 @@ PyObject *raise_status(int status, int errnum, const char *msg, const char *file
 	return NULL;
 }
 
-PyObject *raise_err(stg_err err, const char *msg, const char *filename)
+PyObject *raise_err(stg_err err, const stg_ctx *ctx, const char *filename)
 {
 	int status = stg_exit_status(err);
 	int errnum = err == STG_EEXIST ? EEXIST : err == STG_ENOMEM ? ENOMEM : EIO;
@@ -68,6 +71,11 @@ PyObject *raise_err(stg_err err, const char *msg, const char *filename)
 			errnum = err_spec[i].errnum;
 	if (err == STG_ENOMEM)
 		return PyErr_NoMemory();
+	/* the system's own errno where one caused it (EACCES, not ENOENT,
+	 * for a pack the user may not read) */
+	if (ctx && stg_errno(ctx))
+		errnum = stg_errno(ctx);
+	const char *msg = ctx ? stg_errmsg(ctx) : NULL;
 	return raise_status(status, errnum, msg && *msg ? msg : stg_strerror(err), filename);
 }
 
@@ -117,11 +125,22 @@ static PyObject *name_bytes(PyObject *name)
 
 typedef struct {
 	PyObject_HEAD stg_reader *r;
-	pthread_rwlock_t lock; /* read: a read in progress; write: close */
-	PyObject *path;        /* str, as given */
-	pid_t pid;             /* the process that opened it (its threads are there) */
+	pthread_mutex_t mu;  /* over reads and closed */
+	pthread_cond_t idle; /* reads fell to 0 */
+	size_t reads;        /* reads in progress (in the process pid) */
+	bool closed;         /* close() began: no read starts */
+	PyObject *path;      /* str, as given */
+	pid_t pid;           /* the process that made it (its threads are there) */
 	char digest[STG_DIGEST_HEXLEN + 1];
 } Pack;
+
+/* In another process than the one that opened it: a forked child, where
+ * mu, idle and reads are copies that the parent's threads may have held at
+ * the fork, and that no thread here will ever release. */
+static bool pack_foreign(const Pack *p)
+{
+	return p->pid != getpid();
+}
 
 #define CHUNK (8u << 20) /* a whole-file read asks for signals this often */
 
@@ -129,28 +148,30 @@ typedef struct {
  * ValueError if the pack is closed. */
 static int pack_hold(Pack *p)
 {
-	if (pthread_rwlock_tryrdlock(&p->lock)) {
-		Py_BEGIN_ALLOW_THREADS pthread_rwlock_rdlock(&p->lock);
-		Py_END_ALLOW_THREADS
-	}
-	if (!p->r) {
-		pthread_rwlock_unlock(&p->lock);
+	/* (closed and the pid checked first: a child touches no lock) */
+	if (!p->r || p->closed) {
 		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed Pack");
 		return -1;
 	}
-	if (p->pid != getpid()) {
-		pthread_rwlock_unlock(&p->lock);
+	if (pack_foreign(p)) {
 		PyErr_SetString(PyExc_ValueError,
 		                "this Pack was opened by another process (before a fork): open it "
 		                "again here (stager.torch.PackDataset does)");
 		return -1;
 	}
+	/* (held only a moment, never by a thread that waits for the GIL) */
+	pthread_mutex_lock(&p->mu);
+	p->reads++;
+	pthread_mutex_unlock(&p->mu);
 	return 0;
 }
 
 static void pack_release(Pack *p)
 {
-	pthread_rwlock_unlock(&p->lock);
+	pthread_mutex_lock(&p->mu);
+	if (--p->reads == 0)
+		pthread_cond_broadcast(&p->idle);
+	pthread_mutex_unlock(&p->mu);
 }
 
 /* The index of name (held); -1 with KeyError if the pack has no such file. */
@@ -213,9 +234,11 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 		PyErr_SetString(PyExc_ValueError, "cache_bytes must be positive");
 		return -1;
 	}
-	if (self->r) {
+	if (self->r || pack_foreign(self)) {
 		Py_DECREF(path);
-		PyErr_SetString(PyExc_RuntimeError, "Pack is already open");
+		PyErr_SetString(PyExc_RuntimeError, self->r ? "Pack is already open"
+		                                            : "this Pack was made by another process "
+		                                              "(before a fork): make a new one here");
 		return -1;
 	}
 	stg_ctx *ctx = stg_ctx_new();
@@ -234,7 +257,7 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 	Py_BEGIN_ALLOW_THREADS err = stg_reader_open(ctx, cpath, &o, &r);
 	Py_END_ALLOW_THREADS if (err)
 	{
-		raise_err(err == STG_ECORRUPT ? STG_ECORRUPT : err, stg_errmsg(ctx), cpath);
+		raise_err(err, ctx, cpath);
 		stg_ctx_free(ctx);
 		Py_DECREF(path);
 		return -1;
@@ -244,7 +267,7 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 	stg_pack_get_info(stg_reader_pack(r), &info);
 	stg_digest_hex(info.digest, self->digest);
 	self->r = r;
-	self->pid = getpid();
+	self->closed = false;
 	Py_XSETREF(self->path, PyUnicode_DecodeFSDefaultAndSize(cpath, PyBytes_GET_SIZE(path)));
 	Py_DECREF(path);
 	return self->path ? 0 : -1;
@@ -255,32 +278,50 @@ static PyObject *Pack_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 	(void)args;
 	(void)kw;
 	Pack *self = (Pack *)type->tp_alloc(type, 0);
-	if (self)
-		pthread_rwlock_init(&self->lock, NULL);
+	if (self) {
+		self->pid = getpid();
+		pthread_mutex_init(&self->mu, NULL);
+		pthread_cond_init(&self->idle, NULL);
+	}
 	return (PyObject *)self;
 }
 
 static PyObject *Pack_close(Pack *self, PyObject *unused)
 {
 	(void)unused;
-	Py_BEGIN_ALLOW_THREADS pthread_rwlock_wrlock(&self->lock);
+	if (!self->r || self->closed)
+		Py_RETURN_NONE; /* (closed, or being closed by another thread) */
+	if (pack_foreign(self)) {
+		/* a fork's copy: the parent's reads and its reader's threads
+		 * are not here to wait for or join, its memory is the parent's
+		 * to free */
+		self->r = NULL;
+		Py_RETURN_NONE;
+	}
+	/* no read starts from here on (the GIL is held: a read between its
+	 * check and its count cannot interleave) */
+	self->closed = true;
+	Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
+	while (self->reads)
+		pthread_cond_wait(&self->idle, &self->mu);
+	pthread_mutex_unlock(&self->mu);
 	Py_END_ALLOW_THREADS stg_reader *r = self->r;
 	self->r = NULL;
-	pthread_rwlock_unlock(&self->lock);
-	/* another process's (a fork's copy): its threads are not here to
-	 * join, its memory is the parent's to free */
-	if (r && self->pid == getpid()) {
-		Py_BEGIN_ALLOW_THREADS stg_reader_close(r);
-		Py_END_ALLOW_THREADS
-	}
-	Py_RETURN_NONE;
+	Py_BEGIN_ALLOW_THREADS stg_reader_close(r);
+	Py_END_ALLOW_THREADS Py_RETURN_NONE;
 }
 
 static void Pack_dealloc(Pack *self)
 {
-	if (self->pid == getpid())
+	/* (no read is in progress: each holds a reference) */
+	if (pack_foreign(self)) {
+		/* the parent's: its copies of the locks may be held, and
+		 * destroying a condition variable may wait for its waiters */
+	} else {
 		stg_reader_close(self->r);
-	pthread_rwlock_destroy(&self->lock);
+		pthread_cond_destroy(&self->idle);
+		pthread_mutex_destroy(&self->mu);
+	}
 	Py_XDECREF(self->path);
 	Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -531,7 +572,7 @@ static PyObject *Pack_get_digest(Pack *self, void *c)
 static PyObject *Pack_get_closed(Pack *self, void *c)
 {
 	(void)c;
-	return PyBool_FromLong(self->r == NULL);
+	return PyBool_FromLong(self->r == NULL || self->closed);
 }
 
 static PyMethodDef Pack_methods[] = {

@@ -13,8 +13,9 @@
 /* Raise the stager.Error subclass of exit status status (1..7) with
  * errno errnum, message msg and filename (may be NULL); NULL. */
 PyObject *raise_status(int status, int errnum, const char *msg, const char *filename);
-/* The same for a libstage result code. */
-PyObject *raise_err(stg_err err, const char *msg, const char *filename);
+/* The same for a libstage result code, with ctx's message and errno
+ * (stg_errno; the class's usual one when 0).  ctx may be NULL. */
+PyObject *raise_err(stg_err err, const stg_ctx *ctx, const char *filename);
 /* libstage's log, to the Python function set by _set_log (any thread). */
 void on_log(void *arg, stg_log_level level, const char *msg);
 

@@ -113,7 +113,7 @@ static stg_config *settings(stg_ctx *ctx, const char *config_path, PyObject *ext
 		err = stg_config_set(ctx, cfg, ks, vs, "the caller");
 	}
 	if (err) {
-		raise_err(err, stg_errmsg(ctx), config_path);
+		raise_err(err, ctx, config_path);
 		stg_config_free(cfg);
 		return NULL;
 	}
@@ -136,7 +136,7 @@ static int prepare(op *o, const char *config_path, PyObject *extra)
 	Py_BEGIN_ALLOW_THREADS err = stg_cache_open(o->ctx, cfg, &o->cache);
 	Py_END_ALLOW_THREADS stg_config_free(cfg);
 	if (err) {
-		raise_err(err, stg_errmsg(o->ctx), NULL);
+		raise_err(err, o->ctx, NULL);
 		goto fail;
 	}
 	return 0;
@@ -213,7 +213,7 @@ PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw)
 	o.src = PyBytes_AS_STRING(src);
 	if (run(&o) == 0) {
 		if (o.err) {
-			raise_err(o.err, stg_errmsg(o.ctx), o.src);
+			raise_err(o.err, o.ctx, o.src);
 		} else {
 			char hex[STG_DIGEST_HEXLEN + 1];
 			stg_digest_hex(o.sres.digest, hex);
@@ -257,7 +257,7 @@ PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw)
 	/* %j, %a, %N ... as the tool expands them */
 	stg_err err = stg_expand_pattern(o.ctx, PyBytes_AS_STRING(dest), &dest_x);
 	if (err) {
-		raise_err(err, stg_errmsg(o.ctx), PyBytes_AS_STRING(dest));
+		raise_err(err, o.ctx, PyBytes_AS_STRING(dest));
 		finish(&o);
 		goto out;
 	}
@@ -275,7 +275,7 @@ PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw)
 		        d && suffix ? PyUnicode_FromFormat("%U.tar.zst", d) : Py_XNewRef(d);
 		Py_XDECREF(d);
 		if (o.err)
-			raise_err(o.err, stg_errmsg(o.ctx), o.src);
+			raise_err(o.err, o.ctx, o.src);
 		else
 			res = Py_BuildValue("{sNsKsKsKsKsKsKsd}", "dest", written, "files",
 			                    (unsigned long long)o.ct.files, "sent_files",

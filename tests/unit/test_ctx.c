@@ -41,6 +41,7 @@ static void test_fail(void **state)
 	stg_ctx *ctx = stg_ctx_new();
 	assert_non_null(ctx);
 	assert_string_equal(stg_errmsg(ctx), "");
+	assert_int_equal(stg_errno(ctx), 0);
 	assert_int_equal(stg__fail(ctx, STG_ECORRUPT, "frame %d of '%s'", 3, "p.tar.zst"),
 	                 STG_ECORRUPT);
 	assert_string_equal(stg_errmsg(ctx), "frame 3 of 'p.tar.zst'");
@@ -49,9 +50,16 @@ static void test_fail(void **state)
 	char want[256];
 	snprintf(want, sizeof want, "cannot open 'x': %s", strerror(ENOENT));
 	assert_string_equal(stg_errmsg(ctx), want);
+	/* the errno is kept for stg_errno, until the next failure */
+	assert_int_equal(stg_errno(ctx), ENOENT);
+	stg__fail(ctx, STG_EIO, "no errno");
+	assert_int_equal(stg_errno(ctx), 0);
+	stg__fail_errno(ctx, STG_ENOENT, EACCES, "x");
+	assert_int_equal(stg_errno(ctx), EACCES);
 	/* errnum 0: no suffix */
 	stg__fail_errno(ctx, STG_EIO, 0, "short read");
 	assert_string_equal(stg_errmsg(ctx), "short read");
+	assert_int_equal(stg_errno(ctx), 0);
 	/* a detail longer than the buffer is cut and terminated; the errno
 	 * suffix that does not fit is dropped rather than half-written */
 	char big[3000];

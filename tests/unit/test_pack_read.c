@@ -122,9 +122,11 @@ static void test_fd_and_path(void **state)
 	char want[4300];
 	snprintf(want, sizeof want, "cannot open '%s': No such file or directory", missing);
 	assert_string_equal(stg_errmsg(f->ctx), want);
+	assert_int_equal(stg_errno(f->ctx), ENOENT);
 	assert_int_equal(stg_pack_open(f->ctx, f->dir, &p), STG_ENOENT);
 	snprintf(want, sizeof want, "'%s': is a directory, not a pack", f->dir);
 	assert_string_equal(stg_errmsg(f->ctx), want);
+	assert_int_equal(stg_errno(f->ctx), 0);
 	char *fifo = ut_join(f->dir, "fifo");
 	assert_int_equal(mkfifo(fifo, 0600), 0);
 	double t0 = stg__now();
