@@ -236,9 +236,10 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 	}
 	if (self->r || pack_foreign(self)) {
 		Py_DECREF(path);
-		PyErr_SetString(PyExc_RuntimeError, self->r ? "Pack is already open"
-		                                            : "this Pack was made by another process "
-		                                              "(before a fork): make a new one here");
+		PyErr_SetString(PyExc_RuntimeError,
+		                self->r ? "Pack is already open"
+		                        : "this Pack was made by another process "
+		                          "(before a fork): make a new one here");
 		return -1;
 	}
 	stg_ctx *ctx = stg_ctx_new();
@@ -576,7 +577,7 @@ static PyObject *Pack_get_closed(Pack *self, void *c)
 }
 
 static PyMethodDef Pack_methods[] = {
-        {"close", (PyCFunction)Pack_close, METH_NOARGS, "Close the pack (reads then fail)."},
+        {"close", (PyCFunction)Pack_close, METH_NOARGS, "Close the pack: later reads fail; waits for the reads in progress only."},
         {"names", (PyCFunction)Pack_names, METH_NOARGS, "The regular files' paths, in pack order."},
         {"read", (PyCFunction)Pack_read, METH_O,
          "read(name) -> bytes: the file, checked against its XXH3-128."},

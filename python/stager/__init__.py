@@ -84,16 +84,19 @@ class Pack(_stager.Pack):
     frames).  A Pack may be shared by threads: reads release the GIL and run
     at once.  With prefetch, a thread of its own fetches the frames a
     reader names ahead of time (stager.torch.PackSampler names the next
-    ones).  A Pack belongs to the process that opened it: after a fork,
-    open it again in the child.
+    ones).  close() stops new reads at once (ValueError) and waits only for
+    the reads in progress.  A Pack belongs to the process that opened it:
+    after a fork, open it again in the child, where the inherited one's
+    reads raise ValueError and its close() returns at once.
 
     Files are the pack's regular files (and hard links to them), named by
     their path in the pack ('dir/file.jpg'), or by their index in pack
     order.  A damaged frame raises IntegrityError for the files it holds;
     every other file stays readable.  A pack changed in place since it was
     opened raises stager.Error (ESTALE) where a read would see its new
-    bytes.  A file that is not a pack raises IntegrityError; a missing one
-    SourceError.
+    bytes.  A file that is not a pack raises IntegrityError; a missing one,
+    or one the user may not read, SourceError with the system's errno
+    (ENOENT, EACCES ...).
     """
 
     def __init__(self, path, cache_bytes=64 << 20, prefetch=True):

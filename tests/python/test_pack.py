@@ -192,6 +192,155 @@ class PackTest(unittest.TestCase):
             with self.assertRaises(ValueError):
                 call()
 
+    def test_close_while_others_keep_reading(self):
+        """close() while 4 threads keep reading: it waits for the reads in progress only"""
+        p = stager.Pack(self.ds.pack, cache_bytes=1)
+        stop = threading.Event()
+        started = threading.Barrier(5)
+        seen = []
+
+        def reader():
+            started.wait()
+            while not stop.is_set():
+                try:
+                    p.read("big.bin")
+                except ValueError as e:
+                    seen.append(str(e))
+                    return
+
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        started.wait()
+        time.sleep(0.3)
+        closer = threading.Thread(target=p.close)
+        t0 = time.monotonic()
+        closer.start()
+        # a read of big.bin (6 MiB, cache of one frame) takes well under a
+        # second even on a loaded machine; the readers never stop on their own
+        closer.join(10)
+        waited = time.monotonic() - t0
+        stop.set()
+        closer.join()
+        for t in threads:
+            t.join()
+        self.assertLess(waited, 10, "close() waited for reads that began after it")
+        self.assertTrue(p.closed)
+        self.assertEqual(seen, ["I/O operation on a closed Pack"] * 4)
+
+    def test_fork_while_reading(self):
+        """a child forked while a parent thread reads: its read is refused, its close returns"""
+        p = stager.Pack(self.ds.pack, cache_bytes=1)
+        stop = threading.Event()
+        reads = [0]
+
+        def reader():
+            while not stop.is_set():
+                p.read("big.bin")
+                reads[0] += 1
+
+        t = threading.Thread(target=reader)
+        t.start()
+        try:
+            while reads[0] < 1:
+                time.sleep(0.01)
+            # several forks: the reader spends nearly all its time in a read
+            # (the GIL released), so that most of them land in one
+            for _ in range(8):
+                r, w = os.pipe()
+                pid = os.fork()
+                if pid == 0:  # the child: whatever happens, it ends
+                    os.close(r)
+                    signal.alarm(30)
+                    out = []
+                    try:
+                        p.read("big.bin")
+                        out.append("read")
+                    except ValueError as e:
+                        out.append(str(e))
+                    p.close()
+                    out.append("closed" if p.closed else "open")
+                    p.close()
+                    try:
+                        p.read("big.bin")
+                    except ValueError as e:
+                        out.append(str(e))
+                    os.write(w, "\n".join(out).encode())
+                    os._exit(0)
+                os.close(w)
+                deadline = time.monotonic() + 20
+                while time.monotonic() < deadline:
+                    done, status = os.waitpid(pid, os.WNOHANG)
+                    if done:
+                        break
+                    time.sleep(0.02)
+                else:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                    os.close(r)
+                    self.fail("the forked child hung in the Pack (its close or its read)")
+                with os.fdopen(r, "rb") as f:
+                    out = f.read().decode().split("\n")
+                self.assertEqual(os.waitstatus_to_exitcode(status), 0)
+                self.assertEqual(len(out), 3, out)
+                self.assertIn("opened by another process", out[0])
+                self.assertEqual(out[1:], ["closed", "I/O operation on a closed Pack"])
+        finally:
+            stop.set()
+            t.join()
+        # the parent's Pack is untouched by the children's close
+        self.assertEqual(p.read("big.bin"), self.ds.files["big.bin"])
+        p.close()
+
+    def test_unreadable_pack(self):
+        """a pack the user may not read: SourceError with errno EACCES, not ENOENT"""
+        import errno
+        import shutil
+        import tempfile
+        d = tempfile.mkdtemp(prefix="stager-py-acc.", dir=self.ds.dir)
+        os.chmod(self.ds.dir, 0o711)
+        os.chmod(d, 0o755)
+        path = os.path.join(d, "secret.tar.zst")
+        shutil.copyfile(self.ds.pack, path)
+        os.chmod(path, 0)
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                if os.getuid() == 0:  # root reads anything: as nobody
+                    os.setgroups([])
+                    os.setgid(65534)
+                    os.setuid(65534)
+                try:
+                    os.stat(path)
+                except OSError as e:
+                    msg = "skip: %s" % e
+                else:
+                    try:
+                        stager.Pack(path).close()
+                        msg = "opened"
+                    except stager.Error as e:
+                        msg = "%s %s %d %s" % (type(e).__name__, errno.errorcode.get(e.errno),
+                                               e.status, e)
+            except BaseException as e:  # noqa: BLE001 (reported)
+                msg = "child: %r" % e
+            os.write(w, msg.encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            msg = f.read().decode()
+        os.waitpid(pid, 0)
+        if msg.startswith("skip:"):
+            self.skipTest("user 65534 cannot reach %s (%s)" % (d, msg))
+        self.assertTrue(msg.startswith("SourceError EACCES 2 "), msg)
+        self.assertIn("Permission denied", msg)
+        self.assertIn(path, msg)
+        # a missing pack is still ENOENT
+        with self.assertRaises(stager.SourceError) as cm:
+            stager.Pack(os.path.join(d, "missing.tar.zst"))
+        self.assertEqual(cm.exception.errno, errno.ENOENT)
+
     def test_sigint(self):
         """SIGINT during a long read: KeyboardInterrupt within a second"""
         d = fixtures.Dataset(files=1, big=400 << 20)
