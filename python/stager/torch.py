@@ -6,7 +6,8 @@
     ds = PackDataset("/data/imagenet.tar.zst", transform=decode)
     sampler = PackSampler(ds, shuffle=True, seed=0, rank=rank, world_size=world,
                           batch_size=256, num_workers=4)
-    loader = tud.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=4)
+    loader = tud.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=4,
+                            persistent_workers=True)
     for epoch in range(epochs):
         sampler.set_epoch(epoch)
         for batch in loader:
@@ -14,7 +15,9 @@
 
 PackDataset pickles to its path and digest (a few hundred bytes, not the
 manifest) and opens the pack again in each DataLoader worker, with fork and
-spawn alike; a pack that changed since is refused.  PackSampler shuffles
+spawn alike; a pack that changed since is refused.  persistent_workers=True
+keeps the workers from one epoch to the next: without it, each epoch starts
+new ones, and a spawn worker imports torch again.  PackSampler shuffles
 frames, then the files of a window of frames, so that each frame is read
 about once per epoch while the order stays well mixed; its state_dict()
 resumes an epoch where it stopped.

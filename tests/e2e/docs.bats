@@ -179,6 +179,9 @@ PY
 	awk '/^```python[ \t]*$/ { n++; inb = 1; next } inb && /^```/ { inb = 0; next } inb' \
 		"$DOCS_TOP/README.md" >train.py
 	[ "$(grep -c 'PackDataset' train.py)" -ge 2 ]
+	# the fast form: spawn workers kept across epochs (else each epoch's
+	# new workers import torch again: 43.7 s against 9.1 s)
+	grep -q 'persistent_workers=True' train.py
 	# CLASS/IMAGE.png, two classes the model can tell apart
 	/usr/bin/python3 -c '
 from PIL import Image

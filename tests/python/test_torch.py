@@ -21,6 +21,10 @@ def name_and_size(name, data):
     return name, len(data), bytes(data[:16])
 
 
+def name_and_pid(name, data):
+    return name, os.getpid(), bytes(data)
+
+
 class TorchTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -178,6 +182,28 @@ class TorchTest(unittest.TestCase):
                 PackSampler(ds, num_workers=2)
         finally:
             d.close()
+
+    def test_persistent_workers(self):
+        """persistent_workers (the README's form): the same 2 workers every epoch, reshuffled"""
+        ds = PackDataset(self.ds.pack, transform=name_and_pid)
+        sampler = PackSampler(ds, shuffle=True, seed=5)
+        loader = tud.DataLoader(ds, batch_size=16, sampler=sampler, num_workers=2,
+                                collate_fn=as_list, multiprocessing_context="fork",
+                                persistent_workers=True)
+        orders, pids = [], []
+        for epoch in range(3):
+            sampler.set_epoch(epoch)
+            seen = [x for batch in loader for x in batch]
+            self.assertEqual(sorted(n for n, _, _ in seen), sorted(self.ds.files))
+            for name, _, data in seen:
+                self.assertEqual(data, self.ds.files[name], name)
+            orders.append([n for n, _, _ in seen])
+            pids.append({pid for _, pid, _ in seen})
+        self.assertEqual(len(pids[0]), 2)
+        self.assertNotIn(os.getpid(), pids[0])
+        self.assertEqual(pids[0], pids[1])
+        self.assertEqual(pids[1], pids[2])
+        self.assertNotEqual(orders[0], orders[1])
 
     def test_resume_with_loader(self):
         """resume through a DataLoader: the two halves make the epoch"""
