@@ -127,7 +127,7 @@ $(B)/pyobj/%.o: python/%.c | check-deps
 	$(CC) $(ALL_CFLAGS) $(DEPFLAGS) -I$(PY_INC) -fPIC -fvisibility=hidden -Ilibstage -c $< -o $@
 
 # libstage inside, its symbols hidden: the module is one file
-$(PY_MOD): $(B)/pyobj/_stager.o $(B)/pyobj/ops.o $(PIC_LIB)
+$(PY_MOD): $(B)/pyobj/_stager.o $(B)/pyobj/ops.o $(B)/pyobj/errors.o $(PIC_LIB)
 	@mkdir -p $(dir $@)
 	$(CC) $(SAN) -shared -Wl,--exclude-libs,ALL -o $@ $^ $(LDLIBS_ALL)
 

@@ -1,6 +1,7 @@
 /*
- * ext.h - what the two halves of stager's Python module share: the
- * module and Pack (_stager.c), stage() and collect() (ops.c).
+ * ext.h - what the parts of stager's Python module share: the module and
+ * Pack (_stager.c), stage() and collect() (ops.c), errors and the log
+ * (errors.c).
  */
 #ifndef STAGER_PY_EXT_H
 #define STAGER_PY_EXT_H
@@ -18,6 +19,11 @@ PyObject *raise_status(int status, int errnum, const char *msg, const char *file
 PyObject *raise_err(stg_err err, const stg_ctx *ctx, const char *filename);
 /* libstage's log, to the Python function set by _set_log (any thread). */
 void on_log(void *arg, stg_log_level level, const char *msg);
+/* _set_log(fn): where libstage's messages go, fn(level, message). */
+PyObject *set_log(PyObject *self, PyObject *fn);
+/* stager.Error and its subclasses, added to the module m: 0, or -1 with
+ * the exception set. */
+int add_errors(PyObject *m);
 
 PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw);
