@@ -4,7 +4,8 @@
  * Pack, a pack's files read at random (stg_reader: frames checked, cached
  * and decoded only as far as needed), and stage() and collect(), the
  * tool's operations with its settings, node cache, slots and limits
- * (ops.c); its errors and log are errors.c's.  The pure-Python layer (stager/__init__.py, stager/torch.py) builds on these.
+ * (ops.c); its errors and log are errors.c's.  The pure-Python layer (stager/__init__.py,
+ * stager/torch.py) builds on these.
  *
  * The GIL is released whenever libstage reads, decodes or waits.  A Pack is
  * safe to share between threads: each read counts itself in while it runs;
