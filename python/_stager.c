@@ -4,15 +4,17 @@
  * Pack, a pack's files read at random (stg_reader: frames checked, cached
  * and decoded only as far as needed), and stage() and collect(), the
  * tool's operations with its settings, node cache, slots and limits
- * (ops.c); its errors and log are errors.c's.  The pure-Python layer (stager/__init__.py,
- * stager/torch.py) builds on these.
+ * (ops.c); its errors and log are errors.c's.  The pure-Python layer
+ * (stager/__init__.py, stager/torch.py) builds on these.
  *
  * The GIL is released whenever libstage reads, decodes or waits.  A Pack is
  * safe to share between threads: each read counts itself in while it runs;
  * close() marks the Pack closed (later reads fail at once), waits for the
  * reads already in progress only, then frees the reader.  In a forked child
  * the Pack is the parent's copy: nothing there waits on the parent's threads
- * or locks (their copies may be held for ever).  Long work answers SIGINT: a whole-file read goes
+ * or locks (their copies may be held for ever); the child's first read
+ * opens the pack again, as unpickling does, and its close forgets the
+ * parent's reader.  Long work answers SIGINT: a whole-file read goes
  * in pieces and asks Python for its signals between them; stage() and
  * collect() run on a thread of their own while the calling thread asks for
  * signals every 50 ms, and cancel the operation (stg_cancel) on one.
@@ -50,7 +52,9 @@ typedef struct {
 	size_t reads;        /* reads in progress (in the process pid) */
 	bool closed;         /* close() began: no read starts */
 	PyObject *path;      /* str, as given */
-	pid_t pid;           /* the process that made it (its threads are there) */
+	size_t cache;        /* its options, for a forked child's reopen */
+	int prefetch;
+	pid_t pid; /* the process that opened it (its threads are there) */
 	char digest[STG_DIGEST_HEXLEN + 1];
 } Pack;
 
@@ -64,8 +68,75 @@ static bool pack_foreign(const Pack *p)
 
 #define CHUNK (8u << 20) /* a whole-file read asks for signals this often */
 
+/* Open the pack at path (its file system encoding) with these options and
+ * its digest in hex at digest; NULL with the exception set. */
+static stg_reader *pack_open(const char *path, size_t cache, int prefetch, char *digest)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx)
+		return (stg_reader *)PyErr_NoMemory();
+	stg_reader_opts o;
+	stg_reader_opts_init(&o);
+	o.cache_bytes = cache;
+	o.prefetch = prefetch;
+	stg_reader *r = NULL;
+	stg_err err;
+	Py_BEGIN_ALLOW_THREADS err = stg_reader_open(ctx, path, &o, &r);
+	Py_END_ALLOW_THREADS if (err) raise_err(err, ctx, path);
+	stg_ctx_free(ctx);
+	if (r) {
+		stg_pack_info info;
+		stg_pack_get_info(stg_reader_pack(r), &info);
+		stg_digest_hex(info.digest, digest);
+	}
+	return r;
+}
+
+/* In a forked child, at its first read: the pack opened again, here (GIL
+ * held; 0, or -1 with the exception set and p unchanged).  The parent's
+ * reader is left as it is: its locks and its threads' state are copies
+ * that nothing here may wait on or free (its file descriptor stays open
+ * here, its memory is the parent's pages).  A pack changed since it was
+ * opened is refused, as unpickling does. */
+static int pack_reopen(Pack *p)
+{
+	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
+	if (!path)
+		return -1;
+	char digest[STG_DIGEST_HEXLEN + 1];
+	/* (the GIL is released while it opens: another thread of the
+	 * child's may open it too; the first to finish is kept) */
+	stg_reader *r = pack_open(PyBytes_AS_STRING(path), p->cache, p->prefetch, digest);
+	if (r && strcmp(digest, p->digest)) {
+		stg_reader_close(r);
+		r = NULL;
+		raise_status(4, ESTALE,
+		             "the pack changed since it was opened, before this process was forked "
+		             "(its digest is not the same): open it again",
+		             PyBytes_AS_STRING(path));
+	}
+	Py_DECREF(path);
+	if (!r)
+		return -1;
+	if (!pack_foreign(p) || !p->r || p->closed) {
+		/* another thread was first, or closed it meanwhile */
+		stg_reader_close(r);
+		if (p->r && !p->closed)
+			return 0;
+		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed Pack");
+		return -1;
+	}
+	pthread_mutex_init(&p->mu, NULL);
+	pthread_cond_init(&p->idle, NULL);
+	p->reads = 0;
+	p->r = r;
+	p->pid = getpid();
+	return 0;
+}
+
 /* Take the handle for a read (GIL held on entry and exit); 0, or -1 with
- * ValueError if the pack is closed. */
+ * ValueError if the pack is closed.  In a forked child, the first opens
+ * the pack again. */
 static int pack_hold(Pack *p)
 {
 	/* (closed and the pid checked first: a child touches no lock) */
@@ -73,12 +144,8 @@ static int pack_hold(Pack *p)
 		PyErr_SetString(PyExc_ValueError, "I/O operation on a closed Pack");
 		return -1;
 	}
-	if (pack_foreign(p)) {
-		PyErr_SetString(PyExc_ValueError,
-		                "this Pack was opened by another process (before a fork): open it "
-		                "again here (stager.torch.PackDataset does)");
+	if (pack_foreign(p) && pack_reopen(p))
 		return -1;
-	}
 	/* (held only a moment, never by a thread that waits for the GIL) */
 	pthread_mutex_lock(&p->mu);
 	p->reads++;
@@ -162,34 +229,17 @@ static int Pack_init(Pack *self, PyObject *args, PyObject *kw)
 		                          "(before a fork): make a new one here");
 		return -1;
 	}
-	stg_ctx *ctx = stg_ctx_new();
-	if (!ctx) {
-		Py_DECREF(path);
-		PyErr_NoMemory();
-		return -1;
-	}
-	stg_reader_opts o;
-	stg_reader_opts_init(&o);
-	o.cache_bytes = (size_t)cache;
-	o.prefetch = prefetch;
-	stg_reader *r = NULL;
-	stg_err err;
-	const char *cpath = PyBytes_AS_STRING(path);
-	Py_BEGIN_ALLOW_THREADS err = stg_reader_open(ctx, cpath, &o, &r);
-	Py_END_ALLOW_THREADS if (err)
-	{
-		raise_err(err, ctx, cpath);
-		stg_ctx_free(ctx);
+	stg_reader *r = pack_open(PyBytes_AS_STRING(path), (size_t)cache, prefetch, self->digest);
+	if (!r) {
 		Py_DECREF(path);
 		return -1;
 	}
-	stg_ctx_free(ctx);
-	stg_pack_info info;
-	stg_pack_get_info(stg_reader_pack(r), &info);
-	stg_digest_hex(info.digest, self->digest);
 	self->r = r;
 	self->closed = false;
-	Py_XSETREF(self->path, PyUnicode_DecodeFSDefaultAndSize(cpath, PyBytes_GET_SIZE(path)));
+	self->cache = (size_t)cache;
+	self->prefetch = prefetch;
+	Py_XSETREF(self->path, PyUnicode_DecodeFSDefaultAndSize(PyBytes_AS_STRING(path),
+	                                                        PyBytes_GET_SIZE(path)));
 	Py_DECREF(path);
 	return self->path ? 0 : -1;
 }
@@ -217,6 +267,7 @@ static PyObject *Pack_close(Pack *self, PyObject *unused)
 		 * are not here to wait for or join, its memory is the parent's
 		 * to free */
 		self->r = NULL;
+		self->closed = true;
 		Py_RETURN_NONE;
 	}
 	/* no read starts from here on (the GIL is held: a read between its
