@@ -412,6 +412,24 @@ static PyObject *Pack_name(Pack *self, PyObject *index)
 	return res;
 }
 
+/* Between two pieces of a read (held): Python's signal handlers run, with
+ * the read counted out, so that one may close the Pack (the read then
+ * ends) rather than wait for ever for the read that called it.  0 (held
+ * again), or -1 with the exception set (released). */
+static int pack_signals(Pack *p)
+{
+	stg_reader *r = p->r;
+	pack_release(p);
+	if (PyErr_CheckSignals() || pack_hold(p))
+		return -1;
+	if (p->r != r) { /* closed and opened again meanwhile */
+		pack_release(p);
+		PyErr_SetString(PyExc_ValueError, "the Pack was closed during the read");
+		return -1;
+	}
+	return 0;
+}
+
 /* read(name) -> bytes, checked against the file's XXH3-128 */
 static PyObject *Pack_read(Pack *self, PyObject *name)
 {
@@ -448,10 +466,9 @@ static PyObject *Pack_read(Pack *self, PyObject *name)
 		if (!rc)
 			XXH3_128bits_update(xs, buf + done, got);
 		Py_END_ALLOW_THREADS done += got;
-		if (!rc && done < e.size && PyErr_CheckSignals()) {
+		if (!rc && done < e.size && pack_signals(self)) {
 			XXH3_freeState(xs);
 			Py_DECREF(out);
-			pack_release(self);
 			return NULL;
 		}
 	}

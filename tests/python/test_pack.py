@@ -370,6 +370,39 @@ class PackTest(unittest.TestCase):
         finally:
             d.close()
 
+    def test_close_in_signal_handler(self):
+        """a signal handler closes the Pack during a long read of the same thread: the read ends"""
+        d = fixtures.Dataset(files=1, big=40 << 20)
+        try:
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # alone, with SIGALRM's default action: a deadlock ends
+                os.close(r)
+                signal.alarm(60)
+                out = "nothing"
+                try:
+                    p = stager.Pack(d.pack, cache_bytes=1)
+                    signal.signal(signal.SIGUSR1, lambda *_: p.close())
+                    threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGUSR1)).start()
+                    t0 = time.monotonic()
+                    while time.monotonic() - t0 < 30:
+                        p.read("big.bin")  # 40 MiB: 5 pieces, signals between them
+                except ValueError as e:
+                    out = "%s %s" % (e, p.closed)
+                except BaseException as e:  # noqa: BLE001 (reported)
+                    out = repr(e)
+                os.write(w, out.encode())
+                os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                out = f.read().decode()
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0,
+                             "the child hung: the handler's close waited for its own read")
+            self.assertEqual(out, "I/O operation on a closed Pack True")
+        finally:
+            d.close()
+
     def test_hostile_calls(self):
         """names with NUL bytes, huge names, wrong types, closed and wrong packs"""
         with stager.Pack(self.ds.pack) as p:
