@@ -473,9 +473,9 @@ static void test_features_each(void **state)
 
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_features), cmocka_unit_test(test_feature),
-        cmocka_unit_test(test_nodes_with),     cmocka_unit_test(test_plan), cmocka_unit_test(test_plan_fair),
-        cmocka_unit_test(test_hint),           cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_features_each),
+        cmocka_unit_test(test_nodes_with),     cmocka_unit_test(test_plan),
+        cmocka_unit_test(test_plan_fair),      cmocka_unit_test(test_hint),
+        cmocka_unit_test(test_merge),          cmocka_unit_test(test_features_each),
 };
 
 UT_MAIN(tests)
