@@ -205,8 +205,10 @@ out=$top/bench/results-gravity.md
 	done
 	echo
 	echo "\"A warm node was free\": when the job was submitted, a node whose cache held its" \
-		"dataset ran no job (the goal for hinted jobs: 90 % of those start warm). A hint never" \
-		"makes a job wait: when the warm nodes are busy it runs elsewhere, cold. Features stay" \
+		"dataset ran no job (the goal for hinted jobs: 90 % of those start warm). A hint does not" \
+		"hold a job for a busy warm node: it runs elsewhere, cold; but a hinted job starts at a" \
+		"scheduling pass of Slurm's, not at submission (backfill: every bf_interval, 30 s by" \
+		"default). Features stay" \
 		"node_features_grace (60 s) after a pack is evicted, so a hint can name a node that" \
 		"has just lost it."
 } | tee "$out"

@@ -11,7 +11,12 @@
  * touches the shared filesystem: the one call an unchanged collect makes
  * there is a stat() of DEST, which notices a DEST removed or replaced since
  * the record was made (everything is then sent again).  Files removed from
- * SRC are not removed from DEST: collect never deletes results.
+ * SRC are not removed from DEST: collect never deletes results.  A file
+ * that was there at the walk and is gone when its turn comes was removed
+ * or renamed (a checkpoint written as NAME.tmp and renamed to NAME):
+ * nothing is lost, nothing is said but with --verbose, and SRC is walked
+ * again (a few times at most) so that what took its place is sent by the
+ * same collect.
  *
  * Atomicity.  Every file is written as .stager-tmp.<host>.<pid>.<n> beside its
  * final name and renamed over it, so a final name holds the old file or the
@@ -45,8 +50,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#define TRIES        5 /* attempts at a file on transient errors */
-#define CHANGE_TRIES 3 /* attempts at a file that changes while it is copied */
+#define TRIES          5 /* attempts at a file on transient errors */
+#define CHANGE_TRIES   3 /* attempts at a file that changes while it is copied */
+#define VANISHED_WALKS 3 /* walks again after files vanished mid-collect */
 
 /* ---- deciding -------------------------------------------------------------------- */
 
@@ -519,6 +525,18 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	if ((err = stg__walk_tree(&w, k->srcfd, "")))
 		goto out;
 	err = opts->pack ? collect_pack(k, &w) : collect_tree(k, &w);
+	/* a file renamed away since the walk (NAME.tmp to NAME) left its new
+	 * name unseen: look again, while files keep vanishing, a few times */
+	for (int again = 0;
+	     !err && !opts->pack && !k->stop && k->vanished && again < VANISHED_WALKS; again++) {
+		k->vanished = 0;
+		stg__walk_free(&w);
+		w = (stg_walk){.ctx = ctx};
+		res->files = res->unchanged = 0;
+		if ((err = stg__walk_tree(&w, k->srcfd, "")))
+			goto out;
+		err = collect_tree(k, &w);
+	}
 	if (!err && k->stop)
 		err = k->stop;
 	if (!err && res->failed)

@@ -280,8 +280,12 @@ bool stg__col_send_item(collector *k, const stg_witem *it, const char *final, co
 			return false;
 		}
 		if (!strcmp(where, "source") && e == ENOENT) {
-			stg__log(k->ctx, STG_LOG_WARN,
-			         "'%s' disappeared before it could be collected", shown);
+			/* removed or renamed since the walk (NAME.tmp renamed to
+			 * NAME, a checkpoint's way): nothing lost, and the
+			 * collect looks again for what took its place */
+			stg__log(k->ctx, STG_LOG_DEBUG,
+			         "'%s' was removed or renamed before it could be collected", shown);
+			k->vanished++;
 			return false;
 		}
 		if (e == ENOSPC || e == EDQUOT) {

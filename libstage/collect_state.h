@@ -47,9 +47,10 @@ typedef struct collector {
 	uint64_t dest_dev, dest_ino;
 	unsigned seq;
 	char first_error[STG_ERRMSG_MAX];
-	stg_err stop; /* an error that ends the run (space, interrupt) */
-	bool rewrite; /* the record needs rewriting (damaged, or a new pack) */
-	int umask;    /* -1: unknown */
+	stg_err stop;    /* an error that ends the run (space, interrupt) */
+	bool rewrite;    /* the record needs rewriting (damaged, or a new pack) */
+	size_t vanished; /* files gone from SRC between the walk and their copy */
+	int umask;       /* -1: unknown */
 } collector;
 
 static inline int64_t ns_of(const struct timespec *ts)

@@ -83,7 +83,8 @@ static const struct {
          "stg_<12 hex>, one per user and pack), so that `sbatch $(stager hint PACK)` "
          "prefers those nodes; a user's own \"no\" keeps their packs out"},
         {"node_features_max", K_COUNT, "16",
-         "at most this many of those features per node, most recently used first"},
+         "at most this many of those features per node, shared fairly among users "
+         "(each one's most recently used first, in turns)"},
         {"node_features_grace", K_COUNT, "60",
          "seconds a feature stays after its pack left the cache, so that a hint printed a "
          "moment ago never names a feature no node has"},

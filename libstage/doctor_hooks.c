@@ -58,6 +58,7 @@ typedef struct hd {
 	void *arg;
 	unsigned timeout;
 	char job[16], user[256], node[256], cluster[256], conf[PATH_MAX];
+	bool on_node; /* Slurm knows this host as a node (scontrol show node) */
 	uid_t uid;
 	gid_t gid, groups[256];
 	int n_groups;
@@ -301,10 +302,10 @@ static stg_err run_hook(hd *d, const hook *k, stg_hook_run *r)
 	                 "SLURM_NODELIST=%s\nSLURM_JOB_NUM_NODES=1\nSLURM_SCRIPT_CONTEXT=%s\n"
 	                 "SLURM_CLUSTER_NAME=%s\nSLURM_CONF=%s\n%s",
 	                 d->job, d->job, (unsigned)d->uid, (unsigned)d->uid, (unsigned)d->gid,
-	                 d->user, d->node, d->node, context[k->role], d->cluster, d->conf,
-	                 more[k->role]);
-	/* one variable a line; those without a value (no cluster name) left
-	 * out */
+	                 d->user, d->on_node ? d->node : "", d->node, context[k->role], d->cluster,
+	                 d->conf, more[k->role]);
+	/* one variable a line; those without a value (no cluster name, no
+	 * node name) left out */
 	for (char *v = pool, *e; w > 0 && (size_t)w < sizeof pool && (e = strchr(v, '\n'));
 	     v = e + 1) {
 		*e = '\0';
@@ -639,6 +640,13 @@ stg_err stg_doctor_hooks(stg_ctx *ctx, const stg_doctor_hooks_opts *opts, stg_ho
 	}
 	for (size_t i = 0; i < d->n_hooks; i++)
 		check_file(d, &d->hooks[i]);
+	/* off a Slurm node there is no SLURMD_NODENAME to give */
+	if (!(d->on_node = stg__slurm_is_node(d->node)))
+		report(d, STG_CHECK_OK, "node features", NULL, NULL,
+		       "skipped: this host is not a Slurm node (`scontrol show node %s` does not "
+		       "know it): the epilogs run without SLURMD_NODENAME, and stager's leaves "
+		       "node features alone",
+		       d->node);
 
 	/* the round trip: prologs, task prolog, epilogs, as a job goes */
 	bool existed = false;

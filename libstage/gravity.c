@@ -209,6 +209,54 @@ static int by_rank(const void *a, const void *b)
 	                                   : strcmp(x->name, y->name);
 }
 
+/* A live feature and its place among its user's, most recent first. */
+typedef struct fair {
+	const stg_feat_ent *e;
+	size_t turn;
+} fair;
+
+static int by_user(const void *a, const void *b)
+{
+	const fair *x = a, *y = b;
+	if (x->e->uid != y->e->uid)
+		return x->e->uid < y->e->uid ? -1 : 1;
+	return by_rank(&x->e, &y->e);
+}
+
+static int by_turn(const void *a, const void *b)
+{
+	const fair *x = a, *y = b;
+	if (x->turn != y->turn)
+		return x->turn < y->turn ? -1 : 1;
+	return by_rank(&x->e, &y->e);
+}
+
+/*
+ * The live features rank[n] in the order they get places under the cap:
+ * each user's most recent first, then each one's second, and so on
+ * (round robin), and within a round by recency.  So with U users, each
+ * gets at least floor(max / U) of the first max places while they have
+ * that many, a user with fewer leaves the rest to the others, and the
+ * remainder of the division goes to the most recently used of the next
+ * round.  Deterministic: ties are broken by name.  -1: out of memory.
+ */
+static int fair_order(const stg_feat_ent **rank, size_t n)
+{
+	fair *f = calloc(n + 1, sizeof *f);
+	if (!f)
+		return -1;
+	for (size_t i = 0; i < n; i++)
+		f[i].e = rank[i];
+	qsort(f, n, sizeof *f, by_user);
+	for (size_t i = 0; i < n; i++)
+		f[i].turn = i && f[i - 1].e->uid == f[i].e->uid ? f[i - 1].turn + 1 : 0;
+	qsort(f, n, sizeof *f, by_turn);
+	for (size_t i = 0; i < n; i++)
+		rank[i] = f[i].e;
+	free(f);
+	return 0;
+}
+
 static int by_name(const void *a, const void *b)
 {
 	return strcmp(*(const stg_feature_name *)a, *(const stg_feature_name *)b);
@@ -274,7 +322,12 @@ size_t stg__features_plan(stg_feat_ent *v, size_t *n, size_t cap, const stg_feat
 		if (v[i].live)
 			rank[n_live++] = &v[i];
 	}
-	qsort(rank, n_live, sizeof *rank, by_rank);
+	if (fair_order(rank, n_live)) {
+		free(f);
+		free(rank);
+		free(kept);
+		return SIZE_MAX;
+	}
 	for (size_t r = 0; r < n_live && r < max; r++)
 		f[rank[r] - v] |= F_WANT;
 	/* advertised but no longer wanted: stays out its grace */

@@ -49,7 +49,11 @@ typedef struct stg_feat_ent {
 /*
  * What a node advertises, from its record v[*n] (a user's newest list
  * already merged in) and what it advertises now (adv[n_adv], stager's
- * features only).  Wanted are the max live features most recently used.
+ * features only).  Wanted are max live features, shared fairly among
+ * the users who have live ones: each user's most recently used first,
+ * round robin (within a round by recency), so that each of U users gets
+ * at least max / U (rounded down) while they have that many, and what a
+ * user does not fill goes to the others.
  * A feature advertised but no longer wanted stays for grace seconds from
  * when it stopped being wanted (out_since), so that a hint printed a
  * moment ago never names a feature that no node has; it holds its place

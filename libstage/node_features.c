@@ -326,6 +326,18 @@ static int node_name_ok(const char *s)
 	return 1;
 }
 
+/* scontrol's one line on node, into show (NODE_OUT bytes). */
+static stg_err node_show(stg_ctx *ctx, const char *node, char *show)
+{
+	int status = 0;
+	char *argv[] = {"scontrol", "show", "node", "-o", (char *)node, NULL};
+	if (stg__capture(argv, show, NODE_OUT, &status) || status)
+		return stg__fail(ctx, STG_EREMOTE,
+		                 "scontrol show node %s failed: is %s a node of this cluster?",
+		                 node, node);
+	return STG_OK;
+}
+
 stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
                             const stg_features_update_opts *opts, const char *list, size_t len,
                             stg_features_update_result *res)
@@ -339,30 +351,41 @@ stg_err stg_features_update(stg_ctx *ctx, const stg_config *cfg,
 		return stg__fail(ctx, STG_EUSAGE, "not a node's name: '%s'",
 		                 opts->node ? opts->node : "");
 	stg_err err = STG_OK;
-	int dirfd = state_dir_open(ctx, opts->state_dir, &err);
-	if (dirfd < 0)
-		return err;
-	int lock = record_lock(ctx, dirfd, opts->node);
-	if (lock < 0) {
-		close(dirfd);
-		return stg__fail(ctx, STG_EIO, "cannot lock the node's record in %s",
-		                 opts->state_dir);
-	}
 	record r = {0};
 	featset avail = {0}, active = {0};
 	stg_feature_name *chosen = NULL;
 	char *show = malloc(NODE_OUT);
 	int status = 0;
-	char *show_argv[] = {"scontrol", "show", "node", "-o", (char *)opts->node, NULL};
 	if (!show)
-		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
-	else if (stg__capture(show_argv, show, NODE_OUT, &status) || status ||
-	         featset_of(show, " AvailableFeatures=", &avail) ||
-	         featset_of(show, " ActiveFeatures=", &active))
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	/* the first update here: nothing is made (state directory, lock
+	 * file) for a host Slurm does not know; later ones ask under the
+	 * lock only */
+	char lpath[4096];
+	struct stat lst;
+	snprintf(lpath, sizeof lpath, "%s/%s.%s.lock", opts->state_dir ? opts->state_dir : "",
+	         RECORD_NAME, opts->node);
+	if (lstat(lpath, &lst) && errno == ENOENT && (err = node_show(ctx, opts->node, show))) {
+		free(show);
+		return err;
+	}
+	int dirfd = state_dir_open(ctx, opts->state_dir, &err);
+	if (dirfd < 0) {
+		free(show);
+		return err;
+	}
+	int lock = record_lock(ctx, dirfd, opts->node);
+	if (lock < 0) {
+		close(dirfd);
+		free(show);
+		return stg__fail(ctx, STG_EIO, "cannot lock the node's record in %s",
+		                 opts->state_dir);
+	}
+	if (!(err = node_show(ctx, opts->node, show)) &&
+	    (featset_of(show, " AvailableFeatures=", &avail) ||
+	     featset_of(show, " ActiveFeatures=", &active)))
 		err = stg__fail(ctx, STG_EREMOTE,
-		                "scontrol show node %s failed: is %s a node of this "
-		                "cluster?",
-		                opts->node, opts->node);
+		                "scontrol show node %s: no features in its answer", opts->node);
 	if (!err)
 		err = record_read(ctx, dirfd, opts->node, &r);
 	if (!err && len > LIST_MAX)

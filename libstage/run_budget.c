@@ -201,6 +201,34 @@ double stg__budget_next_check(const run_budget *b)
 	return b->active ? b->checked + interval(b) : 0;
 }
 
+void stg__budget_warning(const stg_job_clock *c, double now, uint64_t todo, double rate,
+                         double need, char *out, size_t len)
+{
+	char sz[32], rs[32], at[16] = "now", lim[16], window[160];
+	/* the room is from the first signal the job gets to SIGKILL: the early
+	 * warning's seconds before the limit, SIGTERM at it, KillWait after */
+	double room = c->kill_wait + (c->warn_signal ? c->warn_secs : 0);
+	double from = c->end + c->kill_wait - need * 1.25 - MARGIN;
+	if (from > now)
+		when(from, at, sizeof at);
+	when(c->end, lim, sizeof lim);
+	if (c->warn_signal)
+		snprintf(window, sizeof window,
+		         "from its early warning (%s, %u s before its time limit at %s) to "
+		         "SIGKILL (KillWait %u s after the limit)",
+		         signame(c->warn_signal), c->warn_secs, lim, c->kill_wait);
+	else
+		snprintf(window, sizeof window,
+		         "from SIGTERM at its time limit (%s) to SIGKILL (KillWait %u s)", lim,
+		         c->kill_wait);
+	snprintf(out, len,
+	         "the last collect would need about %.0f s (%s at %s/s) but the job has %.0f s "
+	         "%s: stager collects on its own from %s; send less, or ask for an earlier "
+	         "warning (#SBATCH --signal=B:USR1@SECS)",
+	         need, stg_format_size(todo, sz, sizeof sz),
+	         stg_format_size((uint64_t)rate, rs, sizeof rs), room, window, at);
+}
+
 bool stg__budget_due(run_state *r)
 {
 	run_budget *b = &r->budget;
@@ -226,17 +254,9 @@ bool stg__budget_due(run_state *r)
 	/* warned once, when the last collect would really not fit (the
 	 * margin only makes the collects start early) */
 	if (!b->warned && !c->no_exec && measured && need * 1.25 > room) {
-		char sz[32], rs[32], at[16], lim[16];
-		when(last - need * 1.25 - MARGIN, at, sizeof at);
-		when(c->end, lim, sizeof lim);
-		stg__log(r->ctx, STG_LOG_WARN,
-		         "the last collect would need about %.0f s (%s at %s/s) but the job has "
-		         "%.0f s after its time limit (%s; KillWait %u s%s): stager collects on "
-		         "its own from %s; send less, or ask for an earlier warning (#SBATCH "
-		         "--signal=B:USR1@SECS)",
-		         need, stg_format_size(todo, sz, sizeof sz),
-		         stg_format_size((uint64_t)rate, rs, sizeof rs), room, lim, c->kill_wait,
-		         c->warn_signal ? ", with the early warning" : "", at);
+		char msg[512];
+		stg__budget_warning(c, now, todo, rate, need, msg, sizeof msg);
+		stg__log(r->ctx, STG_LOG_WARN, "%s", msg);
 		b->warned = true;
 	}
 	bool due = now >= last - need * 1.25 - MARGIN;

@@ -295,6 +295,14 @@ void stg_job_clock_read(stg_job_clock *jc)
 		script_signal(script, jc);
 }
 
+bool stg__slurm_is_node(const char *node)
+{
+	char out[1024];
+	int status = 0;
+	char *argv[] = {"scontrol", "show", "node", "-o", (char *)node, NULL};
+	return node && *node && !stg__capture(argv, out, sizeof out, &status) && !status;
+}
+
 /* A mountinfo field unescaped in place (\040 for a space, and so on). */
 static void unescape(char *s)
 {

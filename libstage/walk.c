@@ -179,6 +179,12 @@ stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 		w->ops++;
 		stg__bucket_take(w->ctx, w->opl, 1);
 		if (fstatat(f->dfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
+			if (errno == ENOENT) {
+				/* removed or renamed since the listing (NAME.tmp
+				 * renamed to NAME): not there, so not walked */
+				path[f->plen] = '\0';
+				continue;
+			}
 			err = stg__fail_errno(w->ctx, STG_ENOENT, errno, "cannot stat '%s'", path);
 			break;
 		}

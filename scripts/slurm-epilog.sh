@@ -16,7 +16,8 @@
 #      `stager features` lists the job's user's, as that user, and
 #      `stager features --update` (root) records them in
 #      STAGER_STATE_DIR (default /var/lib/stager) and sets the node's
-#      features when they changed, the site's own kept;
+#      features when they changed, the site's own kept (only where
+#      slurmd names the node, SLURMD_NODENAME);
 #   5. the job's directory of scripts/slurm-prolog.sh is removed, as the
 #      job's user, unless results in it could not be kept (or step 1 ran
 #      out of time before it kept them).
@@ -112,8 +113,10 @@ if [ -n "$notes" ]; then
 fi
 # data gravity: the packs cached here become the node's features (the
 # user's side lists, root's records and tells Slurm; both do nothing
-# unless the site's node_features is yes)
-if [ "$(id -u)" -eq 0 ]; then
+# unless the site's node_features is yes).  Only where slurmd names the
+# node: a run by hand or by `stager doctor` on a host that is no Slurm
+# node (no SLURMD_NODENAME) has no node features to set.
+if [ "$(id -u)" -eq 0 ] && [ -n "${SLURMD_NODENAME:-}" ]; then
 	as_user 30 "$bin" features 2>/dev/null |
 		timeout -k 5 30 "$bin" features --update --quiet --node "$node" \
 			--user "$SLURM_JOB_USER" --state-dir "${STAGER_STATE_DIR:-/var/lib/stager}" \

@@ -126,6 +126,14 @@ int cmd_hint(int argc, char **argv)
 		cli_error("too many packs for one --prefer");
 	else if (*out)
 		printf("%s\n", out);
+	else
+		/* sbatch would take no --prefer anyway; an old hint (one used
+		 * after the grace) is what it refuses, with Slurm's "Requested
+		 * node configuration is not available" */
+		cli_info("nothing printed: no node tells Slurm it caches %s for you "
+		         "now; the job runs wherever Slurm puts it (call hint right "
+		         "before each sbatch: an older hint's feature may have left)",
+		         n == 1 ? "that pack" : "any of those packs");
 	stg_where_free(w, n);
 	free(w);
 	return rc;

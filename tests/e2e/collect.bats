@@ -401,3 +401,36 @@ mount_shared() {
 	[ "$status" -eq 0 ]
 	cmp src/ckpt dest/ckpt
 }
+
+@test "a checkpoint renamed into place while a collect runs (NAME.tmp to NAME): no warning, and NAME collected by that collect" {
+	mkdir src
+	head -c 4M /dev/urandom >src/a-big
+	echo step-1 >src/ckpt.pt.tmp
+	# a-big comes first in the walk's order and takes about 4 s at 1 MiB/s:
+	# ckpt.pt.tmp is listed, and renamed before its turn
+	"$STAGER" --bwlimit 1M collect src dest 2>err &
+	pid=$!
+	wait_until 30 tmp_written .
+	mv src/ckpt.pt.tmp src/ckpt.pt
+	rc=0
+	wait_pid "$pid" 60 || rc=$?
+	cat err
+	[ "$rc" -eq 0 ]
+	[ -z "$(grep -e disappeared -e 'removed or renamed' -e warning err)" ]
+	cmp src/ckpt.pt dest/ckpt.pt
+	cmp src/a-big dest/a-big
+	[ ! -e dest/ckpt.pt.tmp ]
+	[ "$(files_of dest)" = "$(printf 'a-big\nckpt.pt')" ]
+	# said with --verbose only: the same race once more
+	echo step-2 >src/ckpt.pt.tmp
+	head -c 4M /dev/urandom >src/a-big
+	"$STAGER" --verbose --bwlimit 1M collect src dest 2>err &
+	pid=$!
+	wait_until 30 tmp_written .
+	mv src/ckpt.pt.tmp src/ckpt.pt
+	rc=0
+	wait_pid "$pid" 60 || rc=$?
+	[ "$rc" -eq 0 ]
+	grep -q "'ckpt.pt.tmp' was removed or renamed before it could be collected" err
+	cmp src/ckpt.pt dest/ckpt.pt
+}

@@ -341,3 +341,33 @@ job_id() { echo "$output" | sed -n 's/.* for job \([0-9]*\):.*/\1/p' | head -n 1
 	[ "$status" -eq 0 ]
 	[ -z "$(ls -A "$T/jobs")" ]
 }
+
+# Data gravity's step of the installed epilog needs the node's name in
+# Slurm, which only slurmd gives: on a host that is no Slurm node (no
+# cluster here: `scontrol show node` knows nothing) doctor says the step
+# is skipped, the epilog passes, and nothing is left in the state
+# directory (before, `scontrol show node HOST` failed on the epilog's
+# stderr and node-features.HOST.lock stayed).
+@test "off a Slurm node: the installed epilog with node_features = yes passes, its features step skipped with a note, no lock file" {
+	make -s -C "$top" B="${B:-build}" install PREFIX="$T/prefix" SYSCONFDIR="$T/prefix/etc" >/dev/null
+	install -d -m 0755 "$T/prefix/etc/default"
+	install -d -m 1777 "$T/site-scratch" "$T/site-slots"
+	printf 'scratch_root = %s/site-scratch/$USER\nslot_dir = %s/site-slots\nnode_features = yes\n' \
+		"$T" "$T" >"$T/stager.conf"
+	printf 'STAGER_JOB_TMP_BASE=%s/jobs\nSTAGER_SITE_CONFIG=%s/stager.conf\nSTAGER_STATE_DIR=%s/state\n' \
+		"$T" "$T" "$T" >"$T/prefix/etc/default/stager"
+	host=$(hostname -s)
+	run stager doctor --hooks "$T/prefix/libexec/stager" "$T"
+	echo "$output"
+	echo "$output" | grep -q "^ok    node features .*skipped: this host is not a Slurm node (\`scontrol show node $host\` does not know it)"
+	echo "$output" | grep -q "^ok    epilog run "
+	[ "$status" -eq 0 ]
+	[ ! -e "$T/state" ]
+	# root's update by hand for a node Slurm does not know: refused,
+	# nothing made (no state directory, no lock)
+	export STAGER_SITE_CONFIG="$T/stager.conf"
+	run stager features --update --node "$host" --user nobody --state-dir "$T/state" </dev/null
+	[ "$status" -eq 6 ]
+	[[ $output == *"scontrol show node $host failed: is $host a node of this cluster?"* ]]
+	[ ! -e "$T/state" ]
+}

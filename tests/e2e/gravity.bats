@@ -10,6 +10,7 @@
 
 load helpers
 load site
+bats_require_minimum_version 1.5.0
 
 U=stggrav1
 U2=stggrav2
@@ -147,18 +148,20 @@ JOB
 	[[ $all == --prefer=stg_* ]]
 	run as_job_user $U sbatch --parsable -p p3 -o /dev/null $all --wrap true
 	[ "$status" -ne 0 ] # Slurm's rule, which the hint must follow
-	run login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst"
+	run --separate-stderr login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	[[ $stderr == *"nothing printed: no node tells Slurm it caches that pack for you now"* ]]
 	run login_stager $U where -p p3 "$D/shared/$U/a.tar.zst"
 	[ "$status" -eq 0 ]
 	[[ $output == *"	-" ]]
 	id=$(site_submit $U -p p3 -o /dev/null $(login_stager $U hint -p p3 "$D/shared/$U/a.tar.zst") --wrap true)
 	[ -n "$id" ]
 	# sbatch's own default partition, from the environment
-	run as_job_user $U env SBATCH_PARTITION=p3 STAGER_SITE_CONFIG="$D/stager.conf" stager hint "$D/shared/$U/a.tar.zst"
+	run --separate-stderr as_job_user $U env SBATCH_PARTITION=p3 STAGER_SITE_CONFIG="$D/stager.conf" stager hint "$D/shared/$U/a.tar.zst"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	[[ $stderr == *"nothing printed: no node tells Slurm it caches that pack for you now"* ]]
 	# the partition that holds n2: the hint as before
 	[ "$(login_stager $U hint --partition debug "$D/shared/$U/a.tar.zst")" = "$all" ]
 	[[ ,$(login_stager $U where --partition debug "$D/shared/$U/a.tar.zst" | cut -f2), == *,n2,* ]]
@@ -172,9 +175,10 @@ JOB
 	run login_stager $U2 where "$D/shared/$U2/same.tar.zst"
 	[ "$status" -eq 0 ]
 	[[ $output == *"	-" ]]
-	run login_stager $U2 hint "$D/shared/$U2/same.tar.zst"
+	run --separate-stderr login_stager $U2 hint "$D/shared/$U2/same.tar.zst"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	[[ $stderr == *"nothing printed: no node tells Slurm it caches that pack for you now"* ]]
 }
 
 @test "the cap: n3 tells at most node_features_max, the most recent; the hint still names only what some node has" {
@@ -190,6 +194,32 @@ JOB
 	# every feature the hint names is on a node now: sbatch takes it
 	id=$(site_submit $U -n1 --mem=100 -o /dev/null $output --wrap true)
 	[ -n "$id" ]
+	[ "$(site_on n3)" -eq 1 ]
+}
+
+@test "the cap shared between users: a second user gets their share of n3 from one who held every place, and keeps it" {
+	# n3 tells U's c and d (the cap test), max 2; U2's first pack there
+	stage_job $U2 n3 fair a
+	grep -qx "n3 a cold" out/fair
+	f2=$(login_stager $U2 where --json "$D/shared/$U2/a.tar.zst" | jq -r .packs[0].feature)
+	[[ $f2 =~ ^stg_[0-9a-f]{12}$ ]]
+	# U's older one (c) leaves through its grace, holding its place
+	[[ " $(ours_on n3)" != *" $f2 "* ]]
+	run login_stager $U where "$D/shared/$U/c.tar.zst"
+	[ "$status" -eq 0 ]
+	[[ $output == *"	-" ]]
+	sleep 16 # check-tests: the grace is time itself (15 s)
+	id=$(site_submit $U -n1 --mem=100 -w n3 -o /dev/null --wrap true)
+	wait_until 60 job_gone "$id"
+	[[ " $(ours_on n3)" == *" $f2 "* ]]
+	[ "$(ours_on n3 | wc -w)" -eq 2 ]
+	[ "$(login_stager $U2 where "$D/shared/$U2/a.tar.zst" | cut -f2)" = n3 ]
+	[ "$(login_stager $U where "$D/shared/$U/d.tar.zst" | cut -f2)" = n3 ]
+	# U staging again in every job (the most recent uses) takes it back
+	# no more: U2's feature stays, and is not leaving
+	stage_job $U n3 fair2 b c
+	[[ " $(ours_on n3)" == *" $f2 "* ]]
+	[ "$(login_stager $U2 where "$D/shared/$U2/a.tar.zst" | cut -f2)" = n3 ]
 	[ "$(site_on n3)" -eq 1 ]
 }
 
@@ -212,9 +242,10 @@ JOB
 	[ -n "$id" ]
 	# but a hint printed now names nothing: the feature is leaving, and
 	# the next job's end after the grace could take it before its sbatch
-	run login_stager $U hint "$D/shared/$U/e.tar.zst"
+	run --separate-stderr login_stager $U hint "$D/shared/$U/e.tar.zst"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	[[ $stderr == *"nothing printed: no node tells Slurm it caches that pack for you now"* ]]
 	run login_stager $U where "$D/shared/$U/e.tar.zst"
 	[ "$status" -eq 0 ]
 	[[ $output == *"	-" ]]
@@ -224,9 +255,10 @@ JOB
 	wait_until 60 job_gone "$id"
 	[[ " $(ours_on n1)" != *" $f "* ]]
 	[ "$(site_on n1)" -eq 1 ]
-	run login_stager $U hint "$D/shared/$U/e.tar.zst"
+	run --separate-stderr login_stager $U hint "$D/shared/$U/e.tar.zst"
 	[ "$status" -eq 0 ]
 	[ -z "$output" ]
+	[[ $stderr == *"nothing printed: no node tells Slurm it caches that pack for you now"* ]]
 }
 
 @test "a user's own node_features = no keeps their packs out" {

@@ -150,6 +150,18 @@ JOB
 	wait_until 150 job_gone "$id"
 	cat "out/$id.log"
 	grep -q "the last collect would need about" "out/$id.log"
+	# its figures true: KillWait's 5 s are from SIGTERM at the limit to
+	# SIGKILL (not after the limit), and the moment run starts collecting
+	# on its own is not before the job began
+	grep -q "but the job has 5 s from SIGTERM at its time limit ([0-9:]*) to SIGKILL (KillWait 5 s): " "out/$id.log"
+	from=$(sed -n 's/.*stager collects on its own from \([0-9:]*\|now\);.*/\1/p' "out/$id.log" | head -n 1)
+	start=$(scontrol show job "$id" | sed -n 's/.* StartTime=\([0-9T:-]*\) .*/\1/p' | head -n 1)
+	[ -n "$from" ]
+	[ -n "$start" ]
+	[ "$from" = now ] || [ "$(date -d "${start%T*} $from" +%s)" -ge "$(date -d "${start/T/ }" +%s)" ]
+	# the job's checkpoint pattern (big.tmp renamed to big) is no warning
+	run -1 grep -c "disappeared before" "out/$id.log"
+	[ "$output" = 0 ]
 	# the warning came before the time limit's SIGTERM
 	w=$(grep -n "the last collect would need" "out/$id.log" | head -1 | cut -d: -f1)
 	t=$(grep -n "Terminated\|passed to the command" "out/$id.log" | head -1 | cut -d: -f1)

@@ -5,9 +5,9 @@
  * record, as sinfo's "NODE|FEATURES" output and as a comma-separated
  * feature list; then the node's plan and the sbatch hint are computed
  * from what was read, and their invariants checked: never more features
- * than the cap allows, every chosen one stager's, the hint within its
- * buffer.  Built by `make fuzz` with clang; replayed over
- * tests/fuzz/corpus/gravity by `make test` (replay.c).
+ * than the cap allows, every chosen one stager's, each user with live
+ * ones given their fair share of the cap, the hint within its buffer.  Built by `make fuzz` with
+ * clang; replayed over tests/fuzz/corpus/gravity by `make test` (replay.c).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -25,6 +25,39 @@ static void count(void *arg, const char *name, size_t len)
 	if (!len || !name)
 		abort();
 	(*(size_t *)arg)++;
+}
+
+/* With nothing advertised, the chosen of v[n] are min(max, live) of the
+ * live ones, and each of the U users with live ones has at least
+ * min(their live ones, max / U) of them. */
+static void fair_check(const stg_feat_ent *v, size_t n, const stg_feature_name *c, size_t k,
+                       size_t max)
+{
+	size_t live = 0, users = 0;
+	for (size_t i = 0; i < n; i++) {
+		if (!v[i].live)
+			continue;
+		live++;
+		size_t j = 0;
+		while (j < i && !(v[j].live && v[j].uid == v[i].uid))
+			j++;
+		users += j == i;
+	}
+	if (k != (live < max ? live : max))
+		abort();
+	for (size_t i = 0; i < n; i++) {
+		size_t mine = 0, got = 0;
+		for (size_t j = 0; j < n; j++) {
+			if (!v[j].live || v[j].uid != v[i].uid)
+				continue;
+			mine++;
+			for (size_t x = 0; x < k; x++)
+				got += !strcmp(c[x], v[j].name);
+		}
+		size_t share = users ? max / users : 0;
+		if (v[i].live && got < (mine < share ? mine : share))
+			abort();
+	}
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -56,6 +89,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	size_t k = 0;
 	stg__features_each(s, size, count, &k);
+	/* the fair share, on a copy with nothing advertised (no grace) */
+	stg_feat_ent fv[CAP];
+	size_t nf = n;
+	memcpy(fv, v, n * sizeof *v);
+	stg_feature_name fch[CAP + 8];
+	size_t fc = stg__features_plan(fv, &nf, CAP, NULL, 0, 1000000, max, 600, fch);
+	if (fc != SIZE_MAX)
+		fair_check(fv, nf, fch, fc, max);
 	/* the plan: advertised, the features of the first records */
 	stg_feature_name adv[4], chosen[CAP + 8];
 	size_t n_adv = n < 4 ? n : 4;

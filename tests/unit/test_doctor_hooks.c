@@ -279,17 +279,19 @@ static void test_hooks_round_trip(void **state)
 	seen *s = ut_malloc(sizeof *s);
 	s->n = 0;
 	assert_int_equal(stg_doctor_hooks(f->ctx, &o, record, s), STG_OK);
-	static const char *const order[] = {"slurm hooks", "prolog",       "task-prolog",
-	                                    "epilog",      "prolog run",   "task-prolog run",
-	                                    "epilog run",  "job directory"};
-	assert_int_equal(s->n, 8);
-	for (size_t i = 0; i < 8; i++) {
+	/* no Slurm here: this host is no Slurm node, said before the runs */
+	static const char *const order[] = {"slurm hooks",     "prolog",        "task-prolog",
+	                                    "epilog",          "node features", "prolog run",
+	                                    "task-prolog run", "epilog run",    "job directory"};
+	assert_int_equal(s->n, 9);
+	for (size_t i = 0; i < 9; i++) {
 		if (s->level[i] != STG_CHECK_OK)
 			fail_msg("%s: %s", s->name[i], s->found[i]);
 		assert_string_equal(s->name[i], order[i]);
 	}
-	assert_non_null(strstr(s->exports[5], "SLURM_TMPDIR="));
-	assert_int_equal(s->left[7], 0);
+	assert_non_null(strstr(s->found[4], "skipped: this host is not a Slurm node"));
+	assert_non_null(strstr(s->exports[6], "SLURM_TMPDIR="));
+	assert_int_equal(s->left[8], 0);
 	free(s);
 	free(h);
 }

@@ -1,7 +1,8 @@
 /* test_gravity.c - node features for cached packs (gravity.c): a feature
  * per user and pack, stable, valid for Slurm, told apart from the site's;
  * the nodes that have one, from sinfo's output (each node once, hostile
- * lines ignored); what a node advertises (the cap, most recent first, the
+ * lines ignored); what a node advertises (the cap, most recent first and
+ * shared fairly among users, the
  * grace of a feature that leaves, a record lost); the sbatch hint. */
 #include "unit.h"
 #include "gravity.h"
@@ -161,7 +162,7 @@ static void test_plan(void **state)
 	 * grace, d waits for it */
 	memcpy(adv[0], ch[0], sizeof adv[0]);
 	memcpy(adv[1], ch[1], sizeof adv[1]);
-	v[n++] = ent(1, 'd', 400, 1);
+	v[n++] = ent(2, 'd', 400, 1);
 	k = stg__features_plan(v, &n, 16, adv, 2, 1000, 2, 600, ch);
 	/* ... and says it is leaving, so that no hint names it now */
 	assert_int_equal(k, 3);
@@ -227,6 +228,88 @@ static void test_plan(void **state)
 	memcpy(adv[0], v[0].name, sizeof adv[0]);
 	k = stg__features_plan(v, &n, 16, adv, 1, 1, 0, 0, ch);
 	assert_int_equal(k, 0);
+}
+
+/* How many of the chosen are uid's (of the ents v[n]). */
+static size_t chosen_of(const stg_feature_name *c, size_t k, const stg_feat_ent *v, size_t n,
+                        unsigned uid)
+{
+	size_t m = 0;
+	for (size_t i = 0; i < n; i++)
+		for (size_t j = 0; j < k; j++)
+			m += v[i].uid == uid && !strcmp(v[i].name, c[j]);
+	return m;
+}
+
+/* The cap shared fairly: one user re-staging many packs in every job (the
+ * most recent uses) cannot take every place from the others. */
+static void test_plan_fair(void **state)
+{
+	(void)state;
+	stg_feat_ent v[64];
+	stg_feature_name ch[64];
+	const char names[] = "abcdefghijklmnopqrstuvwxyz0123456789";
+	size_t n = 0;
+	/* user 1: 16 packs used at 1000..1015; user 2: 3 packs, older */
+	for (int i = 0; i < 16; i++)
+		v[n++] = ent(1, names[i], 1000 + i, 1);
+	for (int i = 0; i < 3; i++)
+		v[n++] = ent(2, names[16 + i], 10 + i, 1);
+	size_t k = stg__features_plan(v, &n, 64, NULL, 0, 5000, 16, 600, ch);
+	assert_int_equal(k, 16);
+	/* user 2 has 3, under their share of 8: all 3; user 1 the other 13,
+	 * their most recent */
+	assert_int_equal(chosen_of(ch, k, v, n, 2), 3);
+	assert_int_equal(chosen_of(ch, k, v, n, 1), 13);
+	for (int i = 0; i < 3; i++)
+		assert_true(chosen_has(ch, k, names[i + 3]) == 1 && !chosen_has(ch, k, names[i]));
+	/* user 2 with 10 packs: 8 each */
+	for (int i = 3; i < 10; i++)
+		v[n++] = ent(2, names[16 + i], 10 + i, 1);
+	k = stg__features_plan(v, &n, 64, NULL, 0, 5000, 16, 600, ch);
+	assert_int_equal(k, 16);
+	assert_int_equal(chosen_of(ch, k, v, n, 1), 8);
+	assert_int_equal(chosen_of(ch, k, v, n, 2), 8);
+	/* three users, max 16: at least 5 each; the 16th place goes to the
+	 * most recent of the sixth round (user 1's 1010) */
+	for (int i = 0; i < 8; i++)
+		v[n++] = ent(3, names[26 + i], 500 + i, 1);
+	k = stg__features_plan(v, &n, 64, NULL, 0, 5000, 16, 600, ch);
+	assert_int_equal(k, 16);
+	assert_int_equal(chosen_of(ch, k, v, n, 1), 6);
+	assert_int_equal(chosen_of(ch, k, v, n, 2), 5);
+	assert_int_equal(chosen_of(ch, k, v, n, 3), 5);
+	assert_true(chosen_has(ch, k, names[10]) && !chosen_has(ch, k, names[9]));
+	/* the same whatever the record's order */
+	stg_feature_name again[64];
+	for (size_t i = 0; i < n / 2; i++) {
+		stg_feat_ent t = v[i];
+		v[i] = v[n - 1 - i];
+		v[n - 1 - i] = t;
+	}
+	size_t k2 = stg__features_plan(v, &n, 64, NULL, 0, 5000, 16, 600, again);
+	assert_int_equal(k2, k);
+	for (size_t i = 0; i < k; i++)
+		assert_string_equal(ch[i], again[i]);
+	/* advertised: a user's places above the new share leave through the
+	 * grace (holding their places), then go to the newcomer */
+	n = 0;
+	for (int i = 0; i < 4; i++)
+		v[n++] = ent(1, names[i], 1000 + i, 1);
+	k = stg__features_plan(v, &n, 64, NULL, 0, 5000, 4, 600, ch);
+	assert_int_equal(k, 4);
+	stg_feature_name adv[8];
+	memcpy(adv, ch, k * sizeof *ch);
+	v[n++] = ent(2, 'x', 10, 1);
+	v[n++] = ent(2, 'y', 11, 1);
+	k = stg__features_plan(v, &n, 64, adv, 4, 5000, 4, 600, ch);
+	assert_int_equal(chosen_of(ch, k, v, n, 2), 0);
+	assert_true(leaving_has(ch, k, 'a') && leaving_has(ch, k, 'b'));
+	k = stg__features_plan(v, &n, 64, adv, 4, 5600, 4, 600, ch);
+	assert_int_equal(k, 4);
+	assert_int_equal(chosen_of(ch, k, v, n, 1), 2);
+	assert_int_equal(chosen_of(ch, k, v, n, 2), 2);
+	assert_true(chosen_has(ch, k, 'c') && chosen_has(ch, k, 'd'));
 }
 
 static void test_hint(void **state)
@@ -391,8 +474,8 @@ static void test_features_each(void **state)
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cache_features), cmocka_unit_test(test_feature),
         cmocka_unit_test(test_nodes_with),     cmocka_unit_test(test_plan),
-        cmocka_unit_test(test_hint),           cmocka_unit_test(test_merge),
-        cmocka_unit_test(test_features_each),
+        cmocka_unit_test(test_plan_fair),      cmocka_unit_test(test_hint),
+        cmocka_unit_test(test_merge),          cmocka_unit_test(test_features_each),
 };
 
 UT_MAIN(tests)

@@ -230,13 +230,20 @@ static void test_due(void **state)
 	assert_int_equal(f->measured, 1);
 	assert_true(f->need == 100.0);
 	assert_int_equal(f->log.warnings, 1);
-	assert_non_null(strstr(f->log.text, "the last collect would need about 100 s (100.0 MiB "
-	                                    "at 1.0 MiB/s) but the job has 30 s after its time "
-	                                    "limit"));
-	/* from: the end + KillWait - 1.25 * 100 s - the margin of 15 s */
-	char from[64], want[128];
-	time_t t = (time_t)(b->clock.end + 30 - 125 - 15);
+	/* the 30 s are from SIGTERM at the limit to SIGKILL, not after it */
+	char from[64], lim[64], want[256];
 	struct tm tm;
+	time_t t = (time_t)b->clock.end;
+	localtime_r(&t, &tm);
+	strftime(lim, sizeof lim, "%H:%M:%S", &tm);
+	snprintf(want, sizeof want,
+	         "the last collect would need about 100 s (100.0 MiB at 1.0 MiB/s) but the "
+	         "job has 30 s from SIGTERM at its time limit (%s) to SIGKILL (KillWait 30 s): ",
+	         lim);
+	assert_non_null(strstr(f->log.text, want));
+	assert_null(strstr(f->log.text, "after its time limit"));
+	/* from: the end + KillWait - 1.25 * 100 s - the margin of 15 s */
+	t = (time_t)(b->clock.end + 30 - 125 - 15);
 	localtime_r(&t, &tm);
 	strftime(from, sizeof from, "%H:%M:%S", &tm);
 	snprintf(want, sizeof want, "stager collects on its own from %s;", from);
@@ -263,6 +270,49 @@ static void test_due(void **state)
 	assert_true(f->room == 150);
 	free(outside);
 	free(old);
+}
+
+/* The warning's figures, from an injected clock: with an early warning
+ * the window is from it to SIGKILL; a moment to start collecting that is
+ * already past (before the job began, even) is "now". */
+static void test_warning_figures(void **state)
+{
+	(void)state;
+	stg_job_clock c = {.end = 1000000, .kill_wait = 35};
+	char msg[512], lim[16], from[16], want[256];
+	struct tm tm;
+	time_t t = 1000000;
+	localtime_r(&t, &tm);
+	strftime(lim, sizeof lim, "%H:%M:%S", &tm);
+	/* USR1@300: 335 s from the warning to SIGKILL; 400 s needed at
+	 * 1 MiB/s: from end + 35 - 500 - 15, which is still ahead */
+	c.warn_signal = SIGUSR1;
+	c.warn_secs = 300;
+	stg__budget_warning(&c, 1000000 - 3600, 400u << 20, 1 << 20, 400, msg, sizeof msg);
+	snprintf(want, sizeof want,
+	         "but the job has 335 s from its early warning (USR1, 300 s before its time "
+	         "limit at %s) to SIGKILL (KillWait 35 s after the limit): ",
+	         lim);
+	assert_non_null(strstr(msg, want));
+	t = 1000000 + 35 - 500 - 15;
+	localtime_r(&t, &tm);
+	strftime(from, sizeof from, "%H:%M:%S", &tm);
+	snprintf(want, sizeof want, "stager collects on its own from %s;", from);
+	assert_non_null(strstr(msg, want));
+	/* a job that began at end - 600 and needs 2000 s: the moment
+	 * computed is before its start; it says now */
+	stg__budget_warning(&c, 1000000 - 590, 2000u << 20, 1 << 20, 2000, msg, sizeof msg);
+	assert_non_null(strstr(msg, "stager collects on its own from now;"));
+	assert_null(strstr(msg, "after its time limit"));
+	/* no warning: SIGTERM at the limit to SIGKILL */
+	c.warn_signal = 0;
+	c.warn_secs = 0;
+	stg__budget_warning(&c, 1000000 - 3600, 100u << 20, 1 << 20, 100, msg, sizeof msg);
+	snprintf(want, sizeof want,
+	         "but the job has 35 s from SIGTERM at its time limit (%s) to SIGKILL "
+	         "(KillWait 35 s): ",
+	         lim);
+	assert_non_null(strstr(msg, want));
 }
 
 /* Without exec the shell dies of SIGTERM at the end, or of a B: warning:
@@ -363,7 +413,7 @@ static void test_start_no_exec(void **state)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
         T(test_start),       T(test_every_measured), T(test_due),
-        T(test_due_no_exec), T(test_start_no_exec),
+        T(test_due_no_exec), T(test_start_no_exec),  T(test_warning_figures),
 };
 
 UT_MAIN(tests)

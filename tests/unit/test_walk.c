@@ -1,7 +1,8 @@
 /* test_walk.c - the tree walker (walk.c): sorted, depth first, parents
  * before children, links listed with their targets and never followed,
  * special files skipped with a warning, every metadata operation counted
- * and charged to the operations limit, errors named; a tree as deep as its
+ * and charged to the operations limit, errors named; an entry gone since
+ * the listing skipped; a tree as deep as its
  * paths allow walked on a small stack with few descriptors, a deeper one
  * refused. */
 #include "unit.h"
@@ -136,6 +137,44 @@ static void test_errors(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* keep: at "a.b", the entry "b" (listed, not yet looked at) renamed away */
+static bool rename_b(void *arg, const char *path, const struct stat *st)
+{
+	(void)st;
+	if (!strcmp(path, "a.b")) {
+		char *from = ut_join(arg, "b"), *to = ut_join(arg, "0-b");
+		assert_int_equal(rename(from, to), 0);
+		free(from);
+		free(to);
+	}
+	return !S_ISFIFO(st->st_mode);
+}
+
+/* An entry gone between the listing and its stat (a checkpoint's NAME.tmp
+ * renamed to NAME) is not there: skipped, no error, no warning. */
+static void test_vanished(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	warn wn = {0};
+	stg_set_log(ctx, log_fn, &wn);
+	char *dir = make_tree();
+	int rootfd = open(dir, O_RDONLY | O_DIRECTORY);
+	stg_walk w = {.ctx = ctx, .keep = rename_b, .keep_arg = dir};
+	assert_int_equal(stg__walk_tree(&w, rootfd, ""), STG_OK);
+	static const char *const want[] = {".h",  "a",   "a/deep", "a/deep/y",
+	                                   "a/l", "a/x", "a.b",    "z"};
+	assert_int_equal(w.n, sizeof want / sizeof want[0]);
+	for (size_t i = 0; i < w.n; i++)
+		assert_string_equal(w.v[i].path, want[i]);
+	assert_int_equal(wn.n, 0);
+	stg__walk_free(&w);
+	close(rootfd);
+	ut_rmtree(dir);
+	free(dir);
+	stg_ctx_free(ctx);
+}
+
 /* With an operations limit, the walk takes as long as its ops demand. */
 static void test_rate(void **state)
 {
@@ -245,9 +284,8 @@ static void test_deep(void **state)
 }
 
 static const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_order),
-        cmocka_unit_test(test_errors),
-        cmocka_unit_test(test_rate),
+        cmocka_unit_test(test_order),    cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_vanished), cmocka_unit_test(test_rate),
         cmocka_unit_test(test_deep),
 };
 
