@@ -264,6 +264,46 @@ static int lock_fd(int fd, bool wait)
 	return errno == EACCES ? EWOULDBLOCK : errno;
 }
 
+/* The record's name is taken by something stager cannot use as the
+ * record: another user's file, link or directory (anyone who can write
+ * DEST's parent, a sticky /scratch included, can make one there first,
+ * and the user can neither open nor remove it), or one of the user's
+ * that is not a regular file of one link.  Refused, naming the owner. */
+static stg_err record_refused(receiver *rc)
+{
+	struct stat st;
+	if (!fstatat(rc->parent, rc->rec_name, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_uid != geteuid()) {
+		char who[300];
+		stg__user_text(st.st_uid, who, sizeof who);
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is %s of another user, %s, at the name where stager "
+		                 "keeps its record of '%s' (and the lock of transfers to it): "
+		                 "nothing was changed; ask them to remove it, or choose another "
+		                 "destination",
+		                 rc->dir, rc->rec_name,
+		                 S_ISLNK(st.st_mode)   ? "a link"
+		                 : S_ISDIR(st.st_mode) ? "a directory"
+		                 : S_ISREG(st.st_mode) ? "a file"
+		                                       : "a special file",
+		                 who, rc->shown);
+	}
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s/%s' is not stager's record (not a regular file of yours): "
+	                 "nothing was changed; remove it, or choose another destination",
+	                 rc->dir, rc->rec_name);
+}
+
+stg_err stg__xr_record_check(receiver *rc)
+{
+	struct stat st;
+	if (fstatat(rc->parent, rc->rec_name, &st, AT_SYMLINK_NOFOLLOW))
+		return STG_OK; /* (absent; else the lock's open says why) */
+	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
+		return STG_OK;
+	return record_refused(rc);
+}
+
 /* Open the record, creating it empty, and lock it: it is the lock of
  * transfers to DEST, so two of them never share the partial directory.
  * The holder before us may have removed it (an empty record, after a
@@ -274,19 +314,18 @@ stg_err stg__xr_record_lock(receiver *rc)
 		struct stat st, now;
 		int fd = openat(rc->parent, rc->rec_name,
 		                O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-		if (fd < 0 && errno != ELOOP)
-			return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+		int en = errno;
+		/* another user's at that name: EACCES (or EPERM, where the
+		 * kernel protects files in sticky directories), ELOOP for a link */
+		if (fd < 0 && en != ELOOP && !stg__xr_record_check(rc))
+			return stg__fail_errno(rc->ctx, stg__err_from_errno(en, STG_EIO), en,
 			                       "cannot open '%s/%s'", rc->dir, rc->rec_name);
 		if (fd < 0 || !record_trusted(fd, &st)) {
 			if (fd >= 0)
 				close(fd);
-			return stg__fail(rc->ctx, STG_EEXIST,
-			                 "'%s/%s' is not stager's record (not a regular file of "
-			                 "yours): nothing was changed; remove it, or choose "
-			                 "another destination",
-			                 rc->dir, rc->rec_name);
+			return record_refused(rc);
 		}
-		int en = lock_fd(fd, false);
+		en = lock_fd(fd, false);
 		if (en == EWOULDBLOCK) {
 			stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer to '%s'",
 			         rc->shown);

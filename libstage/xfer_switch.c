@@ -549,6 +549,9 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 {
 	receiver rc = receiver_new(ctx, NULL, pack, replace, what);
 	stg_err err = dest_names(&rc, dest);
+	/* a record's name another user took is said before anything is read */
+	if (!err)
+		err = stg__xr_record_check(&rc);
 	if (!err)
 		err = pack ? pack_allowed(&rc) : dest_open(&rc);
 	if (rc.dest >= 0)
