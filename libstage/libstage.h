@@ -1282,14 +1282,22 @@ typedef struct stg_xfer_result {
 	uint64_t content_bytes;      /* bytes of file content in the tree */
 	uint64_t whole_files;        /* sent whole (compressed) */
 	uint64_t delta_files;        /* sent as a librsync delta */
-	uint64_t reused_files;       /* already at the receiver, or resumed */
+	uint64_t reused_files;       /* already at the receiver (whole, in the
+	                                tree or kept by a cut transfer) */
 	uint64_t sent_content;       /* content bytes of the files sent */
 	uint64_t wire_out, wire_in;  /* bytes written to and read from the
 	                                connection, framing included */
 	double seconds;
-	uint64_t hashed_files; /* files this end read to hash them (to make
-	                          the manifest, or to compare with it), not
-	                          counting those it sent or received */
+	uint64_t hashed_files;  /* files this end read to hash them (to make
+	                           the manifest, or to compare with it), not
+	                           counting those it sent or received */
+	uint64_t resumed_files; /* resumed within: the receiver kept their
+	                           first bytes from a cut transfer, and only
+	                           the rest was sent (whole or as a delta);
+	                           counted in neither whole_files nor
+	                           delta_files */
+	uint64_t resumed_bytes; /* the bytes of those that were not sent
+	                           again */
 } stg_xfer_result;
 
 /*

@@ -634,7 +634,15 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 		if ((err = stg__recv_receive_file(&rc, p, len)))
 			goto out;
 		rentry *re = &rc.r[idx];
-		re->basis != BASIS_NONE ? res->delta_files++ : res->whole_files++;
+		if (re->from) {
+			/* resumed within: its first bytes were not sent again */
+			res->resumed_files++;
+			res->resumed_bytes = stg__sat_add(res->resumed_bytes, re->from);
+		} else if (re->basis != BASIS_NONE) {
+			res->delta_files++;
+		} else {
+			res->whole_files++;
+		}
 		res->sent_content = stg__sat_add(res->sent_content, re->e.size - re->from);
 	}
 	for (size_t i = 0; i < rc.n; i++)
