@@ -895,6 +895,11 @@ typedef struct stg_kept_note {
 /* The notes in ~/.local/state/stager/kept/ (none: *n 0); free with
  * stg_kept_notes_free. */
 STG_API stg_err stg_kept_notes(stg_ctx *ctx, stg_kept_note **v, size_t *n);
+/* The same, of results kept on other nodes than this one (this node's are
+ * in its cache's kept/: stg_kept_list), and of job only if it is not
+ * NULL: where to go for them from a login node. */
+STG_API stg_err stg_kept_notes_elsewhere(stg_ctx *ctx, const char *job, stg_kept_note **v,
+                                         size_t *n);
 STG_API void stg_kept_notes_free(stg_kept_note *v, size_t n);
 
 /* Called for each kept result stg_collect_kept tried: err (its message on
