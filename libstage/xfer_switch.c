@@ -191,6 +191,20 @@ static int sibling_ours(receiver *rc, const char *name)
 
 static stg_err not_ours(receiver *rc, const char *name)
 {
+	struct stat st;
+	char who[300];
+	if (!fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != geteuid()) {
+		stg__user_text(st.st_uid, who, sizeof who);
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is not a directory of yours: it is %s of another user, "
+		                 "%s; nothing was written to it; ask them to remove it, or choose "
+		                 "another destination",
+		                 rc->dir, name,
+		                 S_ISLNK(st.st_mode)   ? "a link"
+		                 : S_ISDIR(st.st_mode) ? "a directory"
+		                                       : "a file",
+		                 who);
+	}
 	return stg__fail(rc->ctx, STG_EEXIST,
 	                 "'%s/%s' is not a directory of yours (another user's, or not a "
 	                 "directory): nothing was written to it; remove it (or ask its owner "
