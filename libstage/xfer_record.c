@@ -2,8 +2,9 @@
  * xfer_record.c - what may be replaced at DEST: the record of what stager
  * published there (".stager-published.NAME", naming the directory's
  * identity), the lock of transfers to DEST (an flock on the record), the
- * checks before and after a switch, and the test hooks that stand in for
- * an NFS server (STAGER_TEST_FAULTS).
+ * checks before and after a switch, the names beside DEST that must be
+ * the user's (refused naming their owner when they are another's), and
+ * the test hooks that stand in for an NFS server (STAGER_TEST_FAULTS).
  */
 #include "xfer_record.h"
 #include "ctx.h"
@@ -411,6 +412,41 @@ stg_err stg__xr_dest_allowed(receiver *rc, int dest)
 	                         : "was not made by stager push",
 	                 verb, pull ? "" : "HOST:", rc->shown, rc->shown,
 	                 pull ? "HOST:PATH" : "LOCAL");
+}
+
+/* Is name, beside DEST, a directory of the user's?  1 yes, 0 absent, -1
+ * something else: another user's (anyone who can write DEST's parent, a
+ * sticky /scratch included, can make one there first), or not a directory.
+ * stager writes the user's files only into a directory of the user's. */
+int stg__xr_sibling_ours(receiver *rc, const char *name)
+{
+	struct stat st;
+	if (fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW))
+		return errno == ENOENT ? 0 : -1;
+	return S_ISDIR(st.st_mode) && st.st_uid == geteuid() ? 1 : -1;
+}
+
+stg_err stg__xr_not_ours(receiver *rc, const char *name)
+{
+	struct stat st;
+	char who[300];
+	if (!fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != geteuid()) {
+		stg__user_text(st.st_uid, who, sizeof who);
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is not a directory of yours: it is %s of another user, "
+		                 "%s; nothing was written to it; ask them to remove it, or choose "
+		                 "another destination",
+		                 rc->dir, name,
+		                 S_ISLNK(st.st_mode)   ? "a link"
+		                 : S_ISDIR(st.st_mode) ? "a directory"
+		                                       : "a file",
+		                 who);
+	}
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s/%s' is not a directory of yours (another user's, or not a "
+	                 "directory): nothing was written to it; remove it (or ask its owner "
+	                 "to), or choose another destination",
+	                 rc->dir, name);
 }
 
 /* Is what is at name in DEST's parent the directory open as fd? */
