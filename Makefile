@@ -9,6 +9,13 @@ INCDIR  ?= $(PREFIX)/include
 MANDIR  ?= $(PREFIX)/share/man
 PKGDIR  ?= $(LIBDIR)/pkgconfig
 DOCDIR  ?= $(PREFIX)/share/doc/stager
+# the example batch scripts, where Debian keeps a package's examples
+EXAMPLEDIR ?= $(DOCDIR)/examples
+# systemd-tmpfiles reads /etc, /run, /usr/local/lib and /usr/lib/tmpfiles.d
+# only (tmpfiles.d(5)): under another PREFIX nothing is installed there
+# unless TMPFILESDIR is given (e.g. /etc/tmpfiles.d); the file goes to
+# DOCDIR instead, and make install says so
+TMPFILESDIR ?= $(if $(filter /usr /usr/local,$(PREFIX)),$(PREFIX)/lib/tmpfiles.d)
 LIBEXECDIR ?= $(PREFIX)/libexec/stager
 SYSCONFDIR ?= /etc
 COMPDIR ?= $(PREFIX)/share/bash-completion/completions
@@ -266,9 +273,20 @@ install: all python
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBDIR@|$(LIBDIR)|' -e 's|@INCDIR@|$(INCDIR)|' \
 	    -e 's|@VERSION@|$(VERSION)|' libstage/libstage.pc.in >$(DESTDIR)$(PKGDIR)/libstage.pc
 	install -m 644 stager/stager.1 $(DESTDIR)$(MANDIR)/man1/stager.1
-	# the node's slot directory, root's, made at boot (systemd-tmpfiles)
-	install -d $(DESTDIR)$(PREFIX)/lib/tmpfiles.d
-	install -m 644 etc/tmpfiles-stager.conf $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
+	# the node's slot directory, root's, made at boot (systemd-tmpfiles),
+	# in a directory systemd reads, or beside the docs with a word
+	@if [ -n "$(TMPFILESDIR)" ]; then \
+		echo "install -m 644 etc/tmpfiles-stager.conf $(DESTDIR)$(TMPFILESDIR)/stager.conf"; \
+		install -d $(DESTDIR)$(TMPFILESDIR) && \
+		install -m 644 etc/tmpfiles-stager.conf $(DESTDIR)$(TMPFILESDIR)/stager.conf; \
+	else \
+		install -m 644 etc/tmpfiles-stager.conf $(DESTDIR)$(DOCDIR)/tmpfiles-stager.conf && \
+		echo "make install: tmpfiles.d/stager.conf is not installed: systemd reads no tmpfiles.d under $(PREFIX); as root, copy $(DOCDIR)/tmpfiles-stager.conf to /etc/tmpfiles.d/stager.conf (or make install TMPFILESDIR=/etc/tmpfiles.d) to have the slot directory made at boot; the prolog makes it too"; \
+	fi
+	# the example batch scripts (the admin guide's cleanup job among
+	# them), not executable, as Debian keeps examples: sbatch reads them
+	install -d $(DESTDIR)$(EXAMPLEDIR)
+	install -m 644 scripts/examples/*.sh $(DESTDIR)$(EXAMPLEDIR)/
 	install -m 644 etc/stager.conf.example $(DESTDIR)$(DOCDIR)/stager.conf.example
 	install -m 644 etc/stager.bash-completion $(DESTDIR)$(COMPDIR)/stager
 	sed -e 's|@BINDIR@|$(BINDIR)|g' -e 's|@MANDIR@|$(MANDIR)|g' -e 's|@PKGDIR@|$(PKGDIR)|g' \
@@ -283,7 +301,11 @@ uninstall:
 	      $(DESTDIR)$(DOCDIR)/stager.conf.example $(DESTDIR)$(COMPDIR)/stager \
 	      $(DESTDIR)$(MODDIR)/stager/$(VERSION).lua $(DESTDIR)$(LIBEXECDIR)/prolog \
 	      $(DESTDIR)$(LIBEXECDIR)/task-prolog $(DESTDIR)$(LIBEXECDIR)/epilog \
-	      $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf
+	      $(DESTDIR)$(PREFIX)/lib/tmpfiles.d/stager.conf \
+	      $(DESTDIR)$(DOCDIR)/tmpfiles-stager.conf \
+	      $(if $(TMPFILESDIR),$(DESTDIR)$(TMPFILESDIR)/stager.conf) \
+	      $(addprefix $(DESTDIR)$(EXAMPLEDIR)/,$(notdir $(wildcard scripts/examples/*.sh)))
+	rmdir $(DESTDIR)$(EXAMPLEDIR) 2>/dev/null || true
 	rm -rf $(DESTDIR)$(PYDIR)/stager
 
 format:
@@ -313,7 +335,9 @@ help:
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
 	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
-	@echo "make install    PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc : tool, library, header, .pc, man page, Slurm hooks"
+	@echo "make install    PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc : tool, library, header, .pc, man page, Slurm hooks,"
+	@echo "                example scripts (DOCDIR/examples), tmpfiles.d (TMPFILESDIR: PREFIX/lib/tmpfiles.d"
+	@echo "                for /usr and /usr/local, else none unless given, e.g. /etc/tmpfiles.d)"
 	@echo "make format     clang-format the sources (format-check to check)"
 
 # a target that is always out of date (pattern rules cannot be .PHONY)

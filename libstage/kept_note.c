@@ -201,3 +201,23 @@ stg_err stg_kept_notes(stg_ctx *ctx, stg_kept_note **out, size_t *count)
 	*count = k;
 	return STG_OK;
 }
+
+stg_err stg_kept_notes_elsewhere(stg_ctx *ctx, const char *job, stg_kept_note **out, size_t *count)
+{
+	stg_err err = stg_kept_notes(ctx, out, count);
+	if (err)
+		return err;
+	char me[72];
+	stg_node_name(me, sizeof me);
+	size_t k = 0;
+	for (size_t i = 0; i < *count; i++) {
+		stg_kept_note *e = &(*out)[i];
+		if (!strcmp(e->node, me) || (job && strcmp(e->job, job))) {
+			note_clear(e);
+			continue;
+		}
+		(*out)[k++] = *e;
+	}
+	*count = k;
+	return STG_OK;
+}

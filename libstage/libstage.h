@@ -900,6 +900,11 @@ typedef struct stg_kept_note {
 /* The notes in ~/.local/state/stager/kept/ (none: *n 0); free with
  * stg_kept_notes_free. */
 STG_API stg_err stg_kept_notes(stg_ctx *ctx, stg_kept_note **v, size_t *n);
+/* The same, of results kept on other nodes than this one (this node's are
+ * in its cache's kept/: stg_kept_list), and of job only if it is not
+ * NULL: where to go for them from a login node. */
+STG_API stg_err stg_kept_notes_elsewhere(stg_ctx *ctx, const char *job, stg_kept_note **v,
+                                         size_t *n);
 STG_API void stg_kept_notes_free(stg_kept_note *v, size_t n);
 
 /* Called for each kept result stg_collect_kept tried: err (its message on
@@ -1287,14 +1292,22 @@ typedef struct stg_xfer_result {
 	uint64_t content_bytes;      /* bytes of file content in the tree */
 	uint64_t whole_files;        /* sent whole (compressed) */
 	uint64_t delta_files;        /* sent as a librsync delta */
-	uint64_t reused_files;       /* already at the receiver, or resumed */
+	uint64_t reused_files;       /* already at the receiver (whole, in the
+	                                tree or kept by a cut transfer) */
 	uint64_t sent_content;       /* content bytes of the files sent */
 	uint64_t wire_out, wire_in;  /* bytes written to and read from the
 	                                connection, framing included */
 	double seconds;
-	uint64_t hashed_files; /* files this end read to hash them (to make
-	                          the manifest, or to compare with it), not
-	                          counting those it sent or received */
+	uint64_t hashed_files;  /* files this end read to hash them (to make
+	                           the manifest, or to compare with it), not
+	                           counting those it sent or received */
+	uint64_t resumed_files; /* resumed within: the receiver kept their
+	                           first bytes from a cut transfer, and only
+	                           the rest was sent (whole or as a delta);
+	                           counted in neither whole_files nor
+	                           delta_files */
+	uint64_t resumed_bytes; /* the bytes of those that were not sent
+	                           again */
 } stg_xfer_result;
 
 /*

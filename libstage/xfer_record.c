@@ -2,8 +2,9 @@
  * xfer_record.c - what may be replaced at DEST: the record of what stager
  * published there (".stager-published.NAME", naming the directory's
  * identity), the lock of transfers to DEST (an flock on the record), the
- * checks before and after a switch, and the test hooks that stand in for
- * an NFS server (STAGER_TEST_FAULTS).
+ * checks before and after a switch, the names beside DEST that must be
+ * the user's (refused naming their owner when they are another's), and
+ * the test hooks that stand in for an NFS server (STAGER_TEST_FAULTS).
  */
 #include "xfer_record.h"
 #include "ctx.h"
@@ -264,6 +265,46 @@ static int lock_fd(int fd, bool wait)
 	return errno == EACCES ? EWOULDBLOCK : errno;
 }
 
+/* The record's name is taken by something stager cannot use as the
+ * record: another user's file, link or directory (anyone who can write
+ * DEST's parent, a sticky /scratch included, can make one there first,
+ * and the user can neither open nor remove it), or one of the user's
+ * that is not a regular file of one link.  Refused, naming the owner. */
+static stg_err record_refused(receiver *rc)
+{
+	struct stat st;
+	if (!fstatat(rc->parent, rc->rec_name, &st, AT_SYMLINK_NOFOLLOW) &&
+	    st.st_uid != geteuid()) {
+		char who[300];
+		stg__user_text(st.st_uid, who, sizeof who);
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is %s of another user, %s, at the name where stager "
+		                 "keeps its record of '%s' (and the lock of transfers to it): "
+		                 "nothing was changed; ask them to remove it, or choose another "
+		                 "destination",
+		                 rc->dir, rc->rec_name,
+		                 S_ISLNK(st.st_mode)   ? "a link"
+		                 : S_ISDIR(st.st_mode) ? "a directory"
+		                 : S_ISREG(st.st_mode) ? "a file"
+		                                       : "a special file",
+		                 who, rc->shown);
+	}
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s/%s' is not stager's record (not a regular file of yours): "
+	                 "nothing was changed; remove it, or choose another destination",
+	                 rc->dir, rc->rec_name);
+}
+
+stg_err stg__xr_record_check(receiver *rc)
+{
+	struct stat st;
+	if (fstatat(rc->parent, rc->rec_name, &st, AT_SYMLINK_NOFOLLOW))
+		return STG_OK; /* (absent; else the lock's open says why) */
+	if (S_ISREG(st.st_mode) && st.st_uid == geteuid() && st.st_nlink == 1)
+		return STG_OK;
+	return record_refused(rc);
+}
+
 /* Open the record, creating it empty, and lock it: it is the lock of
  * transfers to DEST, so two of them never share the partial directory.
  * The holder before us may have removed it (an empty record, after a
@@ -274,19 +315,18 @@ stg_err stg__xr_record_lock(receiver *rc)
 		struct stat st, now;
 		int fd = openat(rc->parent, rc->rec_name,
 		                O_RDWR | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
-		if (fd < 0 && errno != ELOOP)
-			return stg__fail_errno(rc->ctx, stg__err_from_errno(errno, STG_EIO), errno,
+		int en = errno;
+		/* another user's at that name: EACCES (or EPERM, where the
+		 * kernel protects files in sticky directories), ELOOP for a link */
+		if (fd < 0 && en != ELOOP && !stg__xr_record_check(rc))
+			return stg__fail_errno(rc->ctx, stg__err_from_errno(en, STG_EIO), en,
 			                       "cannot open '%s/%s'", rc->dir, rc->rec_name);
 		if (fd < 0 || !record_trusted(fd, &st)) {
 			if (fd >= 0)
 				close(fd);
-			return stg__fail(rc->ctx, STG_EEXIST,
-			                 "'%s/%s' is not stager's record (not a regular file of "
-			                 "yours): nothing was changed; remove it, or choose "
-			                 "another destination",
-			                 rc->dir, rc->rec_name);
+			return record_refused(rc);
 		}
-		int en = lock_fd(fd, false);
+		en = lock_fd(fd, false);
 		if (en == EWOULDBLOCK) {
 			stg__log(rc->ctx, STG_LOG_INFO, "waiting for another transfer to '%s'",
 			         rc->shown);
@@ -372,6 +412,41 @@ stg_err stg__xr_dest_allowed(receiver *rc, int dest)
 	                         : "was not made by stager push",
 	                 verb, pull ? "" : "HOST:", rc->shown, rc->shown,
 	                 pull ? "HOST:PATH" : "LOCAL");
+}
+
+/* Is name, beside DEST, a directory of the user's?  1 yes, 0 absent, -1
+ * something else: another user's (anyone who can write DEST's parent, a
+ * sticky /scratch included, can make one there first), or not a directory.
+ * stager writes the user's files only into a directory of the user's. */
+int stg__xr_sibling_ours(receiver *rc, const char *name)
+{
+	struct stat st;
+	if (fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW))
+		return errno == ENOENT ? 0 : -1;
+	return S_ISDIR(st.st_mode) && st.st_uid == geteuid() ? 1 : -1;
+}
+
+stg_err stg__xr_not_ours(receiver *rc, const char *name)
+{
+	struct stat st;
+	char who[300];
+	if (!fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW) && st.st_uid != geteuid()) {
+		stg__user_text(st.st_uid, who, sizeof who);
+		return stg__fail(rc->ctx, STG_EEXIST,
+		                 "'%s/%s' is not a directory of yours: it is %s of another user, "
+		                 "%s; nothing was written to it; ask them to remove it, or choose "
+		                 "another destination",
+		                 rc->dir, name,
+		                 S_ISLNK(st.st_mode)   ? "a link"
+		                 : S_ISDIR(st.st_mode) ? "a directory"
+		                                       : "a file",
+		                 who);
+	}
+	return stg__fail(rc->ctx, STG_EEXIST,
+	                 "'%s/%s' is not a directory of yours (another user's, or not a "
+	                 "directory): nothing was written to it; remove it (or ask its owner "
+	                 "to), or choose another destination",
+	                 rc->dir, name);
 }
 
 /* Is what is at name in DEST's parent the directory open as fd? */

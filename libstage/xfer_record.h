@@ -32,6 +32,14 @@ int stg__xr_id_at(int dfd, const char *name, dir_id *id);
 bool stg__xr_id_equal(const dir_id *rec, const dir_id *cur, bool ctime);
 stg_err stg__xr_not_replaced(receiver *rc);
 stg_err stg__xr_record_lock(receiver *rc);
+/* Is the record's name free, or a regular file of the user's (one link)?
+ * Else STG_EEXIST, naming its owner if it is another user's. */
+stg_err stg__xr_record_check(receiver *rc);
+/* Is name, beside DEST, a directory of the user's?  1 yes, 0 absent, -1
+ * not (another user's, or not a directory); stg__xr_not_ours says so,
+ * naming the owner. */
+int stg__xr_sibling_ours(receiver *rc, const char *name);
+stg_err stg__xr_not_ours(receiver *rc, const char *name);
 void stg__xr_holds(const receiver *rc, uint8_t out[XFER_HOLDS]);
 void stg__xr_record_published(receiver *rc, int dfd, const char *name);
 int stg__xr_record_put(receiver *rc, const record *r);

@@ -388,7 +388,6 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 		in.total = s->total;
 		if ((err = stg__hash_read(s->ctx, &in, xs, &got)))
 			goto out;
-		res->whole_files++;
 	} else {
 		/* load the receiver's signature, index it, and send the delta */
 		job = rs_loadsig_begin(&sig);
@@ -421,13 +420,22 @@ static stg_err send_file(sender *s, const want *wt, stg_xfer_result *res)
 			goto out;
 		s->done += e->size - f.off;
 		stg__progress(s->ctx, s->what, s->done, s->total);
-		res->delta_files++;
 	}
 	uint8_t h[16];
 	stg__hash_digest(xs, h);
 	if (got != e->size - f.off || memcmp(h, e->xxh3, 16)) {
 		err = changed(s, e);
 		goto out;
+	}
+	/* a file resumed within is neither sent whole nor a delta of the
+	 * old version: its first f.off bytes were not sent again */
+	if (f.off) {
+		res->resumed_files++;
+		res->resumed_bytes += f.off;
+	} else if (wt->kind == STG_WANT_WHOLE) {
+		res->whole_files++;
+	} else {
+		res->delta_files++;
 	}
 	res->sent_content += e->size - f.off;
 	err = stg__wire_send(s->w, STG_W_FILE_END, NULL, 0, NULL, 0);
@@ -578,7 +586,7 @@ stg_err stg__send_tree(stg_ctx *ctx, stg_wire *w, const char *dir, const char *w
 	if (err || (err = stg__wire_send(w, STG_W_DONE, NULL, 0, NULL, 0)) ||
 	    (err = stg__wire_expect(w, STG_W_PUBLISHED, &p, &len)))
 		goto out;
-	res->reused_files = res->files - res->whole_files - res->delta_files;
+	res->reused_files = res->files - res->whole_files - res->delta_files - res->resumed_files;
 out:
 	for (size_t i = 0; i < n_wants; i++)
 		free(wants[i].sig);

@@ -177,27 +177,6 @@ static stg_err switch_in(receiver *rc)
 	return STG_OK;
 }
 
-/* Is name, beside DEST, a directory of the user's?  1 yes, 0 absent, -1
- * something else: another user's (anyone who can write DEST's parent, a
- * sticky /scratch included, can make one there first), or not a directory.
- * stager writes the user's files only into a directory of the user's. */
-static int sibling_ours(receiver *rc, const char *name)
-{
-	struct stat st;
-	if (fstatat(rc->parent, name, &st, AT_SYMLINK_NOFOLLOW))
-		return errno == ENOENT ? 0 : -1;
-	return S_ISDIR(st.st_mode) && st.st_uid == geteuid() ? 1 : -1;
-}
-
-static stg_err not_ours(receiver *rc, const char *name)
-{
-	return stg__fail(rc->ctx, STG_EEXIST,
-	                 "'%s/%s' is not a directory of yours (another user's, or not a "
-	                 "directory): nothing was written to it; remove it (or ask its owner "
-	                 "to), or choose another destination",
-	                 rc->dir, name);
-}
-
 /* --pack: may the file at DEST (PATH.tar.zst) be replaced?  As for a tree:
  * only a pack stager published there (the record names it by inode, ctime
  * and birth time) or with --replace; nothing there is fine. */
@@ -281,9 +260,9 @@ static stg_err unpack_basis(receiver *rc)
 		return err;
 	/* the old pack's files are unpacked here: the user's, so only into a
 	 * directory of the user's (one left by a killed receiver is removed) */
-	int ours = sibling_ours(rc, rc->basis_name);
+	int ours = stg__xr_sibling_ours(rc, rc->basis_name);
 	if (ours < 0)
-		return not_ours(rc, rc->basis_name);
+		return stg__xr_not_ours(rc, rc->basis_name);
 	if (ours)
 		stg__rmtree_at(rc->parent, rc->basis_name);
 	rc->basis_made = true;
@@ -312,7 +291,7 @@ static stg_err unpack_basis(receiver *rc)
 		close(rc->dest);
 		rc->dest = -1;
 		rc->basis_made = false;
-		return not_ours(rc, rc->basis_name);
+		return stg__xr_not_ours(rc, rc->basis_name);
 	}
 	return STG_OK;
 }
@@ -522,7 +501,7 @@ static stg_err receiver_open(receiver *rc, const char *dest)
 		if (rc->part >= 0)
 			close(rc->part);
 		rc->part = -1;
-		return not_ours(rc, rc->part_name);
+		return stg__xr_not_ours(rc, rc->part_name);
 	}
 	if (fchmod(rc->part, 0700))
 		return stg__fail_errno(rc->ctx, STG_EIO, errno, "cannot set the mode of '%s/%s'",
@@ -549,6 +528,9 @@ stg_err stg__receive_check(stg_ctx *ctx, const char *dest, bool pack, bool repla
 {
 	receiver rc = receiver_new(ctx, NULL, pack, replace, what);
 	stg_err err = dest_names(&rc, dest);
+	/* a record's name another user took is said before anything is read */
+	if (!err)
+		err = stg__xr_record_check(&rc);
 	if (!err)
 		err = pack ? pack_allowed(&rc) : dest_open(&rc);
 	if (rc.dest >= 0)
@@ -631,7 +613,15 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 		if ((err = stg__recv_receive_file(&rc, p, len)))
 			goto out;
 		rentry *re = &rc.r[idx];
-		re->basis != BASIS_NONE ? res->delta_files++ : res->whole_files++;
+		if (re->from) {
+			/* resumed within: its first bytes were not sent again */
+			res->resumed_files++;
+			res->resumed_bytes = stg__sat_add(res->resumed_bytes, re->from);
+		} else if (re->basis != BASIS_NONE) {
+			res->delta_files++;
+		} else {
+			res->whole_files++;
+		}
 		res->sent_content = stg__sat_add(res->sent_content, re->e.size - re->from);
 	}
 	for (size_t i = 0; i < rc.n; i++)
@@ -665,7 +655,7 @@ out:
 		unlinkat(rc.parent, rc.part_name, AT_REMOVEDIR);
 	if (rc.dest >= 0)
 		close(rc.dest);
-	if (rc.basis_made && sibling_ours(&rc, rc.basis_name) > 0)
+	if (rc.basis_made && stg__xr_sibling_ours(&rc, rc.basis_name) > 0)
 		stg__rmtree_at(rc.parent, rc.basis_name);
 	if (rc.part >= 0)
 		close(rc.part);

@@ -77,6 +77,57 @@ static void on_kept(void *arg, const stg_kept *k, stg_err err, const stg_collect
 	}
 }
 
+/* The notes in the user's home of results kept on other nodes (of job, if
+ * given): "kept_elsewhere", as status prints it. */
+static void print_elsewhere_json(const char *job)
+{
+	stg_ctx *ctx = stg_ctx_new();
+	stg_kept_note *v = NULL;
+	size_t n = 0;
+	if (!ctx || stg_kept_notes_elsewhere(ctx, job, &v, &n))
+		v = NULL, n = 0;
+	printf(",\"kept_elsewhere\":[");
+	for (size_t i = 0; i < n; i++) {
+		printf("%s{\"node\":", i ? "," : "");
+		json_str(stdout, v[i].node);
+		printf(",\"job\":");
+		json_str(stdout, v[i].job);
+		printf(",\"path\":");
+		json_str(stdout, v[i].path);
+		printf(",\"dest\":");
+		json_str(stdout, v[i].dest);
+		printf(",\"bytes\":%llu,\"since\":%lld}", (unsigned long long)v[i].bytes,
+		       (long long)v[i].since);
+	}
+	printf("]");
+	stg_kept_notes_free(v, n);
+	stg_ctx_free(ctx);
+}
+
+/* Nothing kept here: on a login node the results are on the nodes the
+ * jobs ran on, which the notes in the user's home name; each with the
+ * command that sends them from there. */
+static void say_none_here(stg_cache *cache, const char *job)
+{
+	char node[72], a[16];
+	stg_node_name(node, sizeof node);
+	stg_ctx *ctx = stg_ctx_new();
+	stg_kept_note *v = NULL;
+	size_t n = 0;
+	if (!ctx || stg_kept_notes_elsewhere(ctx, job, &v, &n))
+		v = NULL, n = 0;
+	cli_info("no kept results%s%s under '%s' on %s%s", job ? " of job " : "", job ? job : "",
+	         stg_cache_root(cache), node,
+	         n ? "; the notes in ~/.local/state/stager/kept name them on other nodes:" : "");
+	for (size_t i = 0; i < n; i++)
+		cli_info("  %s: job %s, %s for '%s' in '%s': `srun -w %s -N1 -n1 stager collect "
+		         "--kept%s%s` sends them",
+		         v[i].node, v[i].job, stg_format_size(v[i].bytes, a, sizeof a), v[i].dest,
+		         v[i].path, v[i].node, job ? " --job " : "", job ? job : "");
+	stg_kept_notes_free(v, n);
+	stg_ctx_free(ctx);
+}
+
 static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *co, const char *job,
                         int json)
 {
@@ -84,11 +135,13 @@ static int collect_kept(stg_ctx *ctx, stg_cache *cache, const stg_collect_opts *
 	if (json)
 		printf("{\"kept\":[");
 	stg_err err = stg_collect_kept_job(ctx, cache, co, job, on_kept, &o);
-	if (json)
-		printf("],\"collected\":%u,\"left\":%u}\n", o.done, o.left);
+	if (json) {
+		printf("],\"collected\":%u,\"left\":%u", o.done, o.left);
+		print_elsewhere_json(job);
+		printf("}\n");
+	}
 	if (!json && !o.done && !o.left && !err)
-		cli_info("no kept results%s%s under '%s'", job ? " of job " : "", job ? job : "",
-		         stg_cache_root(cache));
+		say_none_here(cache, job);
 	/* what stays kept (failed, or not tried before a stop), each with the
 	 * one command that brings it back: the epilog copies these lines into
 	 * the job's log */

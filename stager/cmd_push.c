@@ -30,12 +30,14 @@ static void xfer_json(const char *cmd, const char *src, const char *dest, const 
 	json_str(stdout, dest);
 	printf(",\"files\":%llu,\"dirs\":%llu,\"links\":%llu,\"content_bytes\":%llu,"
 	       "\"whole_files\":%llu,\"delta_files\":%llu,\"reused_files\":%llu,"
+	       "\"resumed_files\":%llu,\"resumed_bytes\":%llu,"
 	       "\"sent_content\":%llu,\"hashed_files\":%llu,\"wire_bytes_out\":%llu,"
 	       "\"wire_bytes_in\":%llu,\"wire_bytes\":%llu,\"seconds\":%.3f,\"status\":%d}\n",
 	       (unsigned long long)r->files, (unsigned long long)r->dirs,
 	       (unsigned long long)r->links, (unsigned long long)r->content_bytes,
 	       (unsigned long long)r->whole_files, (unsigned long long)r->delta_files,
-	       (unsigned long long)r->reused_files, (unsigned long long)r->sent_content,
+	       (unsigned long long)r->reused_files, (unsigned long long)r->resumed_files,
+	       (unsigned long long)r->resumed_bytes, (unsigned long long)r->sent_content,
 	       (unsigned long long)r->hashed_files, (unsigned long long)r->wire_out,
 	       (unsigned long long)r->wire_in, (unsigned long long)(r->wire_out + r->wire_in),
 	       r->seconds, status);
@@ -136,12 +138,17 @@ static int push_or_pull(int argc, char **argv, bool push)
 	if (err) {
 		rc = cli_fail(ctx, err);
 	} else {
-		char a[16], b[16];
-		cli_info("%s '%s' to '%s': %llu files (%llu sent whole, %llu as deltas, %llu "
+		char a[16], b[16], saved[16], resumed[64] = "";
+		/* a file resumed within: the bytes of it that were not sent again */
+		if (r.resumed_files)
+			snprintf(resumed, sizeof resumed, ", %llu resumed (%s saved)",
+			         (unsigned long long)r.resumed_files,
+			         stg_format_size(r.resumed_bytes, saved, sizeof saved));
+		cli_info("%s '%s' to '%s': %llu files (%llu sent whole, %llu as deltas%s, %llu "
 		         "already there), %s on the wire of %s, %.2f s",
 		         push ? "pushed" : "pulled", src, dest, (unsigned long long)r.files,
 		         (unsigned long long)r.whole_files, (unsigned long long)r.delta_files,
-		         (unsigned long long)r.reused_files,
+		         resumed, (unsigned long long)r.reused_files,
 		         stg_format_size(r.wire_out + r.wire_in, a, sizeof a),
 		         stg_format_size(r.content_bytes, b, sizeof b), r.seconds);
 	}

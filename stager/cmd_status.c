@@ -20,21 +20,11 @@ enum { OPT_JSON = OPT_FIRST_LOCAL };
 static size_t other_notes(stg_kept_note **v)
 {
 	stg_ctx *ctx = stg_ctx_new();
-	size_t n = 0, k = 0;
-	char me[72];
-	stg_node_name(me, sizeof me);
-	if (!ctx || stg_kept_notes(ctx, v, &n))
+	size_t n = 0;
+	if (!ctx || stg_kept_notes_elsewhere(ctx, NULL, v, &n))
 		*v = NULL, n = 0;
 	stg_ctx_free(ctx);
-	for (size_t i = 0; i < n; i++) {
-		stg_kept_note t = (*v)[i];
-		if (!strcmp(t.node, me)) {
-			free(t.node), free(t.job), free(t.path), free(t.dest);
-			continue;
-		}
-		(*v)[k++] = t;
-	}
-	return k;
+	return n;
 }
 
 static void print_notes_text(void)

@@ -177,3 +177,52 @@ complete_words() {
 	[ -f "$root/usr/local/lib/python$pyver/dist-packages/stager/_stager.so" ]
 	/usr/bin/python3 -c 'import sys; sys.exit(0 if "/usr/local/lib/python'"$pyver"'/dist-packages" in sys.path else 1)'
 }
+
+@test "make install: the example scripts in share/doc/stager/examples; tmpfiles.d only where systemd reads it, else said; uninstall removes them" {
+	top=$(cd "$BATS_TEST_DIRNAME/../.." && pwd)
+	# PREFIX (TMPFILESDIR) -> where systemd-tmpfiles finds stager.conf
+	# (tmpfiles.d(5): /etc, /run, /usr/local/lib and /usr/lib only)
+	for c in "/usr||/usr/lib/tmpfiles.d" "/usr/local||/usr/local/lib/tmpfiles.d" \
+		"/opt/stager|/etc/tmpfiles.d|/etc/tmpfiles.d" "/opt/stager||none"; do
+		IFS='|' read -r prefix tdir want <<<"$c"
+		root="$T/root${prefix//\//_}${tdir//\//_}"
+		echo "PREFIX=$prefix TMPFILESDIR=$tdir: $want"
+		run make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX="$prefix" \
+			${tdir:+TMPFILESDIR=$tdir}
+		echo "$output"
+		[ "$status" -eq 0 ]
+		# every example, as it is in the source, not executable (Debian's
+		# examples; sbatch reads them), the admin guide's cleanup job too
+		ex="$root$prefix/share/doc/stager/examples"
+		[ -f "$ex/cleanup-job.sh" ]
+		[ "$(ls "$ex" | wc -l)" -eq "$(ls "$top/scripts/examples" | wc -l)" ]
+		for f in "$top"/scripts/examples/*.sh; do
+			cmp "$f" "$ex/${f##*/}"
+			[ "$(stat -c %a "$ex/${f##*/}")" = 644 ]
+		done
+		# never where systemd does not look
+		[ ! -e "$root$prefix/lib/tmpfiles.d" ] || [ "$prefix" = /usr ] || [ "$prefix" = /usr/local ]
+		if [ "$want" = none ]; then
+			run find "$root" -path '*tmpfiles.d*' -name stager.conf
+			[ "$status" -eq 0 ]
+			[ -z "$output" ]
+			cmp "$top/etc/tmpfiles-stager.conf" "$root$prefix/share/doc/stager/tmpfiles-stager.conf"
+			run make -s -C "$top" B="${B:-build}" install DESTDIR="$root" PREFIX="$prefix"
+			[ "$status" -eq 0 ]
+			[[ "$output" == *"tmpfiles.d/stager.conf is not installed"*"TMPFILESDIR=/etc/tmpfiles.d"* ]]
+		else
+			cmp "$top/etc/tmpfiles-stager.conf" "$root$want/stager.conf"
+			# systemd-tmpfiles, where this machine has it, reads it there
+			if command -v systemd-tmpfiles >/dev/null; then
+				systemd-tmpfiles --root="$root" --cat-config >cat.txt
+				grep -qx "# $root$want/stager.conf" cat.txt
+			fi
+		fi
+		make -s -C "$top" B="${B:-build}" uninstall DESTDIR="$root" PREFIX="$prefix" \
+			${tdir:+TMPFILESDIR=$tdir}
+		[ ! -e "$ex" ]
+		run find "$root" -name '*stager.conf'
+		[ "$status" -eq 0 ]
+		[ -z "$output" ]
+	done
+}

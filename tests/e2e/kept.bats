@@ -142,6 +142,48 @@ teardown() {
 	[ "$(echo "$output" | jq -r '.kept_elsewhere[0].dest')" = "$T/d602/out" ]
 }
 
+@test "collect --kept on a login node, where none are kept: names the nodes that hold them (from the notes) and the command that sends them" {
+	for j in 701 702; do
+		mkdir -p "src$j"
+		echo "$j" >"src$j/f"
+		SLURM_JOB_ID=$j "$STAGER" collect -q "src$j" "$T/d$j/out"
+		echo more >"src$j/g"
+		"$STAGER" clean -q --job "$j"
+	done
+	node=$(hostname)
+	# on another host with a scratch root of its own (a login node)
+	login() { unshare --uts sh -c 'r=$1 && shift && hostname login-x && STAGER_SCRATCH_ROOT="$r/login" exec "$@"' sh "$T" "$STAGER" "$@"; }
+	run login collect --kept
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"no kept results under '$T/login' on login-x"* ]]
+	for j in 701 702; do
+		[[ "$output" == *"$node: job $j, "*" for '$T/d$j/out' in '"*"': \`srun -w $node -N1 -n1 stager collect --kept\` sends them"* ]]
+	done
+	# one job's: only that job's node, and the command for that job
+	run login collect --kept --job 702
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"no kept results of job 702 under '$T/login' on login-x"* ]]
+	[[ "$output" == *"$node: job 702, "*"\`srun -w $node -N1 -n1 stager collect --kept --job 702\` sends them"* ]]
+	[[ "$output" != *"job 701"* ]]
+	# (nothing of it is the epilog's "are kept on" line)
+	[[ "$output" != *"are kept on"* ]]
+	run login collect --kept --json
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | jq -e --arg n "$node" --arg d "$T/d701/out" \
+		'.collected == 0 and (.kept_elsewhere | length) == 2 and
+		 ([.kept_elsewhere[] | select(.node == $n and .job == "701" and .dest == $d)] | length) == 1'
+	# nothing was sent from the login node; on the node itself they are
+	[ ! -e "$T/d701/out/g" ]
+	run -0 "$STAGER" collect --kept
+	[ "$(cat "$T/d701/out/g")" = more ]
+	run login collect --kept
+	[ "$status" -eq 0 ]
+	[[ "$output" != *"$node: job"* ]]
+}
+
 @test "collect --job is refused without --kept, and a job id must be one" {
 	run "$STAGER" collect --job 5 a b
 	[ "$status" -eq 1 ]

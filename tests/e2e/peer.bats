@@ -214,3 +214,47 @@ apull() { alice timeout 60 "$T/bin/stager" pull --rsh "$T/rsh" --remote-stager "
 	[ $((SECONDS - t0)) -lt 10 ]
 	diff <(tree_sig src) <(tree_sig remote/ds)
 }
+
+@test "push and pull: a .stager-published.NAME another user made in a sticky directory is refused, naming them; nothing is lost" {
+	two_users
+	local bob
+	bob="stgbob (uid $(id -u stgbob))"
+	mkdir -p src remote local
+	echo a >src/a
+	chmod 1777 remote local
+	chown -R stgalice src
+	# bob makes the name first, beside where alice pushes: a file only he
+	# may write, then one anyone may write, then a link of his
+	for how in "echo mine >$T/remote/.stager-published.ds" \
+		"echo mine >$T/remote/.stager-published.ds && chmod 0666 $T/remote/.stager-published.ds" \
+		"ln -s $T/remote/bobs $T/remote/.stager-published.ds"; do
+		rm -f remote/.stager-published.ds
+		runuser -u stgbob -- sh -c "$how"
+		run apush src "host:$T/remote/ds"
+		echo "$output"
+		[ "$status" -eq 1 ]
+		[[ "$output" == *"'$T/remote/.stager-published.ds' is "*" of another user, $bob"* ]]
+		[[ "$output" == *"nothing was changed"* ]]
+		[[ "$output" != *"Permission denied"* ]]
+		# nothing made beside it, and bob's is as he left it
+		[ "$(ls -A remote | xargs)" = .stager-published.ds ]
+		[ "$(stat -c %U remote/.stager-published.ds)" = stgbob ]
+	done
+	[ ! -e remote/bobs ]
+	[ "$(cat src/a)" = a ]
+	# a pull into a sticky directory: the same, before anything is read
+	rm -f remote/.stager-published.ds
+	apush src "host:$T/remote/ds"
+	runuser -u stgbob -- sh -c "echo mine >$T/local/.stager-published.ds"
+	run apull "host:$T/remote/ds" "$T/local/ds"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	[[ "$output" == *"'$T/local/.stager-published.ds' is a file of another user, $bob"* ]]
+	[ "$(ls -A local | xargs)" = .stager-published.ds ]
+	[ "$(cat local/.stager-published.ds)" = mine ]
+	# alice's own record is hers to use: the push goes on as before
+	echo b >src/b
+	chown stgalice src/b
+	apush src "host:$T/remote/ds"
+	[ "$(cat remote/ds/b)" = b ]
+}

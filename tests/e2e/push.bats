@@ -645,6 +645,7 @@ nothing_escaped() {
 	run lpush src "x:$T/remote/ds"
 	echo "$output"
 	[ "$status" -eq 1 ]
+	[[ "$output" == *".stager-published.ds' is a file of another user, nobody (uid $(id -u nobody))"*"nothing was changed"* ]]
 	[ "$(tree_sig remote/ds)" = "$before" ]
 	# a FIFO: refused, not a hang
 	rm remote/.stager-published.ds
@@ -781,7 +782,7 @@ nothing_escaped() {
 	run lpush src "x:$T/remote/ds"
 	echo "$output"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *".stager-partial.ds' is not a directory of yours"* ]]
+	[[ "$output" == *".stager-partial.ds' is not a directory of yours: it is a directory of another user, nobody (uid $(id -u nobody))"* ]]
 	[ -z "$(ls -A remote/.stager-partial.ds)" ]
 	[ ! -e remote/ds ]
 	# a symlink in its place: the same
@@ -800,7 +801,7 @@ nothing_escaped() {
 	run lpush --pack src "x:$T/remote/ds"
 	echo "$output"
 	[ "$status" -eq 1 ]
-	[[ "$output" == *".stager-basis.ds.tar.zst' is not a directory of yours"* ]]
+	[[ "$output" == *".stager-basis.ds.tar.zst' is not a directory of yours: it is a directory of another user, nobody (uid $(id -u nobody))"* ]]
 	[ -z "$(ls -A remote/.stager-basis.ds.tar.zst)" ]
 }
 

@@ -124,10 +124,17 @@ after_cut() { # EXPECTED-STATUS-OF-THE-CLIENT
 # than the part that was not kept (plus the manifest and framing).
 check_resumed() { # JSON DEST
 	local wire
+	cat "$T/said"
 	wire=$(echo "$1" | jq -r .wire_bytes)
 	echo "kept $held of $SIZE bytes; the resumed run: $wire bytes on the wire" >&3
 	[ "$wire" -lt $((SIZE - held + 1048576)) ]
 	[ "$wire" -lt $((SIZE * 60 / 100)) ]
+	# counted as resumed, with the bytes not sent again: neither sent
+	# whole nor a delta (small was sent whole, or was there already)
+	echo "$1" | jq -e --argjson held "$held" \
+		'.resumed_files == 1 and .resumed_bytes == $held and .delta_files == 0 and
+		 .whole_files + .reused_files == 1'
+	grep -q " 1 resumed ([0-9.]* [KMG]iB saved)" "$T/said"
 	cmp "$SSHD_DIR/big" "$2/big"
 	[ "$(cat "$2/small")" = small ]
 	# nothing of the partial copy is left, in the tree or beside it
@@ -140,7 +147,7 @@ check_resumed() { # JSON DEST
 	start_cut push
 	kill -9 "$pid"
 	after_cut 137
-	out=$(xfer push --json src "127.0.0.1:$T/remote/ds")
+	out=$(xfer push --json src "127.0.0.1:$T/remote/ds" 2>"$T/said")
 	check_resumed "$out" remote/ds
 	[ "$(ls -A remote | xargs)" = ".stager-index.ds .stager-published.ds ds" ]
 }
@@ -150,7 +157,7 @@ check_resumed() { # JSON DEST
 	kill -9 "$(cat "$T/serve.pid")"
 	after_cut 6
 	grep -q connection "$T/err"
-	out=$(xfer push --json src "127.0.0.1:$T/remote/ds")
+	out=$(xfer push --json src "127.0.0.1:$T/remote/ds" 2>"$T/said")
 	check_resumed "$out" remote/ds
 }
 
@@ -158,7 +165,7 @@ check_resumed() { # JSON DEST
 	start_cut push
 	kill -9 "$(cat "$T/ssh.pid")"
 	after_cut 6
-	out=$(xfer push --json src "127.0.0.1:$T/remote/ds")
+	out=$(xfer push --json src "127.0.0.1:$T/remote/ds" 2>"$T/said")
 	check_resumed "$out" remote/ds
 }
 
@@ -166,7 +173,7 @@ check_resumed() { # JSON DEST
 	start_cut pull
 	kill -9 "$pid"
 	after_cut 137
-	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back)
+	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back 2>"$T/said")
 	check_resumed "$out" back
 }
 
@@ -175,7 +182,7 @@ check_resumed() { # JSON DEST
 	kill -9 "$(cat "$T/serve.pid")"
 	after_cut 6
 	grep -q connection "$T/err"
-	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back)
+	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back 2>"$T/said")
 	check_resumed "$out" back
 }
 
@@ -183,7 +190,7 @@ check_resumed() { # JSON DEST
 	start_cut pull
 	kill -9 "$(cat "$T/ssh.pid")"
 	after_cut 6
-	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back)
+	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back 2>"$T/said")
 	check_resumed "$out" back
 }
 
@@ -191,7 +198,7 @@ check_resumed() { # JSON DEST
 	start_cut push --pack
 	kill -9 "$pid"
 	after_cut 137
-	out=$(xfer push --pack --json src "127.0.0.1:$T/remote/ds")
+	out=$(xfer push --pack --json src "127.0.0.1:$T/remote/ds" 2>"$T/said")
 	stager verify remote/ds.tar.zst
 	stager unpack remote/ds.tar.zst unpacked
 	check_resumed "$out" unpacked
@@ -205,6 +212,8 @@ changed_is_sent_whole() { # JSON DEST
 	echo "kept $held bytes of an older version; the next run: $wire bytes on the wire" >&3
 	[ "$wire" -ge "$SIZE" ]
 	[ "$(echo "$1" | jq -r .whole_files)" -ge 1 ]
+	echo "$1" | jq -e '.resumed_files == 0 and .resumed_bytes == 0'
+	run ! grep -q resumed "$T/said"
 	cmp "$3" "$2/big"
 	run find "$T" -name '.stager-resume.*'
 	[ -z "$output" ]
@@ -215,7 +224,7 @@ changed_is_sent_whole() { # JSON DEST
 	kill -9 "$pid"
 	after_cut 137
 	printf 'changed' | dd of=src/big bs=1 seek=1000 conv=notrunc 2>/dev/null
-	out=$(xfer push --json src "127.0.0.1:$T/remote/ds")
+	out=$(xfer push --json src "127.0.0.1:$T/remote/ds" 2>"$T/said")
 	changed_is_sent_whole "$out" remote/ds src/big
 }
 
@@ -224,7 +233,7 @@ changed_is_sent_whole() { # JSON DEST
 	kill -9 "$(cat "$T/ssh.pid")"
 	after_cut 6
 	printf 'changed' | dd of=remote/ds/big bs=1 seek=1000 conv=notrunc 2>/dev/null
-	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back)
+	out=$(xfer pull --json "127.0.0.1:$T/remote/ds" back 2>"$T/said")
 	changed_is_sent_whole "$out" back remote/ds/big
 }
 
