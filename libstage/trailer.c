@@ -51,6 +51,40 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off)
 	return t->n_frames;
 }
 
+uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
+                          uint64_t names_size)
+{
+	/* each count is below 2^31 (the body's size over a record's), so
+	 * none of this overflows */
+	return n_frames * sizeof(stg_frame) + n_entries * (sizeof(stg_rec) + 2) +
+	       n_deltas * (sizeof(stg_delta_rec) + 1) + names_size + 1;
+}
+
+uint64_t stg__trailer_mem_max(uint64_t file_size)
+{
+	uint64_t by_size = file_size > UINT64_MAX / STG_MANIFEST_MEM_RATIO
+	                           ? UINT64_MAX
+	                           : file_size * STG_MANIFEST_MEM_RATIO;
+	return by_size > STG_MANIFEST_MEM_FLOOR ? by_size : STG_MANIFEST_MEM_FLOOR;
+}
+
+/* n bytes as "2.1 GiB", "512 MiB", "4.7 KiB", "12 B" into out */
+static const char *show_size(uint64_t n, char out[32])
+{
+	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0 || v >= 100 || v == (double)(uint64_t)v)
+		snprintf(out, 32, "%.0f %s", v, unit[u]);
+	else
+		snprintf(out, 32, "%.1f %s", v, unit[u]);
+	return out;
+}
+
 /* ---- encoding ---------------------------------------------------------- */
 
 /* The body, compressed as it is laid out: a chunk at a time, so that a
@@ -189,6 +223,22 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 		goto out;
 	}
 	size_t clen = o->out.pos;
+	/* a pack its readers would refuse (trailer_decode) is not made */
+	uint64_t file_size = t->data_size + 8 + clen + STG_FOOTER_SIZE;
+	uint64_t need = stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, names_size);
+	if (need > stg__trailer_mem_max(file_size)) {
+		char sn[32], sb[32], sf[32], sm[32];
+		err = stg__fail(
+		        ctx, STG_ENOTSUP,
+		        "its manifest would need %s of memory to read (%zu entries, %s of "
+		        "names) in a pack of %s, more than a pack may ask for (%s: %d times "
+		        "its size, or %llu MiB if more), so readers would refuse it: pack "
+		        "its directories apart, as several packs",
+		        show_size(need, sn), t->n_entries, show_size(names_size, sb),
+		        show_size(file_size, sf), show_size(stg__trailer_mem_max(file_size), sm),
+		        STG_MANIFEST_MEM_RATIO, (unsigned long long)(STG_MANIFEST_MEM_FLOOR >> 20));
+		goto out;
+	}
 	if (clen + STG_FOOTER_SIZE > UINT32_MAX) {
 		err = stg__fail(ctx, STG_ENOTSUP, "manifest too large for one trailer frame");
 		goto out;
@@ -476,40 +526,6 @@ static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
 	t->names[mo] = '\0';
 	t->names_len = mo;
 	return STG_OK;
-}
-
-uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
-                          uint64_t names_size)
-{
-	/* each count is below 2^31 (the body's size over a record's), so
-	 * none of this overflows */
-	return n_frames * sizeof(stg_frame) + n_entries * (sizeof(stg_rec) + 2) +
-	       n_deltas * (sizeof(stg_delta_rec) + 1) + names_size + 1;
-}
-
-uint64_t stg__trailer_mem_max(uint64_t file_size)
-{
-	uint64_t by_size = file_size > UINT64_MAX / STG_MANIFEST_MEM_RATIO
-	                           ? UINT64_MAX
-	                           : file_size * STG_MANIFEST_MEM_RATIO;
-	return by_size > STG_MANIFEST_MEM_FLOOR ? by_size : STG_MANIFEST_MEM_FLOOR;
-}
-
-/* n bytes as "2.1 GiB", "512 MiB", "4.7 KiB", "12 B" into out */
-static const char *show_size(uint64_t n, char out[32])
-{
-	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = (double)n;
-	int u = 0;
-	while (v >= 1024 && u < 4) {
-		v /= 1024;
-		u++;
-	}
-	if (u == 0 || v >= 100 || v == (double)(uint64_t)v)
-		snprintf(out, 32, "%.0f %s", v, unit[u]);
-	else
-		snprintf(out, 32, "%.1f %s", v, unit[u]);
-	return out;
 }
 
 static stg_err parse_body(body_in *b, uint64_t data_size, uint64_t file_size, uint32_t version,
