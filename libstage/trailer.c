@@ -230,7 +230,7 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 		char sn[32], sb[32], sf[32], sm[32];
 		err = stg__fail(
 		        ctx, STG_ENOTSUP,
-		        "its manifest would need %s of memory to read (%zu entries, %s of "
+		        "the pack's manifest would need %s of memory to read (%zu entries, %s of "
 		        "names) in a pack of %s, more than a pack may ask for (%s: %d times "
 		        "its size, or %llu MiB if more), so readers would refuse it: pack "
 		        "its directories apart, as several packs",
