@@ -25,12 +25,14 @@
 #define STG_BODY_RAW_MAX     ((uint64_t)2 << 30) /* largest decoded trailer */
 #define STG_TAIL_READ        (1u << 20)          /* first read at the end of a pack */
 /* What a pack's manifest may make a reader allocate once decoded: 256 MiB,
- * or 32 times the pack's own size if more.  A real dataset's pack is never
- * that much smaller than its manifest (each entry has a tar header in the
- * data, and a file its content and an XXH3 that does not compress); a
- * crafted one of a few MiB can declare 2 GiB of repeated names. */
+ * or 64 times the pack's own size if more.  A real dataset's pack is
+ * seldom even 16 times smaller than its manifest (each entry has a tar
+ * header in the data, and a file its content and an XXH3 that does not
+ * compress: a million empty files with sequential names of 54 bytes pack
+ * into 8.4 MB and need 137 MiB); a crafted one of 4.4 MB can declare 2 GiB
+ * of names. */
 #define STG_MANIFEST_MEM_FLOOR ((uint64_t)256 << 20)
-#define STG_MANIFEST_MEM_RATIO 32
+#define STG_MANIFEST_MEM_RATIO 64
 
 typedef struct stg_frame {
 	uint64_t comp_off, comp_size;

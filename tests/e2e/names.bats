@@ -2,7 +2,7 @@
 # What a pack's names cost its readers.  A pack is hostile input: a small
 # one can declare hundreds of thousands of long names (2 GiB of them in a
 # few MiB).  Every reader (ls, verify, unpack, stage, diff, mount, Python)
-# refuses a pack whose manifest would need more memory than 256 MiB or 32
+# refuses a pack whose manifest would need more memory than 256 MiB or 64
 # times the pack's size, from the trailer's header, before reading a name
 # (exit 4, the figures); a pack of long paths within that is listed at the
 # speed of its bytes; and the readers agree on every name, byte for byte.
@@ -59,7 +59,7 @@ measured() {
 		echo "$c: exit $RC, peak $RSS_KIB KiB (a small pack's ls: $base KiB): $(cat err)"
 		[ "$RC" -eq 4 ]
 		grep -q "bomb.tar.zst': damaged or hostile pack: its manifest would need 389 MiB of memory (100000 entries, 381 MiB of names) in a pack of" err
-		grep -q "a pack may ask for at most 256 MiB (32 times its size, or 256 MiB if more)" err
+		grep -q "a pack may ask for at most 256 MiB (64 times its size, or 256 MiB if more)" err
 		# before: 400 MiB and more, each
 		[ "$RSS_KIB" -lt $((base * 3)) ]
 	done

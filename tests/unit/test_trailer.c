@@ -271,7 +271,7 @@ static void test_manifest_memory_bound(void **state)
 	assert_null(p);
 	assert_non_null(strstr(stg_errmsg(ctx), "would need"));
 	free(img);
-	/* in a pack of 16 MiB (up to 512 MiB) the same manifest is not
+	/* in a pack of 16 MiB (up to 1 GiB) the same manifest is not
 	 * refused for its size: it fails later, at its frame table */
 	img = declaring(100000, 400000000, 16 << 20, &len);
 	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
@@ -316,17 +316,16 @@ static void test_manifest_memory_bound(void **state)
 	free(frame);
 	free(recs);
 
-	/* 10 M files with 60-byte paths need about 1.4 GB; their pack holds
-	 * at least a 512-byte tar header a file, which compresses to no less
-	 * than 40 bytes (it has the file's name and checksum), and the
-	 * trailer: 400 MB, allowed 12.8 GB */
-	uint64_t ten_m = stg__trailer_mem(40000, 10000000, 0, 600000000);
+	/* 10 M empty files with 60-byte paths need about 1.4 GB; their pack
+	 * is at least 84 MB (a million of them with 54-byte paths, sequential
+	 * names, made 8.4 MB), allowed 5.4 GB */
+	uint64_t ten_m = stg__trailer_mem(1, 10000000, 0, 600000000);
 	assert_true(ten_m < (uint64_t)1500 << 20);
-	assert_true(ten_m <= stg__trailer_mem_max(400000000));
-	/* the limit: 256 MiB, or 32 times the pack's size */
+	assert_true(ten_m <= stg__trailer_mem_max(84000000) / 3);
+	/* the limit: 256 MiB, or 64 times the pack's size */
 	assert_int_equal(stg__trailer_mem_max(0), STG_MANIFEST_MEM_FLOOR);
 	assert_int_equal(stg__trailer_mem_max(1 << 20), STG_MANIFEST_MEM_FLOOR);
-	assert_int_equal(stg__trailer_mem_max(100 << 20), (uint64_t)3200 << 20);
+	assert_int_equal(stg__trailer_mem_max(100 << 20), (uint64_t)6400 << 20);
 	assert_int_equal(stg__trailer_mem_max(UINT64_MAX), UINT64_MAX);
 	stg_ctx_free(ctx);
 }
