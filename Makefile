@@ -62,7 +62,7 @@ UNIT_BIN := $(UNIT_SRC:tests/unit/%.c=$(B)/tests/%)
 # tests/fuzz/corpus/NAME/, replayed by $(B)/fuzz/replay_NAME in `make test`
 FUZZ_NAMES := $(patsubst tests/fuzz/fuzz_%.c,%,$(wildcard tests/fuzz/fuzz_*.c))
 FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
-TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
+TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs $(B)/packbomb
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
 	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python bench-python
@@ -151,6 +151,9 @@ $(B)/tests/test_%: tests/unit/test_%.c $(LIB_OBJ) | check-deps
 $(B)/gendata: bench/gendata.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -lm
+$(B)/packbomb: bench/packbomb.c | check-deps
+	@mkdir -p $(dir $@)
+	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $< -lzstd -lxxhash
 $(B)/runstat: bench/runstat.c | check-deps
 	@mkdir -p $(dir $@)
 	$(CC) -std=c11 -D_GNU_SOURCE -O2 $(WARN) -o $@ $<

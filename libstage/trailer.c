@@ -18,6 +18,7 @@
 #include "bytes.h"
 #include "path.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -48,6 +49,40 @@ size_t stg__frame_of(const stg_trailer *t, uint64_t off)
 			return mid;
 	}
 	return t->n_frames;
+}
+
+uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
+                          uint64_t names_size)
+{
+	/* each count is below 2^31 (the body's size over a record's), so
+	 * none of this overflows */
+	return n_frames * sizeof(stg_frame) + n_entries * (sizeof(stg_rec) + 2) +
+	       n_deltas * (sizeof(stg_delta_rec) + 1) + names_size + 1;
+}
+
+uint64_t stg__trailer_mem_max(uint64_t file_size)
+{
+	uint64_t by_size = file_size > UINT64_MAX / STG_MANIFEST_MEM_RATIO
+	                           ? UINT64_MAX
+	                           : file_size * STG_MANIFEST_MEM_RATIO;
+	return by_size > STG_MANIFEST_MEM_FLOOR ? by_size : STG_MANIFEST_MEM_FLOOR;
+}
+
+/* n bytes as "2.1 GiB", "512 MiB", "4.7 KiB", "12 B" into out */
+static const char *show_size(uint64_t n, char out[32])
+{
+	static const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+	double v = (double)n;
+	int u = 0;
+	while (v >= 1024 && u < 4) {
+		v /= 1024;
+		u++;
+	}
+	if (u == 0 || v >= 100 || v == (double)(uint64_t)v)
+		snprintf(out, 32, "%.0f %s", v, unit[u]);
+	else
+		snprintf(out, 32, "%.1f %s", v, unit[u]);
+	return out;
 }
 
 /* ---- encoding ---------------------------------------------------------- */
@@ -188,6 +223,22 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 		goto out;
 	}
 	size_t clen = o->out.pos;
+	/* a pack its readers would refuse (trailer_decode) is not made */
+	uint64_t file_size = t->data_size + 8 + clen + STG_FOOTER_SIZE;
+	uint64_t need = stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, names_size);
+	if (need > stg__trailer_mem_max(file_size)) {
+		char sn[32], sb[32], sf[32], sm[32];
+		err = stg__fail(
+		        ctx, STG_ENOTSUP,
+		        "the pack's manifest would need %s of memory to read (%zu entries, %s of "
+		        "names) in a pack of %s, more than a pack may ask for (%s: %d times "
+		        "its size, or %llu MiB if more), so readers would refuse it: pack "
+		        "its directories apart, as several packs",
+		        show_size(need, sn), t->n_entries, show_size(names_size, sb),
+		        show_size(file_size, sf), show_size(stg__trailer_mem_max(file_size), sm),
+		        STG_MANIFEST_MEM_RATIO, (unsigned long long)(STG_MANIFEST_MEM_FLOOR >> 20));
+		goto out;
+	}
 	if (clen + STG_FOOTER_SIZE > UINT32_MAX) {
 		err = stg__fail(ctx, STG_ENOTSUP, "manifest too large for one trailer frame");
 		goto out;
@@ -477,7 +528,8 @@ static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
 	return STG_OK;
 }
 
-static stg_err parse_body(body_in *b, uint64_t data_size, uint32_t version, stg_trailer *t)
+static stg_err parse_body(body_in *b, uint64_t data_size, uint64_t file_size, uint32_t version,
+                          stg_trailer *t)
 {
 	stg_err err = STG_OK;
 	if (b->raw < STG_BODY_HEADER_SIZE)
@@ -518,6 +570,24 @@ static stg_err parse_body(body_in *b, uint64_t data_size, uint32_t version, stg_
 		return bad(b->ctx, "trailer sections do not add up to its size");
 	if (nf == 0)
 		return bad(b->ctx, "no frames");
+	/* what decoding it would allocate, before any of it is: a small pack
+	 * that declares millions of long names is refused here, not after
+	 * its reader has taken gigabytes */
+	uint64_t need = stg__trailer_mem(nf, ne, nd, names_size);
+	uint64_t most = stg__trailer_mem_max(file_size);
+	if (need > most) {
+		char sn[32], sm[32], sf[32], sb[32];
+		return stg__fail(b->ctx, STG_ECORRUPT,
+		                 "damaged or hostile pack: its manifest would need %s of memory "
+		                 "(%llu entries, %s of names) in a pack of %s, and a pack may ask "
+		                 "for at most %s (%d times its size, or %llu MiB if more); refused "
+		                 "before reading its names: stager never makes such a pack, get it "
+		                 "again from its source",
+		                 show_size(need, sn), (unsigned long long)ne,
+		                 show_size(names_size, sb), show_size(file_size, sf),
+		                 show_size(most, sm), STG_MANIFEST_MEM_RATIO,
+		                 (unsigned long long)(STG_MANIFEST_MEM_FLOOR >> 20));
+	}
 
 	uint64_t next_name = 0;
 	if ((err = parse_frames(b, nf, data_size, t)) ||
@@ -593,7 +663,7 @@ stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, 
 		 * ask for a huge one */
 		ZSTD_DCtx_setParameter(b.ds, ZSTD_d_windowLogMax, 27);
 		t->data_size = data_size;
-		err = parse_body(&b, data_size, version, t);
+		err = parse_body(&b, data_size, file_size, version, t);
 	}
 	free(b.buf);
 	ZSTD_freeDStream(b.ds);

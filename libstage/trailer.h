@@ -24,6 +24,15 @@
 #define STG_FRAME_RAW_MAX    (64u << 20)         /* largest frame a reader accepts */
 #define STG_BODY_RAW_MAX     ((uint64_t)2 << 30) /* largest decoded trailer */
 #define STG_TAIL_READ        (1u << 20)          /* first read at the end of a pack */
+/* What a pack's manifest may make a reader allocate once decoded: 256 MiB,
+ * or 64 times the pack's own size if more.  A real dataset's pack is
+ * seldom even 16 times smaller than its manifest (each entry has a tar
+ * header in the data, and a file its content and an XXH3 that does not
+ * compress: a million empty files with sequential names of 54 bytes pack
+ * into 8.4 MB and need 137 MiB); a crafted one of 4.4 MB can declare 2 GiB
+ * of names. */
+#define STG_MANIFEST_MEM_FLOOR ((uint64_t)256 << 20)
+#define STG_MANIFEST_MEM_RATIO 64
 
 typedef struct stg_frame {
 	uint64_t comp_off, comp_size;
@@ -82,6 +91,14 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
  */
 stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
                             stg_trailer *t, size_t *need);
+
+/* The bytes a trailer with these counts and name bytes takes in memory
+ * once decoded (its records, and its names with their NULs). */
+uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
+                          uint64_t names_size);
+/* The most that a pack of file_size bytes may make a reader allocate for
+ * its manifest. */
+uint64_t stg__trailer_mem_max(uint64_t file_size);
 
 /* Frame that holds tar offset off (t->n_frames if none). */
 size_t stg__frame_of(const stg_trailer *t, uint64_t off);

@@ -599,39 +599,46 @@ static int utf8_len(const unsigned char *s)
 
 void json_str(FILE *f, const char *str)
 {
-	const unsigned char *s = (const unsigned char *)str;
+	/* runs of bytes kept as they are go out whole: a call a character
+	 * took seconds for a listing of long paths */
+	const unsigned char *s = (const unsigned char *)str, *run = s;
 	fputc('"', f);
 	while (*s) {
 		unsigned char c = *s;
+		int n = c == '"' || c == '\\' || c < 0x20 ? 0 : utf8_len(s);
+		if (n) {
+			s += n;
+			continue;
+		}
+		fwrite(run, 1, (size_t)(s - run), f);
 		if (c == '"' || c == '\\') {
 			fputc('\\', f);
 			fputc(c, f);
-			s++;
-		} else if (c < 0x20) {
-			fprintf(f, "\\u%04x", c);
-			s++;
 		} else {
-			int n = utf8_len(s);
-			if (n == 0) {
-				/* not UTF-8: keep the byte visible as a Latin-1 code point */
-				fprintf(f, "\\u%04x", c);
-				s++;
-			} else {
-				fwrite(s, 1, (size_t)n, f);
-				s += n;
-			}
+			/* a control byte, or not UTF-8: kept visible as a Latin-1
+			 * code point */
+			fprintf(f, "\\u%04x", c);
 		}
+		run = ++s;
 	}
+	fwrite(run, 1, (size_t)(s - run), f);
 	fputc('"', f);
 }
 
 void cli_put_name(FILE *f, const char *name)
 {
-	for (const unsigned char *p = (const unsigned char *)name; *p; p++) {
-		if (*p < 0x20 || *p == 0x7f || *p == '\\')
-			fprintf(f, "\\x%02x", *p);
-		else
-			fputc(*p, f);
+	/* the printable runs whole: a byte at a time (a locked fputc each)
+	 * took seconds for a listing of long paths */
+	const unsigned char *p = (const unsigned char *)name;
+	while (*p) {
+		const unsigned char *q = p;
+		while (*q && !(*q < 0x20 || *q == 0x7f || *q == '\\'))
+			q++;
+		fwrite(p, 1, (size_t)(q - p), f);
+		if (!*q)
+			break;
+		fprintf(f, "\\x%02x", *q);
+		p = q + 1;
 	}
 }
 

@@ -23,7 +23,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top" || exit 2
 export SAN_FLAGS="${SAN_FLAGS:-}"
 export STAGER="$top/$B/stager" GENDATA="$top/$B/gendata" RUNSTAT="$top/$B/runstat"
-export SHAREDFS="$top/$B/sharedfs" FUZZ_DIR="$top/$B/fuzz" CORPUS="$top/../shared/corpus"
+export PACKBOMB="$top/$B/packbomb" SHAREDFS="$top/$B/sharedfs" FUZZ_DIR="$top/$B/fuzz" CORPUS="$top/../shared/corpus"
 JOBS=${TEST_JOBS:-4}
 JOB_TIMEOUT=${JOB_TIMEOUT:-900}
 no_skip=${NO_SKIP:-}

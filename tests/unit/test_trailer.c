@@ -83,8 +83,7 @@ static void test_round_trip(void **state)
 	uint8_t *img = encoded(ctx, &t, names, &frame, &flen, &len);
 	stg_err err = stg__trailer_decode(ctx, img, len, len, &d, &need);
 	if (err)
-		fprintf(stderr, "# %s\n", stg_errmsg(ctx));
-	assert_int_equal(err, STG_OK);
+		assert_int_equal(err, STG_OK);
 	assert_int_equal(need, 0);
 	assert_int_equal(d.n_frames, 2);
 	assert_int_equal(d.n_entries, 3);
@@ -231,6 +230,106 @@ static void test_hostile_counts(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* A trailer whose header declares n entries and names_size bytes of names
+ * (and whose footer the matching body size), though its body holds the
+ * header and one frame record only: a reader that allocated as declared
+ * would be told so only once it had read that far. */
+static uint8_t *declaring(uint64_t n, uint64_t names_size, uint64_t data_size, size_t *len)
+{
+	uint8_t body[STG_BODY_HEADER_SIZE + STG_FRAME_REC_SIZE] = {0};
+	memcpy(body, STG_BODY_MAGIC, 4);
+	stg__put32(body + 4, STG_FORMAT_VERSION);
+	stg__put64(body + 8, 1);
+	stg__put64(body + 16, n);
+	stg__put64(body + 32, names_size);
+	uint8_t *img = wrap(body, sizeof body, data_size, len);
+	stg__put64(img + *len - STG_FOOTER_SIZE + 16,
+	           sizeof body + n * STG_ENTRY_REC_SIZE + names_size);
+	return img;
+}
+
+static void test_manifest_memory_bound(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = stg_ctx_new();
+	stg_trailer d;
+	size_t need, len;
+	/* 100,000 paths of 4,000 bytes (400 MB) in a pack of a few hundred
+	 * bytes: refused from its header, naming the figures */
+	uint8_t *img = declaring(100000, 400000000, 10, &len);
+	assert_true(len < 1024);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	const char *m = stg_errmsg(ctx);
+	assert_non_null(strstr(m, "would need 389 MiB of memory"));
+	assert_non_null(strstr(m, "100000 entries, 381 MiB of names"));
+	assert_non_null(strstr(m, "at most 256 MiB"));
+	free(img);
+	/* the same through stg_pack_open_mem */
+	img = declaring(100000, 400000000, 10, &len);
+	stg_pack *p = NULL;
+	assert_int_equal(stg_pack_open_mem(ctx, img, len, &p), STG_ECORRUPT);
+	assert_null(p);
+	assert_non_null(strstr(stg_errmsg(ctx), "would need"));
+	free(img);
+	/* in a pack of 16 MiB (up to 1 GiB) the same manifest is not
+	 * refused for its size: it fails later, at its frame table */
+	img = declaring(100000, 400000000, 16 << 20, &len);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	assert_null(strstr(stg_errmsg(ctx), "would need"));
+	assert_non_null(strstr(stg_errmsg(ctx), "frame table"));
+	free(img);
+	/* nor is one just under 256 MiB in a small pack */
+	uint64_t under = STG_MANIFEST_MEM_FLOOR - stg__trailer_mem(1, 1000, 0, 0);
+	img = declaring(1000, under, 10, &len);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	assert_null(strstr(stg_errmsg(ctx), "would need"));
+	free(img);
+	img = declaring(1000, under + 1, 10, &len);
+	assert_int_equal(stg__trailer_decode(ctx, img, len, len, &d, &need), STG_ECORRUPT);
+	assert_non_null(strstr(stg_errmsg(ctx), "would need"));
+	free(img);
+
+	/* nor does a writer make such a pack: 70,000 names of 4,000 bytes
+	 * (280 MB) after 1 MiB of data are refused, 1,000 are not */
+	static char name[4000];
+	memset(name, 'n', sizeof name);
+	stg_rec *recs = calloc(70000, sizeof *recs);
+	assert_non_null(recs);
+	for (size_t i = 0; i < 70000; i++)
+		recs[i] = (stg_rec){.type = STG_FILE, .mode = 0644, .path_len = sizeof name};
+	stg_frame fr = {0, 1 << 20, 0, 1 << 20};
+	stg_trailer t = {.frames = &fr,
+	                 .n_frames = 1,
+	                 .recs = recs,
+	                 .n_entries = 70000,
+	                 .names = name,
+	                 .data_size = 1 << 20};
+	uint8_t *frame = NULL;
+	size_t flen;
+	assert_int_equal(stg__trailer_encode(ctx, &t, 1, &frame, &flen), STG_ENOTSUP);
+	assert_null(frame);
+	assert_non_null(strstr(stg_errmsg(ctx), "would need 273 MiB of memory to read (70000 "
+	                                        "entries, 267 MiB of names)"));
+	assert_non_null(strstr(stg_errmsg(ctx), "readers would refuse it"));
+	t.n_entries = 1000;
+	assert_int_equal(stg__trailer_encode(ctx, &t, 1, &frame, &flen), STG_OK);
+	free(frame);
+	free(recs);
+
+	/* 10 M empty files with 60-byte paths need about 1.4 GB; their pack
+	 * is at least 84 MB (a million of them with 54-byte paths, sequential
+	 * names, made 8.4 MB), allowed 5.4 GB */
+	uint64_t ten_m = stg__trailer_mem(1, 10000000, 0, 600000000);
+	assert_true(ten_m < (uint64_t)1500 << 20);
+	assert_true(ten_m <= stg__trailer_mem_max(84000000) / 3);
+	/* the limit: 256 MiB, or 64 times the pack's size */
+	assert_int_equal(stg__trailer_mem_max(0), STG_MANIFEST_MEM_FLOOR);
+	assert_int_equal(stg__trailer_mem_max(1 << 20), STG_MANIFEST_MEM_FLOOR);
+	assert_int_equal(stg__trailer_mem_max(100 << 20), (uint64_t)6400 << 20);
+	assert_int_equal(stg__trailer_mem_max(UINT64_MAX), UINT64_MAX);
+	stg_ctx_free(ctx);
+}
+
 static void test_not_a_pack(void **state)
 {
 	(void)state;
@@ -251,6 +350,7 @@ static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_hostile_counts),
         cmocka_unit_test(test_not_a_pack),
+        cmocka_unit_test(test_manifest_memory_bound),
 };
 
 UT_MAIN(tests)
