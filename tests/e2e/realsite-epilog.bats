@@ -156,3 +156,20 @@ JOB
 	[ -z "$(ls -A "$left")" ]
 	rmdir "$left"
 }
+
+@test "the epilog's clean fails for a reason that is not about results (a scratch root that cannot be made): 'nothing to keep', and the job's directory is removed all the same" {
+	job=4294960002
+	dir="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$dir"
+	as_job_user $U1 sh -c "echo x >'$dir/f'"
+	# the user's own settings name a scratch root under a file
+	touch "$D/notadir"
+	as_job_user $U1 sh -c "mkdir -p ~/.config/stager && echo 'scratch_root = $D/notadir/\$USER' >~/.config/stager/config"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_USER=$U1 "$D/prefix/libexec/stager/epilog"
+	as_job_user $U1 sh -c 'rm ~/.config/stager/config'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"stager epilog: job $job on "*": nothing to keep; clean failed: "*"'$D/notadir' is not a directory"* ]]
+	[[ "$output" != *"could not be kept"* ]]
+	[ ! -e "$dir" ]
+}
