@@ -36,11 +36,11 @@ typedef struct prep {
 	void *arg;
 } prep;
 
-static void say(prep *p, stg_check_level level, const char *name, const char *fix,
-                const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+static void say(prep *p, stg_check_level level, const char *name, const char *fix, const char *fmt,
+                ...) __attribute__((format(printf, 5, 6)));
 
-static void say(prep *p, stg_check_level level, const char *name, const char *fix,
-                const char *fmt, ...)
+static void say(prep *p, stg_check_level level, const char *name, const char *fix, const char *fmt,
+                ...)
 {
 	char found[1024];
 	va_list ap;
@@ -76,7 +76,8 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 			bool can = access(parent, W_OK | X_OK) == 0;
 			if (can)
 				say(p, STG_CHECK_WARN, name, fix,
-				    "'%s', %s, does not exist: the first stager to need it makes it, "
+				    "'%s', %s, does not exist: the first stager to need it makes "
+				    "it, "
 				    "its user's and not root's",
 				    dir, what);
 			else /* the slots' stage goes on without (warned) */
@@ -93,9 +94,10 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 		} else if (errno != EEXIST) {
 			int e = errno;
 			say(p, STG_CHECK_FAIL, name,
-			    e == ENOENT ? "mount the node's scratch disk, or set scratch_root in the "
-			                  "site's settings to a directory on it"
-			                : "check the disk and its permissions",
+			    e == ENOENT
+			            ? "mount the node's scratch disk, or set scratch_root in the "
+			              "site's settings to a directory on it"
+			            : "check the disk and its permissions",
 			    "cannot create '%s', %s: %s", dir, what, strerror(e));
 			return;
 		}
@@ -122,8 +124,8 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 		         "it and let stager's prolog make it",
 		         dir);
 		say(p, STG_CHECK_WARN, name, fix,
-		    "'%s', %s, belongs to %s%s, who can change it for every user%s", dir, what,
-		    who, st.st_uid == geteuid() ? " (you)" : "",
+		    "'%s', %s, belongs to %s%s, who can change it for every user%s", dir, what, who,
+		    st.st_uid == geteuid() ? " (you)" : "",
 		    parents ? ": the other users' stagers do not use it (no node-wide limit)"
 		            : ": only root's is safe");
 		return;
@@ -146,7 +148,8 @@ stg_err stg_doctor_prepare(stg_ctx *ctx, const stg_config *cfg, stg_check_fn fn,
 	prep p = {.fn = fn, .arg = arg};
 	char parent[STG_PATH_MAX + 1];
 	if (stg__scratch_parent(cfg, parent, sizeof parent))
-		place(&p, "scratch parent", parent, "the shared parent of the scratch roots", false);
+		place(&p, "scratch parent", parent, "the shared parent of the scratch roots",
+		      false);
 	const char *max = stg_config_get(cfg, "max_readers_per_node", NULL);
 	if (!strcmp(max, "0")) {
 		say(&p, STG_CHECK_WARN, "reader slots", "set max_readers_per_node (e.g. 2)",

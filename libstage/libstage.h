@@ -1173,8 +1173,7 @@ STG_API stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *cons
  * link: a directory, root's (one another user made is named with its
  * owner and left alone), mode 01777.  Each check is handed to fn.
  */
-STG_API stg_err stg_doctor_prepare(stg_ctx *ctx, const stg_config *cfg, stg_check_fn fn,
-                                   void *arg);
+STG_API stg_err stg_doctor_prepare(stg_ctx *ctx, const stg_config *cfg, stg_check_fn fn, void *arg);
 
 /* Options of stg_doctor_hooks(); initialise with
  * stg_doctor_hooks_opts_init(). */
