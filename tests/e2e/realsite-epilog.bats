@@ -173,3 +173,21 @@ JOB
 	[[ "$output" != *"could not be kept"* ]]
 	[ ! -e "$dir" ]
 }
+
+@test "results the epilog's clean cannot keep (kept/ is a file): said, and the job's directory with them stays" {
+	job=4294960003
+	dir="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$dir"
+	# a collect of the job's, then a result it never collected
+	as_job_user $U1 env SLURM_JOB_ID=$job STAGER_SITE_CONFIG="$D/stager.conf" sh -c \
+		"mkdir '$dir/out' && echo a >'$dir/out/a' && stager collect -q '$dir/out' '$S1/nk-results' && echo b >'$dir/out/b'"
+	as_job_user $U1 sh -c "rm -rf '$D/scratch/$U1/kept' && touch '$D/scratch/$U1/kept'"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_USER=$U1 "$D/prefix/libexec/stager/epilog"
+	as_job_user $U1 rm "$D/scratch/$U1/kept"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"results not collected could not be kept; leaving $dir"* ]]
+	[[ "$output" != *"nothing to keep"* ]]
+	[ "$(cat "$dir/out/b")" = b ]
+	rm -rf "${dir:?}"
+}
