@@ -76,9 +76,8 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 			bool can = access(parent, W_OK | X_OK) == 0;
 			if (can)
 				say(p, STG_CHECK_WARN, name, fix,
-				    "'%s', %s, does not exist: the first stager to need it makes "
-				    "it, "
-				    "its user's and not root's",
+				    "'%s', %s, does not exist: the first stager to need it "
+				    "makes it, its user's and not root's",
 				    dir, what);
 			else /* the slots' stage goes on without (warned) */
 				say(p, parents ? STG_CHECK_WARN : STG_CHECK_FAIL, name, fix,
@@ -103,6 +102,9 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 		}
 	}
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0 && errno == EACCES && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
+	    st.st_uid != 0)
+		goto not_roots; /* another user's, closed to us: named below */
 	if (fd < 0 || fstat(fd, &st) || (created && (fchmod(fd, 01777) || fstat(fd, &st)))) {
 		int e = errno;
 		if (fd >= 0)
@@ -117,6 +119,7 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 	}
 	close(fd);
 	if (st.st_uid != 0) {
+	not_roots:;
 		char who[300];
 		stg__user_text(st.st_uid, who, sizeof who);
 		snprintf(fix, sizeof fix,
