@@ -75,6 +75,15 @@ static stg_err shared_dir(stg_ctx *ctx, const char *path)
 	}
 	int e = errno;
 	struct stat st;
+	if (e == EACCES || e == EPERM)
+		/* a disk top of root's: only root makes it, once per node */
+		return stg__fail(ctx, STG_EIO,
+		                 "cannot create '%s', the shared parent of the scratch roots: %s; "
+		                 "it is made by root, once per node: ask your administrators "
+		                 "to install stager's Slurm prolog (it makes it before every "
+		                 "job) or to run `install -d -m 1777 '%s'` (or `stager "
+		                 "doctor`) as root on this node",
+		                 path, strerror(e), path);
 	if (e != EEXIST || stat(path, &st))
 		return stg__fail_errno(ctx, STG_EIO, e == EEXIST ? errno : e,
 		                       "cannot create '%s', the shared parent of the scratch "
@@ -90,6 +99,24 @@ static stg_err shared_dir(stg_ctx *ctx, const char *path)
 		                 "elsewhere",
 		                 path, (unsigned)(st.st_mode & 07777));
 	return STG_OK;
+}
+
+/* dir, on the way to the scratch root path (or the root itself), cannot
+ * be made; in the shared parent (its first shared_len bytes), for want of
+ * permission, that parent is not open to every user as it must be. */
+static stg_err cannot_make(stg_ctx *ctx, const char *dir, const char *path, size_t shared_len)
+{
+	int e = errno;
+	const char *what = dir == path ? "the scratch root " : "";
+	if ((e == EACCES || e == EPERM) && shared_len && strlen(dir) > shared_len &&
+	    !strchr(dir + shared_len + 1, '/'))
+		return stg__fail(ctx, STG_EIO,
+		                 "cannot create %s'%s': %s; '%.*s', where every user's scratch "
+		                 "root is made, must be open to all like /tmp: ask your "
+		                 "administrators to run `chmod 1777 '%.*s'` as root",
+		                 what, dir, strerror(e), (int)shared_len, path, (int)shared_len,
+		                 path);
+	return stg__fail_errno(ctx, STG_EIO, e, "cannot create %s'%s'", what, dir);
 }
 
 /* Make or check a private directory we own (its parents from shared_len
@@ -123,14 +150,14 @@ static int private_dir(stg_ctx *ctx, const char *path, size_t shared_len, bool c
 		} else if (i <= shared_len) {
 			err = shared_dir(ctx, buf);
 		} else if (mkdir(buf, 0700) && errno != EEXIST) {
-			err = stg__fail_errno(ctx, STG_EIO, errno, "cannot create '%s'", buf);
+			err = cannot_make(ctx, buf, path, shared_len);
 		}
 		buf[i] = '/';
 		if (err)
 			return -1;
 	}
 	if (mkdir(path, 0700) && errno != EEXIST) {
-		stg__fail_errno(ctx, STG_EIO, errno, "cannot create the scratch root '%s'", path);
+		cannot_make(ctx, path, path, shared_len);
 		return -1;
 	}
 	int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -187,41 +214,63 @@ static bool usable(const char *path)
 	return ok;
 }
 
+/* The site's scratch_root v with $USER expanded, into buf; *shared the
+ * length of its leading directories that every user's root shares (0:
+ * none): those before the one named by $USER. */
+static int expand_root(const char *v, char *buf, size_t len, size_t *shared)
+{
+	const char *user = user_name();
+	size_t o = 0;
+	for (const char *p = v; *p && o + 1 < len;) {
+		size_t skip = !strncmp(p, "${USER}", 7) ? 7 : !strncmp(p, "$USER", 5) ? 5 : 0;
+		if (skip) {
+			o += (size_t)snprintf(buf + o, len - o, "%s", user);
+			if (o >= len)
+				return -1;
+			p += skip;
+		} else {
+			buf[o++] = *p++;
+		}
+	}
+	buf[o] = '\0';
+	const char *u = strstr(v, "$USER") ? strstr(v, "$USER") : strstr(v, "${USER}");
+	*shared = 0;
+	if (u) {
+		size_t at = (size_t)(u - v);
+		while (at > 0 && v[at - 1] != '/')
+			at--;
+		/* the same place in the expanded path: what precedes $USER
+		 * expands to itself unless an earlier $USER did */
+		*shared = at ? at - 1 : 0;
+	}
+	return 0;
+}
+
+int stg__scratch_parent(const stg_config *cfg, char *out, size_t len)
+{
+	const char *v = stg_config_get(cfg, "scratch_root", NULL);
+	char buf[STG_PATH_MAX + 1];
+	size_t shared;
+	*out = '\0';
+	if (!v || *v != '/' || expand_root(v, buf, sizeof buf, &shared) || shared < 2 ||
+	    shared >= len)
+		return 0;
+	snprintf(out, len, "%.*s", (int)shared, buf);
+	return 1;
+}
+
 static stg_err resolve_root(stg_ctx *ctx, const stg_config *cfg, char **out, int *fd)
 {
 	const char *origin;
 	const char *v = stg_config_get(cfg, "scratch_root", &origin);
 	char buf[STG_PATH_MAX + 1];
 	if (v && *v) {
-		/* a site-wide setting names each user's directory with $USER */
-		const char *user = user_name();
-		size_t o = 0;
-		for (const char *p = v; *p && o + 1 < sizeof buf;) {
-			size_t skip = !strncmp(p, "${USER}", 7) ? 7
-			              : !strncmp(p, "$USER", 5) ? 5
-			                                        : 0;
-			if (skip) {
-				o += (size_t)snprintf(buf + o, sizeof buf - o, "%s", user);
-				if (o >= sizeof buf)
-					return stg__fail(ctx, STG_EUSAGE, "scratch_root too long");
-				p += skip;
-			} else {
-				buf[o++] = *p++;
-			}
-		}
-		buf[o] = '\0';
-		/* the directories before the one named by $USER are every
-		 * user's; those from it on, this user's */
-		const char *u = strstr(v, "$USER") ? strstr(v, "$USER") : strstr(v, "${USER}");
-		size_t shared = 0;
-		if (u) {
-			size_t at = (size_t)(u - v);
-			while (at > 0 && v[at - 1] != '/')
-				at--;
-			/* the same place in the expanded path: what precedes $USER
-			 * expands to itself unless an earlier $USER did */
-			shared = at ? at - 1 : 0;
-		}
+		/* a site-wide setting names each user's directory with $USER:
+		 * the directories before that one are every user's, those from
+		 * it on, this user's */
+		size_t shared;
+		if (expand_root(v, buf, sizeof buf, &shared))
+			return stg__fail(ctx, STG_EUSAGE, "scratch_root too long");
 		if ((*fd = private_dir(ctx, buf, shared, true)) < 0)
 			return STG_EIO;
 	} else {

@@ -49,6 +49,11 @@ typedef struct stg_owner_cache {
 	size_t n;
 } stg_owner_cache;
 
+/* The directory that every user's scratch root shares, from the site's
+ * scratch_root (/scratch/stager in /scratch/stager/$USER), into out: 1, or
+ * 0 if there is none (no scratch_root, no $USER in it, or not absolute). */
+int stg__scratch_parent(const stg_config *cfg, char *out, size_t len);
+
 /* flock locks/<name>; -1/errno if busy (and !wait) or on error.  *waited
  * says whether it had to wait. */
 int stg__cache_lock(stg_ctx *ctx, stg_cache *c, const char *name, bool wait, bool *waited);

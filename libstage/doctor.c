@@ -240,26 +240,9 @@ static void check_slurm(doctor *d, const stg_config *cfg)
 		                       : "sbcast");
 }
 
-static void check_limits(doctor *d, const stg_config *cfg)
+/* The cluster's leases (the node's slots are stg_doctor_prepare's). */
+static void check_leases(doctor *d, const stg_config *cfg)
 {
-	const char *dir = stg_config_get(cfg, "slot_dir", NULL);
-	const char *max = stg_config_get(cfg, "max_readers_per_node", NULL);
-	struct stat st;
-	if (!strcmp(max, "0"))
-		check(d, STG_CHECK_WARN, "reader slots", "set max_readers_per_node (e.g. 2)",
-		      "no node-wide limit on shared-FS readers");
-	else if (lstat(dir, &st) == 0 && (!S_ISDIR(st.st_mode) || (st.st_mode & 01777) != 01777))
-		check(d, STG_CHECK_FAIL, "reader slots",
-		      "make slot_dir a sticky, world-writable directory",
-		      "'%s' is not a sticky, world-writable directory (mode %04o)", dir,
-		      (unsigned)(st.st_mode & 07777));
-	else if (lstat(dir, &st) && (mkdir(dir, 01777) || chmod(dir, 01777)))
-		check(d, STG_CHECK_FAIL, "reader slots",
-		      "set slot_dir to a node-local directory anyone can use",
-		      "cannot create '%s': %s", dir, strerror(errno));
-	else
-		check(d, STG_CHECK_OK, "reader slots", NULL, "%s per node, in '%s'", max, dir);
-
 	const char *lease = stg_config_get(cfg, "shared_lock_dir", NULL);
 	const char *lmax = stg_config_get(cfg, "max_readers_cluster", NULL);
 	if (!*lease || !strcmp(lmax, "0"))
@@ -426,6 +409,9 @@ stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *const *paths
 	doctor d = {.ctx = ctx, .fn = fn, .arg = arg};
 	check(&d, STG_CHECK_OK, "configuration", NULL,
 	      "loaded (stager status lists every setting)");
+	/* first: as root, what it makes is said, and opening root's own
+	 * scratch root below must not make it unsaid */
+	stg_doctor_prepare(ctx, cfg, fn, arg);
 	stg_cache *cache = NULL;
 	stg_err err = stg_cache_open(ctx, cfg, &cache);
 	if (err) {
@@ -437,7 +423,7 @@ stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *const *paths
 		stg_cache_close(cache);
 	}
 	check_slurm(&d, cfg);
-	check_limits(&d, cfg);
+	check_leases(&d, cfg);
 	if (n_paths) {
 		for (size_t i = 0; i < n_paths; i++)
 			check_path(&d, paths[i]);

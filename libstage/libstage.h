@@ -1171,6 +1171,20 @@ typedef void (*stg_check_fn)(void *arg, const stg_check *check);
 STG_API stg_err stg_doctor(stg_ctx *ctx, const stg_config *cfg, const char *const *paths,
                            size_t n_paths, stg_check_fn fn, void *arg);
 
+/*
+ * The node's shared places, which no user can make safely for the others
+ * (`stager doctor --prepare`, which the Slurm prolog runs as root before
+ * every job; stg_doctor makes these checks first): the shared parent of
+ * the users' scratch roots (from the site's scratch_root: /scratch/stager
+ * in /scratch/stager/$USER) and the reader slots' slot_dir.  As root, a
+ * missing one is made, root's and mode 01777 like /tmp (the scratch roots'
+ * parent only where its own parent exists), and the check says "created";
+ * for anyone, each is checked on a descriptor opened without following a
+ * link: a directory, root's (one another user made is named with its
+ * owner and left alone), mode 01777.  Each check is handed to fn.
+ */
+STG_API stg_err stg_doctor_prepare(stg_ctx *ctx, const stg_config *cfg, stg_check_fn fn, void *arg);
+
 /* Options of stg_doctor_hooks(); initialise with
  * stg_doctor_hooks_opts_init(). */
 typedef struct stg_doctor_hooks_opts {

@@ -20,7 +20,8 @@
 #      slurmd names the node, SLURMD_NODENAME);
 #   5. the job's directory of scripts/slurm-prolog.sh is removed, as the
 #      job's user, unless results in it could not be kept (or step 1 ran
-#      out of time before it kept them).
+#      out of time before it kept them); a clean that failed for another
+#      reason (nothing to keep) does not keep it.
 #
 # Install on every node, in slurm.conf:   Epilog=PREFIX/libexec/stager/epilog
 # slurmd runs it as root with almost no environment (no PATH, no HOME):
@@ -77,9 +78,11 @@ trap 'rm -f "$tmp"' EXIT
 rc=0
 as_user "$clean_time" "$bin" clean --quiet --job "$SLURM_JOB_ID" >/dev/null 2>"$tmp" || rc=$?
 notes=$(grep -e "cannot be kept" "$tmp")
+# the job's directory stays only for results in it that clean could not
+# keep (said by clean, line by line) or had no time to keep
+keep_dir=
 case $rc in
 0) ;;
-7) ;; # results that could not be kept: said below, their directory stays
 124 | 137)
 	# stopped before it kept what the job never collected (waiting for
 	# another clean of the user's, copying large results): the job's
@@ -87,9 +90,17 @@ case $rc in
 	say "stager clean --job took more than $clean_time s and was stopped"
 	notes="$notes
 stager clean --job took more than $clean_time s and was stopped: results the job did not collect stay in $base/$SLURM_JOB_ID on $node (\`srun -w $node -N1 -n1 stager clean\` keeps them)"
-	rc=7
+	keep_dir=1
 	;;
-*) say "stager clean --job failed (exit $rc): $(tail -n 3 "$tmp" | tr '\n' ' ')" ;;
+*)
+	if [ -n "$notes" ]; then
+		keep_dir=1 # said below
+	else
+		# a failure that is not about results (a scratch root that
+		# cannot be opened, say): there was nothing to keep
+		say "nothing to keep; clean failed: $(grep -v "^ *$" "$tmp" | tail -n 3 | tr '\n' ' ')"
+	fi
+	;;
 esac
 # what clean kept goes to its DEST now, within the time allowed; what
 # stays is said in the lines "results for ... are kept on ..."
@@ -123,7 +134,7 @@ if [ "$(id -u)" -eq 0 ] && [ -n "${SLURMD_NODENAME:-}" ]; then
 			>/dev/null 2>"$tmp" ||
 		say "stager features --update failed: $(tail -n 2 "$tmp" | tr '\n' ' ')"
 fi
-if [ "$rc" -eq 7 ]; then
+if [ -n "$keep_dir" ]; then
 	say "results not collected could not be kept; leaving $base/$SLURM_JOB_ID"
 	exit 0
 fi

@@ -11,9 +11,12 @@
 #   Epilog=/usr/local/libexec/stager/epilog
 #   PrologFlags=Alloc          (run it on every node when the job starts)
 # Set the base in SYSCONFDIR/default/stager (/etc/default/stager) (STAGER_JOB_TMP_BASE=/scratch/jobs,
-# the default), read by all three, and create it once: a directory owned by
-# root, mode 0755, on the node-local disk (`install -d -m 0755 -o root
-# /scratch/jobs`).
+# the default), read by all three: a directory owned by root, mode 0755,
+# on the node-local disk, made here if its parent is root's
+# (`install -d -m 0755 -o root /scratch/jobs` otherwise).  Before every
+# job it also runs `stager doctor --prepare` (as root, with the site's
+# settings): the shared parent of the users' scratch roots and the reader
+# slots' directory are made there, as the site's settings name them.
 #
 # slurmd runs it as root with almost no environment (no PATH): it sets
 # its own.  It runs as root, so it trusts nothing a user could have made: the base
@@ -25,7 +28,14 @@ PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export PATH
 defaults=@SYSCONFDIR@/default/stager
 case $defaults in @*) defaults=/etc/default/stager ;; esac
-[ -r "$defaults" ] && . "$defaults"
+if [ -r "$defaults" ]; then
+	# (exported: its STAGER_* settings reach stager below)
+	set -a
+	. "$defaults"
+	set +a
+fi
+bin=${STAGER_BIN:-@BINDIR@/stager}
+case $bin in @*) bin=$(command -v stager || echo /usr/local/bin/stager) ;; esac
 base=${STAGER_JOB_TMP_BASE:-/scratch/jobs}
 [ -n "${SLURM_JOB_ID:-}" ] && [ -n "${SLURM_JOB_UID:-}" ] || exit 0
 case $SLURM_JOB_ID in *[!0-9]*) exit 0 ;; esac
@@ -41,15 +51,20 @@ if [ -L "$base" ] || [ ! -d "$base" ] || [ "$(stat -c %u "$base")" != 0 ] ||
 	echo "stager-prolog: $base must be a directory owned by root, not writable by others" >&2
 	exit 1
 fi
-# the node's reader slots (max_readers_per_node): a directory of root's,
-# sticky and world-writable; one a user made first is theirs to turn off
-slots=${STAGER_SLOT_DIR:-/run/lock/stager}
-# (a node without /run/lock, a container's, say: the parents made too)
-if [ ! -e "$slots" ] && [ ! -L "$slots" ]; then
-	[ -d "$(dirname "$slots")" ] || mkdir -p -m 0755 "$(dirname "$slots")" 2>/dev/null
-	mkdir -m 1777 "$slots" 2>/dev/null && chmod 1777 "$slots"
-elif [ -L "$slots" ] || [ "$(stat -c %u "$slots")" != 0 ]; then
-	echo "stager-prolog: $slots (slot_dir) is not root's: its owner can turn off every user's limit; remove it (the prolog then makes it)" >&2
+# the node's shared places, which no user can make safely for the others:
+# the shared parent of the users' scratch roots (a site's scratch_root =
+# /scratch/stager/$USER needs /scratch/stager, which users cannot make on
+# a disk whose top is root's) and the reader slots (slot_dir), each made
+# root's and 1777 if missing, with what stager itself reads (the site's
+# settings and STAGER_* from $defaults: never the job user's own, no HOME
+# here); one a user made first, theirs to chmod, is named and left alone.
+# (What is wrong goes to stderr; the job still runs: a missing parent
+# fails its stagers with the command that makes it.)
+if [ -x "$bin" ]; then
+	env -u HOME -u XDG_CONFIG_HOME timeout -k 5 60 "$bin" doctor --prepare --quiet |
+		sed 's/^/stager-prolog: /' >&2
+else
+	echo "stager-prolog: no stager at '$bin' (set STAGER_BIN in $defaults): the scratch roots' parent and the reader slots were not made" >&2
 fi
 dir="$base/$SLURM_JOB_ID"
 if [ -e "$dir" ] || [ -L "$dir" ]; then

@@ -1,6 +1,7 @@
 /*
  * cmd_doctor.c - stager doctor [PATH]... [--hooks DIR] [--hook-user NAME]
- * [--json]: is this node set up right for stager, and what to fix.
+ * [--json], stager doctor --prepare [--json]: is this node set up right
+ * for stager, and what to fix.
  *
  * stg_doctor makes the checks, then stg_doctor_hooks those of the Slurm
  * hooks (run as root, else skipped); each is printed as it comes: ok,
@@ -15,18 +16,20 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_HOOKS, OPT_HOOK_USER };
+enum { OPT_JSON = OPT_FIRST_LOCAL, OPT_HOOKS, OPT_HOOK_USER, OPT_PREPARE };
 
 #define HOOK_LINES_SHOWN 20 /* of a hook's stderr, in text */
 
 typedef struct report {
-	bool json;
+	bool json, quiet; /* quiet: the ok checks unsaid */
 	unsigned n, failed, warned;
 } report;
 
 /* The check; in JSON, its object left open for more fields. */
 static void print_open(report *r, const stg_check *c)
 {
+	if (r->quiet && c->level == STG_CHECK_OK)
+		return;
 	static const char *const word[] = {"ok", "warn", "FAIL"}, *const jword[] = {"ok", "warn",
 	                                                                            "fail"};
 	if (r->json) {
@@ -49,7 +52,7 @@ static void print_open(report *r, const stg_check *c)
 static void print_check(void *arg, const stg_check *c)
 {
 	print_open(arg, c);
-	if (((report *)arg)->json)
+	if (((report *)arg)->json && !(((report *)arg)->quiet && c->level == STG_CHECK_OK))
 		printf("}");
 }
 
@@ -140,13 +143,14 @@ int cmd_doctor(int argc, char **argv)
 	        {"json", no_argument, NULL, OPT_JSON},
 	        {"hooks", required_argument, NULL, OPT_HOOKS},
 	        {"hook-user", required_argument, NULL, OPT_HOOK_USER},
+	        {"prepare", no_argument, NULL, OPT_PREPARE},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
 	report r = {0};
 	stg_doctor_hooks_opts ho;
 	stg_doctor_hooks_opts_init(&ho);
-	int c, rc;
+	int c, rc, prepare = 0;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
 		if (rc >= 0)
@@ -159,6 +163,8 @@ int cmd_doctor(int argc, char **argv)
 			ho.dir = optarg;
 		else if (c == OPT_HOOK_USER)
 			ho.user = optarg;
+		else if (c == OPT_PREPARE)
+			prepare = 1;
 		else
 			return cli_usage("unexpected option");
 	}
@@ -166,16 +172,26 @@ int cmd_doctor(int argc, char **argv)
 		return cli_usage("--hook-user: no user '%s' on this node", ho.user);
 	if ((rc = cli_check_globals()))
 		return rc;
+	if (prepare && (optind < argc || ho.dir || ho.user))
+		return cli_usage("--prepare checks the node's shared places only: no PATH, "
+		                 "--hooks or --hook-user");
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	if (r.json)
 		printf("{\"checks\":[");
-	stg_doctor(ctx, cfg, (const char *const *)argv + optind, (size_t)(argc - optind),
-	           print_check, &r);
-	stg_err err = stg_doctor_hooks(ctx, &ho, print_hook_check, &r);
+	stg_err err = STG_OK;
+	if (prepare) {
+		/* the prolog's, before every job: only what is wrong, with -q */
+		r.quiet = g_opts.quiet;
+		stg_doctor_prepare(ctx, cfg, print_check, &r);
+	} else {
+		stg_doctor(ctx, cfg, (const char *const *)argv + optind, (size_t)(argc - optind),
+		           print_check, &r);
+		err = stg_doctor_hooks(ctx, &ho, print_hook_check, &r);
+	}
 	if (r.json)
 		printf("],\"failed\":%u,\"warnings\":%u}\n", r.failed, r.warned);
-	else
+	else if (!r.quiet)
 		printf("\n%u checks: %u failed, %u warnings\n", r.n, r.failed, r.warned);
 	if (err)
 		rc = cli_fail(ctx, err);

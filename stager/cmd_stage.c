@@ -23,6 +23,23 @@ enum {
 	OPT_NODE_DIGEST,
 };
 
+/* The staged path as every way of staging gives it (plain, --all-nodes,
+ * --json, run's STAGER_DATA): with a trailing '/', so that find, du and
+ * cp -r see the dataset, not the link to it. */
+static void print_path(const char *path, bool json)
+{
+	size_t n = strlen(path);
+	char *v = malloc(n + 2);
+	if (!v)
+		return;
+	snprintf(v, n + 2, "%s%s", path, n && path[n - 1] == '/' ? "" : "/");
+	if (json)
+		json_str(stdout, v);
+	else
+		printf("%s\n", v);
+	free(v);
+}
+
 static int stage_here(stg_ctx *ctx, stg_cache *cache, const char *src, const stg_stage_opts *so,
                       int json)
 {
@@ -35,7 +52,7 @@ static int stage_here(stg_ctx *ctx, stg_cache *cache, const char *src, const stg
 	stg_digest_hex(res.base_digest, base);
 	if (json) {
 		printf("{\"path\":");
-		json_str(stdout, res.path);
+		print_path(res.path, true);
 		printf(",\"digest\":\"%s\",\"kind\":\"%s\",\"hit\":%s,"
 		       "\"waited\":%s,\"delta\":%s,",
 		       hex, res.kind, res.hit ? "true" : "false", res.waited ? "true" : "false",
@@ -47,11 +64,8 @@ static int stage_here(stg_ctx *ctx, stg_cache *cache, const char *src, const stg
 		       (unsigned long long)res.source_bytes, (unsigned long long)res.content_bytes,
 		       (unsigned long long)res.files, res.seconds);
 	} else {
-		/* with a trailing '/' find, du and cp -r see the dataset,
-		 * not the link to it */
 		cli_progress_end();
-		size_t n = strlen(res.path);
-		printf("%s%s\n", res.path, n && res.path[n - 1] == '/' ? "" : "/");
+		print_path(res.path, false);
 	}
 	char via[64] = "";
 	if (res.delta)
@@ -83,7 +97,7 @@ static int stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src,
 	stg_digest_hex(res.digest, hex);
 	if (res.path && json) {
 		printf("{\"path\":");
-		json_str(stdout, res.path);
+		print_path(res.path, true);
 		if (res.pack) {
 			printf(",\"digest\":\"%s\",\"nodes\":[", hex);
 			for (size_t i = 0; i < res.n_nodes; i++) {
@@ -97,7 +111,7 @@ static int stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src,
 		}
 		printf(",\"seconds\":%.3f}\n", res.seconds);
 	} else if (res.path) {
-		printf("%s\n", res.path);
+		print_path(res.path, false);
 	}
 	if (res.pack && !g_opts.quiet) {
 		char line[1024] = "";

@@ -124,3 +124,61 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	if [ -z "$SAN_FLAGS" ]; then [ $(($(date +%s) - start)) -lt 45 ]; fi
 	kill -CONT "$SFS_PID"
 }
+
+@test "as root, the shared parent of the scratch roots is made (root's, 1777, whatever the umask) and said; a link or another user's directory there is named and left alone" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root"
+	mkdir -m 0755 disk
+	export STAGER_SCRATCH_ROOT="$T/disk/stager/"'$USER'
+	run sh -c 'umask 077; exec "$0" doctor "$1"' "$STAGER" "$T"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^ok    scratch parent  *created '$T/disk/stager' (root's, 1777)"
+	[ "$(stat -c %U:%a disk/stager)" = root:1777 ]
+	run stager doctor --prepare
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^ok    scratch parent  *'$T/disk/stager' (root's, 1777)"
+	# a link planted where it goes: refused, its target untouched
+	rm -rf disk/stager
+	mkdir -m 0700 elsewhere
+	ln -s "$T/elsewhere" disk/stager
+	run stager doctor --prepare
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "^FAIL  scratch parent .*a link or not a directory"
+	[ "$(stat -c %a elsewhere)" = 700 ]
+	# a directory another user made: named, not changed
+	rm disk/stager
+	mkdir -m 0755 disk/stager
+	chown nobody disk/stager
+	run stager doctor --prepare -q
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^warn  scratch parent .*'$T/disk/stager', .*belongs to nobody"
+	echo "$output" | grep -q -- "-> as root: \`chown root '$T/disk/stager'\`"
+	[ "$(stat -c %U:%a disk/stager)" = nobody:755 ]
+	# with -q only what is wrong: the reader slots, ok, are not said
+	[ "$(echo "$output" | grep -c 'reader slots')" -eq 0 ]
+}
+
+@test "reader slots in a directory another user made: doctor says so, naming them, as stage does" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root"
+	mkdir -m 1777 slots
+	chown nobody slots
+	run stager doctor "$T"
+	echo "$output"
+	[ "$status" -eq 0 ] # a warning
+	echo "$output" | grep -q "^warn  reader slots .*'$T/slots'.*belongs to nobody"
+	mkdir ds && echo x >ds/x && stager pack -q ds >/dev/null
+	run stager stage ds.tar.zst dest
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"slot_dir '$T/slots' belongs to nobody"* ]]
+	# closed to the one who asks (0700): still named
+	chmod 0755 "$T"
+	chmod 0700 slots
+	run setpriv --reuid=54321 --regid=54321 --clear-groups env HOME="$T" "$STAGER" doctor --prepare
+	echo "$output"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^warn  reader slots .*'$T/slots'.*belongs to nobody"
+}

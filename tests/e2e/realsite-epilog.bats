@@ -156,3 +156,38 @@ JOB
 	[ -z "$(ls -A "$left")" ]
 	rmdir "$left"
 }
+
+@test "the epilog's clean fails for a reason that is not about results (a scratch root that cannot be made): 'nothing to keep', and the job's directory is removed all the same" {
+	job=4294960002
+	dir="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$dir"
+	as_job_user $U1 sh -c "echo x >'$dir/f'"
+	# the user's own settings name a scratch root under a file
+	touch "$D/notadir"
+	as_job_user $U1 sh -c "mkdir -p ~/.config/stager && echo 'scratch_root = $D/notadir/\$USER' >~/.config/stager/config"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_USER=$U1 "$D/prefix/libexec/stager/epilog"
+	as_job_user $U1 sh -c 'rm ~/.config/stager/config'
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"stager epilog: job $job on "*": nothing to keep; clean failed: "*"'$D/notadir' is not a directory"* ]]
+	[[ "$output" != *"could not be kept"* ]]
+	[ ! -e "$dir" ]
+}
+
+@test "results the epilog's clean cannot keep (kept/ is a file): said, and the job's directory with them stays" {
+	job=4294960003
+	dir="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$dir"
+	# a collect of the job's, then a result it never collected
+	as_job_user $U1 env SLURM_JOB_ID=$job STAGER_SITE_CONFIG="$D/stager.conf" sh -c \
+		"mkdir '$dir/out' && echo a >'$dir/out/a' && stager collect -q '$dir/out' '$S1/nk-results' && echo b >'$dir/out/b'"
+	as_job_user $U1 sh -c "rm -rf '$D/scratch/$U1/kept' && touch '$D/scratch/$U1/kept'"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_USER=$U1 "$D/prefix/libexec/stager/epilog"
+	as_job_user $U1 rm "$D/scratch/$U1/kept"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"results not collected could not be kept; leaving $dir"* ]]
+	[[ "$output" != *"nothing to keep"* ]]
+	[ "$(cat "$dir/out/b")" = b ]
+	rm -rf "${dir:?}"
+}

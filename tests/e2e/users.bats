@@ -109,6 +109,27 @@ as() {
 	[ "$status" -ne 0 ]
 	[[ "$output" == *"Permission denied"* ]]
 	[[ "$output" != *"No such file"* ]]
+	# the shared parent, root's 0755: the fix for the administrators
+	[[ "$output" == *"'$T/locked', where every user's scratch root is made, must be open to all like /tmp"*"chmod 1777 '$T/locked'"* ]]
+}
+
+@test "a shared parent that does not exist under a disk top of root's: the user's message names the administrators' command; made by root, it is root's, 1777" {
+	mkdir -m 0755 disk
+	echo "scratch_root = $T/disk/stager/\$USER" >site.conf
+	run as stgalice "$U/bin/stager" stage "$U/ds.tar.zst" "$T/home-stgalice/x"
+	echo "$output"
+	[ "$status" -eq 7 ]
+	[[ "$output" == *"cannot create '$T/disk/stager', the shared parent of the scratch roots: Permission denied"*"Slurm prolog"*"\`install -d -m 1777 '$T/disk/stager'\`"* ]]
+	[ ! -e disk/stager ]
+	# the prolog's command, as root, with the site's settings
+	STAGER_SITE_CONFIG="$T/site.conf" run "$U/bin/stager" doctor --prepare -q
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U:%a disk/stager)" = root:1777 ]
+	run as stgalice sh -c "umask 077; $U/bin/stager stage -q $U/ds.tar.zst"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U:%a disk/stager/stgalice)" = stgalice:700 ]
 }
 
 @test "a slot another user holds: a bounded wait that names the holder; status shows it; a dead holder's slot is free at once" {
