@@ -20,8 +20,10 @@
 #      slurmd names the node, SLURMD_NODENAME);
 #   5. the job's directory of scripts/slurm-prolog.sh is removed, as the
 #      job's user, unless results in it could not be kept (or step 1 ran
-#      out of time before it kept them); a clean that failed for another
-#      reason (nothing to keep) does not keep it.
+#      out of time before it kept them, or failed after it opened the
+#      scratch root, where the records of results are); a clean that
+#      could not open the user's scratch root (no record, nothing to
+#      keep) does not keep it.
 #
 # Install on every node, in slurm.conf:   Epilog=PREFIX/libexec/stager/epilog
 # slurmd runs it as root with almost no environment (no PATH, no HOME):
@@ -95,10 +97,17 @@ stager clean --job took more than $clean_time s and was stopped: results the job
 *)
 	if [ -n "$notes" ]; then
 		keep_dir=1 # said below
+	elif grep -q "nothing of job $SLURM_JOB_ID to keep" "$tmp"; then
+		# no scratch root of the user's could be opened (a missing
+		# shared parent, say): no record of results, nothing to keep
+		say "nothing to keep; clean failed: $(grep -v -e "^ *$" -e "nothing of job" "$tmp" | tail -n 3 | tr '\n' ' ')"
 	else
-		# a failure that is not about results (a scratch root that
-		# cannot be opened, say): there was nothing to keep
-		say "nothing to keep; clean failed: $(grep -v "^ *$" "$tmp" | tail -n 3 | tr '\n' ' ')"
+		# clean failed after it opened the scratch root, where the
+		# records of the job's results are: what it did not get to
+		# stays, and the user's next clean on this node keeps it
+		say "stager clean --job failed (exit $rc): $(grep -v "^ *$" "$tmp" | tail -n 3 | tr '\n' ' ')"
+		notes="stager clean --job failed before it kept what the job did not collect: its directory stays, $base/$SLURM_JOB_ID on $node (\`srun -w $node -N1 -n1 stager clean\` keeps the results)"
+		keep_dir=2
 	fi
 	;;
 esac
@@ -134,8 +143,11 @@ if [ "$(id -u)" -eq 0 ] && [ -n "${SLURMD_NODENAME:-}" ]; then
 			>/dev/null 2>"$tmp" ||
 		say "stager features --update failed: $(tail -n 2 "$tmp" | tr '\n' ' ')"
 fi
-if [ -n "$keep_dir" ]; then
+if [ "$keep_dir" = 1 ]; then
 	say "results not collected could not be kept; leaving $base/$SLURM_JOB_ID"
+	exit 0
+elif [ "$keep_dir" = 2 ]; then
+	say "leaving $base/$SLURM_JOB_ID: results the job did not collect may be in it"
 	exit 0
 fi
 dir="$base/$SLURM_JOB_ID"

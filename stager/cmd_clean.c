@@ -96,6 +96,12 @@ int cmd_clean(int argc, char **argv)
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
+	if (!cache && co.job)
+		/* the epilog tells this apart from a clean that failed after
+		 * it could read the records of results (which stay then) */
+		cli_error("nothing of job %s to keep: no scratch root of this user's could be "
+		          "opened, so none holds a record of its results",
+		          co.job);
 	if (cache) {
 		uint64_t freed = 0;
 		if (out.json)

@@ -174,6 +174,27 @@ JOB
 	[ ! -e "$dir" ]
 }
 
+@test "the epilog's clean fails after it opened the scratch root (its lock cannot be taken): the job's directory stays, said as what it is" {
+	job=4294960004
+	dir="$D/jobs/$job"
+	install -d -m 0700 -o $U1 "$dir"
+	as_job_user $U1 sh -c "echo x >'$dir/f'"
+	# the user's scratch root opens, but clean cannot lock it: whether
+	# the job left results it did not collect is unknown
+	as_job_user $U1 env STAGER_SITE_CONFIG="$D/stager.conf" stager status -q
+	as_job_user $U1 chmod 000 "$D/scratch/$U1/locks"
+	run env -i SLURM_JOB_ID=$job SLURM_JOB_USER=$U1 "$D/prefix/libexec/stager/epilog"
+	as_job_user $U1 chmod 700 "$D/scratch/$U1/locks"
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"stager clean --job failed (exit 7): "*"cannot lock the cache"* ]]
+	[[ "$output" == *"leaving $dir: results the job did not collect may be in it"* ]]
+	[[ "$output" != *"nothing to keep"* ]]
+	[[ "$output" != *"could not be kept"* ]]
+	[ -f "$dir/f" ]
+	rm -rf "$dir"
+}
+
 @test "results the epilog's clean cannot keep (kept/ is a file): said, and the job's directory with them stays" {
 	job=4294960003
 	dir="$D/jobs/$job"
