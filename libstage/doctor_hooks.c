@@ -58,7 +58,7 @@ typedef struct hd {
 	void *arg;
 	unsigned timeout;
 	char job[16], user[256], node[256], cluster[256], conf[PATH_MAX];
-	bool on_node; /* Slurm knows this host as a node (scontrol show node) */
+	bool on_node; /* Slurm knows this host as a node, or cannot tell */
 	uid_t uid;
 	gid_t gid, groups[256];
 	int n_groups;
@@ -640,13 +640,23 @@ stg_err stg_doctor_hooks(stg_ctx *ctx, const stg_doctor_hooks_opts *opts, stg_ho
 	}
 	for (size_t i = 0; i < d->n_hooks; i++)
 		check_file(d, &d->hooks[i]);
-	/* off a Slurm node there is no SLURMD_NODENAME to give */
-	if (!(d->on_node = stg__slurm_is_node(d->node)))
+	/* off a Slurm node there is no SLURMD_NODENAME to give; a controller
+	 * that does not answer makes no node a host that is none (the
+	 * epilogs run as on a node, and say what fails) */
+	int is_node = stg__slurm_is_node(d->node);
+	d->on_node = is_node != 0;
+	if (is_node == 0)
 		report(d, STG_CHECK_OK, "node features", NULL, NULL,
 		       "skipped: this host is not a Slurm node (`scontrol show node %s` does not "
 		       "know it): the epilogs run without SLURMD_NODENAME, and stager's leaves "
 		       "node features alone",
 		       d->node);
+	else if (is_node < 0)
+		report(d, STG_CHECK_WARN, "node features",
+		       "start slurmctld (`scontrol ping` says UP), then run doctor again", NULL,
+		       "cannot tell whether this host is a Slurm node: slurmctld did not answer "
+		       "`scontrol show node %s`; the epilogs run as on a node (SLURMD_NODENAME=%s)",
+		       d->node, d->node);
 
 	/* the round trip: prologs, task prolog, epilogs, as a job goes */
 	bool existed = false;
