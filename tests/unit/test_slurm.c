@@ -401,14 +401,10 @@ static void test_private_mount(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_capture),
-        T(test_job_alive),
-        T(test_is_node),
-        T(test_clock_outside_slurm),
-        T(test_clock_spool),
-        T(test_clock_no_exec),
-        T(test_patterns),
-        T(test_pattern_message_slash),
+        T(test_capture),       T(test_job_alive),
+        T(test_is_node),       T(test_clock_outside_slurm),
+        T(test_clock_spool),   T(test_clock_no_exec),
+        T(test_patterns),      T(test_pattern_message_slash),
         T(test_private_mount),
 };
 
