@@ -525,10 +525,12 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	if ((err = stg__walk_tree(&w, k->srcfd, "")))
 		goto out;
 	err = opts->pack ? collect_pack(k, &w) : collect_tree(k, &w);
-	/* a file renamed away since the walk (NAME.tmp to NAME) left its new
-	 * name unseen: look again, while files keep vanishing, a few times */
-	for (int again = 0;
-	     !err && !opts->pack && !k->stop && k->vanished && again < VANISHED_WALKS; again++) {
+	/* a file renamed away since the walk's listing (NAME.tmp to NAME),
+	 * before its stat or its copy, left its new name unseen: look again,
+	 * while files keep vanishing, a few times */
+	for (int again = 0; !err && !opts->pack && !k->stop && (k->vanished || w.vanished) &&
+	                    again < VANISHED_WALKS;
+	     again++) {
 		k->vanished = 0;
 		stg__walk_free(&w);
 		w = (stg_walk){.ctx = ctx};
