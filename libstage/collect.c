@@ -233,7 +233,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 		if (S_ISREG(it->st.st_mode))
 			k->res->files++;
 		if (!(send[i] = needs_send(k, it))) {
-			if (S_ISREG(it->st.st_mode))
+			/* (one this collect sent before it walked again is sent,
+			 * not unchanged) */
+			crec *rec = S_ISREG(it->st.st_mode) ? stg__col_rec_find(k, it->path) : NULL;
+			if (S_ISREG(it->st.st_mode) && !(rec && rec->now))
 				k->res->unchanged++;
 			continue;
 		}
@@ -302,8 +305,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				continue;
 			}
 			crec r;
-			if (stg__col_send_item(k, it, it->path, it->path, &r))
+			if (stg__col_send_item(k, it, it->path, it->path, &r)) {
+				r.now = true;
 				stg__col_remember(k, &r, it->path);
+			}
 			touched(k, it->path);
 			if (k->ctx->progress_fn)
 				k->ctx->progress_fn(k->ctx->progress_arg, "collect",
