@@ -87,27 +87,6 @@ static void report(hd *d, stg_check_level level, const char *name, const char *f
 	d->fn(d->arg, &c, h);
 }
 
-/* The value of "Key = value" in scontrol's output ("" for "(null)"). */
-static bool conf_value(const char *conf, const char *key, char *out, size_t len)
-{
-	size_t k = strlen(key);
-	for (const char *l = conf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (strncmp(l, key, k) || (l[k] != ' ' && l[k] != '='))
-			continue;
-		const char *v = l + k + strspn(l + k, " ");
-		if (*v != '=')
-			continue;
-		v += 1 + strspn(v + 1, " ");
-		size_t n = strcspn(v, "\n");
-		snprintf(out, len, "%.*s", (int)n, v);
-		if (!strcmp(out, "(null)"))
-			*out = '\0';
-		return true;
-	}
-	*out = '\0';
-	return false;
-}
-
 static void add_hook(hd *d, enum role r, const char *path)
 {
 	size_t n = strlen(path);
@@ -164,12 +143,12 @@ static bool hooks_from_slurm(hd *d)
 	}
 	char v[PATH_MAX], flags[256], names[256] = "";
 	bool set[N_ROLES] = {false};
-	conf_value(out, "ClusterName", d->cluster, sizeof d->cluster);
+	stg__slurm_conf_value(out, "ClusterName", d->cluster, sizeof d->cluster);
 	if (!getenv("SLURM_CONF"))
-		conf_value(out, "SLURM_CONF", d->conf, sizeof d->conf);
-	conf_value(out, "PrologFlags", flags, sizeof flags);
+		stg__slurm_conf_value(out, "SLURM_CONF", d->conf, sizeof d->conf);
+	stg__slurm_conf_value(out, "PrologFlags", flags, sizeof flags);
 	for (int r = 0; r < N_ROLES; r++) {
-		conf_value(out, conf_key[r], v, sizeof v);
+		stg__slurm_conf_value(out, conf_key[r], v, sizeof v);
 		if (!*v)
 			continue;
 		set[r] = true;
@@ -640,7 +619,7 @@ stg_err stg_doctor_hooks(stg_ctx *ctx, const stg_doctor_hooks_opts *opts, stg_ho
 	}
 	for (size_t i = 0; i < d->n_hooks; i++)
 		check_file(d, &d->hooks[i]);
-	/* off a Slurm node there is no SLURMD_NODENAME to give; a controller
+	/* off a Slurm node there is no SLURMD_NODENAME to give; a slurmctld
 	 * that does not answer makes no node a host that is none (the
 	 * epilogs run as on a node, and say what fails) */
 	int is_node = stg__slurm_is_node(d->node);

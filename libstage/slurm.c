@@ -295,6 +295,27 @@ void stg_job_clock_read(stg_job_clock *jc)
 		script_signal(script, jc);
 }
 
+/* The value of "Key = value" in scontrol's output ("" for "(null)"). */
+bool stg__slurm_conf_value(const char *conf, const char *key, char *out, size_t len)
+{
+	size_t k = strlen(key);
+	for (const char *l = conf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, key, k) || (l[k] != ' ' && l[k] != '='))
+			continue;
+		const char *v = l + k + strspn(l + k, " ");
+		if (*v != '=')
+			continue;
+		v += 1 + strspn(v + 1, " ");
+		size_t n = strcspn(v, "\n");
+		snprintf(out, len, "%.*s", (int)n, v);
+		if (!strcmp(out, "(null)"))
+			*out = '\0';
+		return true;
+	}
+	*out = '\0';
+	return false;
+}
+
 int stg__slurm_is_node(const char *node)
 {
 	char out[1024];

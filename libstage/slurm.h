@@ -14,6 +14,9 @@
  * to len - 1), its exit status into *status; -1 if it could not run or was
  * killed. */
 int stg__capture(char *const argv[], char *out, size_t len, int *status);
+/* The value of "Key = value" in `scontrol show config`'s output conf,
+ * into out ("" for "(null)"); false (out "") if conf has no such key. */
+bool stg__slurm_conf_value(const char *conf, const char *key, char *out, size_t len);
 /* Does Slurm know node as one of its nodes?  1 yes (`scontrol show node`
  * answers), 0 no (the controller says "not found", or there is no Slurm
  * here: no scontrol, no controller configured), -1 unknown (a controller
