@@ -233,7 +233,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 		if (S_ISREG(it->st.st_mode))
 			k->res->files++;
 		if (!(send[i] = needs_send(k, it))) {
-			if (S_ISREG(it->st.st_mode))
+			/* (one this collect sent before it walked again is sent,
+			 * not unchanged) */
+			crec *rec = S_ISREG(it->st.st_mode) ? stg__col_rec_find(k, it->path) : NULL;
+			if (S_ISREG(it->st.st_mode) && !(rec && rec->now))
 				k->res->unchanged++;
 			continue;
 		}
@@ -302,8 +305,10 @@ static stg_err collect_tree(collector *k, stg_walk *w)
 				continue;
 			}
 			crec r;
-			if (stg__col_send_item(k, it, it->path, it->path, &r))
+			if (stg__col_send_item(k, it, it->path, it->path, &r)) {
+				r.now = true;
 				stg__col_remember(k, &r, it->path);
+			}
 			touched(k, it->path);
 			if (k->ctx->progress_fn)
 				k->ctx->progress_fn(k->ctx->progress_arg, "collect",
@@ -525,10 +530,12 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	if ((err = stg__walk_tree(&w, k->srcfd, "")))
 		goto out;
 	err = opts->pack ? collect_pack(k, &w) : collect_tree(k, &w);
-	/* a file renamed away since the walk (NAME.tmp to NAME) left its new
-	 * name unseen: look again, while files keep vanishing, a few times */
-	for (int again = 0;
-	     !err && !opts->pack && !k->stop && k->vanished && again < VANISHED_WALKS; again++) {
+	/* a file renamed away since the walk's listing (NAME.tmp to NAME),
+	 * before its stat or its copy, left its new name unseen: look again,
+	 * while files keep vanishing, a few times */
+	for (int again = 0; !err && !opts->pack && !k->stop && (k->vanished || w.vanished) &&
+	                    again < VANISHED_WALKS;
+	     again++) {
 		k->vanished = 0;
 		stg__walk_free(&w);
 		w = (stg_walk){.ctx = ctx};

@@ -25,6 +25,7 @@ typedef struct crec {
 	int64_t mtime_ns, ctime_ns;
 	unsigned mode;
 	uint8_t xxh3[16];
+	bool now; /* sent by this collect (so not "unchanged" when it walks again) */
 	char *path;
 } crec;
 

@@ -58,7 +58,7 @@ typedef struct hd {
 	void *arg;
 	unsigned timeout;
 	char job[16], user[256], node[256], cluster[256], conf[PATH_MAX];
-	bool on_node; /* Slurm knows this host as a node (scontrol show node) */
+	bool on_node; /* Slurm knows this host as a node, or cannot tell */
 	uid_t uid;
 	gid_t gid, groups[256];
 	int n_groups;
@@ -85,27 +85,6 @@ static void report(hd *d, stg_check_level level, const char *name, const char *f
 	va_end(ap);
 	stg_check c = {.level = level, .name = name, .found = found, .fix = fix};
 	d->fn(d->arg, &c, h);
-}
-
-/* The value of "Key = value" in scontrol's output ("" for "(null)"). */
-static bool conf_value(const char *conf, const char *key, char *out, size_t len)
-{
-	size_t k = strlen(key);
-	for (const char *l = conf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
-		if (strncmp(l, key, k) || (l[k] != ' ' && l[k] != '='))
-			continue;
-		const char *v = l + k + strspn(l + k, " ");
-		if (*v != '=')
-			continue;
-		v += 1 + strspn(v + 1, " ");
-		size_t n = strcspn(v, "\n");
-		snprintf(out, len, "%.*s", (int)n, v);
-		if (!strcmp(out, "(null)"))
-			*out = '\0';
-		return true;
-	}
-	*out = '\0';
-	return false;
 }
 
 static void add_hook(hd *d, enum role r, const char *path)
@@ -164,12 +143,12 @@ static bool hooks_from_slurm(hd *d)
 	}
 	char v[PATH_MAX], flags[256], names[256] = "";
 	bool set[N_ROLES] = {false};
-	conf_value(out, "ClusterName", d->cluster, sizeof d->cluster);
+	stg__slurm_conf_value(out, "ClusterName", d->cluster, sizeof d->cluster);
 	if (!getenv("SLURM_CONF"))
-		conf_value(out, "SLURM_CONF", d->conf, sizeof d->conf);
-	conf_value(out, "PrologFlags", flags, sizeof flags);
+		stg__slurm_conf_value(out, "SLURM_CONF", d->conf, sizeof d->conf);
+	stg__slurm_conf_value(out, "PrologFlags", flags, sizeof flags);
 	for (int r = 0; r < N_ROLES; r++) {
-		conf_value(out, conf_key[r], v, sizeof v);
+		stg__slurm_conf_value(out, conf_key[r], v, sizeof v);
 		if (!*v)
 			continue;
 		set[r] = true;
@@ -640,13 +619,23 @@ stg_err stg_doctor_hooks(stg_ctx *ctx, const stg_doctor_hooks_opts *opts, stg_ho
 	}
 	for (size_t i = 0; i < d->n_hooks; i++)
 		check_file(d, &d->hooks[i]);
-	/* off a Slurm node there is no SLURMD_NODENAME to give */
-	if (!(d->on_node = stg__slurm_is_node(d->node)))
+	/* off a Slurm node there is no SLURMD_NODENAME to give; a slurmctld
+	 * that does not answer makes no node a host that is none (the
+	 * epilogs run as on a node, and say what fails) */
+	int is_node = stg__slurm_is_node(d->node);
+	d->on_node = is_node != 0;
+	if (is_node == 0)
 		report(d, STG_CHECK_OK, "node features", NULL, NULL,
 		       "skipped: this host is not a Slurm node (`scontrol show node %s` does not "
 		       "know it): the epilogs run without SLURMD_NODENAME, and stager's leaves "
 		       "node features alone",
 		       d->node);
+	else if (is_node < 0)
+		report(d, STG_CHECK_WARN, "node features",
+		       "start slurmctld (`scontrol ping` says UP), then run doctor again", NULL,
+		       "cannot tell whether this host is a Slurm node: slurmctld did not answer "
+		       "`scontrol show node %s`; the epilogs run as on a node (SLURMD_NODENAME=%s)",
+		       d->node, d->node);
 
 	/* the round trip: prologs, task prolog, epilogs, as a job goes */
 	bool existed = false;

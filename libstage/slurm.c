@@ -295,12 +295,46 @@ void stg_job_clock_read(stg_job_clock *jc)
 		script_signal(script, jc);
 }
 
-bool stg__slurm_is_node(const char *node)
+/* The value of "Key = value" in scontrol's output ("" for "(null)"). */
+bool stg__slurm_conf_value(const char *conf, const char *key, char *out, size_t len)
+{
+	size_t k = strlen(key);
+	for (const char *l = conf; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+		if (strncmp(l, key, k) || (l[k] != ' ' && l[k] != '='))
+			continue;
+		const char *v = l + k + strspn(l + k, " ");
+		if (*v != '=')
+			continue;
+		v += 1 + strspn(v + 1, " ");
+		size_t n = strcspn(v, "\n");
+		snprintf(out, len, "%.*s", (int)n, v);
+		if (!strcmp(out, "(null)"))
+			*out = '\0';
+		return true;
+	}
+	*out = '\0';
+	return false;
+}
+
+int stg__slurm_is_node(const char *node)
 {
 	char out[1024];
 	int status = 0;
 	char *argv[] = {"scontrol", "show", "node", "-o", (char *)node, NULL};
-	return node && *node && !stg__capture(argv, out, sizeof out, &status) && !status;
+	if (!node || !*node || stg__capture(argv, out, sizeof out, &status))
+		return 0; /* no scontrol here: no Slurm client, no node */
+	if (status == 0)
+		return 1;
+	if (strstr(out, " not found"))
+		return 0; /* "Node NAME not found": the controller answered */
+	/* no answer (the reason went to stderr): a controller that is down
+	 * or does not answer ("Slurmctld(primary) at ... is DOWN") is no
+	 * reason to take a node for a host that is none; with no Slurm
+	 * configured here at all, ping says nothing either */
+	char *ping[] = {"scontrol", "ping", NULL};
+	if (!stg__capture(ping, out, sizeof out, &status) && strstr(out, "Slurmctld"))
+		return -1;
+	return 0;
 }
 
 /* A mountinfo field unescaped in place (\040 for a space, and so on). */

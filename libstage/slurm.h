@@ -14,8 +14,14 @@
  * to len - 1), its exit status into *status; -1 if it could not run or was
  * killed. */
 int stg__capture(char *const argv[], char *out, size_t len, int *status);
-/* Does Slurm know node as one of its nodes (`scontrol show node` answers)? */
-bool stg__slurm_is_node(const char *node);
+/* The value of "Key = value" in `scontrol show config`'s output conf,
+ * into out ("" for "(null)"); false (out "") if conf has no such key. */
+bool stg__slurm_conf_value(const char *conf, const char *key, char *out, size_t len);
+/* Does Slurm know node as one of its nodes?  1 yes (`scontrol show node`
+ * answers), 0 no (the controller says "not found", or there is no Slurm
+ * here: no scontrol, no controller configured), -1 unknown (a controller
+ * is configured but did not answer). */
+int stg__slurm_is_node(const char *node);
 /* Ask squeue about a job: 1 alive, 0 gone, -1 unknown (no Slurm to ask, or
  * a controller that does not answer). */
 int stg__slurm_job_alive(const char *id);

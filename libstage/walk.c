@@ -181,7 +181,10 @@ stg_err stg__walk_tree(stg_walk *w, int rootfd, const char *rel)
 		if (fstatat(f->dfd, name, &st, AT_SYMLINK_NOFOLLOW)) {
 			if (errno == ENOENT) {
 				/* removed or renamed since the listing (NAME.tmp
-				 * renamed to NAME): not there, so not walked */
+				 * renamed to NAME): not there, so not walked;
+				 * counted, for a caller that looks again for
+				 * the new name (not in this listing) */
+				w->vanished++;
 				path[f->plen] = '\0';
 				continue;
 			}

@@ -21,6 +21,7 @@ typedef struct stg_walk {
 	stg_witem *v;
 	size_t n, cap;
 	uint64_t ops;    /* metadata operations made */
+	size_t vanished; /* entries gone between the listing and their stat */
 	stg_bucket *opl; /* their rate limit (NULL: none) */
 	/* Whether an entry (and what is under it) is walked: NULL keeps
 	 * files, directories and symlinks and skips the rest with a warning;

@@ -10,7 +10,8 @@
  * The GIL is released whenever libstage reads, decodes or waits.  A Pack is
  * safe to share between threads: each read counts itself in while it runs;
  * close() marks the Pack closed (later reads fail at once), waits for the
- * reads already in progress only, then frees the reader.  In a forked child
+ * reads already in progress only (but those of its own thread, under the
+ * signal handler that closes it: they end), then frees the reader.  In a forked child
  * the Pack is the parent's copy: nothing there waits on the parent's threads
  * or locks (their copies may be held for ever); the child's first read
  * opens the pack again, as unpickling does, and its close forgets the
@@ -65,6 +66,16 @@ static bool pack_foreign(const Pack *p)
 {
 	return p->pid != getpid();
 }
+
+/* The reads of this thread that are running Python's signal handlers
+ * (pack_signals), innermost first: a close() from one of those handlers
+ * must not wait for them (they wait for it), and marks them closed. */
+typedef struct handling {
+	Pack *p;
+	bool closed; /* closed by a handler of this thread: its reader is gone */
+	struct handling *next;
+} handling;
+static _Thread_local handling *handlers;
 
 #define CHUNK (8u << 20) /* a whole-file read asks for signals this often */
 
@@ -273,8 +284,16 @@ static PyObject *Pack_close(Pack *self, PyObject *unused)
 	/* no read starts from here on (the GIL is held: a read between its
 	 * check and its count cannot interleave) */
 	self->closed = true;
+	/* this thread's own reads, under the signal handler that called
+	 * this, end once it returns: not waited for */
+	size_t mine = 0;
+	for (handling *h = handlers; h; h = h->next)
+		if (h->p == self) {
+			h->closed = true;
+			mine++;
+		}
 	Py_BEGIN_ALLOW_THREADS pthread_mutex_lock(&self->mu);
-	while (self->reads)
+	while (self->reads > mine)
 		pthread_cond_wait(&self->idle, &self->mu);
 	pthread_mutex_unlock(&self->mu);
 	Py_END_ALLOW_THREADS stg_reader *r = self->r;
@@ -412,19 +431,30 @@ static PyObject *Pack_name(Pack *self, PyObject *index)
 	return res;
 }
 
-/* Between two pieces of a read (held): Python's signal handlers run, with
- * the read counted out, so that one may close the Pack (the read then
- * ends) rather than wait for ever for the read that called it.  0 (held
- * again), or -1 with the exception set (released). */
+/* Between two pieces of a read (held): Python's signal handlers run, the
+ * read still counted (another thread's close waits for it to complete),
+ * but a close() from a handler of this thread does not wait for it, and
+ * the read then ends.  0 (held), or -1 with the exception set (released). */
 static int pack_signals(Pack *p)
 {
-	stg_reader *r = p->r;
-	pack_release(p);
-	if (PyErr_CheckSignals() || pack_hold(p))
+	handling h = {.p = p, .next = handlers};
+	handlers = &h;
+	int rc = PyErr_CheckSignals();
+	handlers = h.next;
+	if (pack_foreign(p)) {
+		/* a handler forked: the count and its lock are the parent's
+		 * copies, the reader the parent's */
+		if (!rc)
+			PyErr_SetString(PyExc_ValueError,
+			                "this process was forked during the read: read again");
 		return -1;
-	if (p->r != r) { /* closed and opened again meanwhile */
+	}
+	if (rc || h.closed) {
+		if (!rc)
+			PyErr_SetString(PyExc_ValueError,
+			                p->r && !p->closed ? "the Pack was closed during the read"
+			                                   : "I/O operation on a closed Pack");
 		pack_release(p);
-		PyErr_SetString(PyExc_ValueError, "the Pack was closed during the read");
 		return -1;
 	}
 	return 0;

@@ -6,6 +6,7 @@ import os
 import pickle
 import signal
 import stat
+import sys
 import threading
 import time
 import unittest
@@ -227,6 +228,50 @@ class PackTest(unittest.TestCase):
         self.assertLess(waited, 10, "close() waited for reads that began after it")
         self.assertTrue(p.closed)
         self.assertEqual(seen, ["I/O operation on a closed Pack"] * 4)
+
+    def test_close_during_long_read_of_another_thread(self):
+        """close() during another thread's read of several pieces: that read completes, then it closes"""
+        d = fixtures.Dataset(files=1, big=40 << 20)
+        try:
+            want = d.files["big.bin"]
+            r, w = os.pipe()
+            pid = os.fork()
+            if pid == 0:  # alone, with SIGALRM's default action: a hang ends
+                os.close(r)
+                signal.alarm(60)
+                got = []
+                try:
+                    p = stager.Pack(d.pack, cache_bytes=1)
+                    started = threading.Event()
+
+                    def reader():
+                        started.set()
+                        try:  # 40 MiB: 5 pieces, the count between them
+                            got.append("read" if p.read("big.bin") == want else "wrong bytes")
+                        except BaseException as e:  # noqa: BLE001 (reported)
+                            got.append(str(e))
+
+                    # the reader keeps the GIL until its read lets it go:
+                    # close() below begins while that read is in progress
+                    sys.setswitchinterval(30)
+                    t = threading.Thread(target=reader)
+                    t.start()
+                    started.wait()
+                    p.close()
+                    t.join()
+                    got.append("closed" if p.closed else "open")
+                except BaseException as e:  # noqa: BLE001 (reported)
+                    got.append(repr(e))
+                os.write(w, " ".join(got).encode())
+                os._exit(0)
+            os.close(w)
+            with os.fdopen(r, "rb") as f:
+                out = f.read().decode()
+            _, status = os.waitpid(pid, 0)
+            self.assertEqual(os.waitstatus_to_exitcode(status), 0, "the child hung: " + out)
+            self.assertEqual(out, "read closed")
+        finally:
+            d.close()
 
     def test_fork_while_reading(self):
         """a child forked while a parent thread reads: its read and its close work"""

@@ -317,6 +317,50 @@ static void test_changing(void **state)
 	free(model);
 }
 
+/* progress's first call (a file sent): "zz.pt.tmp", listed, not yet sent,
+ * renamed to "zz.pt" (a checkpoint's atomic write) */
+static void rename_tmp(void *arg, const char *what, uint64_t done, uint64_t total)
+{
+	(void)what;
+	(void)done;
+	(void)total;
+	fx *f = arg;
+	char *from = ut_join(f->src, "zz.pt.tmp"), *to = ut_join(f->src, "zz.pt");
+	if (access(from, F_OK) == 0)
+		assert_int_equal(rename(from, to), 0);
+	free(from);
+	free(to);
+}
+
+/* A file renamed away while a collect runs: no warning, its new name sent
+ * by the same collect (SRC walked again), and the figures true: what this
+ * collect sent before it looked again is sent, not "unchanged". */
+static void test_renamed_away(void **state)
+{
+	fx *f = *state;
+	ut_write(f->src, "zz.pt.tmp", "step 1\n", 7);
+	stg_set_progress(f->ctx, rename_tmp, f);
+	int warned = f->log.warnings;
+	stg_collect_result r;
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(f->log.warnings, warned);
+	assert_int_equal(r.files, 6);
+	assert_int_equal(r.sent_files, 7); /* and the link */
+	assert_int_equal(r.unchanged, 0);
+	assert_int_equal(r.failed, 0);
+	stg_collect_result_free(&r);
+	ut_tree_holds(f->src, f->dest, false);
+	char *gone = ut_join(f->dest, "zz.pt.tmp");
+	assert_int_equal(access(gone, F_OK), -1);
+	free(gone);
+	/* again, nothing renamed: all unchanged */
+	stg_set_progress(f->ctx, NULL, NULL);
+	assert_int_equal(collect(f, 0, &r), STG_OK);
+	assert_int_equal(r.sent_files, 0);
+	assert_int_equal(r.unchanged, 6);
+	stg_collect_result_free(&r);
+}
+
 /* What a killed collect left: the temporary it logged, and its marker. */
 static void test_leftovers(void **state)
 {
@@ -355,8 +399,8 @@ static void test_leftovers(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_incremental), T(test_pack),     T(test_errors),
-        T(test_private),     T(test_changing), T(test_leftovers),
+        T(test_incremental), T(test_pack),         T(test_errors),    T(test_private),
+        T(test_changing),    T(test_renamed_away), T(test_leftovers),
 };
 
 UT_MAIN(tests)

@@ -33,8 +33,13 @@ static int setup(void **state)
 	ut_script(bin, "squeue", text);
 	snprintf(text, sizeof text,
 	         "#!/bin/sh\n"
-	         "[ \"$1\" != ping ] || { echo \"Slurmctld(primary) at ctl is ${FAKE_CTL:-UP}\"; "
-	         "exit 0; }\n"
+	         "[ \"$1\" != ping ] || { [ \"$FAKE_CTL\" = NONE ] && exit 1; "
+	         "echo \"Slurmctld(primary) at ctl is ${FAKE_CTL:-UP}\"; exit 0; }\n"
+	         "case \"$FAKE_NODE.$*\" in\n"
+	         "known.show\\ node*) echo \"NodeName=$4 State=IDLE\"; exit 0 ;;\n"
+	         "unknown.show\\ node*) echo \"Node $4 not found\"; exit 1 ;;\n"
+	         "silent.show\\ node*) exit 1 ;;\n"
+	         "esac\n"
 	         "echo 'Configuration data as of 2026-11-25T05:00:00'\n"
 	         "echo 'KeepAliveTime           = SYSTEM_DEFAULT'\n"
 	         "echo 'KillWait                = 45 sec'\n"
@@ -52,6 +57,8 @@ static int teardown(void **state)
 	ut_no_slurm();
 	unsetenv("FAKE_STATE");
 	unsetenv("FAKE_RC");
+	unsetenv("FAKE_CTL");
+	unsetenv("FAKE_NODE");
 	ut_rmtree(top);
 	free(top);
 	free(bin);
@@ -130,6 +137,32 @@ static void test_job_alive(void **state)
 	/* no squeue at all: unknown, never "gone" */
 	setenv("PATH", "/nonexistent", 1);
 	assert_int_equal(stg__slurm_job_alive("4242"), -1);
+}
+
+/* Is this host a Slurm node?  Only the controller's "not found" (or no
+ * Slurm here at all) says no: a controller that does not answer leaves it
+ * unknown, and doctor must not skip a node's features step for that. */
+static void test_is_node(void **state)
+{
+	(void)state;
+	setenv("FAKE_NODE", "known", 1);
+	assert_int_equal(stg__slurm_is_node("n1"), 1);
+	setenv("FAKE_NODE", "unknown", 1);
+	assert_int_equal(stg__slurm_is_node("login1"), 0);
+	/* no answer: slurmctld down (ping says so) is unknown, not "no node" */
+	setenv("FAKE_NODE", "silent", 1);
+	setenv("FAKE_CTL", "DOWN", 1);
+	assert_int_equal(stg__slurm_is_node("n1"), -1);
+	setenv("FAKE_CTL", "UP", 1);
+	assert_int_equal(stg__slurm_is_node("n1"), -1);
+	/* no controller configured here at all: no Slurm, no node */
+	setenv("FAKE_CTL", "NONE", 1);
+	assert_int_equal(stg__slurm_is_node("n1"), 0);
+	unsetenv("FAKE_CTL");
+	unsetenv("FAKE_NODE");
+	assert_int_equal(stg__slurm_is_node(""), 0);
+	setenv("PATH", "/nonexistent", 1);
+	assert_int_equal(stg__slurm_is_node("n1"), 0);
 }
 
 static void test_clock_outside_slurm(void **state)
@@ -368,13 +401,10 @@ static void test_private_mount(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_capture),
-        T(test_job_alive),
-        T(test_clock_outside_slurm),
-        T(test_clock_spool),
-        T(test_clock_no_exec),
-        T(test_patterns),
-        T(test_pattern_message_slash),
+        T(test_capture),       T(test_job_alive),
+        T(test_is_node),       T(test_clock_outside_slurm),
+        T(test_clock_spool),   T(test_clock_no_exec),
+        T(test_patterns),      T(test_pattern_message_slash),
         T(test_private_mount),
 };
 
