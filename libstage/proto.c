@@ -3,13 +3,14 @@
  *
  * The reader trusts nothing: a frame's length is checked against
  * STG_WIRE_FRAME_MAX before a byte of its payload is read, into one buffer
- * allocated once, so memory stays bounded whatever the peer sends; a DATA
- * chunk may not decompress to more than STG_WIRE_CHUNK bytes; every string
- * in a message is checked (length, NUL, a clean relative path) before use.
- * Reading from a memory buffer is the same code path, for the fuzz target.
- * Reads and writes are bounded in time by proto_live.c.  A peer's text
- * (its ERROR message, a path it sent) reaches a local message only through
- * stg__peer_text, escaped.
+ * grown to the largest frame yet (small for a short stream), so memory
+ * stays bounded whatever the peer sends; a DATA chunk may not decompress
+ * to more than STG_WIRE_CHUNK bytes; every string in a message is checked
+ * (length, NUL, a clean relative path) before use.  Reading from a memory
+ * buffer is the same code path, for the fuzz target.  Reads and writes are
+ * bounded in time by proto_live.c.  A peer's text (its ERROR message, a
+ * path it sent) reaches a local message only through stg__peer_text,
+ * escaped.
  */
 #include "proto.h"
 #include "pace.h"
