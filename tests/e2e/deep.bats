@@ -206,7 +206,7 @@ refused_too_long() {
 		local took
 		took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 		echo "try $try: exit $st, $took s after SIGTERM"
-		faster_than "$took" 2.001
+		faster_than "$took" "$(signal_limit 2)"
 		# stopped (5), or done before the signal (0): never a crash
 		[ "$st" -eq 5 ] || [ "$st" -eq 0 ]
 		if [ "$st" -eq 5 ]; then

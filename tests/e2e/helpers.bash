@@ -183,6 +183,15 @@ wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
 # T MAX: T seconds is under MAX, a wall-clock upper bound; not checked on
 # a build with sanitizers (tests/run.sh exports SAN_FLAGS, non-empty under
 # make asan and make ubsan: slow builds).  Lower bounds always hold.
+# A signal's "within N seconds" (DESIGN.md) on this machine as it goes
+# now: N times its load average over its cores (at least 1: a CPU-bound
+# step takes that many times longer on a loaded machine), and a second
+# more for the scheduling.
+signal_limit() { # N
+	awk -v b="$1" -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" \
+		'BEGIN { s = l / n; if (s < 1) s = 1; print b * s + 1 }'
+}
+
 faster_than() {
 	if [ -n "${SAN_FLAGS:-}" ]; then
 		echo "under sanitizers: $1 s not checked against $2 s"

@@ -84,7 +84,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	say "mount $opt, SIGHUP $hup at start, SIG$sig: exit $rc after $t s"
 	cat "$log"
 	[ "$rc" -eq 5 ]
-	faster_than "$t" 1.5
+	faster_than "$t" "$(signal_limit 1)"
 	grep -q "interrupted" "$log"
 	nothing_left
 }

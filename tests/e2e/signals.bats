@@ -29,16 +29,13 @@ setup() {
 # SIG CMD...: start CMD, catch it at work (stopped once it has a file of
 # the dataset open, or when $when says), send SIG and let it go on: it must end with exit 5
 # within a second (DESIGN.md; five under the sanitizers, which slow
-# everything), timed from the signal.  On a loaded machine (its load
-# average over its cores, read then: a CPU-bound step such as a level-19
-# frame takes that many times longer) the second is that many, and one
-# more for the scheduling.
+# everything), timed from the signal, as signal_limit scales it for a
+# loaded machine (a CPU-bound step such as a level-19 frame takes longer)
 stops() {
 	local sig=$1 limit=1
 	shift
 	[ -z "$SAN_FLAGS" ] || limit=5
-	limit=$(awk -v b="$limit" -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" \
-		'BEGIN { s = l / n; if (s < 1) s = 1; print b * s + 1 }')
+	limit=$(signal_limit "$limit")
 	env --default-signal=INT "$@" >out 2>err 3>&- &
 	local pid=$!
 	# (polled without a pause: a short command could end between polls)
