@@ -67,7 +67,7 @@ guess() { # name: the seconds it took last time here, else a rough guess
 	s=$(awk -v n="$1" '$1 == n { s = $2 } END { if (s != "") print s }' "$hist" 2>/dev/null)
 	[ -n "$s" ] && { echo "$s"; return; }
 	case "$1" in
-	slurm.bats | realsite*.bats | jobs.bats | push.bats | push-hostile.bats) echo 100 ;;
+	slurm.bats | realsite*.bats | jobs.bats | push*.bats) echo 100 ;;
 	doctor-hooks.bats | multinode.bats | resume.bats | delta.bats | delta-fallback.bats | delta-base.bats | bench-quick | python) echo 65 ;;
 	*.bats | bench-quick) echo 30 ;;
 	*) echo 5 ;;
