@@ -21,7 +21,7 @@ teardown() {
 make_v1() { # dir n
 	make_awkward_tree "$1"
 	# in one process: a head for each file took a minute on a loaded machine
-	python3 -c '
+	"${PY3:-python3}" -c '
 import os, sys
 d, n = sys.argv[1], int(sys.argv[2])
 for i in range(1, n + 1):

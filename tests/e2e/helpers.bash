@@ -95,7 +95,7 @@ line"
 # own mtimes are.  One process for the whole tree (a shell and three
 # commands for each entry cost minutes on a loaded machine).
 tree_sig() {
-	(cd "$1" && python3 -c '
+	(cd "$1" && "${PY3:-python3}" -c '
 import hashlib, os, stat, sys
 out = sys.stdout.buffer
 def entry(rel):
