@@ -42,7 +42,10 @@
  * open, ...).  Writing "reset" to it zeroes them; the open_*_max restart
  * from open_*_now.  Writing "fail OP ERRNO N" (OP write, create or
  * rename; ERRNO EIO, ESTALE, EAGAIN, ENOSPC or EDQUOT) makes the next N
- * such operations fail with that error: faults for tests of retries.
+ * such operations fail with that error: faults for tests of retries.  The
+ * path to the file is counted, though: once the root's attributes are
+ * --attr-timeout old, the kernel asks for them again (a getattr of "/")
+ * before it opens anything under the mount, this file too.
  *
  * Exit status: 0 after a clean unmount, 1 usage error, 2 cannot mount.
  */

@@ -3,13 +3,14 @@
  *
  * The reader trusts nothing: a frame's length is checked against
  * STG_WIRE_FRAME_MAX before a byte of its payload is read, into one buffer
- * allocated once, so memory stays bounded whatever the peer sends; a DATA
- * chunk may not decompress to more than STG_WIRE_CHUNK bytes; every string
- * in a message is checked (length, NUL, a clean relative path) before use.
- * Reading from a memory buffer is the same code path, for the fuzz target.
- * Reads and writes are bounded in time by proto_live.c.  A peer's text
- * (its ERROR message, a path it sent) reaches a local message only through
- * stg__peer_text, escaped.
+ * grown to the largest frame yet (small for a short stream), so memory
+ * stays bounded whatever the peer sends; a DATA chunk may not decompress
+ * to more than STG_WIRE_CHUNK bytes; every string in a message is checked
+ * (length, NUL, a clean relative path) before use.  Reading from a memory
+ * buffer is the same code path, for the fuzz target.  Reads and writes are
+ * bounded in time by proto_live.c.  A peer's text (its ERROR message, a
+ * path it sent) reaches a local message only through stg__peer_text,
+ * escaped.
  */
 #include "proto.h"
 #include "pace.h"
@@ -46,11 +47,11 @@ stg_err stg__wire_init(stg_wire *w, stg_ctx *ctx, int in, int out)
 	w->out = out;
 	w->level = 3;
 	w->version = STG_WIRE_VERSION;
-	w->buf = malloc(STG_WIRE_FRAME_MAX + 1);
-	w->zbuf = malloc(ZSTD_compressBound(STG_WIRE_CHUNK) + 1);
+	/* the buffers come with the first frame that needs them (room): a
+	 * short stream costs no 5 MiB of allocations */
 	w->cz = ZSTD_createCCtx();
 	w->dz = ZSTD_createDCtx();
-	if (!w->buf || !w->zbuf || !w->cz || !w->dz) {
+	if (!w->cz || !w->dz) {
 		stg__wire_free(w);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	}
@@ -65,8 +66,27 @@ void stg__wire_free(stg_wire *w)
 	ZSTD_freeCCtx(w->cz);
 	ZSTD_freeDCtx(w->dz);
 	w->buf = w->zbuf = NULL;
+	w->buf_cap = w->zbuf_cap = 0;
 	w->cz = NULL;
 	w->dz = NULL;
+}
+
+/* Room for n bytes in *b (its size *cap, at most most): twice what was
+ * asked, from 64 KiB, so a stream of big frames allocates a few times,
+ * not for each one.  The old bytes are not kept (nor held meanwhile). */
+static stg_err room(stg_wire *w, uint8_t **b, size_t *cap, size_t n, size_t most)
+{
+	if (*b && n <= *cap)
+		return STG_OK;
+	size_t c = *cap ? *cap : 64u << 10;
+	while (c < n)
+		c *= 2;
+	free(*b);
+	*cap = c < most ? c : most;
+	if ((*b = malloc(*cap)))
+		return STG_OK;
+	*cap = 0;
+	return stg__fail(w->ctx, STG_ENOMEM, "out of memory");
 }
 
 /* Read exactly len bytes; -1 with *eof_at_start at a clean end of stream
@@ -169,6 +189,9 @@ stg_err stg__wire_read(stg_wire *w, uint8_t *type, const uint8_t **payload, uint
 		return stg__fail(w->ctx, STG_EREMOTE,
 		                 "protocol error: a frame of %u bytes (at most %u allowed)", n,
 		                 STG_WIRE_FRAME_MAX);
+	stg_err err = room(w, &w->buf, &w->buf_cap, (size_t)n + 1, STG_WIRE_FRAME_MAX + 1);
+	if (err)
+		return err;
 	if (n && read_exact(w, w->buf, n, false, &eof))
 		return read_failed(w, false, true);
 	w->buf[n] = '\0';
@@ -279,6 +302,9 @@ stg_err stg__wire_send_chunk(stg_wire *w, uint8_t type, const void *raw, size_t 
 		return stg__wire_send(w, type, &enc, 1, raw, len);
 	}
 	size_t cap = ZSTD_compressBound(STG_WIRE_CHUNK);
+	stg_err err = room(w, &w->zbuf, &w->zbuf_cap, cap, cap);
+	if (err)
+		return err;
 	size_t n = ZSTD_compressCCtx(w->cz, w->zbuf, cap, raw, len, w->level);
 	bool pays = !ZSTD_isError(n) && n < len - len / 32;
 	if (type == STG_W_DATA && !pays && len >= (64u << 10))
@@ -333,7 +359,18 @@ stg_err stg__wire_data(stg_wire *w, const uint8_t *p, uint32_t len, const uint8_
 		*rawlen = len - 1;
 		return STG_OK;
 	}
-	size_t n = ZSTD_decompressDCtx(w->dz, w->zbuf, STG_WIRE_CHUNK, p + 1, len - 1);
+	/* room for what a chunk of one frame says it holds (as a sender's
+	 * does), else for a whole chunk: one that holds more than it says
+	 * fails to decompress */
+	unsigned long long says = ZSTD_getFrameContentSize(p + 1, len - 1);
+	size_t want = STG_WIRE_CHUNK;
+	if (says <= STG_WIRE_CHUNK && ZSTD_findFrameCompressedSize(p + 1, len - 1) == len - 1)
+		want = (size_t)says;
+	stg_err err = room(w, &w->zbuf, &w->zbuf_cap, want ? want : 1,
+	                   ZSTD_compressBound(STG_WIRE_CHUNK));
+	if (err)
+		return err;
+	size_t n = ZSTD_decompressDCtx(w->dz, w->zbuf, want, p + 1, len - 1);
 	if (ZSTD_isError(n))
 		return stg__fail(w->ctx, STG_ECORRUPT, "a damaged data chunk: %s",
 		                 ZSTD_getErrorName(n));

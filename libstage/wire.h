@@ -64,8 +64,10 @@ typedef struct stg_wire {
 	int in, out;
 	const uint8_t *mem;
 	size_t mem_len, mem_pos;
-	uint8_t *buf;  /* the last frame's payload (STG_WIRE_FRAME_MAX) */
-	uint8_t *zbuf; /* compression and decompression (ZSTD_compressBound) */
+	uint8_t *buf;    /* the last frame's payload (grown up to STG_WIRE_FRAME_MAX + 1) */
+	size_t buf_cap;  /* buf's size */
+	uint8_t *zbuf;   /* compression and decompression (up to ZSTD_compressBound) */
+	size_t zbuf_cap; /* zbuf's size */
 	ZSTD_CCtx *cz;
 	ZSTD_DCtx *dz;
 	int level;

@@ -531,7 +531,9 @@ static stg_err fuzz_entry(void *arg, const uint8_t *p, uint32_t len)
 	return err;
 }
 
-static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
+/* *out: librsync's output buffer, allocated with the first job (most
+ * inputs have none) */
+static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t **out)
 {
 	rs_job_t *job = NULL;
 	rs_signature_t *sig = NULL;
@@ -569,27 +571,29 @@ static stg_err fuzz_frames(stg_ctx *ctx, stg_wire *w, uint8_t *out)
 			                                  file.kind == STG_WANT_DELTA
 			                        : !stg__want_decode(w, p, len, &want) &&
 			                                  want.kind == STG_WANT_DELTA;
-			if (delta)
+			if (delta && !*out && !(*out = malloc(XFER_BLOCK)))
+				err = STG_ENOMEM;
+			else if (delta)
 				job = t == STG_W_FILE ? rs_patch_begin(zero_basis, NULL)
 				                      : rs_loadsig_begin(&sig);
 			done = false;
 			break;
 		case STG_W_SIG:
 			if (job && !done)
-				err = stg__job_feed(ctx, job, p, len, false, out, NULL, NULL,
+				err = stg__job_feed(ctx, job, p, len, false, *out, NULL, NULL,
 				                    &done);
 			break;
 		case STG_W_DATA:
 			if ((err = stg__wire_data(w, p, len, &raw, &rl)))
 				break;
 			if (job && !done)
-				err = stg__job_feed(ctx, job, raw, rl, false, out, NULL, NULL,
+				err = stg__job_feed(ctx, job, raw, rl, false, *out, NULL, NULL,
 				                    &done);
 			break;
 		case STG_W_FILE_END:
 		case STG_W_WANTS_END:
 			if (job && !done)
-				err = stg__job_feed(ctx, job, NULL, 0, true, out, NULL, NULL,
+				err = stg__job_feed(ctx, job, NULL, 0, true, *out, NULL, NULL,
 				                    &done);
 			if (sig && !err && done)
 				rs_build_hash_table(sig);
@@ -613,14 +617,12 @@ stg_err stg__proto_replay(stg_ctx *ctx, const uint8_t *data, size_t len, const c
 {
 	stg_wire w;
 	stg_err err = stg__wire_init(&w, ctx, -1, -1);
-	uint8_t *out = malloc(XFER_BLOCK);
-	if (err || !out) {
-		free(out);
-		return err ? err : STG_ENOMEM;
-	}
+	if (err)
+		return err;
+	uint8_t *out = NULL;
 	w.mem = data;
 	w.mem_len = len;
-	fuzz_frames(ctx, &w, out);
+	fuzz_frames(ctx, &w, &out);
 	free(out);
 	if (dir) {
 		/* the receiver itself, as a client's stream drives serve */

@@ -566,9 +566,7 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 	receiver rc = receiver_new(ctx, w, pack, replace, what);
 	rc.checksum = checksum;
 	stg_err err = STG_OK;
-	rc.buf = malloc(XFER_BLOCK);
-	rc.out = malloc(XFER_BLOCK);
-	if (!rc.buf || !rc.out || stg__strmap_init(&rc.paths, 1024)) {
+	if (stg__strmap_init(&rc.paths, 1024)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
 	}
@@ -586,7 +584,17 @@ stg_err stg__receive_tree(stg_ctx *ctx, stg_wire *w, const char *dest, bool pack
 	}
 	stg__recv_index_load(&rc);
 	bool same = false;
-	if ((err = stg__recv_read_manifest(&rc)) || (err = stg__recv_unchanged(&rc, res, &same)))
+	if ((err = stg__recv_read_manifest(&rc)))
+		goto out;
+	/* the file buffers once the manifest is in: a stream refused before
+	 * (a damaged one, each input of the fuzz target) never pays for them */
+	rc.buf = malloc(XFER_BLOCK);
+	rc.out = malloc(XFER_BLOCK);
+	if (!rc.buf || !rc.out) {
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		goto out;
+	}
+	if ((err = stg__recv_unchanged(&rc, res, &same)))
 		goto out;
 	if (same) {
 		err = keep_dest(&rc);

@@ -179,10 +179,11 @@ refused_too_long() {
 	local archive_s=$ELAPSED
 	same_tree fromtar src ro
 	echo "depth 1900: GNU tar -x $tar_s s, stager unpack (pack) $pack_s s, stager stage (tar) $archive_s s"
-	# was 68 s (cubic): under 5 s, and within 20x of GNU tar (at least 0.25 s,
-	# for a tar faster than the clock's resolution matters)
+	# was 68 s (cubic): within 20x of GNU tar, timed beside it (at least
+	# 0.25 s, for a tar faster than the clock's resolution matters): a
+	# loaded machine slows both
 	for s in "$pack_s" "$archive_s"; do
-		awk -v s="$s" -v t="$tar_s" 'BEGIN { if (t < 0.25) t = 0.25; exit !(s < 5 && s < 20 * t) }'
+		awk -v s="$s" -v t="$tar_s" 'BEGIN { if (t < 0.25) t = 0.25; exit !(s < 20 * t) }'
 	done
 }
 
@@ -205,7 +206,7 @@ refused_too_long() {
 		local took
 		took=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')
 		echo "try $try: exit $st, $took s after SIGTERM"
-		faster_than "$took" 2.001
+		faster_than "$took" "$(signal_limit 2)"
 		# stopped (5), or done before the signal (0): never a crash
 		[ "$st" -eq 5 ] || [ "$st" -eq 0 ]
 		if [ "$st" -eq 5 ]; then

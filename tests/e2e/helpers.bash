@@ -92,15 +92,37 @@ line"
 
 # One line per entry: path, type, mode, size, link target, mtime (seconds),
 # and a content hash; sorted.  Directory sizes are not compared; symlinks'
-# own mtimes are.
+# own mtimes are.  One process for the whole tree (a shell and three
+# commands for each entry cost minutes on a loaded machine).
 tree_sig() {
-	(cd "$1" && find . -mindepth 1 -printf '%P|%y|%m|%l|' -exec sh -c '
-		for p; do
-			if [ -L "$p" ]; then stat -c "link|%Y" "$p"
-			elif [ -d "$p" ]; then stat -c "%Y" "$p"
-			else printf "%s|%s\n" "$(stat -c "%s|%Y" "$p")" "$(sha256sum <"$p" | cut -c1-16)"
-			fi
-		done' sh {} \; | LC_ALL=C sort)
+	(cd "$1" && "${PY3:-python3}" -c '
+import hashlib, os, stat, sys
+out = sys.stdout.buffer
+def entry(rel):
+	st = os.lstat(rel)
+	m = st.st_mode
+	kind = {stat.S_IFREG: "f", stat.S_IFDIR: "d", stat.S_IFLNK: "l", stat.S_IFIFO: "p",
+	        stat.S_IFSOCK: "s", stat.S_IFCHR: "c", stat.S_IFBLK: "b"}[stat.S_IFMT(m)]
+	head = rel[2:] + b"|" + kind.encode() + b"|%o|" % stat.S_IMODE(m)
+	if kind == "l":
+		return head + os.readlink(rel) + b"|link|%d" % int(st.st_mtime)
+	if kind == "d":
+		return head + b"|%d" % int(st.st_mtime)
+	digest = b""
+	if kind == "f":
+		try:
+			with open(rel, "rb") as f:
+				h = hashlib.sha256()
+				for block in iter(lambda: f.read(1 << 20), b""):
+					h.update(block)
+				digest = h.hexdigest()[:16].encode()
+		except OSError:
+			pass
+	return head + b"|%d|%d|" % (st.st_size, int(st.st_mtime)) + digest
+for top, dirs, files in os.walk(b".", followlinks=False):
+	for name in dirs + files:
+		out.write(entry(os.path.join(top, name)) + b"\n")
+' | LC_ALL=C sort)
 }
 
 # The same with nanosecond mtimes (stager keeps them; tar does not).
@@ -161,6 +183,15 @@ wait_pid() { # PID [SECONDS=60]: wait for a background child and return its exit
 # T MAX: T seconds is under MAX, a wall-clock upper bound; not checked on
 # a build with sanitizers (tests/run.sh exports SAN_FLAGS, non-empty under
 # make asan and make ubsan: slow builds).  Lower bounds always hold.
+# A signal's "within N seconds" (DESIGN.md) on this machine as it goes
+# now: N times its load average over its cores (at least 1: a CPU-bound
+# step takes that many times longer on a loaded machine), and a second
+# more for the scheduling.
+signal_limit() { # N
+	awk -v b="$1" -v l="$(cut -d' ' -f1 /proc/loadavg)" -v n="$(nproc)" \
+		'BEGIN { s = l / n; if (s < 1) s = 1; print b * s + 1 }'
+}
+
 faster_than() {
 	if [ -n "${SAN_FLAGS:-}" ]; then
 		echo "under sanitizers: $1 s not checked against $2 s"

@@ -41,9 +41,6 @@ fast_enough() { # SECONDS ELAPSED
 	fi
 	awk -v t="$2" -v max="$1" 'BEGIN { exit !(t < max) }'
 }
-high() { # the upper bound of in_band: none under sanitizers
-	if [ -n "${SAN_FLAGS:-}" ]; then echo 1e9; else echo "$1"; fi
-}
 
 # start CMD... in the background without bats' fd 3 (bats would wait for
 # it); its pid in BG, and in KIDS for teardown
@@ -72,26 +69,32 @@ make_packs() {
 	done
 }
 
-cold_stage() { # a stage that reads the whole pack: empty cache first
+cold_stage() { # [RATE]: a stage that reads the whole pack: empty cache first
 	rm -rf "$STAGER_SCRATCH_ROOT" staged
-	stager stage -q --bwlimit 20M p1.tar.zst staged >/dev/null
+	stager stage -q ${1:+--bwlimit "$1"} p1.tar.zst staged >/dev/null
 }
 
+# the upper bounds: 10% over the limit, plus what the same work without
+# the limit takes right then (a loaded machine slows both)
 @test "bandwidth limit on stage: throughput within 10% of --bwlimit" {
 	make_packs 1 40
-	in_band 1.8 "$(high 2.2)" cold_stage # 40 MiB at 20 MiB/s
+	in_band_beside cold_stage 1.8 "$(high 2.2)" cold_stage 20M # 40 MiB at 20 MiB/s
 	diff -r d1 staged
 }
 
-first_collect() { # a collect that writes everything: no record, no DEST
+first_collect() { # [RATE]: a collect that writes everything: no record, no DEST
 	rm -rf dest "$STAGER_SCRATCH_ROOT"
-	STAGER_BWLIMIT=15M stager collect -q out dest
+	if [ -n "${1:-}" ]; then
+		STAGER_BWLIMIT=$1 stager collect -q out dest
+	else
+		stager collect -q out dest
+	fi
 }
 
 @test "bandwidth limit on collect: throughput within 10%" {
 	mkdir out
 	head -c 31457280 /dev/urandom >out/a
-	in_band 1.8 "$(high 2.2)" first_collect # 30 MiB at 15 MiB/s
+	in_band_beside first_collect 1.8 "$(high 2.2)" first_collect 15M # 30 MiB at 15 MiB/s
 	cmp out/a dest/a
 }
 
@@ -105,18 +108,23 @@ first_collect() { # a collect that writes everything: no record, no DEST
 	# a stat per file and an open per file: at least 400 operations
 	echo "$t >= 1.8" | bc -l | grep -q 1
 	t0=$(now)
-	STAGER_OPS_LIMIT=400 stager collect -q tree dest
+	STAGER_OPS_LIMIT=100 stager collect -q tree dest
 	t=$(elapsed "$t0")
-	echo "collect of 200 files at 400 ops/s: $t s"
-	echo "$t >= 1.3" | bc -l | grep -q 1
+	echo "collect of 200 files at 100 ops/s: $t s"
+	echo "$t >= 5.2" | bc -l | grep -q 1
 	tc=$t
-	t0=$(now)
-	stager collect -q tree dest2
-	t=$(elapsed "$t0")
-	echo "without a limit: $t s"
 	# the limit is what took the time: without it, at least half a second
-	# less (the same fsyncs either way; a loaded machine slows both)
-	echo "$t < $tc - 0.5" | bc -l | grep -q 1
+	# less.  The limiter's waits overlap the work (the same fsyncs either
+	# way), so the work must stay well under the limit's 5.2 s: the best
+	# of two runs, on a machine that other work may slow
+	fastest 2 fresh_collect tree dest2
+	echo "without a limit: $ELAPSED s"
+	echo "$ELAPSED < $tc - 0.5" | bc -l | grep -q 1
+}
+
+fresh_collect() { # SRC DEST: a collect into an empty DEST
+	rm -rf "$2"
+	stager collect -q "$1" "$2"
 }
 
 # The largest number of stagers holding the source pack open at once,
@@ -132,9 +140,16 @@ readers_open() {
 		ls -l "/proc/$p/fd" 2>/dev/null | grep -q '/p[0-9]*\.tar\.zst$' && echo "$p"
 	done
 }
+# Until the last one ends (not the first: on a loaded machine one look
+# may take as long as a reader reads).
+any_running() {
+	local p
+	for p; do running "$p" && return 0; done
+	return 1
+}
 max_open_readers() {
 	local max=0 n a b
-	while kill -0 "$@" 2>/dev/null; do
+	while any_running "$@"; do
 		a=$(readers_open "$@")
 		b=$(readers_open "$@")
 		n=$(comm -12 <(sort <<<"$a") <(sort <<<"$b") | grep -c .)
@@ -176,8 +191,13 @@ max_open_readers() {
 	# a slot never freed would make it wait for ever
 	timeout 120 "$STAGER" stage -q p2.tar.zst s2 >/dev/null
 	t=$(elapsed "$t0")
-	echo "took $t s"
-	fast_enough 3 "$t"
+	# the same stage with no slot taken before, as the machine goes now
+	t0=$(now)
+	STAGER_SLOT_DIR="$T/slots-free" STAGER_SCRATCH_ROOT="$T/scratch-free" \
+		"$STAGER" stage -q p2.tar.zst s3 >/dev/null
+	ref=$(elapsed "$t0")
+	echo "took $t s; with every slot free: $ref s"
+	fast_enough "$(echo "$ref + 2" | bc -l)" "$t"
 	diff -r d2 s2
 }
 

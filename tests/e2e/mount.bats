@@ -310,7 +310,7 @@ STEPD
 		echo "SIG$sig: exit $rc after $t s"
 		[ "$rc" -eq 5 ] # interrupted (SIGINT too, ignored as a background job starts)
 		grep -q "interrupted while waiting for a shared-FS slot" "fg-$sig.log"
-		faster_than "$t" 2 # not after slot_wait_max (600 s)
+		faster_than "$t" "$(signal_limit 1)" # not after slot_wait_max (600 s)
 		! mounted mnt2 || false
 	done
 	kill "$holder"

@@ -70,7 +70,9 @@ nothing_written() {
 	cat err
 	echo "gave up after $((SECONDS - t0)) s" >&3
 	[ "$rc" -eq 6 ]
-	[ $((SECONDS - t0)) -le 5 ]
+	# the 2 s, not the default 120 s (the message below names the 2 s);
+	# the time also holds both ends' start, which a loaded machine slows
+	[ $((SECONDS - t0)) -lt 60 ]
 	grep -q "the far end sent nothing for 2 s in the middle of a message" err
 	nothing_written
 }
@@ -80,7 +82,7 @@ nothing_written() {
 	IO=2 fpull stall-idle || rc=$?
 	cat err
 	[ "$rc" -eq 6 ]
-	[ $((SECONDS - t0)) -le 5 ]
+	[ $((SECONDS - t0)) -lt 60 ] # the 2 s, not the default 120 s (as above)
 	grep -q "the far end sent nothing for 2 s: the connection is stalled" err
 }
 
@@ -177,7 +179,7 @@ apull() { alice timeout 60 "$T/bin/stager" pull --rsh "$T/rsh" --remote-stager "
 	run apull "host:$T/remote/ds" "$T/local/ds"
 	echo "$output"
 	[ "$status" -eq 0 ]
-	[ $((SECONDS - t0)) -le 10 ]
+	[ $((SECONDS - t0)) -lt 60 ] # an open of the FIFO would wait for ever
 	[[ "$output" == *"skipping 'shared/fifo': not a file"* ]]
 	[ ! -e local/ds/shared/fifo ]
 }

@@ -60,10 +60,8 @@ reset_stats() {
 }
 
 # Wall-clock upper bounds hold only without sanitizers (SAN_FLAGS: the
-# whole test run is slower then); the lower bounds always hold.
-high() { # the upper bound of in_band: none under sanitizers
-	if [ -n "${SAN_FLAGS:-}" ]; then echo 1e9; else echo "$1"; fi
-}
+# whole test run is slower then; high in timing.bash); the lower bounds
+# always hold.
 fast_enough() { # awk condition on x and y (is_true) that only speed meets
 	if [ -n "${SAN_FLAGS:-}" ]; then
 		echo "under sanitizers: '$1' not checked (x=$2 y=${3:-})"
@@ -190,7 +188,11 @@ line"
 
 @test "counters: creates, bytes read and written are counted, reset zeroes them" {
 	head -c 1234567 /dev/urandom >"$B/in.bin"
-	mountfs --delay-ms 0 "$B" "$M"
+	# the kernel checks the root's attributes on every path through the
+	# mount once they are --attr-timeout old (a getattr of /, counted,
+	# even to read the counters): kept for the whole test, no such getattr
+	# comes between a reset and the reads after it, however slow the run
+	mountfs --delay-ms 0 --attr-timeout 3600 "$B" "$M"
 	mkdir "$M/d"
 	wait_until 10 all_closed
 	reset_stats
@@ -222,6 +224,9 @@ line"
 	[ "$(echo "$output" | wc -l)" -ge 30 ]
 	[ "$(echo "$output" | awk '$2 != 0' | wc -l)" -eq 0 ]
 	[ "$(stat_of getattr)" -eq 0 ]
+	sleep 1.2 # check-tests: still none past the default attribute timeout (1 s)
+	[ "$(stat_of getattr)" -eq 0 ]
+	[ "$(stat_of meta_ops)" -eq 0 ]
 	# only "reset" may be written
 	run bash -c "echo zero >'$M/$STATS'"
 	[ "$status" -ne 0 ]
@@ -282,28 +287,39 @@ line"
 	(cd "$B/d" && touch $(seq -f f%g 1 400))
 	mountfs --delay-ms 2 --attr-timeout 0 "$B" "$M"
 	mountfs --delay-ms 0 --attr-timeout 0 "$B" "$T/mnt2"
-	timed stat -c %i $(seq -f "$M/d/f%g" 1 400) >/dev/null
-	slow=$ELAPSED
-	timed stat -c %i $(seq -f "$T/mnt2/d/f%g" 1 400) >/dev/null
-	fast=$ELAPSED
-	echo "delay 2 ms: $slow s, no delay: $fast s"
+	# 400 x 2 ms slept, always; the mount without a delay saves them (not
+	# a ratio of the two: a loaded machine adds the same to both), in one
+	# of three pairs of runs
+	for try in 1 2 3; do
+		timed stat -c %i $(seq -f "$M/d/f%g" 1 400) >/dev/null
+		slow=$ELAPSED
+		timed stat -c %i $(seq -f "$T/mnt2/d/f%g" 1 400) >/dev/null
+		fast=$ELAPSED
+		echo "delay 2 ms: $slow s, no delay: $fast s"
+		is_true 'x >= 0.8' "$slow"
+		if is_true 'x - y >= 0.7' "$slow" "$fast"; then break; fi
+	done
 	[ "$(stat_of getattr)" -ge 400 ]
-	is_true 'x >= 0.8' "$slow"
-	fast_enough 'y < x / 4' "$slow" "$fast"
+	fast_enough 'x - y >= 0.7' "$slow" "$fast"
 }
 
 @test "bandwidth: 40 MiB read or written at --bw 20M takes 2 s" {
 	head -c 40M /dev/urandom >"$B/big"
 	mountfs --delay-ms 0 --bw 20M "$B" "$M"
 	mountfs --delay-ms 0 --bw 0 "$B" "$T/mnt2"
-	in_band 1.8 "$(high 2.2)" sh -c 'cat "$1" >/dev/null' _ "$M/big"
+	# 2 s and 10% at most, plus what the same bytes through the unlimited
+	# mount take right then (a loaded machine's share, not the limit's)
+	in_band_beside 'cat "$T/mnt2/big" >/dev/null' 1.8 "$(high 2.2)" \
+		sh -c 'cat "$1" >/dev/null' _ "$M/big"
 	[ "$(stat_of bytes_read)" -eq $((RUNS * 41943040)) ]
-	in_band 1.8 "$(high 2.2)" dd if="$B/big" of="$M/out" bs=1M status=none
+	in_band_beside 'dd if="$B/big" of="$T/mnt2/out2" bs=1M status=none' 1.8 "$(high 2.2)" \
+		dd if="$B/big" of="$M/out" bs=1M status=none
 	[ "$(stat_of bytes_written)" -eq $((RUNS * 41943040)) ]
 	cmp "$B/big" "$B/out"
-	timed cat "$T/mnt2/big" >/dev/null
+	# --bw 0 limits nothing: faster than 20M could ever be (best of three)
+	fastest 3 cat "$T/mnt2/big" >/dev/null
 	echo "unlimited read $ELAPSED s"
-	fast_enough 'x < 1' "$ELAPSED"
+	fast_enough 'x < 1.8 / 2' "$ELAPSED"
 }
 
 hold() { # REDIRECTION PATH: keep PATH open in the background until killed

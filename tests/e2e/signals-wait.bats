@@ -84,7 +84,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	say "mount $opt, SIGHUP $hup at start, SIG$sig: exit $rc after $t s"
 	cat "$log"
 	[ "$rc" -eq 5 ]
-	faster_than "$t" 1.5
+	faster_than "$t" "$(signal_limit 1)"
 	grep -q "interrupted" "$log"
 	nothing_left
 }
@@ -116,7 +116,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	nothing_left
 }
 
-@test "mount waiting for a reader slot under timeout 5: back within 6 s, and nothing is mounted later" {
+@test "mount waiting for a reader slot under timeout 5: back within 7 s, and nothing is mounted later" {
 	t0=$(date +%s.%N)
 	rc=0
 	timeout 5 "$STAGER" mount "$T/p.tar.zst" "$T/mnt" 2>t.log 3>&- || rc=$?
@@ -124,7 +124,7 @@ stop_case() { # MODE(fg|bg) HUP SIG
 	say "timeout 5 stager mount: exit $rc after $t s"
 	cat t.log
 	[ "$rc" -eq 124 ]
-	faster_than "$t" 6
+	faster_than "$t" 7 # timeout's SIGTERM at 5 s, and 2 s for a loaded machine
 	nothing_left
 	sleep 3 # check-tests: the time a left-over process would take to mount
 	nothing_left

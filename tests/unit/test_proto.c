@@ -6,6 +6,8 @@
 #include "proto.h"
 #include "proto_live.h"
 
+#include <malloc.h>
+
 static void test_sat_add(void **state)
 {
 	(void)state;
@@ -308,12 +310,131 @@ static void test_raw_run(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* The reader's buffers are as big as what the peer sent, not the most it
+ * may send (a short stream, each input of the fuzz target, allocated 5
+ * MiB): small, the largest frame allowed, small again, each read whole;
+ * a compressed chunk gets the room it says it needs, and one that holds
+ * more than it says, or no size, or two frames, is still read right or
+ * refused. */
+static void put_frame(uint8_t *img, size_t *at, uint8_t type, const void *p, uint32_t n)
+{
+	img[*at] = type;
+	stg__put32(img + *at + 1, n);
+	memcpy(img + *at + 5, p, n);
+	*at += 5 + n;
+}
+
+static void test_buffers_grow(void **state)
+{
+	(void)state;
+	stg_ctx *ctx = ut_ctx(1);
+	const uint32_t big = STG_WIRE_FRAME_MAX;
+	uint8_t *img = malloc(3 * 5 + 20 + big + 1), *payload = malloc(big + 1);
+	assert_non_null(img);
+	assert_non_null(payload);
+	for (uint32_t i = 0; i <= big; i++)
+		payload[i] = (uint8_t)(i * 7 + 1);
+	size_t at = 0;
+	put_frame(img, &at, STG_W_SIG, payload, 10);
+	put_frame(img, &at, STG_W_SIG, payload, big);
+	put_frame(img, &at, STG_W_SIG, payload + 1, 10);
+	stg_wire w;
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	w.mem = img;
+	w.mem_len = at;
+	uint8_t t;
+	const uint8_t *p;
+	uint32_t len;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(len, 10);
+	assert_memory_equal(p, payload, 10);
+	assert_true(malloc_usable_size(w.buf) < (128u << 10)); /* not STG_WIRE_FRAME_MAX */
+	assert_null(w.zbuf);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(len, big);
+	assert_memory_equal(p, payload, big);
+	assert_int_equal(p[big], 0);
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_OK);
+	assert_int_equal(len, 10);
+	assert_memory_equal(p, payload + 1, 10);
+	stg__wire_free(&w);
+	/* one over the largest frame is refused */
+	at = 0;
+	img[0] = STG_W_SIG;
+	stg__put32(img + 1, big + 1);
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	w.mem = img;
+	w.mem_len = 5 + big + 1;
+	assert_int_equal(stg__wire_read(&w, &t, &p, &len), STG_EREMOTE);
+	stg__wire_free(&w);
+
+	/* data chunks: [1, zstd frames] */
+	enum { SMALL = 1000 };
+	size_t zcap = ZSTD_compressBound(STG_WIRE_CHUNK) * 2 + 1;
+	uint8_t *z = malloc(zcap);
+	assert_non_null(z);
+	const uint8_t *raw;
+	size_t rl;
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	/* a small chunk: room for it, not for a whole chunk */
+	z[0] = 1;
+	size_t n = ZSTD_compress(z + 1, zcap - 1, payload, SMALL, 3);
+	assert_false(ZSTD_isError(n));
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)(n + 1), &raw, &rl), STG_OK);
+	assert_int_equal(rl, SMALL);
+	assert_memory_equal(raw, payload, SMALL);
+	assert_true(malloc_usable_size(w.zbuf) < STG_WIRE_CHUNK);
+	/* a whole chunk */
+	n = ZSTD_compress(z + 1, zcap - 1, payload, STG_WIRE_CHUNK, 3);
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)(n + 1), &raw, &rl), STG_OK);
+	assert_int_equal(rl, STG_WIRE_CHUNK);
+	assert_memory_equal(raw, payload, STG_WIRE_CHUNK);
+	/* two frames in one chunk: both read */
+	size_t n1 = ZSTD_compress(z + 1, zcap - 1, payload, SMALL, 3);
+	size_t n2 = ZSTD_compress(z + 1 + n1, zcap - 1 - n1, payload + SMALL, SMALL, 3);
+	assert_false(ZSTD_isError(n2));
+	stg__wire_free(&w);
+	assert_int_equal(stg__wire_init(&w, ctx, -1, -1), STG_OK);
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)(n1 + n2 + 1), &raw, &rl), STG_OK);
+	assert_int_equal(rl, 2 * SMALL);
+	assert_memory_equal(raw, payload, 2 * SMALL);
+	/* a frame with no size */
+	ZSTD_CCtx *cc = ZSTD_createCCtx();
+	assert_non_null(cc);
+	assert_false(ZSTD_isError(ZSTD_CCtx_setParameter(cc, ZSTD_c_contentSizeFlag, 0)));
+	ZSTD_outBuffer o = {z + 1, zcap - 1, 0};
+	ZSTD_inBuffer in = {payload, 3 * SMALL, 0};
+	assert_int_equal(ZSTD_compressStream2(cc, &o, &in, ZSTD_e_end), 0);
+	assert_true(ZSTD_getFrameContentSize(z + 1, o.pos) == ZSTD_CONTENTSIZE_UNKNOWN);
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)(o.pos + 1), &raw, &rl), STG_OK);
+	assert_int_equal(rl, 3 * SMALL);
+	assert_memory_equal(raw, payload, 3 * SMALL);
+	ZSTD_freeCCtx(cc);
+	/* a frame that says it holds less than it does: refused */
+	n = ZSTD_compress(z + 1, zcap - 1, payload, SMALL, 3);
+	unsigned long long says = ZSTD_getFrameContentSize(z + 1, n);
+	assert_int_equal(says, SMALL);
+	/* the header: magic, descriptor, window (unless single-segment),
+	 * then the size, here in 2 bytes (the descriptor's top bits 01), less 256 */
+	assert_true((z[1 + 4] & 0xc0) == 0x40);
+	size_t at_size = 1 + 4 + 1 + ((z[1 + 4] & 0x20) ? 0 : 1);
+	z[at_size] = (uint8_t)(SMALL / 2 - 256);
+	z[at_size + 1] = (uint8_t)((SMALL / 2 - 256) >> 8);
+	assert_int_equal(ZSTD_getFrameContentSize(z + 1, n), SMALL / 2);
+	assert_int_equal(stg__wire_data(&w, z, (uint32_t)(n + 1), &raw, &rl), STG_ECORRUPT);
+	stg__wire_free(&w);
+	free(z);
+	free(img);
+	free(payload);
+	stg_ctx_free(ctx);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sat_add),       cmocka_unit_test(test_peer_text),
         cmocka_unit_test(test_arena),         cmocka_unit_test(test_noop_skipped),
         cmocka_unit_test(test_error_escaped), cmocka_unit_test(test_stall_mid_frame),
         cmocka_unit_test(test_stall_write),   cmocka_unit_test(test_keepalive),
-        cmocka_unit_test(test_raw_run),
+        cmocka_unit_test(test_raw_run),       cmocka_unit_test(test_buffers_grow),
 };
 
 UT_MAIN(tests)
