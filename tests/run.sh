@@ -68,7 +68,7 @@ guess() { # name: the seconds it took last time here, else a rough guess
 	[ -n "$s" ] && { echo "$s"; return; }
 	case "$1" in
 	slurm.bats | realsite*.bats | jobs.bats | push*.bats) echo 100 ;;
-	doctor-hooks.bats | multinode.bats | resume.bats | delta.bats | delta-fallback.bats | delta-base.bats | bench-quick | python) echo 65 ;;
+	doctor-hooks.bats | multinode.bats | resume.bats | delta.bats | delta-fallback.bats | delta-base.bats | corpus.bats | bench-quick | python) echo 65 ;;
 	*.bats | bench-quick) echo 30 ;;
 	*) echo 5 ;;
 	esac

@@ -54,8 +54,10 @@ mount_shared() { # sharedfs options...
 		[ "$(echo "$us >= 1800" | bc -l)" -eq 1 ]
 		# (and not wildly more: a loaded machine adds its own wait)
 		[ "$(echo "$us < 25000" | bc -l)" -eq 1 ]
-		# 50 MiB/s = 52 MB/s
-		[ "$mbs" -ge 40 ]
+		# 50 MiB/s = 52 MB/s: never more (the limit, not the page
+		# cache, was measured); a loaded machine may give less (36
+		# MB/s measured beside another make test at load 20)
+		[ "$mbs" -ge 20 ]
 		[ "$mbs" -le 60 ]
 	fi
 	# a directory (the default, $HOME, is one): a file near its top is read

@@ -164,7 +164,9 @@ max_open_readers() {
 	export STAGER_MAX_READERS_PER_NODE=2
 	pids=()
 	for i in 1 2 3 4; do
-		spawn "$STAGER" stage -v --bwlimit 12M "p$i.tar.zst" "s$i" >/dev/null 2>"err$i"
+		# (4 MiB/s: each reads for 3 s, long enough for the sampler's
+		# looks at /proc on a loaded machine)
+		spawn "$STAGER" stage -v --bwlimit 4M "p$i.tar.zst" "s$i" >/dev/null 2>"err$i"
 		pids+=("$BG")
 	done
 	max=$(max_open_readers "${pids[@]}")
@@ -228,9 +230,10 @@ max_open_readers() {
 	mkdir leases
 	export STAGER_SHARED_LOCK_DIR="$T/leases" STAGER_MAX_READERS_CLUSTER=1
 	export STAGER_MAX_READERS_PER_NODE=0
-	spawn "$STAGER" stage -v --bwlimit 10M p1.tar.zst s1 >/dev/null 2>err1
+	# (3 MiB/s: each reads for over 3 s, as above)
+	spawn "$STAGER" stage -v --bwlimit 3M p1.tar.zst s1 >/dev/null 2>err1
 	a=$BG
-	spawn "$STAGER" stage -v --bwlimit 10M p2.tar.zst s2 >/dev/null 2>err2
+	spawn "$STAGER" stage -v --bwlimit 3M p2.tar.zst s2 >/dev/null 2>err2
 	b=$BG
 	max=$(max_open_readers "$a" "$b")
 	wait_pid "$a" 120
