@@ -134,8 +134,12 @@ static int open_parent(const char *dir, bool parents, char *bad, size_t badlen)
 /* One shared place: dir, for what (a phrase), made by root if missing
  * (with its parents if parents), then checked: a directory, not a link,
  * root's, 01777. */
-static void place(prep *p, const char *name, const char *dir, const char *what, bool parents)
+static void place(prep *p, const char *name, const char *dir_in, const char *what, bool parents)
 {
+	char dir[STG_PATH_MAX + 1]; /* without a trailing '/' (slot_dir = /run/lock/stager/) */
+	snprintf(dir, sizeof dir, "%s", dir_in);
+	for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+		dir[n - 1] = '\0';
 	char parent[STG_PATH_MAX + 1], fix[STG_PATH_MAX + 300];
 	snprintf(parent, sizeof parent, "%s", dir);
 	char *slash = strrchr(parent, '/');

@@ -186,6 +186,11 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	[ "$status" -eq 7 ]
 	echo "$output" | grep -q "^FAIL  scratch parent .*not made: '$T/open' on the way"
 	[ ! -e open/stager ]
+	# a slot_dir written with a trailing '/' is made all the same
+	STAGER_SLOT_DIR="$T/slots2/" run stager doctor --prepare
+	echo "$output"
+	echo "$output" | grep -q "^ok    reader slots  *created '$T/slots2' (root's, 1777)"
+	[ "$(stat -c %U:%a slots2)" = root:1777 ]
 }
 
 @test "reader slots in a directory another user made: doctor says so, naming them, as stage does" {
