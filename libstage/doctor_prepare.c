@@ -12,8 +12,11 @@
  * a site names them once.  Root trusts nothing found there: the place is
  * opened O_NOFOLLOW | O_DIRECTORY and checked with fstat on that
  * descriptor (a link is refused, a directory another user made is named
- * with its owner, never changed), and the scratch roots' parent is made
- * only where its own parent exists (a scratch disk that did not mount
+ * with its owner, never changed); one is made only in a parent reached
+ * from '/' a component at a time, each root's and writable by no one else
+ * unless sticky, through root's links only (mkdirat, openat on that
+ * parent: no user's link or swap on the way), and the scratch roots'
+ * parent is made only where its own parent exists (a scratch disk that did not mount
  * must not turn into a directory on the root filesystem).
  */
 #include "cache.h"
@@ -54,11 +57,89 @@ static void say(prep *p, stg_check_level level, const char *name, const char *fi
 	p->fn(p->arg, &c);
 }
 
+/* A directory root may make a shared place in: root's, and not writable
+ * by others unless sticky (no user can swap or plant what is in it). */
+static bool safe_dir(const struct stat *st)
+{
+	return S_ISDIR(st->st_mode) && st->st_uid == 0 &&
+	       (!(st->st_mode & (S_IWGRP | S_IWOTH)) || (st->st_mode & S_ISVTX));
+}
+
+/* Open dir's parent for root to make dir in, walking from '/' a component
+ * at a time: each one safe_dir, a link followed only if root's (in a
+ * directory already found safe), a missing one made 0755 if parents (else
+ * ENOENT).  -1 with errno, and in *bad the prefix found unsafe (EPERM). */
+static int open_parent(const char *dir, bool parents, char *bad, size_t badlen)
+{
+	char path[STG_PATH_MAX + 1];
+	snprintf(path, sizeof path, "%s", dir);
+	char *end = strrchr(path, '/');
+	if (!end || path[0] != '/') {
+		errno = EINVAL;
+		return -1;
+	}
+	*end = '\0';
+	int fd = open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st))
+		return -1;
+	size_t done = 1; /* fd is path's first done bytes ("/" at first) */
+	for (char *c = path + 1;;) {
+		if (!safe_dir(&st))
+			break;
+		while (*c == '/')
+			c++;
+		if (!*c)
+			return fd;
+		char *slash = strchr(c, '/');
+		size_t next_done = slash ? (size_t)(slash - path) : strlen(path);
+		if (slash)
+			*slash = '\0';
+		int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (next < 0 && errno == ENOENT && parents && mkdirat(fd, c, 0755) == 0)
+			next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		bool users = false;
+		if (next < 0 && (errno == ELOOP || errno == ENOTDIR)) {
+			/* followed only if root's (/scratch to /local/scratch) */
+			if (fstatat(fd, c, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode) &&
+			    st.st_uid == 0)
+				next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+			else
+				users = true;
+		}
+		int e = errno;
+		close(fd);
+		fd = next;
+		if (slash)
+			*slash = '/';
+		c = slash ? slash + 1 : c + strlen(c);
+		done = next_done;
+		if (users)
+			break;
+		if (fd < 0 || fstat(fd, &st)) {
+			e = fd < 0 ? e : errno;
+			if (fd >= 0)
+				close(fd);
+			errno = e;
+			return -1;
+		}
+	}
+	snprintf(bad, badlen, "%.*s", (int)done, path);
+	if (fd >= 0)
+		close(fd);
+	errno = EPERM;
+	return -1;
+}
+
 /* One shared place: dir, for what (a phrase), made by root if missing
  * (with its parents if parents), then checked: a directory, not a link,
  * root's, 01777. */
-static void place(prep *p, const char *name, const char *dir, const char *what, bool parents)
+static void place(prep *p, const char *name, const char *dir_in, const char *what, bool parents)
 {
+	char dir[STG_PATH_MAX + 1]; /* without a trailing '/' (slot_dir = /run/lock/stager/) */
+	snprintf(dir, sizeof dir, "%s", dir_in);
+	for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
+		dir[n - 1] = '\0';
 	char parent[STG_PATH_MAX + 1], fix[STG_PATH_MAX + 300];
 	snprintf(parent, sizeof parent, "%s", dir);
 	char *slash = strrchr(parent, '/');
@@ -86,12 +167,36 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 				    dir, what, parent, strerror(errno));
 			return;
 		}
-		if (parents) /* a node without /run/lock; if this fails, mkdir says why */
-			(void)stg__mkdirs(parent, 0755);
-		if (mkdir(dir, 01777) == 0) {
+		/* made in a parent no user can steer (a node without /run/lock:
+		 * its parents made too), never through a user's link */
+		char bad[STG_PATH_MAX + 1] = "";
+		int pfd = open_parent(dir, parents, bad, sizeof bad);
+		if (pfd < 0 && errno == EPERM && *bad) {
+			snprintf(fix, sizeof fix,
+			         "as root: check '%s' (a link or directory of a user's, or one "
+			         "others may write), then make it by hand: `install -d -m 1777 "
+			         "'%s'`",
+			         bad, dir);
+			say(p, STG_CHECK_FAIL, name, fix,
+			    "'%s', %s, not made: '%s' on the way to it is not root's alone "
+			    "(a user's link, or a directory others may write, not sticky)",
+			    dir, what, bad);
+			return;
+		}
+		if (pfd >= 0 && mkdirat(pfd, strrchr(dir, '/') + 1, 01777) == 0) {
 			created = true;
-		} else if (errno != EEXIST) {
+			/* opened where it was made: no user can swap it there */
+			int fd = openat(pfd, strrchr(dir, '/') + 1,
+			                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (fd < 0 || fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != 0 ||
+			    fchmod(fd, 01777))
+				created = false; /* checked below as found */
+			if (fd >= 0)
+				close(fd);
+		} else if (pfd < 0 || errno != EEXIST) {
 			int e = errno;
+			if (pfd >= 0)
+				close(pfd);
 			say(p, STG_CHECK_FAIL, name,
 			    e == ENOENT
 			            ? "mount the node's scratch disk, or set scratch_root in the "
@@ -100,12 +205,14 @@ static void place(prep *p, const char *name, const char *dir, const char *what, 
 			    "cannot create '%s', %s: %s", dir, what, strerror(e));
 			return;
 		}
+		if (pfd >= 0)
+			close(pfd);
 	}
 	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (fd < 0 && errno == EACCES && lstat(dir, &st) == 0 && S_ISDIR(st.st_mode) &&
 	    st.st_uid != 0)
 		goto not_roots; /* another user's, closed to us: named below */
-	if (fd < 0 || fstat(fd, &st) || (created && (fchmod(fd, 01777) || fstat(fd, &st)))) {
+	if (fd < 0 || fstat(fd, &st)) {
 		int e = errno;
 		if (fd >= 0)
 			close(fd);

@@ -160,7 +160,12 @@ static bool read_note(int dirfd, const char *name, stg_kept_note *e)
 		else if (!strcmp(line, "since"))
 			e->since = strtoll(sp, NULL, 10);
 	}
-	ok = e->node && e->path && e->job && e->dest;
+	/* the node and job go into a command the user is told to run: a
+	 * host's name and a job's number, nothing else (no shell's words) */
+	ok = e->node && e->path && e->job && e->dest && *e->node && e->node[0] != '-' &&
+	     strspn(e->node, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_") ==
+	             strlen(e->node) &&
+	     strspn(e->job, "0123456789") == strlen(e->job);
 out:
 	free(text);
 	close(fd);

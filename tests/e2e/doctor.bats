@@ -163,6 +163,38 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	[ "$(echo "$output" | grep -c 'reader slots')" -eq 0 ]
 }
 
+@test "as root, the shared parent is not made through a user's link on the way to it, nor in a directory others may write" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root"
+	mkdir -m 0755 disk victim
+	ln -s "$T/victim" disk/link
+	chown -h nobody disk/link
+	export STAGER_SCRATCH_ROOT="$T/disk/link/stager/"'$USER'
+	run stager doctor --prepare
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "^FAIL  scratch parent .*not made: '$T/disk/link' on the way to it is not root's alone"
+	[ ! -e victim/stager ]
+	# root's own link (/scratch to /local/scratch) is followed
+	chown -h root disk/link
+	run stager doctor --prepare
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[ "$(stat -c %U:%a victim/stager)" = root:1777 ]
+	# a directory every user may write, not sticky: a user could swap it
+	mkdir -m 0777 open
+	export STAGER_SCRATCH_ROOT="$T/open/stager/"'$USER'
+	run stager doctor --prepare
+	echo "$output"
+	[ "$status" -eq 7 ]
+	echo "$output" | grep -q "^FAIL  scratch parent .*not made: '$T/open' on the way"
+	[ ! -e open/stager ]
+	# a slot_dir written with a trailing '/' is made all the same
+	STAGER_SLOT_DIR="$T/slots2/" run stager doctor --prepare
+	echo "$output"
+	echo "$output" | grep -q "^ok    reader slots  *created '$T/slots2' (root's, 1777)"
+	[ "$(stat -c %U:%a slots2)" = root:1777 ]
+}
+
 @test "reader slots in a directory another user made: doctor says so, naming them, as stage does" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root"
 	mkdir -m 1777 slots

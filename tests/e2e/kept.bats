@@ -184,6 +184,24 @@ teardown() {
 	[[ "$output" != *"$node: job"* ]]
 }
 
+@test "collect --kept on a login node: a note whose node or job is not a host's name or a job's number is not put in the srun command" {
+	d="$HOME/.local/state/stager/kept"
+	mkdir -p "$d"
+	note() { printf 'stager-kept 1\nnode %s\njob %s\npath /p\ndest /d\nbytes 1\nsince 1\n' "$1" "$2" >"$d/$3"; }
+	note 'n1;touch pwned' 7 a.job7
+	note n2 '8 $(id)' b.job8
+	note '-wall' 9 c.job9
+	note n3.cluster 10 n3.job10
+	login() { unshare --uts sh -c 'r=$1 && shift && hostname login-x && STAGER_SCRATCH_ROOT="$r/login" exec "$@"' sh "$T" "$STAGER" "$@"; }
+	run login collect --kept
+	echo "$output"
+	[ "$status" -eq 0 ]
+	[[ "$output" == *"\`srun -w n3.cluster -N1 -n1 stager collect --kept\` sends them"* ]]
+	[[ "$output" != *"pwned"* ]]
+	[[ "$output" != *'$(id)'* ]]
+	[[ "$output" != *"-wall"* ]]
+}
+
 @test "collect --job is refused without --kept, and a job id must be one" {
 	run "$STAGER" collect --job 5 a b
 	[ "$status" -eq 1 ]
