@@ -45,8 +45,11 @@ typedef struct stg_rec {
 	int64_t mtime;
 	uint32_t mtime_nsec;
 	uint32_t mode;
-	uint64_t path_off; /* into names; link follows path, NUL-separated in memory */
-	uint32_t path_len, link_len;
+	/* into names: the entry's base name (its whole path when dir is 0),
+	 * a NUL, its link target, a NUL */
+	uint64_t path_off;
+	uint32_t path_len, link_len; /* of its whole path; of its link target */
+	uint32_t dir;                /* its directory in dirs (0: the root) */
 	uint8_t type;
 	uint8_t xxh3[16];
 } stg_rec;
@@ -56,6 +59,16 @@ typedef struct stg_delta_rec {
 	uint64_t name_off;
 	uint32_t name_len;
 } stg_delta_rec;
+
+/* A directory a decoded manifest names (trailer_names.c): each distinct
+ * one once, as its parent and its last component, so that what names
+ * cost a reader follows their unique parts, not their decoded length. */
+typedef struct stg_dir {
+	uint32_t parent;   /* its parent's index; 0, the root, for a top-level one */
+	uint32_t name_off; /* its last component: names + name_off, name_len bytes */
+	uint16_t name_len;
+	uint16_t len; /* of its whole path */
+} stg_dir;
 
 /* Everything a trailer says, decoded and checked. */
 typedef struct stg_trailer {
@@ -69,10 +82,16 @@ typedef struct stg_trailer {
 	stg_frame *frames;
 	stg_rec *recs;
 	stg_delta_rec *deltas;
-	/* names, with a NUL after every path, link and delta name so that they
-	 * can be handed out as C strings */
+	/* names, with a NUL after every base name, link and delta name so
+	 * that they can be handed out as C strings.  A writer's trailer holds
+	 * whole paths (every dir 0); a decoded one each directory once, in
+	 * dirs, and each entry's base name (trailer_names.h) */
 	char *names;
 	size_t names_len;
+	stg_dir *dirs; /* dirs[0] is the root; NULL in a writer's trailer */
+	size_t n_dirs;
+	uint32_t *dir_slots; /* (parent, name) -> index: a hash of n_dirs' power-of-two cap */
+	size_t dir_cap;
 } stg_trailer;
 
 void stg__trailer_free(stg_trailer *t);
@@ -92,8 +111,12 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
                             stg_trailer *t, size_t *need);
 
-/* The bytes a trailer with these counts and name bytes takes in memory
- * once decoded (its records, and its names with their NULs). */
+/* The most a trailer with these counts and name bytes takes in memory
+ * once decoded, but for its directory table (its records, and its names
+ * with their NULs: a reader keeps each directory's name once, so never
+ * more): the bound checked from the header, before any name is read.
+ * The directory table is counted as it is made (trailer_names.h), and a
+ * writer counts the most it can take (stg__names_dirs_bound). */
 uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
                           uint64_t names_size);
 /* The most that a pack of file_size bytes may make a reader allocate for
