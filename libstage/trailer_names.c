@@ -266,7 +266,6 @@ int stg__trailer_index(stg_trailer *t)
 	t->names = NULL;
 	if (!s || stg__names_begin(t, s, SIZE_MAX, 0, UINT64_MAX)) {
 		free(s);
-		free(t->names);
 		t->names = old;
 		return -1;
 	}
@@ -278,7 +277,6 @@ int stg__trailer_index(stg_trailer *t)
 	}
 	for (size_t i = 0; i < t->n_deltas && !rc; i++)
 		rc = stg__names_put_delta(t, s, &t->deltas[i], old + t->deltas[i].name_off);
-	free(old);
 	free(s);
 	return rc ? -1 : 0;
 }

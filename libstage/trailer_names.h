@@ -45,7 +45,9 @@ uint64_t stg__names_dirs_mem(size_t n_dirs, size_t dir_cap);
  * counted once, without a map. */
 uint64_t stg__names_dirs_bound(const stg_trailer *t);
 
-/* A writer's trailer (whole paths) as a decoded one; 0 or -1 (tests, fuzzing). */
+/* A writer's trailer (whole paths) as a decoded one: names, dirs and
+ * dir_slots newly allocated (the old names stay the caller's); 0 or -1
+ * (tests). */
 int stg__trailer_index(stg_trailer *t);
 
 /* The length of r's base name (its last component; its whole path in a
