@@ -74,8 +74,8 @@ typedef struct builder {
 	stg_mtree *t;
 	uint32_t *slots; /* of the map: inodes, a power of two of them (0: empty) */
 	size_t cap, count;
-	uint32_t *dir_ino; /* the pack being placed: directory -> inode (0: not yet) */
-	uint32_t *dir_rec; /* directory -> the entry naming it (STG_MNONE: none) */
+	uint32_t *dir_ino;        /* the pack being placed: directory -> inode (0: not yet) */
+	uint32_t *dir_rec;        /* directory -> the entry naming it (STG_MNONE: none) */
 	const char *const *names; /* the packs' names, for messages */
 	uint32_t pack;            /* the pack being placed */
 	uint32_t first, end;      /* its entries' inodes: [first, end) */

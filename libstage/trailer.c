@@ -506,7 +506,8 @@ static stg_err parse_names(body_in *b, uint64_t names_size, uint64_t most, stg_t
 	stg_err err = STG_OK;
 	/* each name with a NUL after it: no more than this */
 	size_t max = (size_t)names_size + 2 * t->n_entries + t->n_deltas + 1;
-	uint64_t other = stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, 0) - (max - names_size);
+	uint64_t other =
+	        stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, 0) - (max - names_size);
 	stg_names_in *s = malloc(sizeof *s);
 	if (!s || stg__names_begin(t, s, max, other, most)) {
 		free(s);
@@ -531,7 +532,8 @@ static stg_err parse_names(body_in *b, uint64_t names_size, uint64_t most, stg_t
 			if (rc == -2)
 				err = too_many_dirs(b->ctx, t, i + 1, most);
 			else if (rc)
-				err = stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+				err = stg__fail(b->ctx, STG_ENOMEM,
+				                "out of memory reading the trailer");
 		}
 	}
 	for (size_t i = 0; i < t->n_deltas && !err; i++) {

@@ -4,6 +4,7 @@
  * keyed by an entry's directory and base name.
  */
 #include "trailer_names.h"
+#include "ctx.h"
 #include "path.h"
 
 #include <stdlib.h>
@@ -17,8 +18,7 @@ static uint64_t dir_hash(uint32_t parent, const char *name, size_t len)
 	return XXH3_64bits_withSeed(name, len, parent);
 }
 
-uint32_t stg__trailer_dir_child(const stg_trailer *t, uint32_t parent, const char *name,
-                                size_t len)
+uint32_t stg__trailer_dir_child(const stg_trailer *t, uint32_t parent, const char *name, size_t len)
 {
 	if (!t->dir_cap)
 		return NONE;
@@ -163,8 +163,8 @@ static void slot_in(uint32_t *slots, size_t cap, const stg_trailer *t, uint32_t 
 }
 
 /* A new child of parent named name[0, len), its path len_all bytes long. */
-static int dir_add(stg_trailer *t, stg_names_in *s, uint32_t parent, const char *name,
-                   size_t len, size_t len_all, uint32_t *out)
+static int dir_add(stg_trailer *t, stg_names_in *s, uint32_t parent, const char *name, size_t len,
+                   size_t len_all, uint32_t *out)
 {
 	if (t->n_dirs + 1 >= NONE)
 		return -1;
@@ -233,8 +233,7 @@ static int dir_of(stg_trailer *t, stg_names_in *s, const char *path, size_t dl, 
 	return 0;
 }
 
-int stg__names_put(stg_trailer *t, stg_names_in *s, stg_rec *r, const char *path,
-                   const char *link)
+int stg__names_put(stg_trailer *t, stg_names_in *s, stg_rec *r, const char *path, const char *link)
 {
 	size_t dl = r->path_len;
 	while (dl > 0 && path[dl - 1] != '/')

@@ -11,7 +11,7 @@
 #define STG_TRAILER_NAMES_H
 
 #include "path.h"
-#include "trailer.h"
+#include "trailer_types.h"
 
 /* The table as it is made, one entry at a time (the decoder's). */
 typedef struct stg_names_in {
@@ -20,8 +20,8 @@ typedef struct stg_names_in {
 	uint32_t prev_dir;
 	size_t names_cap, dirs_cap;
 	size_t names_max; /* the most names may take */
-	uint64_t other;    /* what the trailer takes besides its names */
-	uint64_t mem_max;  /* the most it may take in all */
+	uint64_t other;   /* what the trailer takes besides its names */
+	uint64_t mem_max; /* the most it may take in all */
 } stg_names_in;
 
 /* Ready t (names, dirs) for entries of names_max bytes of names at most,
@@ -34,8 +34,7 @@ uint64_t stg__names_mem(const stg_trailer *t, const stg_names_in *s);
 /* Place r's path (path_len bytes, checked by the caller) and link target:
  * sets r->dir and r->path_off.  0; -1 out of memory; -2 when a new
  * directory would make the trailer take more than mem_max. */
-int stg__names_put(stg_trailer *t, stg_names_in *s, stg_rec *r, const char *path,
-                   const char *link);
+int stg__names_put(stg_trailer *t, stg_names_in *s, stg_rec *r, const char *path, const char *link);
 /* A delta record's name: sets d->name_off; 0 or -1. */
 int stg__names_put_delta(stg_trailer *t, stg_names_in *s, stg_delta_rec *d, const char *name);
 /* What the directory table takes in memory. */
@@ -79,7 +78,7 @@ typedef struct stg_recmap {
 	struct stg_recslot {
 		uint32_t rec; /* the entry whose path is the key, + 1 (0: empty) */
 		uint32_t val;
-	} *slots;
+	} * slots;
 } stg_recmap;
 
 int stg__recmap_init(stg_recmap *m, const stg_trailer *t, size_t expected);
