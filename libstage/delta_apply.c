@@ -173,7 +173,8 @@ static const stg_mfile *base_file(const applier *a, const char *path, const stg_
  * mtime are r's too, else a copy (a reflink where the filesystem can). */
 static stg_err from_base(applier *a, const char *basis, const stg_rec *r)
 {
-	const char *path = stg__rec_path(a->target, r);
+	char pbuf[STG_PATH_MAX + 1];
+	const char *path = stg__rec_path(a->target, r, pbuf);
 	int s = stg__open_beneath(a->basefd, basis, O_RDONLY, 0);
 	struct stat st;
 	if (s < 0 || fstat(s, &st)) {
@@ -256,7 +257,8 @@ static stg_err payload(applier *a, stg_rpatch *patch, bool discard)
 /* Make r from its record: patched from the base, or whole. */
 static stg_err from_delta(applier *a, const drec *d, const stg_rec *r)
 {
-	const char *path = stg__rec_path(a->target, r);
+	char pbuf[STG_PATH_MAX + 1];
+	const char *path = stg__rec_path(a->target, r, pbuf);
 	int basis = -1;
 	stg_rpatch *patch = NULL;
 	stg_err err = STG_OK;
@@ -350,7 +352,8 @@ static stg_err next_record(applier *a, drec *d, uint64_t after, bool first)
 	if ((!first && d->idx <= after) || d->idx >= t->n_entries)
 		return stg__fail(a->ctx, STG_ECORRUPT, "damaged delta: records out of order");
 	const stg_rec *r = &t->recs[d->idx];
-	const char *path = stg__rec_path(a->target, r);
+	char pbuf[STG_PATH_MAX + 1];
+	const char *path = stg__rec_path(a->target, r, pbuf);
 	if (h[9] || h[10] || h[11] || d->kind < DK_COPY || d->kind > DK_WHOLE)
 		return bad(a, "damaged delta: a bad record for '%s'", path);
 	if (r->type != STG_FILE || !r->size || d->size != r->size || memcmp(d->xxh3, r->xxh3, 16))
@@ -407,7 +410,8 @@ static stg_err apply_files(applier *a, uint64_t n_records, uint64_t n_removed)
 		const stg_rec *r = &t->recs[i];
 		if (r->type != STG_FILE || !r->size)
 			continue;
-		const char *path = stg__rec_path(a->target, r);
+		char pbuf[STG_PATH_MAX + 1];
+		const char *path = stg__rec_path(a->target, r, pbuf);
 		if (have && d->idx == i) {
 			if (d->kind != DK_COPY)
 				err = from_delta(a, d, r);

@@ -108,11 +108,12 @@ static stg_err base_content(frames *fr, const stg_rec *r, stg_sink_fn sink, void
 		}
 	}
 	uint8_t h[16];
+	char pbuf[STG_PATH_MAX + 1];
 	stg__hash_digest(xs, h);
 	if (memcmp(h, r->xxh3, 16))
 		return stg__fail(fr->ctx, STG_ECORRUPT,
 		                 "the base pack is damaged: '%s' does not match its manifest",
-		                 stg__rec_path(fr->p, r));
+		                 stg__rec_path(fr->p, r, pbuf));
 	return STG_OK;
 }
 
@@ -147,7 +148,8 @@ static stg_err base_signature(writer *w, const stg_rec *r, stg_rsig **sig)
  * through delta (against the base's version) or straight into the body. */
 static stg_err new_content(writer *w, const stg_rec *r, stg_rdelta *delta)
 {
-	const char *path = stg__rec_path(w->new_, r);
+	char pbuf[STG_PATH_MAX + 1];
+	const char *path = stg__rec_path(w->new_, r, pbuf);
 	int fd = stg__open_beneath(w->rootfd, path, O_RDONLY, 0);
 	if (fd < 0)
 		return stg__fail_errno(w->ctx, stg__err_from_errno(errno, STG_EIO), errno,
@@ -191,7 +193,9 @@ static stg_err put_record(writer *w, uint64_t idx, int kind, const stg_rec *r, c
 static stg_err write_record(writer *w, uint64_t idx, int kind, const stg_rec *r,
                             const stg_rec *basis)
 {
-	stg_err err = put_record(w, idx, kind, r, basis ? stg__rec_path(w->base, basis) : NULL);
+	char pbuf[STG_PATH_MAX + 1];
+	stg_err err =
+	        put_record(w, idx, kind, r, basis ? stg__rec_path(w->base, basis, pbuf) : NULL);
 	if (err || kind == DK_COPY)
 		return err;
 	stg_rsig *sig = NULL;
@@ -214,16 +218,16 @@ static stg_err write_record(writer *w, uint64_t idx, int kind, const stg_rec *r,
 /* ---- the whole ----------------------------------------------------------- */
 
 /* Regular files of p: by path, and (non-empty ones) by size and content. */
-static int file_maps(const stg_pack *p, stg_strmap *by_path, stg_strmap *by_content)
+static int file_maps(const stg_pack *p, stg_recmap *by_path, stg_strmap *by_content)
 {
-	if (stg__strmap_init(by_path, p->t.n_entries) ||
+	if (stg__recmap_init(by_path, &p->t, p->t.n_entries) ||
 	    (by_content && stg__strmap_init(by_content, p->t.n_entries)))
 		return -1;
 	for (size_t i = 0; i < p->t.n_entries; i++) {
 		const stg_rec *r = &p->t.recs[i];
 		if (r->type != STG_FILE)
 			continue;
-		if (stg__strmap_put(by_path, stg__rec_path(p, r), r->path_len, (uint32_t)i) < 0)
+		if (stg__recmap_put(by_path, (uint32_t)i, (uint32_t)i, NULL) < 0)
 			return -1;
 		/* the XXH3-128 and the size, side by side in the record */
 		if (by_content && r->size &&
@@ -241,8 +245,10 @@ static bool same_content(const stg_rec *a, const stg_rec *b)
 static stg_err write_body(writer *w, dheader *h, stg_delta_info *info)
 {
 	stg_ctx *ctx = w->ctx;
-	stg_strmap base_path = {0}, base_content = {0}, new_path = {0};
+	stg_recmap base_path = {0}, new_path = {0};
+	stg_strmap base_content = {0};
 	stg_err err = STG_OK;
+	char pbuf[STG_PATH_MAX + 1];
 	if (file_maps(w->base, &base_path, &base_content) || file_maps(w->new_, &new_path, NULL)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto out;
@@ -251,12 +257,14 @@ static stg_err write_body(writer *w, dheader *h, stg_delta_info *info)
 	const stg_trailer *bt = &w->base->t, *nt = &w->new_->t;
 	for (size_t i = 0; i < bt->n_entries && !err; i++) {
 		const stg_rec *r = &bt->recs[i];
-		if (r->type != STG_FILE ||
-		    stg__strmap_get(&new_path, stg__rec_path(w->base, r), r->path_len) != NONE)
+		if (r->type != STG_FILE)
+			continue;
+		const char *path = stg__rec_path(w->base, r, pbuf);
+		if (stg__recmap_get(&new_path, path, r->path_len) != NONE)
 			continue;
 		uint8_t len[2] = {(uint8_t)r->path_len, (uint8_t)(r->path_len >> 8)};
 		if (!(err = stg__zout_put(&w->z, len, 2)))
-			err = stg__zout_put(&w->z, stg__rec_path(w->base, r), r->path_len);
+			err = stg__zout_put(&w->z, path, r->path_len);
 		h->n_removed++;
 	}
 	info->removed = h->n_removed;
@@ -264,7 +272,8 @@ static stg_err write_body(writer *w, dheader *h, stg_delta_info *info)
 		const stg_rec *r = &nt->recs[i];
 		if (r->type != STG_FILE || !r->size)
 			continue;
-		uint32_t j = stg__strmap_get(&base_path, stg__rec_path(w->new_, r), r->path_len);
+		uint32_t j =
+		        stg__recmap_get(&base_path, stg__rec_path(w->new_, r, pbuf), r->path_len);
 		const stg_rec *old = j == NONE ? NULL : &bt->recs[j];
 		if (old && same_content(old, r)) {
 			info->unchanged++;
@@ -289,9 +298,9 @@ static stg_err write_body(writer *w, dheader *h, stg_delta_info *info)
 	if (!err)
 		err = stg__zout_end(&w->z);
 out:
-	stg__strmap_free(&base_path);
+	stg__recmap_free(&base_path);
 	stg__strmap_free(&base_content);
-	stg__strmap_free(&new_path);
+	stg__recmap_free(&new_path);
 	return err;
 }
 

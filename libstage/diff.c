@@ -8,6 +8,7 @@
  * old pack's order.
  */
 #include "ctx.h"
+#include "pack_read.h"
 #include "path.h"
 
 #include <stdlib.h>
@@ -35,24 +36,26 @@ stg_err stg_diff(stg_ctx *ctx, const stg_pack *old, const stg_pack *new_, stg_di
 		st = &local;
 	memset(st, 0, sizeof *st);
 	size_t no = stg_pack_count(old), nn = stg_pack_count(new_);
-	stg_strmap map;
+	stg_recmap map;
 	bool *seen = calloc(no ? no : 1, sizeof *seen);
-	if (!seen || stg__strmap_init(&map, no)) {
+	if (!seen || stg__recmap_init(&map, &old->t, no)) {
 		free(seen);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	}
 	stg_entry e, o;
 	for (size_t i = 0; i < no; i++) {
-		stg_pack_entry(old, i, &e);
-		if (stg__strmap_put(&map, e.path, strlen(e.path), (uint32_t)i) < 0) {
-			stg__strmap_free(&map);
+		if (stg__recmap_put(&map, (uint32_t)i, (uint32_t)i, NULL) < 0) {
+			stg__recmap_free(&map);
 			free(seen);
 			return stg__fail(ctx, STG_ENOMEM, "out of memory");
 		}
 	}
+	/* each entry's path into a buffer of its own: the two are held at once */
+	char ebuf[STG_PATH_MAX + 1], obuf[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < nn; i++) {
 		stg_pack_entry(new_, i, &e);
-		uint32_t j = stg__strmap_get(&map, e.path, strlen(e.path));
+		e.path = stg__rec_path(new_, &new_->t.recs[i], ebuf);
+		uint32_t j = stg__recmap_get(&map, e.path, strlen(e.path));
 		if (j == UINT32_MAX) {
 			st->added++;
 			if (e.type == STG_FILE)
@@ -63,6 +66,7 @@ stg_err stg_diff(stg_ctx *ctx, const stg_pack *old, const stg_pack *new_, stg_di
 		}
 		seen[j] = true;
 		stg_pack_entry(old, j, &o);
+		o.path = stg__rec_path(old, &old->t.recs[j], obuf);
 		unsigned what = differences(&o, &e);
 		if (!what) {
 			st->unchanged++;
@@ -84,7 +88,7 @@ stg_err stg_diff(stg_ctx *ctx, const stg_pack *old, const stg_pack *new_, stg_di
 		if (fn)
 			fn(arg, STG_DIFF_REMOVED, 0, &o, NULL);
 	}
-	stg__strmap_free(&map);
+	stg__recmap_free(&map);
 	free(seen);
 	return STG_OK;
 }

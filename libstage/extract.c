@@ -65,8 +65,9 @@ static bool check_hash(ex_state *s, const stg_rec *r, XXH128_hash_t h, size_t fi
 		snprintf(where, sizeof where, "frame %zu", first);
 	else
 		snprintf(where, sizeof where, "in frames %zu-%zu", first, last);
+	char pbuf[STG_PATH_MAX + 1];
 	stg__ex_fail(s, STG_ECORRUPT, "'%s' is damaged (%s): expected xxh3 %s, found %s",
-	             stg__rec_path(s->p, r), where, want, got);
+	             stg__rec_path(s->p, r, pbuf), where, want, got);
 	return false;
 }
 
@@ -187,7 +188,8 @@ static void apply_frame(ex_state *s, size_t k, ex_content *c)
 		uint64_t a = r->data_off > f->raw_off ? r->data_off : f->raw_off;
 		uint64_t b = r->data_off + r->size < fend ? r->data_off + r->size : fend;
 		int niov = take(c, a - f->raw_off, b - f->raw_off);
-		const char *path = stg__rec_path(s->p, r);
+		char pbuf[STG_PATH_MAX + 1];
+		const char *path = stg__rec_path(s->p, r, pbuf);
 		uint32_t si = s->tr->span_of[i];
 
 		if (si == NONE) {

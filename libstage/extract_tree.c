@@ -36,13 +36,13 @@
 
 typedef struct symlink_probe {
 	const stg_pack *p;
-	const stg_strmap *map;
+	const stg_recmap *map;
 } symlink_probe;
 
 static bool probe_is_symlink(void *arg, const char *path, size_t len)
 {
 	const symlink_probe *pr = arg;
-	uint32_t i = stg__strmap_get(pr->map, path, len);
+	uint32_t i = stg__recmap_get(pr->map, path, len);
 	return i < IMPLIED && pr->p->t.recs[i].type == STG_SYMLINK;
 }
 
@@ -57,67 +57,84 @@ static size_t parent_len(const char *path, size_t len)
 /* Is the tree the manifest describes safe to extract: unique paths,
  * nothing under a non-directory, hardlinks to earlier files, and (unless
  * any_link) symlinks that stay in the destination?  Fills map (path ->
- * index). */
-static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, stg_strmap *map, bool any_link)
+ * index) and dir_rec (the pack's directories, each once: the entry that
+ * names each, or IMPLIED). */
+static stg_err check_tree(stg_ctx *ctx, const stg_pack *p, ex_plan *pl, bool any_link)
 {
 	const stg_trailer *t = &p->t;
+	stg_recmap *map = &pl->map;
+	char path[STG_PATH_MAX + 1], up[STG_PATH_MAX + 1];
 	if (t->n_entries >= IMPLIED)
 		return stg__fail(ctx, STG_ECORRUPT, "damaged pack: too many entries");
-	if (stg__strmap_init(map, t->n_entries))
+	size_t nd = t->n_dirs ? t->n_dirs : 1;
+	bool *checked = calloc(nd, sizeof *checked);
+	if (!checked || !(pl->dir_rec = malloc(nd * sizeof *pl->dir_rec)) ||
+	    stg__recmap_init(map, t, t->n_entries)) {
+		free(checked);
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
-	for (size_t i = 0; i < t->n_entries; i++) {
+	}
+	for (size_t x = 0; x < nd; x++)
+		pl->dir_rec[x] = IMPLIED;
+	stg_err err = STG_OK;
+	for (size_t i = 0; i < t->n_entries && !err; i++) {
 		const stg_rec *r = &t->recs[i];
-		int rc = stg__strmap_put(map, stg__rec_path(p, r), r->path_len, (uint32_t)i);
+		int rc = stg__recmap_put(map, (uint32_t)i, (uint32_t)i, NULL);
 		if (rc < 0)
-			return stg__fail(ctx, STG_ENOMEM, "out of memory");
-		if (rc == 0)
-			return stg__fail(ctx, STG_ECORRUPT, "damaged pack: '%s' appears twice",
-			                 stg__rec_path(p, r));
+			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+		else if (rc == 0)
+			err = stg__fail(ctx, STG_ECORRUPT, "damaged pack: '%s' appears twice",
+			                stg__rec_path(p, r, path));
+		else {
+			uint32_t x = stg__trailer_dir_child(t, r->dir, t->names + r->path_off,
+			                                    stg__rec_base_len(t, r));
+			if (x != NONE)
+				pl->dir_rec[x] = (uint32_t)i;
+		}
 	}
 	symlink_probe probe = {p, map};
-	for (size_t i = 0; i < t->n_entries; i++) {
+	for (size_t i = 0; i < t->n_entries && !err; i++) {
 		const stg_rec *r = &t->recs[i];
-		const char *path = stg__rec_path(p, r);
-		/* up to the nearest parent the map knows: an entry's own
-		 * parents are checked in its turn, an implied one's when it
-		 * was added, so each path costs a lookup or two, not one a
-		 * level (a tree 2,000 levels deep is checked in linear time) */
-		for (size_t k = r->path_len; (k = parent_len(path, k)) > 0;) {
-			uint32_t j = stg__strmap_get(map, path, k);
-			if (j == NONE) {
-				if (stg__strmap_put(map, path, k, IMPLIED) < 0)
-					return stg__fail(ctx, STG_ENOMEM, "out of memory");
-				continue;
+		/* up to the nearest directory checked before: each once, so a
+		 * tree 2,000 levels deep is checked in linear time */
+		for (uint32_t x = r->dir; x && !checked[x] && !err; x = t->dirs[x].parent) {
+			checked[x] = true;
+			uint32_t j = pl->dir_rec[x];
+			if (j != IMPLIED && t->recs[j].type != STG_DIR) {
+				stg__trailer_dir_path(t, x, up);
+				err = stg__fail(ctx, STG_ECORRUPT,
+				                "refusing a hostile pack: '%s' lies under '%s', "
+				                "which is not a directory",
+				                stg__rec_path(p, r, path), up);
 			}
-			if (j != IMPLIED && t->recs[j].type != STG_DIR)
-				return stg__fail(ctx, STG_ECORRUPT,
-				                 "refusing a hostile pack: '%s' lies under '%.*s', "
-				                 "which is not a directory",
-				                 path, (int)k, path);
-			break;
 		}
+		if (err)
+			break;
 		const char *link = stg__rec_link(p, r);
 		if (r->type == STG_HARDLINK) {
-			uint32_t j = stg__strmap_get(map, link, r->link_len);
-			if (j >= i || t->recs[j].type != STG_FILE) /* NONE, IMPLIED too */
-				return stg__fail(ctx, STG_ECORRUPT,
-				                 "refusing a hostile pack: hardlink '%s' points to "
-				                 "'%s', which is not an earlier file of the pack",
-				                 path, link);
+			uint32_t j = stg__recmap_get(map, link, r->link_len);
+			if (j >= i || t->recs[j].type != STG_FILE) /* NONE too */
+				err = stg__fail(ctx, STG_ECORRUPT,
+				                "refusing a hostile pack: hardlink '%s' points to "
+				                "'%s', which is not an earlier file of the pack",
+				                stg__rec_path(p, r, path), link);
 		} else if (r->type == STG_SYMLINK && !any_link) {
-			if (!stg__symlink_ok(path, link, probe_is_symlink, &probe))
-				return stg__fail(ctx, STG_ECORRUPT,
-				                 "refusing a hostile pack: symlink '%s' -> '%s' "
-				                 "points outside the destination",
-				                 path, link);
+			const char *pp = stg__rec_path(p, r, path);
+			if (!stg__symlink_ok(pp, link, probe_is_symlink, &probe))
+				err = stg__fail(ctx, STG_ECORRUPT,
+				                "refusing a hostile pack: symlink '%s' -> '%s' "
+				                "points outside the destination",
+				                pp, link);
 		}
 	}
-	return STG_OK;
+	free(checked);
+	return err;
 }
 
 void stg__ex_plan_free(ex_plan *pl)
 {
-	stg__strmap_free(&pl->map);
+	stg__recmap_free(&pl->map);
+	free(pl->dir_rec);
+	pl->dir_rec = NULL;
 	free(pl->sel);
 	free(pl->span_of);
 	for (size_t i = 0; i < pl->n_spans; i++)
@@ -130,7 +147,7 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
                      bool any_link)
 {
 	const stg_trailer *t = &p->t;
-	stg_err err = check_tree(ctx, p, &pl->map, any_link);
+	stg_err err = check_tree(ctx, p, pl, any_link);
 	if (err)
 		return err;
 	size_t ne = t->n_entries;
@@ -148,8 +165,9 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 		for (size_t k = 0; k < opts->n_include; k++) {
 			bool hit = false;
 			for (size_t i = 0; i < ne; i++) {
+				char path[STG_PATH_MAX + 1];
 				if (stg__path_match(opts->include[k],
-				                    stg__rec_path(p, &t->recs[i]))) {
+				                    stg__rec_path(p, &t->recs[i], path))) {
 					pl->sel[i] = true;
 					hit = true;
 				}
@@ -166,7 +184,7 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 		for (size_t i = 0; i < ne; i++) {
 			const stg_rec *r = &t->recs[i];
 			if (pl->sel[i] && r->type == STG_HARDLINK)
-				pl->sel[stg__strmap_get(&pl->map, stg__rec_link(p, r),
+				pl->sel[stg__recmap_get(&pl->map, stg__rec_link(p, r),
 				                        r->link_len)] = true;
 		}
 		bool *up = calloc(ne, sizeof *up); /* parents selected */
@@ -179,9 +197,8 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 			if (!pl->sel[i] || up[i])
 				continue;
 			up[i] = true;
-			const char *path = stg__rec_path(p, r);
-			for (size_t k = r->path_len; (k = parent_len(path, k)) > 0;) {
-				uint32_t j = stg__strmap_get(&pl->map, path, k);
+			for (uint32_t x = r->dir; x; x = t->dirs[x].parent) {
+				uint32_t j = pl->dir_rec[x];
 				if (j >= IMPLIED)
 					continue;
 				pl->sel[j] = true;
@@ -237,7 +254,9 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 	}
 	/* the paths' map served the checks and the selection; extraction does
 	 * not need it (32 MiB at a million entries) */
-	stg__strmap_free(&pl->map);
+	stg__recmap_free(&pl->map);
+	free(pl->dir_rec);
+	pl->dir_rec = NULL;
 #ifdef __GLIBC__
 	/* and its pages go back now: glibc keeps freed blocks below its
 	 * (growing) mmap threshold in the heap, counted in the process's
@@ -367,7 +386,8 @@ stg_err stg__ex_prepare(const ex_tree *s)
 			err = stg__fail(ctx, STG_EINTR, "interrupted");
 			break;
 		}
-		const char *path = stg__rec_path(s->p, r), *base;
+		char pbuf[STG_PATH_MAX + 1];
+		const char *path = stg__rec_path(s->p, r, pbuf), *base;
 		if (r->type == STG_FILE && r->size == 0 && memcmp(r->xxh3, empty.digest, 16)) {
 			err = stg__fail(ctx, STG_ECORRUPT,
 			                "'%s' is damaged: an empty file with a non-empty hash",
@@ -426,7 +446,8 @@ stg_err stg__ex_finish(const ex_tree *s)
 			            (pass == 2 && r->type == STG_DIR);
 			if (!mine)
 				continue;
-			const char *path = stg__rec_path(s->p, r), *base;
+			char pbuf[STG_PATH_MAX + 1];
+			const char *path = stg__rec_path(s->p, r, pbuf), *base;
 			const char *link = stg__rec_link(s->p, r);
 			struct timespec ts[2] = {{0, UTIME_OMIT}, {r->mtime, (long)r->mtime_nsec}};
 			int pfd = parent_fd(&dc, path, r->path_len, false, &base);

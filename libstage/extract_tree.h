@@ -30,7 +30,8 @@ typedef struct ex_span {
 /* What an extraction takes from a pack, once its tree is known to be
  * safe. */
 typedef struct ex_plan {
-	stg_strmap map;    /* path -> entry, while planning (freed by stg__ex_plan) */
+	stg_recmap map;    /* path -> entry, while planning (freed by stg__ex_plan) */
+	uint32_t *dir_rec; /* directory -> the entry naming it (IMPLIED: none), likewise */
 	bool *sel;         /* the entries taken */
 	uint32_t *span_of; /* entry -> its span (NONE: within one frame) */
 	ex_span *spans;

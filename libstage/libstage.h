@@ -134,7 +134,11 @@ typedef enum stg_type {
 	STG_HARDLINK = 4,
 } stg_type;
 
-/* One manifest entry.  Strings point into the pack handle. */
+/* One manifest entry.  link points into the pack handle; so does path for
+ * an entry at the top of the pack, while the path of one in a directory
+ * is built into a buffer of the calling thread (a pack holds each
+ * directory once): valid until this thread's next stg_pack_entry or
+ * stg_reader_file call, copy it to keep it. */
 typedef struct stg_entry {
 	const char *path; /* relative, '/'-separated, NUL-terminated */
 	const char *link; /* symlink target or hardlink's target path; NULL otherwise */

@@ -71,10 +71,11 @@ int stg__manifest_write(int dirfd, const stg_pack *p, const bool *sel)
 		close(fd);
 		return -1;
 	}
+	char path[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < p->t.n_entries; i++) {
 		const stg_rec *r = &p->t.recs[i];
 		if (r->type == STG_FILE && (!sel || sel[i]))
-			stg__manifest_line(f, r->xxh3, r->size, stg__rec_path(p, r));
+			stg__manifest_line(f, r->xxh3, r->size, stg__rec_path(p, r, path));
 	}
 	return stg__manifest_close(f);
 }

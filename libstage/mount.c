@@ -272,10 +272,11 @@ static int check_file(stg_mount *m, stg_mpack *mp, const stg_rec *r)
 	if (state != FILE_UNCHECKED)
 		return state == FILE_OK ? 0 : EIO;
 	int rc = stg__frames_check(m->frames, mp->raw_base + r->data_off, r->size, r->xxh3);
+	char pbuf[STG_PATH_MAX + 1];
 	if (rc == EIO)
 		stg__mount_log(m, STG_LOG_WARN,
 		               "'%s': '%s' does not match its XXH3-128: reads of it fail (EIO)",
-		               mp->path, stg__rec_path(mp->pack, r));
+		               mp->path, stg__rec_path(mp->pack, r, pbuf));
 	if (rc != ENOMEM && rc != ESTALE && rc != EINTR)
 		atomic_store(&mp->file_state[i], rc ? FILE_BAD : FILE_OK);
 	return rc;
@@ -358,11 +359,13 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	const stg_rec *r = stg__mtree_rec(m->tree, ino, &pk);
 	const stg_mpack *mp = &m->packs[pk];
 	if (mp->entry_fd >= 0 && r) {
-		of->fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r), O_RDONLY, 0);
+		char pbuf[STG_PATH_MAX + 1];
+		const char *path = stg__rec_path(mp->pack, r, pbuf);
+		of->fd = stg__open_beneath(mp->entry_fd, path, O_RDONLY, 0);
 		if (of->fd < 0) {
 			int e = errno;
-			stg__mount_log(m, STG_LOG_WARN, "'%s' in the node cache: %s",
-			               stg__rec_path(mp->pack, r), strerror(e));
+			stg__mount_log(m, STG_LOG_WARN, "'%s' in the node cache: %s", path,
+			               strerror(e));
 			free(of);
 			fuse_reply_err(req, EIO);
 			return;

@@ -31,6 +31,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 /* The node of inode ino; NULL if there is none. */
 const stg_mnode *stg__mtree_node(const stg_mtree *t, uint64_t ino)
@@ -64,167 +65,169 @@ static int grow_nodes(stg_mtree *t)
 	return 0;
 }
 
-/* The directories that hold the last entry placed, root first: in a pack's
- * order (depth first, a directory before its contents) the parent of the
- * next entry is one of them, found without hashing. */
-typedef struct dir_stack {
-	struct {
-		const char *path;
-		size_t len;
-		uint32_t ino;
-	} v[STG_PATH_MAX / 2 + 2];
-	size_t n;
-} dir_stack;
-
-/* What building needs besides the tree: the stack, and a map of every path
- * made only when the order does not give a parent (or for hardlinks); of
- * several packs, made from the start (to find the paths they share). */
+/* What building needs besides the tree.  Of one pack: each of its
+ * directories' inode (its directory table: trailer_names.h), and the entry
+ * that names each.  Of several packs: a map of every node by its parent's
+ * inode and its name, to find the directories they share and the paths
+ * that clash. */
 typedef struct builder {
 	stg_mtree *t;
-	dir_stack st;
-	stg_strmap map;
-	bool mapped;
+	uint32_t *slots; /* of the map: inodes, a power of two of them (0: empty) */
+	size_t cap, count;
+	uint32_t *dir_ino;        /* the pack being placed: directory -> inode (0: not yet) */
+	uint32_t *dir_rec;        /* directory -> the entry naming it (STG_MNONE: none) */
 	const char *const *names; /* the packs' names, for messages */
 	uint32_t pack;            /* the pack being placed */
 	uint32_t first, end;      /* its entries' inodes: [first, end) */
 } builder;
 
-static int map_all(builder *b)
+static uint64_t kid_hash(uint32_t parent, const char *name, size_t len)
 {
-	const stg_pack *p = b->t->packs[0];
-	if (b->mapped)
-		return 0;
-	if (stg__strmap_init(&b->map, b->t->n_nodes))
-		return -1;
-	b->mapped = true;
-	for (size_t i = 0; i < p->t.n_entries; i++) {
-		const stg_rec *r = &p->t.recs[i];
-		if (stg__strmap_put(&b->map, stg__rec_path(p, r), r->path_len, (uint32_t)(i + 2)) <
-		    0)
-			return -1;
-	}
-	return 0;
+	return XXH3_64bits_withSeed(name, len, parent);
 }
 
-static void push_dir(builder *b, const char *path, size_t len, uint32_t ino)
+/* The slot of (parent, name): its node's, or the empty one it would take. */
+static size_t kid_slot(const builder *b, uint32_t parent, const char *name, size_t len)
 {
-	dir_stack *st = &b->st;
-	while (st->n > 1 && !(st->v[st->n - 1].len < len && path[st->v[st->n - 1].len] == '/' &&
-	                      memcmp(st->v[st->n - 1].path, path, st->v[st->n - 1].len) == 0))
-		st->n--;
-	if (st->n < sizeof st->v / sizeof st->v[0]) {
-		st->v[st->n].path = path;
-		st->v[st->n].len = len;
-		st->v[st->n].ino = ino;
-		st->n++;
+	size_t mask = b->cap - 1;
+	for (size_t k = (size_t)kid_hash(parent, name, len) & mask;; k = (k + 1) & mask) {
+		uint32_t v = b->slots[k];
+		if (!v)
+			return k;
+		const stg_mnode *n = &b->t->nodes[v - 1];
+		if (n->parent == parent && n->name_len == len && memcmp(n->name, name, len) == 0)
+			return k;
 	}
 }
 
-/* The inode of path[0, len) if known (the stack, then every path):
- * UINT32_MAX if not, 0 when out of memory. */
-static uint32_t known_dir(builder *b, const char *path, size_t len)
+/* Of several packs: the node named as node ino is (its parent and name
+ * set) if there is one, else ino, mapped; 0 when out of memory. */
+static uint32_t kid_put(builder *b, uint32_t ino)
 {
-	if (len == 0)
-		return STG_MROOT;
-	dir_stack *st = &b->st;
-	for (size_t k = st->n; k-- > 1;)
-		if (st->v[k].len == len && memcmp(st->v[k].path, path, len) == 0)
-			return st->v[k].ino;
-	if (map_all(b))
-		return 0;
-	return stg__strmap_get(&b->map, path, len);
-}
-
-/* The inode of directory path[0, len) ("" is the root), made with each
- * parent the pack only implies (from the nearest one known down, without
- * recursion: the depth is the pack's); 0 when out of memory. */
-static uint32_t dir_of(builder *b, const char *path, size_t len)
-{
-	stg_mtree *t = b->t;
-	size_t have = len;
-	uint32_t ino;
-	while ((ino = known_dir(b, path, have)) == UINT32_MAX) {
-		while (have > 0 && path[have - 1] != '/')
-			have--;
-		have = have ? have - 1 : 0;
-	}
-	while (ino && have < len) {
-		size_t start = have ? have + 1 : 0, end = start;
-		while (end < len && path[end] != '/')
-			end++;
-		if (grow_nodes(t))
+	if (!b->cap)
+		return ino;
+	if ((b->count + 1) * 2 > b->cap) {
+		size_t cap = b->cap * 2;
+		uint32_t *ns = calloc(cap, sizeof *ns);
+		if (!ns)
 			return 0;
-		uint32_t parent = ino;
-		ino = (uint32_t)++t->n_nodes;
-		t->nodes[ino - 1] = (stg_mnode){
-		        .parent = parent,
-		        .pack = b->pack,
-		        .rec = STG_MNONE,
-		        .target = ino,
-		        .nlink = 2,
-		        .name = path + start,
-		        .name_len = (uint32_t)(end - start),
-		        .type = STG_DIR,
-		        .mode = 0755,
-		};
-		if (stg__strmap_put(&b->map, path, end, ino) < 0)
-			return 0;
-		push_dir(b, path, end, ino);
-		have = end;
+		uint32_t *old = b->slots;
+		size_t ocap = b->cap;
+		b->slots = ns;
+		b->cap = cap;
+		for (size_t k = 0; k < ocap; k++)
+			if (old[k]) {
+				const stg_mnode *n = &b->t->nodes[old[k] - 1];
+				b->slots[kid_slot(b, n->parent, n->name, n->name_len)] = old[k];
+			}
+		free(old);
 	}
+	const stg_mnode *n = &b->t->nodes[ino - 1];
+	size_t k = kid_slot(b, n->parent, n->name, n->name_len);
+	if (b->slots[k])
+		return b->slots[k];
+	b->slots[k] = ino;
+	b->count++;
 	return ino;
 }
 
 /* A path of the pack being placed that an earlier pack holds too. */
-static stg_err clash(stg_ctx *ctx, builder *b, const char *path, size_t len, uint32_t ino)
+static stg_err clash(stg_ctx *ctx, builder *b, const char *path, uint32_t ino)
 {
 	return stg__fail(ctx, STG_EUSAGE,
-	                 "'%.*s' is in both '%s' and '%s': packs mounted together may share "
+	                 "'%s' is in both '%s' and '%s': packs mounted together may share "
 	                 "directories, not files",
-	                 (int)len, path, b->names[b->t->nodes[ino - 1].pack], b->names[b->pack]);
+	                 path, b->names[b->t->nodes[ino - 1].pack], b->names[b->pack]);
 }
 
-/* Of several packs: map the paths of the one being placed, marking each
- * directory an earlier pack holds as merged into that one; a path it holds
- * that is not a directory in both is a clash. */
-static stg_err map_pack(stg_ctx *ctx, builder *b, const stg_pack *p)
+/* The inode of directory x of pack p, made with each parent the pack only
+ * implies, from the nearest one known down (without recursion: the depth
+ * is the pack's); 0 when out of memory, *err set on a clash. */
+static uint32_t dir_of(stg_ctx *ctx, builder *b, const stg_pack *p, uint32_t x, stg_err *err)
 {
+	const stg_trailer *tr = &p->t;
 	stg_mtree *t = b->t;
-	for (size_t i = 0; i < p->t.n_entries; i++) {
-		const stg_rec *r = &p->t.recs[i];
-		const char *path = stg__rec_path(p, r);
-		uint32_t ino = b->first + (uint32_t)i;
-		int rc = stg__strmap_put(&b->map, path, r->path_len, ino);
-		if (rc < 0)
-			return stg__fail(ctx, STG_ENOMEM, "out of memory");
-		if (rc > 0)
-			continue;
-		uint32_t had = stg__strmap_get(&b->map, path, r->path_len);
-		if (r->type != STG_DIR || t->nodes[had - 1].type != STG_DIR)
-			return clash(ctx, b, path, r->path_len, had);
-		t->nodes[ino - 1] = (stg_mnode){.target = had, .merged = true, .type = STG_DIR};
+	while (!b->dir_ino[x]) {
+		/* the highest directory not known yet */
+		uint32_t y = x;
+		while (!b->dir_ino[tr->dirs[y].parent])
+			y = tr->dirs[y].parent;
+		const stg_dir *d = &tr->dirs[y];
+		uint32_t parent = b->dir_ino[d->parent];
+		uint32_t o = b->dir_rec[y], ino;
+		if (o != STG_MNONE) {
+			/* the entry that names it (placed in its turn) */
+			ino = b->first + o;
+			t->nodes[ino - 1].parent = parent;
+			t->nodes[ino - 1].name = tr->names + tr->recs[o].path_off;
+			t->nodes[ino - 1].name_len = d->name_len;
+		} else {
+			if (grow_nodes(t))
+				return 0;
+			ino = (uint32_t)++t->n_nodes;
+			t->nodes[ino - 1] = (stg_mnode){
+			        .parent = parent,
+			        .pack = b->pack,
+			        .rec = STG_MNONE,
+			        .target = ino,
+			        .nlink = 2,
+			        .name = tr->names + d->name_off,
+			        .name_len = d->name_len,
+			        .type = STG_DIR,
+			        .mode = 0755,
+			};
+		}
+		uint32_t had = kid_put(b, ino);
+		if (!had)
+			return 0;
+		if (had != ino) {
+			/* an earlier pack's */
+			if (t->nodes[had - 1].type != STG_DIR) {
+				char path[STG_PATH_MAX + 1];
+				stg__trailer_dir_path(tr, y, path);
+				*err = clash(ctx, b, path, had);
+				return 0;
+			}
+			if (o == STG_MNONE)
+				t->n_nodes--; /* the implied one made is not needed */
+			ino = had;
+		}
+		b->dir_ino[y] = ino;
 	}
-	return STG_OK;
+	return b->dir_ino[x];
 }
 
 /* Place the entries of the pack being placed. */
 static stg_err place_pack(stg_ctx *ctx, builder *b, const stg_pack *p)
 {
 	stg_mtree *t = b->t;
-	b->st.n = 1;
-	for (size_t i = 0; i < p->t.n_entries; i++) {
-		const stg_rec *r = &p->t.recs[i];
-		const char *path = stg__rec_path(p, r);
-		size_t slash = r->path_len;
-		while (slash > 0 && path[slash - 1] != '/')
-			slash--;
-		uint32_t parent = dir_of(b, path, slash ? slash - 1 : 0);
+	const stg_trailer *tr = &p->t;
+	size_t nd = tr->n_dirs ? tr->n_dirs : 1;
+	free(b->dir_ino);
+	free(b->dir_rec);
+	b->dir_ino = calloc(nd, sizeof *b->dir_ino);
+	b->dir_rec = malloc(nd * sizeof *b->dir_rec);
+	if (!b->dir_ino || !b->dir_rec)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	b->dir_ino[0] = STG_MROOT;
+	for (size_t x = 0; x < nd; x++)
+		b->dir_rec[x] = STG_MNONE;
+	/* its paths are unique (stg__select), and one under another's
+	 * lies under a directory */
+	for (size_t i = 0; i < tr->n_entries; i++) {
+		const stg_rec *r = &tr->recs[i];
+		uint32_t x = stg__trailer_dir_child(tr, r->dir, tr->names + r->path_off,
+		                                    stg__rec_base_len(tr, r));
+		if (x != UINT32_MAX && r->type == STG_DIR)
+			b->dir_rec[x] = (uint32_t)i;
+	}
+	char path[STG_PATH_MAX + 1];
+	for (size_t i = 0; i < tr->n_entries; i++) {
+		const stg_rec *r = &tr->recs[i];
+		stg_err err = STG_OK;
+		uint32_t parent = dir_of(ctx, b, p, r->dir, &err);
 		if (!parent)
-			return stg__fail(ctx, STG_ENOMEM, "out of memory");
-		/* its own entries passed stg__select; an earlier pack's may be
-		 * a file where this one has a directory */
-		if ((parent < b->first || parent >= b->end) && t->nodes[parent - 1].type != STG_DIR)
-			return clash(ctx, b, path, slash - 1, parent);
+			return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
 		uint32_t ino = b->first + (uint32_t)i;
 		stg_mnode *n = &t->nodes[ino - 1];
 		stg_mnode e = {
@@ -233,27 +236,54 @@ static stg_err place_pack(stg_ctx *ctx, builder *b, const stg_pack *p)
 		        .rec = (uint32_t)i,
 		        .target = ino,
 		        .nlink = r->type == STG_DIR ? 2 : 1,
-		        .name = path + slash,
-		        .name_len = (uint32_t)(r->path_len - slash),
+		        .name = tr->names + r->path_off,
+		        .name_len = stg__rec_base_len(tr, r),
 		        .type = (uint8_t)r->type,
 		        .mode = r->mode & 07777 & ~(uint32_t)06000,
 		};
-		if (n->merged) {
+		n->parent = e.parent;
+		n->name = e.name;
+		n->name_len = e.name_len;
+		uint32_t had = kid_put(b, ino);
+		if (!had)
+			return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		if (had != ino) {
+			/* an earlier pack's: a directory in both is one */
+			stg_mnode *d = &t->nodes[had - 1];
+			if (r->type != STG_DIR || d->type != STG_DIR)
+				return clash(ctx, b, stg__rec_path(p, r, path), had);
+			*n = (stg_mnode){.target = had, .merged = true, .type = STG_DIR};
 			/* a directory an earlier pack only implied takes this one's
 			 * attributes */
-			stg_mnode *d = &t->nodes[n->target - 1];
-			if (d->rec == STG_MNONE && n->target != STG_MROOT) {
+			if (d->rec == STG_MNONE && had != STG_MROOT) {
 				d->pack = e.pack;
 				d->rec = e.rec;
 				d->mode = e.mode;
 			}
-			push_dir(b, path, r->path_len, n->target);
 			continue;
 		}
-		if (r->type == STG_DIR)
-			push_dir(b, path, r->path_len, ino);
 		*n = e;
 	}
+	/* a hardlink shows the file it names, an earlier one of its pack */
+	stg_recmap map = {0};
+	for (size_t i = 0; i < tr->n_entries; i++) {
+		const stg_rec *r = &tr->recs[i];
+		if (r->type != STG_HARDLINK)
+			continue;
+		if (!map.slots) {
+			if (stg__recmap_init(&map, tr, tr->n_entries))
+				return stg__fail(ctx, STG_ENOMEM, "out of memory");
+			for (size_t j = 0; j < tr->n_entries; j++)
+				if (tr->recs[j].type == STG_FILE &&
+				    stg__recmap_put(&map, (uint32_t)j, (uint32_t)j, NULL) < 0) {
+					stg__recmap_free(&map);
+					return stg__fail(ctx, STG_ENOMEM, "out of memory");
+				}
+		}
+		uint32_t j = stg__recmap_get(&map, stg__rec_link(p, r), r->link_len);
+		t->nodes[b->first + i - 1].target = b->first + j;
+	}
+	stg__recmap_free(&map);
 	return STG_OK;
 }
 
@@ -267,11 +297,6 @@ static int link_and_list(builder *b)
 		if (n->merged)
 			continue;
 		if (n->type == STG_HARDLINK) {
-			const stg_pack *p = t->packs[n->pack];
-			const stg_rec *r = &p->t.recs[n->rec];
-			if (map_all(b))
-				return -1;
-			n->target = stg__strmap_get(&b->map, stg__rec_link(p, r), r->link_len);
 			t->nodes[n->target - 1].nlink++;
 		} else if (n->type == STG_DIR) {
 			t->nodes[n->parent - 1].nlink++;
@@ -306,6 +331,14 @@ static int link_and_list(builder *b)
 	return 0;
 }
 
+static void free_builder(builder *b)
+{
+	free(b->slots);
+	free(b->dir_ino);
+	free(b->dir_rec);
+	free(b);
+}
+
 stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char *const *names,
                          size_t n, stg_mtree **out)
 {
@@ -336,9 +369,6 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char 
 	stg_err err = STG_OK;
 	b->t = t;
 	b->names = names;
-	b->st.v[0].path = "";
-	b->st.v[0].ino = STG_MROOT;
-	b->st.n = 1;
 	t->n_packs = n;
 	t->packs = malloc(n * sizeof *t->packs);
 	t->cap = total + 16;
@@ -357,30 +387,29 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char 
 	                          .mode = root_mode & 07777 & ~(uint32_t)06000};
 	t->n_nodes = 1 + total;
 	if (n > 1) {
-		if (stg__strmap_init(&b->map, t->cap))
+		b->cap = 64;
+		while (b->cap / 2 < t->cap)
+			b->cap *= 2;
+		if (!(b->slots = calloc(b->cap, sizeof *b->slots)))
 			goto oom;
-		b->mapped = true;
 	}
 	b->end = 2;
 	for (size_t j = 0; j < n; j++) {
 		b->pack = (uint32_t)j;
 		b->first = b->end;
 		b->end = b->first + (uint32_t)packs[j]->t.n_entries;
-		if ((n > 1 && (err = map_pack(ctx, b, packs[j]))) ||
-		    (err = place_pack(ctx, b, packs[j])))
+		if ((err = place_pack(ctx, b, packs[j])))
 			goto fail;
 	}
 	if (link_and_list(b))
 		goto oom;
-	stg__strmap_free(&b->map);
-	free(b);
+	free_builder(b);
 	*out = t;
 	return STG_OK;
 oom:
 	err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 fail:
-	stg__strmap_free(&b->map);
-	free(b);
+	free_builder(b);
 	stg__mtree_free(t);
 	return err;
 }

@@ -56,14 +56,14 @@ uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len)
 	return off < p->tail_off ? p->tail_off - off : 0;
 }
 
-const char *stg__rec_path(const stg_pack *p, const stg_rec *r)
+const char *stg__rec_path(const stg_pack *p, const stg_rec *r, char *buf)
 {
-	return p->t.names + r->path_off;
+	return stg__trailer_path(&p->t, r, buf);
 }
 
 const char *stg__rec_link(const stg_pack *p, const stg_rec *r)
 {
-	return r->link_len ? p->t.names + r->path_off + r->path_len + 1 : NULL;
+	return stg__trailer_link(&p->t, r);
 }
 
 static stg_err read_trailer(stg_ctx *ctx, stg_pack *p)
@@ -231,7 +231,9 @@ int stg_pack_entry(const stg_pack *p, size_t i, stg_entry *e)
 	if (i >= p->t.n_entries)
 		return -1;
 	const stg_rec *r = &p->t.recs[i];
-	e->path = stg__rec_path(p, r);
+	/* a path in a directory is built, into this thread's buffer */
+	static _Thread_local char path[STG_PATH_MAX + 1];
+	e->path = stg__rec_path(p, r, path);
 	e->link = stg__rec_link(p, r);
 	e->type = (stg_type)r->type;
 	e->mode = r->mode;

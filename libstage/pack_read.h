@@ -5,6 +5,7 @@
 #define STG_PACK_READ_H
 
 #include "trailer.h"
+#include "trailer_names.h"
 
 #include <stdbool.h>
 #include <sys/stat.h>
@@ -29,7 +30,9 @@ int stg__pack_pread(const stg_pack *p, void *buf, size_t len, uint64_t off);
 /* How many of those bytes a read takes from the source, not from what the
  * trailer's read kept. */
 uint64_t stg__pack_unread(const stg_pack *p, uint64_t off, uint64_t len);
-const char *stg__rec_path(const stg_pack *p, const stg_rec *r);
+/* r's whole path: in the pack's names, or built into buf (STG_PATH_MAX +
+ * 1 bytes: trailer_names.h); valid while both are. */
+const char *stg__rec_path(const stg_pack *p, const stg_rec *r, char *buf);
 /* Has the pack's file changed in place since then (its attributes at
  * open: size, mtime, and ctime while its links are as they were)? */
 bool stg__pack_changed(const stg_pack *p, const struct stat *then);

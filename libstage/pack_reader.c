@@ -40,7 +40,7 @@ struct stg_reader {
 	uint32_t *file;             /* per file: its record (a hard link: its target's) */
 	uint32_t *shown;            /* per file: the record that names it */
 	size_t n;                   /* files */
-	stg_strmap map;             /* path -> file */
+	stg_recmap map;             /* path -> file */
 	stg_frames *frames;         /* decoded frames, bounded */
 	_Atomic(const char *) *why; /* per frame: why it failed its check (NULL: it did not) */
 	_Atomic uint8_t *state;     /* format 1 and 2: per file, checked whole yet? */
@@ -115,7 +115,7 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 	if (t->version < 3)
 		r->state = calloc(t->n_entries + 1, 1);
 	if (!r->file || !r->shown || !r->why || (t->version < 3 && !r->state) ||
-	    stg__strmap_init(&r->map, t->n_entries)) {
+	    stg__recmap_init(&r->map, t, t->n_entries)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -125,18 +125,17 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 		if (rec->type == STG_HARDLINK) {
 			/* the content of the file it names, if the pack has it */
 			const char *to = stg__rec_link(r->pack, rec);
-			uint32_t j = stg__strmap_get(&r->map, to, rec->link_len);
+			uint32_t j = stg__recmap_get(&r->map, to, rec->link_len);
 			if (j == UINT32_MAX)
 				continue;
 			target = r->file[j];
 		} else if (rec->type != STG_FILE) {
 			continue;
 		}
-		const char *p = stg__rec_path(r->pack, rec);
-		uint32_t j = stg__strmap_get(&r->map, p, rec->path_len);
+		uint32_t j = stg__recmap_get_rec(&r->map, (uint32_t)i);
 		if (j == UINT32_MAX) {
 			j = (uint32_t)r->n++;
-			if (stg__strmap_put(&r->map, p, rec->path_len, j) < 0) {
+			if (stg__recmap_put(&r->map, (uint32_t)i, j, NULL) < 0) {
 				err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 				goto fail;
 			}
@@ -166,7 +165,7 @@ void stg_reader_close(stg_reader *r)
 	if (!r)
 		return;
 	stg__frames_free(r->frames);
-	stg__strmap_free(&r->map);
+	stg__recmap_free(&r->map);
 	free(r->file);
 	free(r->shown);
 	free((void *)r->why);
@@ -203,7 +202,7 @@ int stg_reader_file(const stg_reader *r, size_t i, stg_entry *out)
 
 int stg_reader_find(const stg_reader *r, const char *path, size_t len, size_t *i)
 {
-	uint32_t j = stg__strmap_get(&r->map, path, len);
+	uint32_t j = stg__recmap_get(&r->map, path, len);
 	if (j == UINT32_MAX)
 		return -1;
 	*i = j;

@@ -231,13 +231,14 @@ static int open_delta(const char *src, const char *name, char *path, size_t len)
 static uint64_t delta_need(const stg_pack *p, const stg_manifest *base)
 {
 	uint64_t need = 64 * 1024;
+	char pbuf[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < p->t.n_entries; i++) {
 		const stg_rec *r = &p->t.recs[i];
 		if (r->type == STG_DIR)
 			need += 4096;
 		if (r->type != STG_FILE)
 			continue;
-		uint32_t k = stg__strmap_get(&base->map, stg__rec_path(p, r), r->path_len);
+		uint32_t k = stg__strmap_get(&base->map, stg__rec_path(p, r, pbuf), r->path_len);
 		const stg_mfile *f = k == UINT32_MAX ? NULL : &base->files[k];
 		if (!f || f->size != r->size || memcmp(f->xxh3, r->xxh3, 16))
 			need += (r->size + 4095) / 4096 * 4096;

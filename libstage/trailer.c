@@ -15,6 +15,7 @@
  * checks.
  */
 #include "trailer.h"
+#include "trailer_names.h"
 #include "bytes.h"
 #include "path.h"
 
@@ -32,6 +33,8 @@ void stg__trailer_free(stg_trailer *t)
 	free(t->recs);
 	free(t->deltas);
 	free(t->names);
+	free(t->dirs);
+	free(t->dir_slots);
 	memset(t, 0, sizeof *t);
 }
 
@@ -176,10 +179,12 @@ static void body_write(body_out *o, const stg_trailer *t, uint64_t names_size)
 		body_put(o, d, sizeof d);
 		noff += t->deltas[i].name_len;
 	}
+	char path[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < t->n_entries; i++) {
 		const stg_rec *r = &t->recs[i];
-		body_put(o, t->names + r->path_off, r->path_len);
-		body_put(o, t->names + r->path_off + r->path_len + 1, r->link_len);
+		body_put(o, stg__trailer_path(t, r, path), r->path_len);
+		if (r->link_len)
+			body_put(o, stg__trailer_link(t, r), r->link_len);
 	}
 	for (size_t i = 0; i < t->n_deltas; i++)
 		body_put(o, t->names + t->deltas[i].name_off, t->deltas[i].name_len);
@@ -225,7 +230,8 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 	size_t clen = o->out.pos;
 	/* a pack its readers would refuse (trailer_decode) is not made */
 	uint64_t file_size = t->data_size + 8 + clen + STG_FOOTER_SIZE;
-	uint64_t need = stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, names_size);
+	uint64_t need = stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, names_size) +
+	                stg__names_dirs_bound(t);
 	if (need > stg__trailer_mem_max(file_size)) {
 		char sn[32], sb[32], sf[32], sm[32];
 		err = stg__fail(
@@ -477,55 +483,75 @@ static stg_err parse_deltas(body_in *b, uint64_t nd, uint64_t names_size, stg_tr
 	return STG_OK;
 }
 
+/* Past the bound with the directory table as it is: a pack whose paths
+ * branch into more directories than its size allows. */
+static stg_err too_many_dirs(stg_ctx *ctx, const stg_trailer *t, size_t at, uint64_t most)
+{
+	char sm[32];
+	return stg__fail(ctx, STG_ECORRUPT,
+	                 "damaged or hostile pack: its manifest would need more than %s of "
+	                 "memory (%zu directories in its first %zu entries), the most a pack "
+	                 "of its size may ask for (%d times its size, or %llu MiB if more); "
+	                 "stager never makes such a pack, get it again from its source",
+	                 show_size(most, sm), t->n_dirs, at, STG_MANIFEST_MEM_RATIO,
+	                 (unsigned long long)(STG_MANIFEST_MEM_FLOOR >> 20));
+}
+
 /* The name table, in the order of the entries and then the delta records
- * that use it: each name checked and copied with a NUL after it. */
-static stg_err parse_names(body_in *b, uint64_t names_size, stg_trailer *t)
+ * that use it: each name checked, and placed as a directory (each once)
+ * and a base name (trailer_names.h).  The directories may take what the
+ * bound checked before left (dirs_max). */
+static stg_err parse_names(body_in *b, uint64_t names_size, uint64_t most, stg_trailer *t)
 {
 	stg_err err = STG_OK;
-	size_t cap = 0, mo = 0;
 	/* each name with a NUL after it: no more than this */
 	size_t max = (size_t)names_size + 2 * t->n_entries + t->n_deltas + 1;
-	for (size_t i = 0; i < t->n_entries; i++) {
+	uint64_t other =
+	        stg__trailer_mem(t->n_frames, t->n_entries, t->n_deltas, 0) - (max - names_size);
+	stg_names_in *s = malloc(sizeof *s);
+	if (!s || stg__names_begin(t, s, max, other, most)) {
+		free(s);
+		return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+	}
+	for (size_t i = 0; i < t->n_entries && !err; i++) {
 		stg_rec *r = &t->recs[i];
 		size_t n = (size_t)r->path_len + r->link_len;
 		const uint8_t *nm = body_next(b, n, &err);
 		if (!nm)
-			return err;
+			break;
 		if (!stg__path_ok((const char *)nm, r->path_len))
-			return bad(b->ctx, "entry with an unsafe or malformed path");
-		if (memchr(nm + r->path_len, 0, r->link_len))
-			return bad(b->ctx, "link target contains a NUL byte");
-		if (r->type == STG_HARDLINK &&
-		    !stg__path_ok((const char *)nm + r->path_len, r->link_len))
-			return bad(b->ctx, "hardlink with an unsafe target");
-		if (stg__room((void **)&t->names, &cap, mo + n + 2, 1, max))
-			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
-		memcpy(t->names + mo, nm, r->path_len);
-		t->names[mo + r->path_len] = '\0';
-		memcpy(t->names + mo + r->path_len + 1, nm + r->path_len, r->link_len);
-		t->names[mo + n + 1] = '\0';
-		r->path_off = mo;
-		mo += n + 2;
+			err = bad(b->ctx, "entry with an unsafe or malformed path");
+		else if (memchr(nm + r->path_len, 0, r->link_len))
+			err = bad(b->ctx, "link target contains a NUL byte");
+		else if (r->type == STG_HARDLINK &&
+		         !stg__path_ok((const char *)nm + r->path_len, r->link_len))
+			err = bad(b->ctx, "hardlink with an unsafe target");
+		else {
+			int rc = stg__names_put(t, s, r, (const char *)nm,
+			                        (const char *)nm + r->path_len);
+			if (rc == -2)
+				err = too_many_dirs(b->ctx, t, i + 1, most);
+			else if (rc)
+				err = stg__fail(b->ctx, STG_ENOMEM,
+				                "out of memory reading the trailer");
+		}
 	}
-	for (size_t i = 0; i < t->n_deltas; i++) {
+	for (size_t i = 0; i < t->n_deltas && !err; i++) {
 		stg_delta_rec *d = &t->deltas[i];
 		const uint8_t *nm = body_next(b, d->name_len, &err);
 		if (!nm)
-			return err;
+			break;
 		if (!stg__path_ok((const char *)nm, d->name_len) || memchr(nm, '/', d->name_len))
-			return bad(b->ctx, "delta record with an unsafe name");
-		if (stg__room((void **)&t->names, &cap, mo + d->name_len + 1, 1, max))
-			return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
-		memcpy(t->names + mo, nm, d->name_len);
-		t->names[mo + d->name_len] = '\0';
-		d->name_off = mo;
-		mo += d->name_len + 1;
+			err = bad(b->ctx, "delta record with an unsafe name");
+		else if (stg__names_put_delta(t, s, d, (const char *)nm))
+			err = stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
 	}
-	if (stg__room((void **)&t->names, &cap, mo + 1, 1, max))
-		return stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
-	t->names[mo] = '\0';
-	t->names_len = mo;
-	return STG_OK;
+	if (!err && stg__names_mem(t, s) > most)
+		err = too_many_dirs(b->ctx, t, t->n_entries, most);
+	free(s);
+	if (!err && !t->names && !(t->names = calloc(1, 1)))
+		err = stg__fail(b->ctx, STG_ENOMEM, "out of memory reading the trailer");
+	return err;
 }
 
 static stg_err parse_body(body_in *b, uint64_t data_size, uint64_t file_size, uint32_t version,
@@ -593,7 +619,7 @@ static stg_err parse_body(body_in *b, uint64_t data_size, uint64_t file_size, ui
 	if ((err = parse_frames(b, nf, data_size, t)) ||
 	    (err = parse_entries(b, ne, names_size, t, &next_name)) ||
 	    (err = parse_deltas(b, nd, names_size, t, &next_name)) ||
-	    (err = parse_names(b, names_size, t)))
+	    (err = parse_names(b, names_size, most, t)))
 		return err;
 	/* at least one element each, as the readers expect */
 	if ((!t->recs && !(t->recs = calloc(1, sizeof *t->recs))) ||

@@ -6,6 +6,7 @@
 #define STG_TRAILER_H
 
 #include "ctx.h"
+#include "trailer_types.h"
 
 #define STG_FORMAT_VERSION                                                                         \
 	3                      /* 2: the packed directory's mode in the body;                      \
@@ -34,47 +35,6 @@
 #define STG_MANIFEST_MEM_FLOOR ((uint64_t)256 << 20)
 #define STG_MANIFEST_MEM_RATIO 64
 
-typedef struct stg_frame {
-	uint64_t comp_off, comp_size;
-	uint64_t raw_off, raw_size;
-	uint8_t xxh3[16]; /* of the compressed bytes, canonical (format 3; zero before) */
-} stg_frame;
-
-typedef struct stg_rec {
-	uint64_t tar_off, data_off, size;
-	int64_t mtime;
-	uint32_t mtime_nsec;
-	uint32_t mode;
-	uint64_t path_off; /* into names; link follows path, NUL-separated in memory */
-	uint32_t path_len, link_len;
-	uint8_t type;
-	uint8_t xxh3[16];
-} stg_rec;
-
-typedef struct stg_delta_rec {
-	uint8_t base[STG_DIGEST_LEN];
-	uint64_t name_off;
-	uint32_t name_len;
-} stg_delta_rec;
-
-/* Everything a trailer says, decoded and checked. */
-typedef struct stg_trailer {
-	uint64_t data_size, tar_size, content_size;
-	uint8_t digest[STG_DIGEST_LEN];
-	/* the packed directory's permission bits | STG_ROOT_MODE_SET; 0 when
-	 * the pack does not say (version 1) */
-	uint32_t root_mode;
-	uint32_t version; /* the format version it was read as, or is written as */
-	size_t n_frames, n_entries, n_deltas;
-	stg_frame *frames;
-	stg_rec *recs;
-	stg_delta_rec *deltas;
-	/* names, with a NUL after every path, link and delta name so that they
-	 * can be handed out as C strings */
-	char *names;
-	size_t names_len;
-} stg_trailer;
-
 void stg__trailer_free(stg_trailer *t);
 
 /* Encode t into a complete trailer frame (skippable header, compressed body,
@@ -92,8 +52,12 @@ stg_err stg__trailer_encode(stg_ctx *ctx, const stg_trailer *t, int level, uint8
 stg_err stg__trailer_decode(stg_ctx *ctx, const uint8_t *tail, size_t tail_len, uint64_t file_size,
                             stg_trailer *t, size_t *need);
 
-/* The bytes a trailer with these counts and name bytes takes in memory
- * once decoded (its records, and its names with their NULs). */
+/* The most a trailer with these counts and name bytes takes in memory
+ * once decoded, but for its directory table (its records, and its names
+ * with their NULs: a reader keeps each directory's name once, so never
+ * more): the bound checked from the header, before any name is read.
+ * The directory table is counted as it is made (trailer_names.h), and a
+ * writer counts the most it can take (stg__names_dirs_bound). */
 uint64_t stg__trailer_mem(uint64_t n_frames, uint64_t n_entries, uint64_t n_deltas,
                           uint64_t names_size);
 /* The most that a pack of file_size bytes may make a reader allocate for

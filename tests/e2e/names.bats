@@ -111,6 +111,49 @@ measured() {
 	[[ "$last" == d00d00*"/f019999xxx"* ]]
 }
 
+@test "a pack of 20,000 paths of 4,000 bytes 15 directories deep costs its readers its unique names: ls, verify, stage and Python within a small multiple of a small pack's memory" {
+	# each directory once, each entry its base name (234 bytes): 4.7 MB,
+	# not 80 MB of whole paths
+	"$PY3" - <<-'EOF'
+		import os
+		os.mkdir("tree")
+		fd = os.open("tree", os.O_RDONLY)
+		for i in range(15):
+		    name = ("d%02d" % i) * 83 + "d"
+		    os.mkdir(name, dir_fd=fd)
+		    nfd = os.open(name, os.O_RDONLY, dir_fd=fd)
+		    os.close(fd)
+		    fd = nfd
+		for i in range(20000):
+		    os.close(os.open(("f%06d" % i).ljust(234, "x"), os.O_CREAT | os.O_WRONLY, 0o644, dir_fd=fd))
+	EOF
+	stager pack -q tree -o long.tar.zst >/dev/null
+	mkdir ds
+	echo x >ds/f
+	stager pack -q ds -o small.tar.zst >/dev/null
+	for c in "ls" "verify" "stage"; do
+		measured "$STAGER" $c small.tar.zst
+		[ "$RC" -eq 0 ]
+		base=$RSS_KIB
+		measured "$STAGER" $c long.tar.zst
+		echo "$c: exit $RC, peak $RSS_KIB KiB (a small pack's: $base KiB; before: 88 MB)"
+		[ "$RC" -eq 0 ]
+		[ "$RSS_KIB" -lt $((base * 3)) ]
+	done
+	[ "$(find scratch/cache -name 'f019999x*' | wc -l)" -eq 1 ]
+	# the last file: its name, and read by it (a lookup by path)
+	open='import stager, sys; p = stager.Pack(sys.argv[1]); n = p._name(int(sys.argv[2])); print(len(n), len(p.read(n)))'
+	measured "$PY3" -c "$open" small.tar.zst 0
+	[ "$RC" -eq 0 ]
+	[ "$(cat out)" = "1 2" ]
+	base=$RSS_KIB
+	measured "$PY3" -c "$open" long.tar.zst 19999
+	echo "Python: exit $RC, peak $RSS_KIB KiB (a small pack: $base KiB; before: 98 MB): $(cat out) $(cat err)"
+	[ "$RC" -eq 0 ]
+	[ "$(cat out)" = "3999 0" ]
+	[ "$RSS_KIB" -lt $((base * 2)) ]
+}
+
 @test "ls, stage, mount and Python agree on every name byte for byte: newlines, backslashes, Latin-1, UTF-8, 200-byte names" {
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"

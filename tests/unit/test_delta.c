@@ -308,8 +308,9 @@ static uint8_t *make_delta(const fixture *f, const body *b, uint64_t n_records, 
 /* The target's entry at path. */
 static size_t entry_at(const fixture *f, const char *path)
 {
+	char buf[STG_PATH_MAX + 1];
 	for (size_t i = 0; i < f->target->t.n_entries; i++)
-		if (!strcmp(stg__rec_path(f->target, &f->target->t.recs[i]), path))
+		if (!strcmp(stg__rec_path(f->target, &f->target->t.recs[i], buf), path))
 			return i;
 	fail_msg("no entry '%s'", path);
 	return 0;

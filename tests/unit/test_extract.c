@@ -208,7 +208,8 @@ static void test_building_blocks(void **state)
 		const stg_rec *r = &f->p->t.recs[i];
 		if (r->type != STG_FILE || r->size == 0)
 			continue;
-		const char *path = stg__rec_path(f->p, r);
+		char buf[STG_PATH_MAX + 1];
+		const char *path = stg__rec_path(f->p, r, buf);
 		char *from = ut_join(f->src, path);
 		size_t len;
 		uint8_t *b = ut_read(from, &len);

@@ -5,6 +5,7 @@
 #include "unit.h"
 
 #include "mount_tree.h"
+#include "trailer_names.h"
 
 #define DEEP 2000
 
@@ -48,7 +49,17 @@ static mem_pack *done_pack(mem_pack *m, size_t used)
 	m->p.t.names_len = used;
 	m->p.t.tar_size = 1024 * m->p.t.n_entries + 1024;
 	m->p.size = m->p.t.tar_size;
+	/* as a reader holds it: each directory once, base names */
+	assert_int_equal(stg__trailer_index(&m->p.t), 0);
 	return m;
+}
+
+static void free_pack(mem_pack *m)
+{
+	free(m->p.t.names);
+	free(m->p.t.dirs);
+	free(m->p.t.dir_slots);
+	free(m);
 }
 
 /* A pack with files under parents it never names: a/b/c/f, a/b/g, and a
@@ -154,7 +165,7 @@ static void test_implied_parents(void **state)
 	assert_int_equal(walk(t, "a/b/c/f/g"), 0);
 	stg__mtree_free(t);
 	stg_ctx_free(ctx);
-	free(m);
+	free_pack(m);
 }
 
 /* A pack of the entries given as "d:PATH" (a directory) or "f:PATH", NULL
@@ -212,7 +223,7 @@ static void test_union(void **state)
 	assert_null(stg__mtree_node(t, 1 + 4 + 2));
 	assert_int_not_equal(walk(t, "onlyA"), 0);
 	stg__mtree_free(t);
-	free(b);
+	free_pack(b);
 	/* a file in both, a path under the other's file, a file where the
 	 * other has a directory: refused, naming the path and both packs */
 	static const char *const same_file[] = {"f:data/a1", NULL};
@@ -227,9 +238,9 @@ static void test_union(void **state)
 		assert_null(t);
 		assert_non_null(strstr(msg, path[i]));
 		assert_non_null(strstr(msg, "'A.tar.zst' and 'B.tar.zst'"));
-		free(b);
+		free_pack(b);
 	}
-	free(a);
+	free_pack(a);
 }
 
 static const struct CMUnitTest tests[] = {

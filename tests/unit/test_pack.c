@@ -209,6 +209,7 @@ static void edit_dup(stg_trailer *t)
 	/* the last entry gets the name of the one before it */
 	stg_rec *a = &t->recs[t->n_entries - 2], *b = &t->recs[t->n_entries - 1];
 	b->path_off = a->path_off;
+	b->dir = a->dir;
 	b->path_len = a->path_len;
 	b->link_len = a->link_len;
 	b->type = a->type;
@@ -229,6 +230,7 @@ static void edit_under_symlink(stg_trailer *t)
 			t->names[off + sizeof name] = '\0';
 			t->names_len += sizeof name + 1;
 			t->recs[i].path_off = off;
+			t->recs[i].dir = 0; /* a whole path, as a writer's */
 			t->recs[i].path_len = sizeof name - 1;
 		}
 	}
@@ -243,6 +245,7 @@ static void edit_escape(stg_trailer *t)
 			size_t off = t->names_len;
 			t->names =
 			        realloc(t->names, t->names_len + r->path_len + sizeof target + 2);
+			/* its base name (the whole path: the link is at the top) */
 			memcpy(t->names + off, t->names + r->path_off, r->path_len + 1);
 			memcpy(t->names + off + r->path_len + 1, target, sizeof target);
 			r->path_off = off;

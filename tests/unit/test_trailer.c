@@ -1,5 +1,6 @@
 /* test_trailer.c - the trailer codec: round trip, and hostile bytes. */
 #include "unit.h"
+#include "trailer_names.h"
 
 #include <xxhash.h>
 #include <zstd.h>
@@ -91,8 +92,13 @@ static void test_round_trip(void **state)
 	assert_int_equal(d.tar_size, 6144);
 	assert_int_equal(d.recs[1].size, 5);
 	assert_int_equal(d.recs[1].mtime_nsec, 5);
-	assert_string_equal(d.names + d.recs[1].path_off, "d/f");
-	assert_string_equal(d.names + d.recs[2].path_off + d.recs[2].path_len + 1, "d/f");
+	/* each directory once: d/f is d's f, its whole path built on demand */
+	char buf[STG_PATH_MAX + 1];
+	assert_int_equal(d.n_dirs, 2);
+	assert_int_equal(d.recs[1].dir, 1);
+	assert_string_equal(d.names + d.recs[1].path_off, "f");
+	assert_string_equal(stg__trailer_path(&d, &d.recs[1], buf), "d/f");
+	assert_string_equal(stg__trailer_link(&d, &d.recs[2]), "d/f");
 	assert_string_equal(d.names + d.deltas[0].name_off, "old.delta");
 	assert_memory_equal(d.digest, t.digest, STG_DIGEST_LEN);
 	assert_int_equal(stg__frame_of(&d, 0), 0);
@@ -345,12 +351,102 @@ static void test_not_a_pack(void **state)
 	stg_ctx_free(ctx);
 }
 
+/* A writer's trailer of n entries, their paths p[i] (links none) */
+static void flat(stg_trailer *t, stg_rec *recs, char *names, const char *const *p, size_t n)
+{
+	memset(t, 0, sizeof *t);
+	size_t used = 0;
+	for (size_t i = 0; i < n; i++) {
+		size_t len = strlen(p[i]);
+		recs[i] = (stg_rec){.type = STG_FILE, .path_off = used, .path_len = (uint32_t)len};
+		memcpy(names + used, p[i], len + 1);
+		names[used + len + 1] = '\0';
+		used += len + 2;
+	}
+	t->recs = recs;
+	t->n_entries = n;
+	t->names = names;
+	t->names_len = used;
+}
+
+static void free_names(stg_trailer *t)
+{
+	free(t->names);
+	free(t->dirs);
+	free(t->dir_slots);
+}
+
+static void test_directory_table(void **state)
+{
+	(void)state;
+	static const char *const paths[] = {"top", "a/b/c/f", "a/b/g", "a/x/h", "a/b/c/i", "z/y/j"};
+	size_t n = sizeof paths / sizeof *paths;
+	stg_rec recs[8];
+	char names[256];
+	stg_trailer t;
+	flat(&t, recs, names, paths, n);
+	uint64_t bound = stg__names_dirs_bound(&t);
+	assert_int_equal(stg__trailer_index(&t), 0);
+	/* each directory once: a, a/b, a/b/c, a/x, z, z/y and the root */
+	assert_int_equal(t.n_dirs, 7);
+	assert_true(stg__names_dirs_mem(t.n_dirs, t.dir_cap) <= bound);
+	char buf[STG_PATH_MAX + 1];
+	for (size_t i = 0; i < n; i++)
+		assert_string_equal(stg__trailer_path(&t, &t.recs[i], buf), paths[i]);
+	assert_int_equal(t.recs[1].dir, t.recs[4].dir);
+	assert_int_equal(stg__trailer_dir_find(&t, "a/b", 3), t.dirs[t.recs[1].dir].parent);
+	assert_int_equal(stg__trailer_dir_find(&t, "a/q", 3), UINT32_MAX);
+	assert_int_equal(stg__trailer_dir_path(&t, t.recs[1].dir, buf), 5);
+	assert_string_equal(buf, "a/b/c");
+	/* paths to values, keyed by directory and base name */
+	stg_recmap m;
+	assert_int_equal(stg__recmap_init(&m, &t, 1), 0);
+	for (uint32_t i = 0; i < n; i++)
+		assert_int_equal(stg__recmap_put(&m, i, 100 + i, NULL), 1);
+	uint32_t had = 0;
+	assert_int_equal(stg__recmap_put(&m, 2, 7, &had), 0);
+	assert_int_equal(had, 102);
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(stg__recmap_get(&m, paths[i], strlen(paths[i])), 100 + i);
+	static const char *const none[] = {"/top", "a/b/c",    "a//b/g", "a/b/",
+	                                   "",     "a/b/c/f/", "b/g"};
+	for (size_t i = 0; i < sizeof none / sizeof *none; i++)
+		assert_int_equal(stg__recmap_get(&m, none[i], strlen(none[i])), UINT32_MAX);
+	stg__recmap_free(&m);
+	free_names(&t);
+
+	/* the directories counted as they are made: a path 200 levels deep
+	 * passes what the trailer may take at the directory that does */
+	char deep[512];
+	for (size_t k = 0; k < 200; k++)
+		memcpy(deep + 2 * k, "d/", 2);
+	memcpy(deep + 400, "f", 2);
+	memset(&t, 0, sizeof t);
+	stg_rec r = {.type = STG_FILE, .path_len = 401};
+	stg_names_in *in = malloc(sizeof *in);
+	assert_non_null(in);
+	uint64_t most = 100 + 1024 + 64 * 4 + 50 * 12;
+	assert_int_equal(stg__names_begin(&t, in, 1024, 100, most), 0);
+	assert_int_equal(stg__names_put(&t, in, &r, deep, NULL), -2);
+	assert_true(t.n_dirs > 1 && t.n_dirs < 100);
+	assert_true(stg__names_mem(&t, in) <= most);
+	free_names(&t);
+	memset(&t, 0, sizeof t);
+	assert_int_equal(stg__names_begin(&t, in, 1024, 100, UINT64_MAX), 0);
+	assert_int_equal(stg__names_put(&t, in, &r, deep, NULL), 0);
+	assert_int_equal(t.n_dirs, 201);
+	assert_string_equal(stg__trailer_path(&t, &r, buf), deep);
+	free(in);
+	free_names(&t);
+}
+
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_mutations),
         cmocka_unit_test(test_hostile_counts),
         cmocka_unit_test(test_not_a_pack),
         cmocka_unit_test(test_manifest_memory_bound),
+        cmocka_unit_test(test_directory_table),
 };
 
 UT_MAIN(tests)
