@@ -211,7 +211,9 @@ as_user() { setpriv --reuid=65534 --regid=65534 --clear-groups "$@"; }
 	# closed to the one who asks (0700): still named
 	chmod 0755 "$T"
 	chmod 0700 slots
-	run setpriv --reuid=54321 --regid=54321 --clear-groups env HOME="$T" "$STAGER" doctor --prepare
+	# (a copy of the tool: the checkout may be out of that user's reach)
+	reachable_copy "$T/bin" "$STAGER"
+	run setpriv --reuid=54321 --regid=54321 --clear-groups env HOME="$T" "$T/bin/stager" doctor --prepare
 	echo "$output"
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "^warn  reader slots .*'$T/slots'.*belongs to nobody"
