@@ -537,8 +537,15 @@ stg_err stg_collect(stg_ctx *ctx, stg_cache *c, const char *src, const char *des
 	                    again < VANISHED_WALKS;
 	     again++) {
 		k->vanished = 0;
+		/* the set of touched directories points into the walk, whose
+		 * times that pass gave already: emptied with it */
+		stg__strmap_free(&k->dirs);
 		stg__walk_free(&w);
 		w = (stg_walk){.ctx = ctx};
+		if (stg__strmap_init(&k->dirs, 64)) {
+			err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+			goto out;
+		}
 		res->files = res->unchanged = 0;
 		if ((err = stg__walk_tree(&w, k->srcfd, "")))
 			goto out;

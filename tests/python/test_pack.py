@@ -408,7 +408,9 @@ class PackTest(unittest.TestCase):
                 with self.assertRaises(KeyboardInterrupt):
                     for _ in range(50):
                         p.read("big.bin")
-                self.assertLess(time.monotonic() - t0, 0.3 + 1.0)
+                took, limit = time.monotonic() - t0, fixtures.signal_limit()
+                if limit is not None:
+                    self.assertLess(took, 0.3 + limit)
                 timer.join()
                 # the pack still reads afterwards
                 self.assertEqual(p.read("big.bin")[:100], d.files["big.bin"][:100])
