@@ -127,6 +127,9 @@ void cli_put_name(FILE *f, const char *name);
 
 /* JSON output on stdout. */
 void json_str(FILE *f, const char *s);
+/* ,"kept_elsewhere":[...]: the notes of kept results on other nodes, on
+ * stdout (cmd_status.c) */
+void cli_kept_notes_json(const stg_kept_note *v, size_t n);
 void json_hex(FILE *f, const uint8_t *p, size_t n);
 
 /* How stage --all-nodes and run --all-nodes start stager on the other

@@ -86,20 +86,7 @@ static void print_elsewhere_json(const char *job)
 	size_t n = 0;
 	if (!ctx || stg_kept_notes_elsewhere(ctx, job, &v, &n))
 		v = NULL, n = 0;
-	printf(",\"kept_elsewhere\":[");
-	for (size_t i = 0; i < n; i++) {
-		printf("%s{\"node\":", i ? "," : "");
-		json_str(stdout, v[i].node);
-		printf(",\"job\":");
-		json_str(stdout, v[i].job);
-		printf(",\"path\":");
-		json_str(stdout, v[i].path);
-		printf(",\"dest\":");
-		json_str(stdout, v[i].dest);
-		printf(",\"bytes\":%llu,\"since\":%lld}", (unsigned long long)v[i].bytes,
-		       (long long)v[i].since);
-	}
-	printf("]");
+	cli_kept_notes_json(v, n);
 	stg_kept_notes_free(v, n);
 	stg_ctx_free(ctx);
 }

@@ -43,10 +43,9 @@ static void print_notes_text(void)
 	stg_kept_notes_free(v, n);
 }
 
-static void print_notes_json(void)
+/* (declared in cli.h: collect --kept --json prints the same) */
+void cli_kept_notes_json(const stg_kept_note *v, size_t n)
 {
-	stg_kept_note *v;
-	size_t n = other_notes(&v);
 	printf(",\"kept_elsewhere\":[");
 	for (size_t i = 0; i < n; i++) {
 		printf("%s{\"node\":", i ? "," : "");
@@ -61,6 +60,13 @@ static void print_notes_json(void)
 		       (long long)v[i].since);
 	}
 	printf("]");
+}
+
+static void print_notes_json(void)
+{
+	stg_kept_note *v;
+	size_t n = other_notes(&v);
+	cli_kept_notes_json(v, n);
 	stg_kept_notes_free(v, n);
 }
 
