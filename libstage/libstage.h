@@ -1519,9 +1519,9 @@ STG_API void stg_mount_list_free(stg_mount_info *v, size_t n);
  * last to end.  Never stale: an env whose bin, lib, conda-meta or
  * lib/pythonX.Y/site-packages directories changed after its pack (a
  * package installed, removed or upgraded) is refused, STG_ENOENT, with
- * the command that packs it again; as is one with no pack.  STG_EEXIST:
+ * the command that packs it again; as is one with no pack.  STG_EIO:
  * another version of the pack is served at ENV_DIR on this node (by
- * another job): one path shows one version.  STG_EUSAGE: ENV_DIR is not
+ * another job: one path shows one version), or FUSE could not mount.  STG_EUSAGE: ENV_DIR is not
  * a directory of the caller's.  Otherwise as stg_mount_open.
  */
 /* ENV_DIR's pack: ENV_DIR (without a trailing '/') + ".tar.zst";

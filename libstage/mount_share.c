@@ -441,7 +441,7 @@ stg_err stg__share_start(stg_ctx *ctx, stg_share *sh, stg_mount *m)
 	} else if (n && !same) {
 		/* one path shows one version: another one's processes may
 		 * hold its files */
-		err = stg__fail(ctx, STG_EEXIST,
+		err = stg__fail(ctx, STG_EIO,
 		                "'%s' is served on this node from another version of its pack "
 		                "(%.12s, by %s %s): this version can be served here once that "
 		                "ends; run on another node meanwhile (sbatch --exclude=%s)",

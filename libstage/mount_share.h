@@ -27,7 +27,7 @@ int stg__share_envfd(const stg_share *sh);
 const char *stg__share_mountpoint(const stg_share *sh);
 /* Serve m (its packs[0] the env's pack) at the share's mountpoint: join
  * a live server of the same pack, else mount it (no live server); record
- * it and listen for those that join.  STG_EEXIST: another version of the
+ * it and listen for those that join.  STG_EIO: another version of the
  * pack is served there. */
 stg_err stg__share_start(stg_ctx *ctx, stg_share *sh, stg_mount *m);
 /* This server ends: its record removed, and the mount unmounted if no

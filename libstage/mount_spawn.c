@@ -128,6 +128,7 @@ struct tied {
 	stg_mount *m;
 	pthread_t serving;
 	atomic_bool done;
+	int over[2]; /* the serving returned: the watch ends */
 };
 
 static void on_wake(int sig)
@@ -143,7 +144,14 @@ static void *tie_watch(void *arg)
 	struct tied *t = arg;
 	stg_mount *m = t->m;
 	char c;
+	struct pollfd pf[2] = {{.fd = m->tie_fd, .events = POLLIN},
+	                       {.fd = t->over[0], .events = POLLIN}};
 	for (;;) {
+		int r = poll(pf, 2, -1);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0 || pf[1].revents)
+			return NULL; /* unmounted by another: nothing to stop */
 		ssize_t n = read(m->tie_fd, &c, 1);
 		if (n > 0 || (n < 0 && errno == EINTR))
 			continue;
@@ -420,17 +428,19 @@ static int serve_tied(stg_ctx *ctx, stg_mount *m)
 	sigemptyset(&sa.sa_mask);
 	sa.sa_handler = on_wake; /* no SA_RESTART: it must end a wait */
 	sigaction(SIGWAKE, &sa, NULL);
-	struct tied td = {m, pthread_self(), false};
+	struct tied td = {m, pthread_self(), false, {-1, -1}};
 	pthread_t t;
-	bool watching = pthread_create(&t, NULL, tie_watch, &td) == 0;
+	bool watching = pipe2(td.over, O_CLOEXEC) == 0 &&
+	                pthread_create(&t, NULL, tie_watch, &td) == 0;
 	stg_err err = stg_mount_serve(m);
 	atomic_store(&td.done, true);
 	if (watching) {
-		if (m->share)
-			pthread_join(t, NULL); /* it returns once the tie is closed */
-		else
-			pthread_detach(t);
+		(void)!write(td.over[1], "", 1);
+		pthread_join(t, NULL);
 	}
+	for (int i = 0; i < 2; i++)
+		if (td.over[i] >= 0)
+			close(td.over[i]);
 	if (err)
 		stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));
 	stg_mount_close(m);

@@ -1,0 +1,202 @@
+#!/usr/bin/env bats
+# stager run --env and stager env: a Python env (a real venv of Debian's
+# python3) served from the node at its own path by a real FUSE mount,
+# shared by the runs that use it, never stale.  Each test unmounts what it
+# mounted, also when it fails (mount_helpers' teardown).
+
+load helpers
+load mount_helpers
+bats_require_minimum_version 1.5.0
+
+PY=/usr/bin/python3
+
+# DIR: a venv (Debian's python3, no pip; bin/python links out of it to
+# /usr/bin) holding a package "hello" with its dist-info, as pip lays one
+# out, and a console script whose shebang names the env's python.
+small_venv() {
+	"$PY" -m venv --without-pip "$1"
+	local sp
+	sp=$(echo "$1"/lib/python3*/site-packages)
+	mkdir "$sp/hello" "$sp/hello-1.0.dist-info"
+	printf 'def hi():\n    return "hi from " + __file__\n' >"$sp/hello/__init__.py"
+	printf 'Metadata-Version: 2.1\nName: hello\nVersion: 1.0\n' >"$sp/hello-1.0.dist-info/METADATA"
+	printf '#!%s/bin/python\nimport hello\nprint(hello.hi())\n' "$1" >"$1/bin/hello"
+	chmod +x "$1/bin/hello"
+}
+
+# DIR: an env mount of stager's there, in this mount namespace
+served() {
+	awk -v m="$1" '$5 == m && / - fuse\.stager stager-env:/ { f = 1 } END { exit !f }' \
+		/proc/self/mountinfo
+}
+
+# how many records of live or dead servers the scratch root holds
+records() { find "$STAGER_SCRATCH_ROOT/mounts" -name 'pid-*' ! -name '*.*' 2>/dev/null | wc -l; }
+no_records() { [ "$(records)" -eq 0 ]; }
+
+@test "run --env: the env's script, package and interpreter link, served from the node at its own path; nothing left after" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	[ -f py.tar.zst ]
+	# changed in place after the pack: what is served is the pack's
+	sp=$(echo py/lib/python3*/site-packages)
+	printf 'def hi():\n    return "the shared copy"\n' >"$sp/hello/__init__.py"
+	run stager run --env "$T/py" -- "$T/py/bin/hello"
+	[ "$status" -eq 0 ]
+	[ "$output" != "${output%hi from $T/$sp/hello/__init__.py*}" ]
+	echo "$output" | grep -q "'$T/py' served from this node"
+	# every process of the command sees it: a child of a child
+	run stager run --env "$T/py/" -- sh -c "sh -c '$T/py/bin/python -c \"import hello, sys; print(sys.prefix, hello.hi())\"'"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "^$T/py hi from $T/$sp/hello/__init__.py"
+	# and after it: not served, no record, no pin
+	! served "$T/py"
+	[ "$(records)" -eq 0 ]
+	[ -z "$(ls "$STAGER_SCRATCH_ROOT/pins/"*/ 2>/dev/null)" ]
+	[ "$("$T/py/bin/hello")" = "the shared copy" ]
+	# the entry stays in the cache for the next job
+	stager status | grep -q 'py.tar.zst'
+}
+
+@test "run --env: two runs share one mount; the first to end leaves it to the other, the last unmounts" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	"$STAGER" run --env "$T/py" -- sh -c 'touch a.up; while [ ! -e a.go ]; do sleep 0.05; done' 3>&- &
+	a=$!
+	PIDS="$PIDS $a"
+	wait_until 30 test -e a.up
+	served "$T/py"
+	"$STAGER" run --env "$T/py" -- "$T/py/bin/python" -c '
+import os, time, importlib
+open("b.up", "w").close()
+while not os.path.exists("b.go"):
+    time.sleep(0.05)
+import hello
+print(hello.hi())
+' >b.out 3>&- &
+	b=$!
+	PIDS="$PIDS $b"
+	wait_until 30 test -e b.up
+	[ "$(grep -c ' - fuse\.stager stager-env:' /proc/self/mountinfo)" -eq 1 ]
+	[ "$(records)" -eq 2 ]
+	# A ends while B still imports from the env
+	touch a.go
+	wait_pid "$a"
+	served "$T/py"
+	[ "$(records)" -eq 1 ]
+	touch b.go
+	wait_pid "$b"
+	grep -q "^hi from $T/py/lib/python3.*/site-packages/hello/__init__.py" b.out
+	! served "$T/py"
+	[ "$(records)" -eq 0 ]
+}
+
+@test "run --env: an env changed after its pack is refused with the command that packs it again; packed again, it is served" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	sp=$(echo py/lib/python3*/site-packages)
+	# pip installs a package: a dist-info comes
+	mkdir "$sp/other-2.0.dist-info"
+	run -2 stager run --env "$T/py" -- true
+	echo "$output" | grep -q "changed after its pack"
+	echo "$output" | grep -q "stager pack '$T/py'"
+	! served "$T/py"
+	stager pack -q py >/dev/null
+	stager run --env "$T/py" -- true
+	# a console script added (bin changes), a conda-meta that is new
+	touch py/bin/newtool
+	run -2 stager run --env "$T/py" -- true
+	echo "$output" | grep -q "'bin' changed"
+	stager pack -q py >/dev/null
+	mkdir py/conda-meta
+	run -2 stager run --env "$T/py" -- true
+	echo "$output" | grep -q "'conda-meta' is new"
+	rmdir py/conda-meta
+	# its pack gone: the command to make it
+	rm py.tar.zst
+	run -2 stager run --env "$T/py" -- true
+	echo "$output" | grep -q "has no pack: make it with .stager pack $T/py."
+	[ "$(records)" -eq 0 ]
+}
+
+@test "run --env: another version of the pack served on the node by another run is refused, the first undisturbed" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	(cd py && exec sleep 600) 3>&- &
+	PIDS="$PIDS $!"
+	BELOW=/proc/$!/cwd
+	"$STAGER" run --env "$T/py" -- sh -c 'touch a.up; while [ ! -e a.go ]; do sleep 0.05; done' 3>&- &
+	a=$!
+	PIDS="$PIDS $a"
+	wait_until 30 test -e a.up
+	# a new version of the env, packed (the first run's processes may hold
+	# its files: one path, one version), as on another node: through a
+	# process whose working directory is the env as the shared
+	# filesystem has it (entered before it was served)
+	sp=$(echo py/lib/python3*/site-packages)
+	mkdir "$BELOW/${sp#py/}/other-2.0.dist-info"
+	stager pack -q "$BELOW" -o py.tar.zst >/dev/null
+	run -7 stager run --env "$T/py" -- true
+	echo "$output" | grep -q "served on this node from another version"
+	served "$T/py"
+	"$T/py/bin/hello" | grep -q "^hi from"
+	touch a.go
+	wait_pid "$a"
+	! served "$T/py"
+	stager run --env "$T/py" -- test -d "$T/$sp/other-2.0.dist-info"
+}
+
+@test "env: served until umount, listed by status; a server killed with -9 leaves a dead mount the next run replaces" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	run stager env "$T/py"
+	[ "$status" -eq 0 ]
+	echo "$output" | grep -q "served from this node until .stager umount"
+	served "$T/py"
+	"$T/py/bin/hello" | grep -q "^hi from"
+	stager status | grep -q "^  $T/py  env from $T/py.tar.zst (served)"
+	stager status --json | grep -q '"env":true'
+	stager umount "$T/py"
+	wait_until 10 no_records
+	! served "$T/py"
+	# a server killed: its mount is dead (ENOTCONN) until the next run
+	stager env "$T/py"
+	pid=$(server_pid py)
+	kill -9 "$pid"
+	wait_until 10 gone "$pid"
+	run -0 stager run --env "$T/py" -- "$T/py/bin/hello"
+	echo "$output" | grep -q "^hi from"
+	! served "$T/py"
+	# the dead server's record goes with the next clean (the epilog's)
+	stager clean -q
+	[ "$(records)" -eq 0 ]
+}
+
+@test "env: another user reads neither the served env nor the node cache; an env or a pack of another user's is refused" {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to act as two users"
+	as_user_setup
+	small_venv "$T/py"
+	chmod -R a+rX "$T/py"
+	stager pack -q py >/dev/null
+	stager env "$T/py"
+	# the mount is its user's (no allow_other): nobody is refused
+	run as_user cat "$T/py/pyvenv.cfg"
+	[ "$status" -ne 0 ]
+	run as_user ls "$STAGER_SCRATCH_ROOT/cache"
+	[ "$status" -ne 0 ]
+	stager umount "$T/py"
+	wait_until 10 no_records
+	# root's env, served by nobody: refused (it would hide it from root)
+	mkdir "$T/other"
+	chown 65534:65534 "$T/other"
+	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" "$AS_USER_STAGER" env "$T/py"
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "not you"
+	! served "$T/py"
+	# nobody's env with a pack of root's beside it: refused too
+	as_user "$PY" -m venv --without-pip "$T/other/py"
+	cp py.tar.zst "$T/other/py.tar.zst"
+	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" "$AS_USER_STAGER" env "$T/other/py"
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "belongs to uid 0, not you"
+}
