@@ -50,12 +50,13 @@ no_records() { [ "$(records)" -eq 0 ]; }
 	[ "$status" -eq 0 ]
 	echo "$output" | grep -q "^$T/py hi from $T/$sp/hello/__init__.py"
 	# and after it: not served, no record, no pin
-	! served "$T/py"
+	! served "$T/py" || false
 	[ "$(records)" -eq 0 ]
 	[ -z "$(ls "$STAGER_SCRATCH_ROOT/pins/"*/ 2>/dev/null)" ]
 	[ "$("$T/py/bin/hello")" = "the shared copy" ]
 	# the entry stays in the cache for the next job
-	stager status | grep -q 'py.tar.zst'
+	run -0 stager status
+	echo "$output" | grep -q 'py.tar.zst'
 }
 
 @test "run --env: two runs share one mount; the first to end leaves it to the other, the last unmounts" {
@@ -87,7 +88,7 @@ print(hello.hi())
 	touch b.go
 	wait_pid "$b"
 	grep -q "^hi from $T/py/lib/python3.*/site-packages/hello/__init__.py" b.out
-	! served "$T/py"
+	! served "$T/py" || false
 	[ "$(records)" -eq 0 ]
 }
 
@@ -100,7 +101,7 @@ print(hello.hi())
 	run -2 stager run --env "$T/py" -- true
 	echo "$output" | grep -q "changed after its pack"
 	echo "$output" | grep -q "stager pack '$T/py'"
-	! served "$T/py"
+	! served "$T/py" || false
 	stager pack -q py >/dev/null
 	stager run --env "$T/py" -- true
 	# a console script added (bin changes), a conda-meta that is new
@@ -142,7 +143,7 @@ print(hello.hi())
 	"$T/py/bin/hello" | grep -q "^hi from"
 	touch a.go
 	wait_pid "$a"
-	! served "$T/py"
+	! served "$T/py" || false
 	stager run --env "$T/py" -- test -d "$T/$sp/other-2.0.dist-info"
 }
 
@@ -154,11 +155,13 @@ print(hello.hi())
 	echo "$output" | grep -q "served from this node until .stager umount"
 	served "$T/py"
 	"$T/py/bin/hello" | grep -q "^hi from"
-	stager status | grep -q "^  $T/py  env from $T/py.tar.zst (served)"
-	stager status --json | grep -q '"env":true'
+	run -0 stager status
+	echo "$output" | grep -q "^  $T/py  env from $T/py.tar.zst (served)"
+	run -0 stager status --json
+	echo "$output" | grep -q '"env":true'
 	stager umount "$T/py"
 	wait_until 10 no_records
-	! served "$T/py"
+	! served "$T/py" || false
 	# a server killed: its mount is dead (ENOTCONN) until the next run
 	stager env "$T/py"
 	pid=$(server_pid py)
@@ -166,7 +169,7 @@ print(hello.hi())
 	wait_until 10 gone "$pid"
 	run -0 stager run --env "$T/py" -- "$T/py/bin/hello"
 	echo "$output" | grep -q "^hi from"
-	! served "$T/py"
+	! served "$T/py" || false
 	# the dead server's record goes with the next clean (the epilog's)
 	stager clean -q
 	[ "$(records)" -eq 0 ]
@@ -192,7 +195,7 @@ print(hello.hi())
 	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" "$AS_USER_STAGER" env "$T/py"
 	[ "$status" -eq 1 ]
 	echo "$output" | grep -q "not you"
-	! served "$T/py"
+	! served "$T/py" || false
 	# nobody's env with a pack of root's beside it: refused too
 	as_user "$PY" -m venv --without-pip "$T/other/py"
 	cp py.tar.zst "$T/other/py.tar.zst"
