@@ -253,7 +253,8 @@ _envs_torch() {
 # include-system-site-packages = false: nothing of Debian's dist-packages
 # on its path) with, in DIR/lib/python3.X/site-packages: numpy and its
 # dist-info, the probe (envprobe_ext, envprobe_cli, DIR/bin/envprobe), and
-# with --torch torch and its pure-Python dependencies (_envs_torch).
+# with --torch torch and its pure-Python dependencies (_envs_torch); every
+# module byte-compiled, as pip leaves them.
 # About 1 s without torch, a few with (copying 200 MB).
 make_venv() {
 	local dir=$1 torch=0 site
@@ -270,6 +271,11 @@ make_venv() {
 	_envs_dist_info "$site" numpy "$("$ENVS_PY" -c 'import numpy; print(numpy.__version__)')" numpy || return 1
 	_envs_venv_probe "$dir" "$site" || return 1
 	if ((torch)); then _envs_torch "$site" || return 1; fi
+	# pip byte-compiles what it installs: the modules copied without their
+	# .pyc (Debian keeps typing_extensions' and six's in a __pycache__ of
+	# dist-packages) and the probe's; else the env's first import writes
+	# them (unless PYTHONDONTWRITEBYTECODE), changing the env after its pack
+	"$ENVS_PY" -m compileall -q "$site" >/dev/null || _envs_die "compileall of $site failed"
 }
 
 # make_conda_prefix DIR: a conda-style prefix without conda: bin/python (a

@@ -43,6 +43,11 @@ need_numpy() {
 	run "$T/v/bin/envprobe"
 	[ "$status" -eq 0 ]
 	[ "$output" = "prefix=$T/v ext=$site/envprobe_ext$("$ENVS_PY" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))') add=5" ]
+	# byte-compiled as pip leaves it: using the venv writes nothing in it
+	touch "$T/mark"
+	env -u PYTHONDONTWRITEBYTECODE "$T/v/bin/envprobe" >/dev/null
+	env -u PYTHONDONTWRITEBYTECODE "$T/v/bin/python" -c 'import numpy'
+	[ -z "$(find "$T/v" -newer "$T/mark")" ]
 }
 
 @test "make_venv --torch: torch and its libraries load from the venv" {
