@@ -527,6 +527,10 @@ stg_err stg__attach(stg_ctx *ctx, stg_cache *c, const char *key, const char *src
 	}
 	char target[STG_PATH_MAX];
 	snprintf(target, sizeof target, "%s/cache/%s/data", c->root, key);
+	if (o->cache_only) {
+		res->path = strdup(target);
+		return res->path ? STG_OK : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
 	stg_err err = STG_OK;
 	char *dest = o->dest ? dest_into(o->dest, src) : default_dest(ctx, c, src, owner, &err);
 	if (dest && !o->dest && !o->copy)

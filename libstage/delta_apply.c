@@ -489,7 +489,7 @@ static stg_err delta_run(stg_ctx *ctx, const stg_delta_src *src, const stg_pack 
 		return stg__fail(ctx, STG_ECORRUPT, "damaged delta: impossible counts");
 
 	bool *sel = NULL;
-	if ((err = stg__select(ctx, target, NULL, &sel)) ||
+	if ((err = stg__select(ctx, target, NULL, false, &sel)) ||
 	    (outfd >= 0 && (err = stg__tree_prepare(ctx, target, sel, outfd, true)))) {
 		free(sel);
 		return err;

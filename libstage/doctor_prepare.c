@@ -140,7 +140,7 @@ static void place(prep *p, const char *name, const char *dir_in, const char *wha
 	snprintf(dir, sizeof dir, "%s", dir_in);
 	for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--)
 		dir[n - 1] = '\0';
-	char parent[STG_PATH_MAX + 1], fix[STG_PATH_MAX + 300];
+	char parent[STG_PATH_MAX + 1], fix[2 * STG_PATH_MAX + 300];
 	snprintf(parent, sizeof parent, "%s", dir);
 	char *slash = strrchr(parent, '/');
 	if (slash)

@@ -624,9 +624,9 @@ void stg_unpack_opts_init(stg_unpack_opts *o)
 }
 
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
-                        stg_unpack_stats *stats)
+                        stg_unpack_stats *stats, bool any_link)
 {
-	return run_extract(ctx, pack, rootfd, opts, stats, false, NULL);
+	return run_extract(ctx, pack, rootfd, opts, stats, any_link, NULL);
 }
 
 stg_err stg_unpack(stg_ctx *ctx, stg_pack *pack, const char *dir, const stg_unpack_opts *opts,

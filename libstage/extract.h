@@ -11,8 +11,10 @@
  * pack of the user's own results (collect --pack) keeps them as they are. */
 stg_err stg__verify_content(stg_ctx *ctx, stg_pack *pack);
 /* Extract the selected part of a pack into the directory rootfd (which the
- * caller made and owns).  Nothing is renamed or removed on failure. */
+ * caller made and owns).  Nothing is renamed or removed on failure.
+ * any_link: symlinks may point anywhere (a Python env's, whose interpreter
+ * links out of it; nothing is written through a link either way). */
 stg_err stg__extract_at(stg_ctx *ctx, stg_pack *pack, int rootfd, const stg_unpack_opts *opts,
-                        stg_unpack_stats *stats);
+                        stg_unpack_stats *stats, bool any_link);
 
 #endif

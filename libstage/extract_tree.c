@@ -266,10 +266,11 @@ stg_err stg__ex_plan(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opt
 	return STG_OK;
 }
 
-stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel)
+stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool any_link,
+                    bool **sel)
 {
 	ex_plan pl = {0};
-	stg_err err = stg__ex_plan(ctx, p, opts, &pl, false);
+	stg_err err = stg__ex_plan(ctx, p, opts, &pl, any_link);
 	if (!err) {
 		*sel = pl.sel;
 		pl.sel = NULL;

@@ -83,8 +83,10 @@ stg_err stg__tree_finish(stg_ctx *ctx, const stg_pack *p, const bool *sel, int r
 mode_t stg__final_mode(const stg_rec *r, bool read_only);
 int stg__file_meta(int fd, const stg_rec *r, bool read_only);
 /* Which entries extraction with opts takes (after checking the tree is
- * safe); *sel is malloc'ed, one flag per entry. */
-stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool **sel);
+ * safe; any_link: symlinks may point anywhere); *sel is malloc'ed, one
+ * flag per entry. */
+stg_err stg__select(stg_ctx *ctx, const stg_pack *p, const stg_unpack_opts *opts, bool any_link,
+                    bool **sel);
 /* Bytes on disk the entries flagged in sel (all, if NULL) take once
  * extracted: files' blocks, a block per directory, and some slack. */
 uint64_t stg__disk_need(const stg_pack *p, const bool *sel);

@@ -492,6 +492,12 @@ typedef struct stg_stage_opts {
 	 * never hold different versions. */
 	const char *from_copy;
 	const uint8_t *from_copy_digest;
+	/* Fill the node cache only: the entry made (or found) and pinned, no
+	 * DEST; res->path is the entry's read-only data directory. */
+	int cache_only;
+	/* The pack of the caller's own Python env (stg_env_spawn): its
+	 * symlinks may point out of it (a venv's interpreter does). */
+	int env;
 } stg_stage_opts;
 
 STG_API void stg_stage_opts_init(stg_stage_opts *opts);
@@ -1074,6 +1080,10 @@ typedef struct stg_run_opts {
 	                             NULL-terminated, found in PATH */
 	stg_budget_fn budget;     /* told of each look at the time budget */
 	void *budget_arg;         /* (may be NULL) */
+	/* Python envs served at their own paths on this node for the
+	 * command's lifetime (stg_env_spawn, tied), after the mounts */
+	const char *const *envs;
+	size_t n_envs;
 } stg_run_opts;
 
 STG_API void stg_run_opts_init(stg_run_opts *opts);
@@ -1485,12 +1495,47 @@ typedef struct stg_mount_info {
 	int alive, mounted;
 	char *job;    /* the Slurm job it was made in, or NULL */
 	int job_over; /* 1: Slurm says that job is over; 0: it is not; -1: unknown */
+	unsigned long long env; /* a Python env's server (stg_env_spawn): its
+	                           mount namespace's id; 0: a mount of packs */
 } stg_mount_info;
 
 /* The mounts recorded under the scratch root; free with
  * stg_mount_list_free. */
 STG_API stg_err stg_mount_list(stg_ctx *ctx, stg_cache *cache, stg_mount_info **v, size_t *n);
 STG_API void stg_mount_list_free(stg_mount_info *v, size_t n);
+
+/* ---- a Python environment served from the node -------------------------- */
+
+/*
+ * A job's Python environment (a venv or a conda prefix: ENV_DIR on the
+ * shared filesystem) served on this node at its own absolute path, so
+ * that shebangs, pyvenv.cfg, .pth files, RPATHs and conda's hard-coded
+ * prefixes work unchanged: its pack, ENV_DIR.tar.zst (stg_env_pack; made
+ * by stg_pack_dir), staged into the node cache (single flight, pinned
+ * while served, evicted under the quota) and mounted read-only over
+ * ENV_DIR with FUSE, by the user, for every process of this node.  Other
+ * nodes see the shared filesystem.  The mount is shared by every server
+ * of the same pack on the node (one per job, say), and unmounted by the
+ * last to end.  Never stale: an env whose bin, lib, conda-meta or
+ * lib/pythonX.Y/site-packages directories changed after its pack (a
+ * package installed, removed or upgraded) is refused, STG_ENOENT, with
+ * the command that packs it again; as is one with no pack.  STG_EEXIST:
+ * another version of the pack is served at ENV_DIR on this node (by
+ * another job): one path shows one version.  STG_EUSAGE: ENV_DIR is not
+ * a directory of the caller's.  Otherwise as stg_mount_open.
+ */
+/* ENV_DIR's pack: ENV_DIR (without a trailing '/') + ".tar.zst";
+ * malloc'ed, NULL if out of memory. */
+STG_API char *stg_env_pack(const char *env_dir);
+/* As stg_mount_foreground: served in this process until a stop signal,
+ * or the Slurm job's end. */
+STG_API stg_err stg_env_foreground(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
+                                   void (*ready)(void *arg), void *arg);
+/* As stg_mount_spawn: served by a child process, tied to *tie_fd (run's)
+ * or until a stop signal or the job's end.  A tied server that ends
+ * unmounts only if it was the last. */
+STG_API stg_err stg_env_spawn(stg_ctx *ctx, stg_cache *cache, const char *env_dir, int tied,
+                              int *pid, int *tie_fd);
 
 /* ---- helpers ---------------------------------------------------------- */
 

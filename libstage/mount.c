@@ -31,6 +31,7 @@
 #define FUSE_USE_VERSION 312
 #include "mount.h"
 #include "mount_keep.h"
+#include "mount_slot.h"
 #include "ctx.h"
 #include "trailer.h"
 #include "pack_read.h"
@@ -53,7 +54,6 @@
 
 #define TIMEOUT    86400.0     /* attributes and names never change */
 #define READ_AHEAD (16u << 20) /* bytes read ahead of a reader in order, about */
-#define SLOT_IDLE  1.0         /* s without a fetch before the slot is given back */
 
 enum { FILE_UNCHECKED, FILE_OK, FILE_BAD };
 
@@ -145,73 +145,6 @@ static stg_mpack *pack_of_frame(stg_mount *m, size_t k)
 	return &m->packs[lo];
 }
 
-#define MOUNT_SLOT_WAIT 5 /* s a read waits for a shared-FS slot, at most */
-
-/* Hold the shared-FS slot for a fetch (taken if need be). */
-static int slot_take(stg_mount *m)
-{
-	pthread_mutex_lock(&m->slot_mu);
-	if (!m->slot_held && m->cache) {
-		stg_ctx *c = stg_ctx_new();
-		if (!c) {
-			pthread_mutex_unlock(&m->slot_mu);
-			return ENOMEM;
-		}
-		c->log_fn = NULL;
-		/* a read(2) through the mount waits for a slot a few seconds at
-		 * most, not slot_wait_max: a program blocked in read for minutes
-		 * cannot even be told why */
-		stg_limits lim = m->cache->lim;
-		if (!lim.slot_wait_max || lim.slot_wait_max > MOUNT_SLOT_WAIT)
-			lim.slot_wait_max = MOUNT_SLOT_WAIT;
-		stg_err err = stg__slot_acquire(c, &lim, &m->slot);
-		stg_ctx_free(c);
-		if (err) {
-			pthread_mutex_unlock(&m->slot_mu);
-			return EIO;
-		}
-		m->slot_held = true;
-	}
-	m->in_flight++;
-	pthread_mutex_unlock(&m->slot_mu);
-	return 0;
-}
-
-static void slot_done(stg_mount *m)
-{
-	pthread_mutex_lock(&m->slot_mu);
-	m->in_flight--;
-	m->slot_used = stg__now();
-	pthread_cond_signal(&m->slot_cv);
-	pthread_mutex_unlock(&m->slot_mu);
-}
-
-/* Gives the slot back once no fetch has needed it for SLOT_IDLE seconds. */
-static void *slot_keeper(void *arg)
-{
-	stg_mount *m = arg;
-	pthread_mutex_lock(&m->slot_mu);
-	while (!m->stopping) {
-		if (m->slot_held && !m->in_flight && stg__now() - m->slot_used >= SLOT_IDLE) {
-			stg__slot_release(&m->slot);
-			m->slot_held = false;
-		}
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 250 * 1000 * 1000;
-		if (ts.tv_nsec >= 1000000000) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000;
-		}
-		pthread_cond_timedwait(&m->slot_cv, &m->slot_mu, &ts);
-	}
-	if (m->slot_held)
-		stg__slot_release(&m->slot);
-	m->slot_held = false;
-	pthread_mutex_unlock(&m->slot_mu);
-	return NULL;
-}
-
 /* Does buf hold frame f as its frame table says (format 3)? */
 static bool frame_ok(const stg_frame *f, const uint8_t *buf)
 {
@@ -237,11 +170,11 @@ static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 	bool hashed = mp->pack->t.version >= 3;
 	if (!hashed && pack_changed(m, mp))
 		return ESTALE;
-	int rc = slot_take(m);
+	int rc = stg__mslot_take(m);
 	if (rc)
 		return rc;
 	rc = stg__pack_pread(mp->pack, buf, len, f->comp_off) ? (errno ? errno : EIO) : 0;
-	slot_done(m);
+	stg__mslot_done(m);
 	if (rc)
 		return rc;
 	if (!hashed)
@@ -349,6 +282,18 @@ static void op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if (m->share) {
+		/* nothing kept per open file: whichever server of the env gets
+		 * the reads answers them; a kernel that can opens without asking */
+		if (atomic_load(&m->no_open)) {
+			fuse_reply_err(req, ENOSYS);
+			return;
+		}
+		fi->fh = 0;
+		fi->keep_cache = 1;
+		fuse_reply_open(req, fi);
+		return;
+	}
 	open_file *of = calloc(1, sizeof *of);
 	if (!of) {
 		fuse_reply_err(req, ENOMEM);
@@ -395,15 +340,24 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if (of && of->fd >= 0) {
-		/* the node cache's entry: checked when it was staged */
-		char *b = malloc(size);
-		ssize_t got = b ? pread(of->fd, b, size, off) : -1;
+	if ((of && of->fd >= 0) || (!of && mp->entry_fd >= 0)) {
+		/* the node cache's entry: checked when it was staged.  With no
+		 * open file (an env's), the file is opened for this read alone */
+		int fd = of ? of->fd : -1;
+		if (!of) {
+			char pbuf[STG_PATH_MAX + 1];
+			fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r, pbuf),
+			                       O_RDONLY, 0);
+		}
+		char *b = fd >= 0 ? malloc(size) : NULL;
+		ssize_t got = b ? pread(fd, b, size, off) : -1;
 		if (got < 0)
-			fuse_reply_err(req, b ? errno : ENOMEM);
+			fuse_reply_err(req, fd < 0 ? EIO : b ? errno : ENOMEM);
 		else
 			fuse_reply_buf(req, b, (size_t)got);
 		free(b);
+		if (!of && fd >= 0)
+			close(fd);
 		return;
 	}
 	int rc = mp->file_state ? check_file(m, mp, r) : 0;
@@ -546,7 +500,9 @@ static void op_statfs(fuse_req_t req, fuse_ino_t ino)
 
 static void op_init(void *arg, struct fuse_conn_info *conn)
 {
-	(void)arg;
+	stg_mount *m = arg;
+	if (m->share && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
+		atomic_store(&m->no_open, true);
 	/* the content never changes: let the kernel keep what it read */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;
@@ -574,10 +530,34 @@ void stg_mount_opts_init(stg_mount_opts *o)
 	memset(o, 0, sizeof *o);
 }
 
-stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint)
+/* An env's first request, INIT, answered here and kept: a server that
+ * joins the session later is given it, and answers it again to itself
+ * (its reply goes nowhere: the kernel has had one), so that every
+ * server's libfuse agrees with the kernel on what was agreed. */
+static stg_err take_init(stg_ctx *ctx, stg_mount *m)
+{
+	struct fuse_buf fb = {0};
+	int r;
+	do
+		r = fuse_session_receive_buf(m->se, &fb);
+	while (r == -EINTR);
+	if (r > 0 && !(fb.flags & FUSE_BUF_IS_FD) && (m->init = malloc((size_t)r))) {
+		memcpy(m->init, fb.mem, (size_t)r);
+		m->init_len = (size_t)r;
+		fuse_session_process_buf(m->se, &fb);
+	}
+	free(fb.mem);
+	if (!m->init)
+		return stg__fail(ctx, STG_EIO, "the FUSE session of '%s' did not begin (%s)",
+		                 m->mountpoint, r < 0 ? strerror(-r) : "no INIT request");
+	return STG_OK;
+}
+
+stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint, int join_fd)
 {
 	char fsname[STG_PATH_MAX + 32];
-	snprintf(fsname, sizeof fsname, "-ofsname=stager:%s", m->packs[0].path);
+	snprintf(fsname, sizeof fsname, "-ofsname=stager%s:%s", m->share ? "-env" : "",
+	         m->packs[0].path);
 	/* libfuse takes its options as arguments; ',' would split ours */
 	for (char *c = fsname; *c; c++)
 		if (*c == ',')
@@ -588,23 +568,37 @@ stg_err stg__mount_session(stg_ctx *ctx, stg_mount *m, const char *mountpoint)
 	fuse_opt_free_args(&args);
 	if (!m->se)
 		return stg__fail(ctx, STG_EIO, "cannot start a FUSE session (is /dev/fuse there?)");
-	if (fuse_session_mount(m->se, mountpoint)) {
+	/* a session of the node's already, which this process joins: libfuse
+	 * takes "/dev/fd/N" as a device already mounted */
+	char dev[32];
+	snprintf(dev, sizeof dev, "/dev/fd/%d", join_fd);
+	if (fuse_session_mount(m->se, join_fd >= 0 ? dev : mountpoint)) {
 		fuse_session_destroy(m->se);
 		m->se = NULL;
+		if (join_fd >= 0)
+			return stg__fail(ctx, STG_EIO, "cannot join the FUSE session of '%s'",
+			                 mountpoint);
 		return stg__fail(ctx, STG_EIO,
-		                 "cannot mount on '%s' (is it an empty directory of yours, and "
-		                 "fusermount3 installed?)",
+		                 m->share ? "cannot mount on '%s' (a directory of yours? is "
+		                            "fusermount3 installed, /dev/fuse there?)"
+		                          : "cannot mount on '%s' (is it an empty directory of "
+		                            "yours, and fusermount3 installed?)",
 		                 mountpoint);
 	}
+	if (join_fd >= 0) {
+		struct fuse_buf fb = {.mem = m->init, .size = m->init_len};
+		fuse_session_process_buf(m->se, &fb);
+		return STG_OK; /* the mount is the share's: its last server unmounts it */
+	}
 	m->mounted = true;
-	return STG_OK;
+	return m->share ? take_init(ctx, m) : STG_OK;
 }
 
 stg_err stg_mount_serve(stg_mount *m)
 {
 	stg_err err = STG_OK;
 	pthread_t keeper;
-	bool keeper_started = pthread_create(&keeper, NULL, slot_keeper, m) == 0;
+	bool keeper_started = pthread_create(&keeper, NULL, stg__mslot_keeper, m) == 0;
 	stg_frames_opts fo = {
 	        .max_bytes = m->cache_bytes,
 	        .prefetchers = 2,
@@ -636,6 +630,11 @@ out:
 	return err;
 }
 
+int stg__mount_fd(stg_mount *m)
+{
+	return m->se ? fuse_session_fd(m->se) : -1;
+}
+
 void stg_mount_stop(stg_mount *m)
 {
 	if (m && m->se)
@@ -661,6 +660,7 @@ void stg__mount_free(stg_mount *m)
 		open_free(of);
 	}
 	pthread_mutex_destroy(&m->open_mu);
+	free(m->init);
 	stg__frames_free(m->frames);
 	stg__mtree_free(m->tree);
 	for (size_t i = 0; m->packs && i < m->n_packs; i++) {

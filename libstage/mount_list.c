@@ -46,9 +46,7 @@
 #define MAX_JOBS    16        /* jobs whose state one listing asks Slurm */
 #define RECORD_MAX  (1 << 20) /* bytes of a record read, at most */
 
-/* Is path a stager mount (in this process's mount namespace), of uid
- * (any if uid is (uid_t)-1)? */
-static bool is_stager_mount(const char *path, uid_t uid)
+bool stg__is_stager_mount(const char *path, uid_t uid)
 {
 	FILE *f = fopen("/proc/self/mountinfo", "re");
 	if (!f)
@@ -120,8 +118,11 @@ static bool hex_digest(const char *s, size_t n)
  * bytes; "" if none), and how many packs it names; with each, call
  * other(arg, digest) for the digest of each other pack.  0 or -1. */
 static int record_read(int dfd, const char *name, char *mp, char *pack, char *digest, char *job,
-                       size_t *n_packs, void (*other)(void *arg, const char *digest), void *arg)
+                       size_t *n_packs, unsigned long long *env_ns,
+                       void (*other)(void *arg, const char *digest), void *arg)
 {
+	if (env_ns)
+		*env_ns = 0;
 	int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return -1;
@@ -167,6 +168,9 @@ static int record_read(int dfd, const char *name, char *mp, char *pack, char *di
 		e = strchr(l, '\n');
 		if (!e)
 			break; /* cut short: not a whole line */
+		unsigned long long ns;
+		if (env_ns && !strncmp(l, "env ", 4) && sscanf(l + 4, "%llu", &ns) == 1 && ns)
+			*env_ns = ns;
 		if (e - l > STG_DIGEST_HEXLEN && l[STG_DIGEST_HEXLEN] == ' ' &&
 		    hex_digest(l, STG_DIGEST_HEXLEN)) {
 			(*n_packs)++;
@@ -217,8 +221,9 @@ static stg_err list_mounts(stg_ctx *ctx, stg_cache *c, bool ask, stg_mount_info 
 	for (size_t i = 0; out && dfd >= 0 && i < k; i++) {
 		stg_mount_info *mi = &out[*n];
 		char mp[STG_PATH_MAX + 1], pack[STG_PATH_MAX + 1], job[24];
-		if (strncmp(names[i], "pid-", 4) || strstr(names[i], ".tmp") ||
-		    record_read(dfd, names[i], mp, pack, mi->digest, job, &mi->n_packs, NULL, NULL))
+		if (strncmp(names[i], "pid-", 4) || strchr(names[i], '.') ||
+		    record_read(dfd, names[i], mp, pack, mi->digest, job, &mi->n_packs, &mi->env,
+		                NULL, NULL))
 			continue;
 		mi->mountpoint = strdup(mp);
 		mi->pack = strdup(pack);
@@ -233,7 +238,7 @@ static stg_err list_mounts(stg_ctx *ctx, stg_cache *c, bool ask, stg_mount_info 
 			continue;
 		}
 		mi->alive = stg__owner_alive(&oc, names[i]);
-		mi->mounted = is_stager_mount(mp, getuid());
+		mi->mounted = stg__is_stager_mount(mp, getuid());
 		mi->job_over = job[0] && ask ? job_over(&js, job) : -1;
 		(*n)++;
 	}
@@ -380,7 +385,7 @@ static void unpin_other(void *arg, const char *digest)
 
 /* End the mount mi: its process stopped (if it lives), unmounted, its
  * record removed. */
-static void end_mount(sweeping *sw, const stg_mount_info *mi)
+static void end_mount(sweeping *sw, const stg_mount_info *mi, bool shared)
 {
 	if (sw->report)
 		sw->report(sw->arg, "mount", mi->mountpoint, 0);
@@ -396,14 +401,30 @@ static void end_mount(sweeping *sw, const stg_mount_info *mi)
 			char job[24];
 			size_t n;
 			unpin_arg u = {sw, mi->owner};
-			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, unpin_other, &u);
+			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, NULL, unpin_other,
+			            &u);
 		}
 		if (stop_owner(mi->owner, sw->uid, &sw->stop[sw->n_stop]) == 0)
 			sw->n_stop++;
 	}
-	if (is_stager_mount(mi->mountpoint, sw->uid))
+	/* an env's mount that other live servers share stays theirs */
+	if (!shared && stg__is_stager_mount(mi->mountpoint, sw->uid))
 		stg__unmount_path(mi->mountpoint);
+	char sock[200];
+	snprintf(sock, sizeof sock, "%s.sock", mi->owner);
+	unlinkat(sw->dfd, sock, 0);
 	unlinkat(sw->dfd, mi->owner, 0);
+}
+
+/* Is the env mount of v[i] served by another live server that this sweep
+ * leaves alone (end[j] false)? */
+static bool served_by_others(const stg_mount_info *v, size_t n, const bool *end, size_t i)
+{
+	for (size_t j = 0; v[i].env && j < n; j++)
+		if (j != i && !end[j] && v[j].alive && v[j].env == v[i].env &&
+		    !strcmp(v[j].mountpoint, v[i].mountpoint))
+			return true;
+	return false;
 }
 
 /* Mounts of dead processes; with job, all of that job's; with ask, those
@@ -427,17 +448,24 @@ static int sweep(stg_ctx *ctx, stg_cache *c, const char *job, bool ask, bool dry
 	sw.dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int removed = 0;
 	job_states js = {0};
-	for (int pass = 0; pass < 2 && sw.stop && sw.dfd >= 0; pass++) {
+	bool *end = calloc(n ? n : 1, sizeof *end);
+	for (int pass = 0; pass < 2 && end && sw.stop && sw.dfd >= 0; pass++) {
 		for (size_t i = 0; i < n; i++) {
 			const stg_mount_info *mi = &v[i];
 			bool mine = !mi->alive || (job && mi->job && !strcmp(job, mi->job));
 			if (pass == 0 ? !mine
 			              : mine || !mi->job || !ask || job_over(&js, mi->job) != 1)
 				continue;
-			end_mount(&sw, mi);
-			removed++;
+			end[i] = true;
 		}
 	}
+	for (size_t i = 0; end && sw.stop && sw.dfd >= 0 && i < n; i++) {
+		if (!end[i])
+			continue;
+		end_mount(&sw, &v[i], served_by_others(v, n, end, i));
+		removed++;
+	}
+	free(end);
 	reap(ctx, sw.stop, sw.n_stop);
 	free(sw.stop);
 	if (sw.dfd >= 0)
@@ -482,7 +510,7 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 	if (!real)
 		return stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", mountpoint);
 	stg_err err = STG_OK;
-	if (!is_stager_mount(real, geteuid() == 0 ? (uid_t)-1 : getuid())) {
+	if (!stg__is_stager_mount(real, geteuid() == 0 ? (uid_t)-1 : getuid())) {
 		err = stg__fail(ctx, STG_EUSAGE, "'%s' is not a stager mount of yours", mountpoint);
 		goto out;
 	}
@@ -515,4 +543,28 @@ stg_err stg_umount(stg_ctx *ctx, stg_cache *c, const char *mountpoint)
 out:
 	free(real);
 	return err;
+}
+
+size_t stg__env_servers(stg_cache *c, const char *mountpoint, unsigned long long ns,
+                        const char *self, stg_env_server *out, size_t max)
+{
+	stg_mount_info *v;
+	size_t n, k = 0;
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx || list_mounts(ctx, c, false, &v, &n)) {
+		stg_ctx_free(ctx);
+		return 0;
+	}
+	for (size_t i = 0; i < n && k < max; i++) {
+		if (!v[i].alive || v[i].env != ns || strcmp(v[i].mountpoint, mountpoint) ||
+		    (self && !strcmp(v[i].owner, self)))
+			continue;
+		snprintf(out[k].owner, sizeof out[k].owner, "%s", v[i].owner);
+		snprintf(out[k].digest, sizeof out[k].digest, "%s", v[i].digest);
+		snprintf(out[k].job, sizeof out[k].job, "%s", v[i].job ? v[i].job : "");
+		k++;
+	}
+	stg_mount_list_free(v, n);
+	stg_ctx_free(ctx);
+	return k;
 }

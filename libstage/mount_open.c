@@ -14,6 +14,7 @@
 #include "attach.h"
 #include "mount.h"
 #include "mount_keep.h"
+#include "mount_open.h"
 #include "ctx.h"
 #include "fsutil.h"
 #include "path.h"
@@ -30,64 +31,6 @@
 #include <unistd.h>
 
 #define DEFAULT_CACHE_BYTES ((size_t)256 << 20)
-
-/* ---- records ---------------------------------------------------------------------- */
-
-static int mounts_dir(stg_cache *c)
-{
-	if (mkdirat(c->rootfd, "mounts", 0700) && errno != EEXIST)
-		return -1;
-	return openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-}
-
-static void put_line(FILE *f, const char *s)
-{
-	for (; *s; s++)
-		putc(*s == '\n' ? '?' : *s, f);
-	putc('\n', f);
-}
-
-static void record_write(stg_mount *m)
-{
-	int dfd = mounts_dir(m->cache);
-	if (dfd < 0)
-		return;
-	char tmp[200];
-	snprintf(tmp, sizeof tmp, "%s.tmp", m->owner);
-	int fd = openat(dfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0) {
-		FILE *f = fdopen(fd, "w");
-		if (f) {
-			/* a newline in a pack's name would end its line: the
-			 * names are for people, the digests for clean */
-			fprintf(f, "%s\n", m->mountpoint);
-			put_line(f, m->packs[0].path);
-			fprintf(f, "%s\n%s\n", m->packs[0].digest, m->job);
-			for (size_t i = 1; i < m->n_packs; i++) {
-				fprintf(f, "%s ", m->packs[i].digest);
-				put_line(f, m->packs[i].path);
-			}
-			if (fclose(f) == 0 && renameat(dfd, tmp, dfd, m->owner) == 0)
-				snprintf(m->record, sizeof m->record, "%s", m->owner);
-		} else {
-			close(fd);
-		}
-	}
-	close(dfd);
-}
-
-static void record_remove(stg_mount *m)
-{
-	if (!m->record[0])
-		return;
-	int dfd =
-	        openat(m->cache->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-	if (dfd >= 0) {
-		unlinkat(dfd, m->record, 0);
-		close(dfd);
-	}
-	m->record[0] = '\0';
-}
 
 /* ---- opening -------------------------------------------------------------------- */
 
@@ -287,8 +230,23 @@ static stg_err enough_fds(stg_ctx *ctx, size_t n)
 	return STG_OK;
 }
 
-stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
-                       const char *mountpoint, const stg_mount_opts *opts, stg_mount **out)
+/* An env's directory (the share's, opened under any mount): the user's. */
+static stg_err check_env_dir(stg_ctx *ctx, stg_share *sh, const char *given)
+{
+	struct stat st;
+	if (fstat(stg__share_envfd(sh), &st) || !S_ISDIR(st.st_mode))
+		return stg__fail(ctx, STG_EUSAGE, "'%s' is not a directory", given);
+	if (st.st_uid != geteuid())
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "'%s' belongs to uid %u, not you: an env is served at its path "
+		                 "by its owner",
+		                 given, (unsigned)st.st_uid);
+	return STG_OK;
+}
+
+static stg_err mount_make(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
+                          const char *mountpoint, const stg_mount_opts *opts, stg_share *sh,
+                          stg_mount **out)
 {
 	*out = NULL;
 	if (n_packs < 1 || n_packs > STG_MOUNT_MAX_PACKS)
@@ -320,9 +278,15 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, siz
 	const char *job = getenv("SLURM_JOB_ID");
 	if (job && *job && strlen(job) < sizeof m->job && strspn(job, "0123456789") == strlen(job))
 		snprintf(m->job, sizeof m->job, "%s", job);
-	m->mountpoint = realpath(mountpoint, NULL);
-	if ((err = check_mountpoint(ctx, mountpoint, m->mountpoint)) ||
-	    (err = open_packs(ctx, m, packs)) || (err = join_frames(ctx, m)))
+	if (sh) {
+		m->mountpoint = strdup(stg__share_mountpoint(sh));
+		err = m->mountpoint ? check_env_dir(ctx, sh, mountpoint)
+		                    : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	} else {
+		m->mountpoint = realpath(mountpoint, NULL);
+		err = check_mountpoint(ctx, mountpoint, m->mountpoint);
+	}
+	if (err || (err = open_packs(ctx, m, packs)) || (err = join_frames(ctx, m)))
 		goto fail;
 	const stg_pack **pv = malloc(n_packs * sizeof *pv);
 	if (!pv) {
@@ -331,7 +295,7 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, siz
 	}
 	for (size_t i = 0; i < n_packs; i++)
 		pv[i] = m->packs[i].pack;
-	err = stg__mtree_build(ctx, pv, packs, n_packs, &m->tree);
+	err = stg__mtree_build(ctx, pv, packs, n_packs, sh != NULL, &m->tree);
 	free(pv);
 	if (err)
 		goto fail;
@@ -341,6 +305,13 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, siz
 	for (size_t i = 0; i < n_packs; i++) {
 		stg_mpack *mp = &m->packs[i];
 		mp->entry_fd = cached_entry(ctx, m, mp);
+		if (sh && mp->entry_fd < 0) {
+			err = stg__fail(ctx, STG_EIO,
+			                "'%s' is no longer in the node cache (evicted meanwhile?): "
+			                "try again",
+			                mp->path);
+			goto fail;
+		}
 		if (mp->entry_fd < 0 && mp->pack->t.version < 3) {
 			size_t n = mp->pack->t.n_entries ? mp->pack->t.n_entries : 1;
 			if (!(mp->file_state = calloc(n, 1))) {
@@ -357,22 +328,48 @@ stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, siz
 		err = stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted", mountpoint);
 		goto fail;
 	}
-	if ((err = stg__mount_session(ctx, m, m->mountpoint)))
-		goto fail;
-	record_write(m);
+	if (sh) {
+		/* the share is the mount's from here, whatever happens */
+		if ((err = stg__share_start(ctx, sh, m)))
+			goto fail;
+	} else {
+		if ((err = stg__mount_session(ctx, m, m->mountpoint, -1)))
+			goto fail;
+		stg__mount_record_write(m);
+	}
 	*out = m;
 	return STG_OK;
 fail:
+	if (sh && !m->share)
+		stg__share_free(sh);
 	stg_mount_close(m);
 	return err;
+}
+
+stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
+                       const char *mountpoint, const stg_mount_opts *opts, stg_mount **out)
+{
+	return mount_make(ctx, c, packs, n_packs, mountpoint, opts, NULL, out);
+}
+
+stg_err stg__mount_open_env(stg_ctx *ctx, stg_cache *c, const char *pack, const char *env_dir,
+                            stg_share *sh, stg_mount **out)
+{
+	return mount_make(ctx, c, &pack, 1, env_dir, NULL, sh, out);
 }
 
 void stg_mount_close(stg_mount *m)
 {
 	if (!m)
 		return;
-	stg__mount_unmount(m);
-	record_remove(m);
+	if (m->share) {
+		stg__share_leave(m->share, m);
+		stg__share_free(m->share);
+		m->share = NULL;
+	} else {
+		stg__mount_unmount(m);
+		stg__mount_record_remove(m);
+	}
 	for (size_t i = 0; i < m->n_packs; i++) {
 		stg_mpack *mp = &m->packs[i];
 		stg__keep_close(m, mp, mp->keep);

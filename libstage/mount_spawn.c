@@ -35,6 +35,7 @@
  * does, so the mount is unmounted and the process ends even though it left
  * the job's process group (proctrack/pgid would not kill it).
  */
+#include "mount_spawn.h"
 #include "mount.h"
 #include "mount_job.h"
 #include "mount_list.h"
@@ -68,6 +69,7 @@ static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
 #define KICK_NS     20000000L /* between the stopper's signals to the serving thread */
 #define POLL_MS     100       /* between a waiting caller's looks at its cancellation */
 #define GIVE_UP_MAX 3.0       /* s an interrupted caller waits for the child to end */
+#define SIGWAKE     (SIGRTMIN + 3) /* ends a tied env server's wait; no job gets it */
 
 static void on_stop(int sig)
 {
@@ -120,10 +122,26 @@ static void *stopper(void *arg)
 	return NULL;
 }
 
-/* Reads the caller's end of the tie until it closes, then unmounts. */
+/* The tied child's serving: the thread in stg_mount_serve, and whether it
+ * returned. */
+struct tied {
+	stg_mount *m;
+	pthread_t serving;
+	atomic_bool done;
+};
+
+static void on_wake(int sig)
+{
+	(void)sig;
+}
+
+/* Reads the caller's end of the tie until it closes, then unmounts; an
+ * env's mount, which other jobs' servers may share, is left to its last
+ * server (mount_share.c): this one stops serving. */
 static void *tie_watch(void *arg)
 {
-	stg_mount *m = arg;
+	struct tied *t = arg;
+	stg_mount *m = t->m;
 	char c;
 	for (;;) {
 		ssize_t n = read(m->tie_fd, &c, 1);
@@ -131,7 +149,16 @@ static void *tie_watch(void *arg)
 			continue;
 		break;
 	}
-	stg__unmount_path(m->mountpoint);
+	if (!m->share) {
+		stg__unmount_path(m->mountpoint);
+		return NULL;
+	}
+	stg_mount_stop(m);
+	const struct timespec step = {0, KICK_NS};
+	while (!atomic_load(&t->done)) {
+		pthread_kill(t->serving, SIGWAKE); /* wakes the loop's sem_wait */
+		nanosleep(&step, NULL);
+	}
 	return NULL;
 }
 
@@ -152,9 +179,32 @@ static void log_to_scratch(stg_cache *cache)
 		close(null);
 }
 
+/* stg_mount_open's arguments, for the openers of stg_mount_foreground and
+ * stg_mount_spawn. */
+struct packs_at {
+	const char *const *packs;
+	size_t n_packs;
+	const char *mountpoint;
+	const stg_mount_opts *opts;
+};
+
+static stg_err open_packs_at(void *arg, stg_ctx *ctx, stg_cache *cache, stg_mount **out)
+{
+	struct packs_at *a = arg;
+	return stg_mount_open(ctx, cache, a->packs, a->n_packs, a->mountpoint, a->opts, out);
+}
+
 stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *const *packs,
                              size_t n_packs, const char *mountpoint, const stg_mount_opts *opts,
                              void (*ready)(void *arg), void *arg)
+{
+	struct packs_at a = {packs, n_packs, mountpoint, opts};
+	return stg__mount_foreground_with(ctx, cache, open_packs_at, &a, mountpoint, ready, arg);
+}
+
+stg_err stg__mount_foreground_with(stg_ctx *ctx, stg_cache *cache, stg_mount_opener open_fn,
+                                   void *open_arg, const char *mountpoint,
+                                   void (*ready)(void *arg), void *arg)
 {
 	/* the handlers go in before anything waits, and before the mount
 	 * appears: a stop signal sent as soon as the tree shows must stop the
@@ -192,7 +242,7 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *const *
 	stg_err err = stg__cancelled(ctx)
 	                      ? stg__fail(ctx, STG_EINTR, "interrupted before '%s' was mounted",
 	                                  mountpoint)
-	                      : stg_mount_open(ctx, cache, packs, n_packs, mountpoint, opts, &m);
+	                      : open_fn(open_arg, ctx, cache, &m);
 	if (!err) {
 		for (size_t i = 0; i < N_STOPS; i++)
 			if (old[i].sa_handler == SIG_IGN && stops[i] != SIGTERM)
@@ -365,10 +415,22 @@ static void ignore_job_signals(void)
  * descriptor closes. */
 static int serve_tied(stg_ctx *ctx, stg_mount *m)
 {
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sigemptyset(&sa.sa_mask);
+	sa.sa_handler = on_wake; /* no SA_RESTART: it must end a wait */
+	sigaction(SIGWAKE, &sa, NULL);
+	struct tied td = {m, pthread_self(), false};
 	pthread_t t;
-	if (pthread_create(&t, NULL, tie_watch, m) == 0)
-		pthread_detach(t);
+	bool watching = pthread_create(&t, NULL, tie_watch, &td) == 0;
 	stg_err err = stg_mount_serve(m);
+	atomic_store(&td.done, true);
+	if (watching) {
+		if (m->share)
+			pthread_join(t, NULL); /* it returns once the tie is closed */
+		else
+			pthread_detach(t);
+	}
 	if (err)
 		stg__log(ctx, STG_LOG_WARN, "%s", stg_errmsg(ctx));
 	stg_mount_close(m);
@@ -439,6 +501,14 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs
                         const char *mountpoint, const stg_mount_opts *opts, int tied, int *pid,
                         int *tie_fd)
 {
+	struct packs_at a = {packs, n_packs, mountpoint, opts};
+	return stg__mount_spawn_with(ctx, cache, open_packs_at, &a, mountpoint, tied, pid, tie_fd);
+}
+
+stg_err stg__mount_spawn_with(stg_ctx *ctx, stg_cache *cache, stg_mount_opener open_fn,
+                              void *open_arg, const char *mountpoint, int tied, int *pid,
+                              int *tie_fd)
+{
 	int ready[2], tie[2];
 	*pid = -1;
 	if (tie_fd)
@@ -492,8 +562,8 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs
 		if (!tied) {
 			setsid();
 			struct child_ready r = {cache, ready[1], false, &ear};
-			err = stg_mount_foreground(ctx, cache, packs, n_packs, mountpoint, opts,
-			                           child_ready, &r);
+			err = stg__mount_foreground_with(ctx, cache, open_fn, open_arg, mountpoint,
+			                                 child_ready, &r);
 			ear_stop(&ear);
 			if (r.told) {
 				if (err)
@@ -504,7 +574,7 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs
 			_exit(stg_exit_status(err));
 		}
 		stg_mount *m;
-		err = stg_mount_open(ctx, cache, packs, n_packs, mountpoint, opts, &m);
+		err = open_fn(open_arg, ctx, cache, &m);
 		ear_stop(&ear);
 		bool told = tell(ready[1], ctx, err);
 		if (err)

@@ -19,6 +19,7 @@
 
 struct fuse_session;
 typedef struct stg_keep stg_keep;
+struct stg_share;
 
 /* One pack of a mount: a mount of several serves them as one tree, their
  * frames one after the other (mount.c says how). */
@@ -65,6 +66,13 @@ struct stg_mount {
 	pthread_mutex_t open_mu;
 	struct open_file *open_files; /* open by the kernel, newest first (mount.c) */
 	int tie_fd; /* a tied mount's end of the pipe to its caller (mount_spawn.c) */
+	/* A Python environment served at its own path (env.c): its files read
+	 * from the node cache's entry, and nothing kept per open file, so that
+	 * any of the node's servers of it answers any request (mount_share.c) */
+	struct stg_share *share; /* NULL: a mount of its own */
+	atomic_bool no_open;     /* the kernel opens files without asking us */
+	uint8_t *init;           /* the INIT request the session began with */
+	size_t init_len;
 };
 
 #endif

@@ -340,7 +340,7 @@ static void free_builder(builder *b)
 }
 
 stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char *const *names,
-                         size_t n, stg_mtree **out)
+                         size_t n, bool any_link, stg_mtree **out)
 {
 	*out = NULL;
 	size_t total = 0;
@@ -350,7 +350,7 @@ stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char 
 			                 names[j]);
 		total += packs[j]->t.n_entries;
 		bool *sel = NULL;
-		stg_err err = stg__select(ctx, packs[j], NULL, &sel);
+		stg_err err = stg__select(ctx, packs[j], NULL, any_link, &sel);
 		free(sel);
 		if (err) {
 			char msg[STG_ERRMSG_MAX];

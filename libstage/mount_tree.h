@@ -44,9 +44,10 @@ typedef struct stg_mtree {
  * stage apply to each: a hostile pack is STG_ECORRUPT, named on ctx by its
  * name).  Packs may share directories, which are merged (the first pack to
  * list one gives its attributes); any other path two of them hold is
- * refused (STG_EUSAGE, naming both).  The caller sets uid, gid, mtime. */
+ * refused (STG_EUSAGE, naming both).  any_link: symlinks may point
+ * anywhere (a Python env's).  The caller sets uid, gid, mtime. */
 stg_err stg__mtree_build(stg_ctx *ctx, const stg_pack *const *packs, const char *const *names,
-                         size_t n, stg_mtree **out);
+                         size_t n, bool any_link, stg_mtree **out);
 void stg__mtree_free(stg_mtree *t);
 const stg_mnode *stg__mtree_node(const stg_mtree *t, uint64_t ino);
 /* The manifest entry of inode ino (NULL: the root or an implied

@@ -86,12 +86,38 @@ static run_mount *mount_at(run_state *r, char *dir)
 	return m;
 }
 
+/* The envs, each served at its own path by a process of its own. */
+static stg_err serve_envs(run_state *r)
+{
+	const stg_run_opts *o = r->o;
+	for (size_t i = 0; i < o->n_envs; i++) {
+		char *dir = strdup(o->envs[i]), *pack = stg_env_pack(o->envs[i]);
+		char **packs = malloc(sizeof *packs);
+		if (!dir || !pack || !packs) {
+			free(dir);
+			free(pack);
+			free(packs);
+			return stg__fail(r->ctx, STG_ENOMEM, "out of memory");
+		}
+		run_mount *m = &r->mounts[r->n_mounts++];
+		packs[0] = pack;
+		*m = (run_mount){.dir = dir, .packs = packs, .n_packs = 1, .pid = -1, .tie = -1,
+		                 .env = true};
+		stg_err err = stg_env_spawn(r->ctx, r->cache, dir, 1, &m->pid, &m->tie);
+		if (err)
+			return err;
+		stg__log(r->ctx, STG_LOG_INFO, "'%s' served from this node (its pack '%s')", dir,
+		         pack);
+	}
+	return STG_OK;
+}
+
 stg_err stg__run_mount_all(run_state *r)
 {
 	const stg_run_opts *o = r->o;
-	if (!o->n_mounts)
+	if (!o->n_mounts && !o->n_envs)
 		return STG_OK;
-	if (!(r->mounts = calloc(o->n_mounts, sizeof *r->mounts)))
+	if (!(r->mounts = calloc(o->n_mounts + o->n_envs, sizeof *r->mounts)))
 		return stg__fail(r->ctx, STG_ENOMEM, "out of memory");
 	/* the packs given with one DIR make one tree there */
 	for (size_t i = 0; i < o->n_mounts; i++) {
@@ -124,7 +150,7 @@ stg_err stg__run_mount_all(run_state *r)
 			stg__log(r->ctx, STG_LOG_INFO, "mounted '%s' and %zu more packs at '%s'",
 			         m->packs[0], m->n_packs - 1, m->dir);
 	}
-	return STG_OK;
+	return serve_envs(r);
 }
 
 void stg__run_unmount_all(run_state *r)
@@ -135,7 +161,9 @@ void stg__run_unmount_all(run_state *r)
 		if (r->mounts[i].tie >= 0)
 			close(r->mounts[i].tie);
 		r->mounts[i].tie = -1;
-		if (r->mounts[i].pid > 0)
+		/* an env's mount may be other jobs' too: its server leaves it
+		 * to the last one */
+		if (r->mounts[i].pid > 0 && !r->mounts[i].env)
 			stg__unmount_path(r->mounts[i].dir);
 	}
 	for (size_t i = 0; i < r->n_mounts; i++) {
@@ -155,7 +183,8 @@ void stg__run_unmount_all(run_state *r)
 			kill(m->pid, SIGKILL);
 			while (waitpid(m->pid, NULL, 0) < 0 && errno == EINTR)
 				;
-			stg__unmount_path(m->dir);
+			if (!m->env) /* the sweep below unmounts an env nobody serves */
+				stg__unmount_path(m->dir);
 			stg__log(r->ctx, STG_LOG_WARN,
 			         "the mount of '%s'%s at '%s' did not end when let go of: killed",
 			         m->packs[0], m->n_packs > 1 ? " and more" : "", m->dir);

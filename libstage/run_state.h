@@ -41,6 +41,7 @@ typedef struct run_mount {
 	size_t n_packs;
 	int pid, tie; /* its process, and the descriptor that keeps it */
 	bool made;    /* stg_run made dir (and removes it after) */
+	bool env;     /* a Python env served at dir, its own path */
 } run_mount;
 
 typedef struct run_state {

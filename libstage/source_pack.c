@@ -165,7 +165,7 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	uo.include = o->include;
 	uo.n_include = o->n_include;
 	uo.read_only = 1;
-	if ((err = stg__select(ctx, p, &uo, &sel)))
+	if ((err = stg__select(ctx, p, &uo, o->env, &sel)))
 		return err;
 	/* room first: nothing is copied unless it fits */
 	if ((err = stg__room_for(ctx, c, stg__disk_need(p, sel), NULL))) {
@@ -175,7 +175,7 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 	stg_entry_build eb;
 	stg_unpack_stats st;
 	if (!(err = stg__entry_begin(ctx, c, key, &eb)) &&
-	    !(err = stg__extract_at(ctx, p, eb.dfd, &uo, &st))) {
+	    !(err = stg__extract_at(ctx, p, eb.dfd, &uo, &st, o->env))) {
 		res->source_bytes += st.pack_bytes_read;
 		res->files = st.files;
 		res->content_bytes = st.bytes;

@@ -154,6 +154,7 @@ int cmd_pull(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_mount(int argc, char **argv);
 int cmd_umount(int argc, char **argv);
+int cmd_env(int argc, char **argv);
 int cmd_where(int argc, char **argv);
 int cmd_hint(int argc, char **argv);
 int cmd_features(int argc, char **argv);

@@ -1,6 +1,7 @@
 /*
  * cmd_mount.c - stager mount PACK... MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]
  *               stager umount MOUNTPOINT
+ *               stager env ENV_DIR... [--foreground]
  *
  * In the background (the default), a process of its own mounts and serves
  * (stg_mount_spawn); `stager mount` returns when the tree can be read, with
@@ -110,6 +111,69 @@ int cmd_umount(int argc, char **argv)
 		stg_err err = stg_umount(ctx, cache, argv[optind]);
 		rc = err ? cli_fail(ctx, err) : EXIT_OK;
 	}
+	stg_cache_close(cache);
+	stg_config_free(cfg);
+	cli_ctx_done(ctx);
+	return rc;
+}
+
+/* "'ENV' served from this node" */
+static void say_served(void *arg)
+{
+	cli_info("'%s' served from this node; until it is unmounted (`stager umount %s`)",
+	         (const char *)arg, (const char *)arg);
+}
+
+int cmd_env(int argc, char **argv)
+{
+	static const struct option lo[] = {
+	        {"foreground", no_argument, NULL, OPT_FOREGROUND},
+	        CLI_GLOBAL_OPTIONS,
+	        {NULL, 0, NULL, 0},
+	};
+	bool foreground = false;
+	int c, rc;
+	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
+		rc = cli_global_option(c, optarg);
+		if (rc >= 0)
+			return rc;
+		if (rc == -2)
+			continue;
+		if (c == OPT_FOREGROUND)
+			foreground = true;
+		else
+			return cli_usage("unexpected option");
+	}
+	if (argc - optind < 1)
+		return cli_usage("stager env ENV_DIR...");
+	if (foreground && argc - optind > 1)
+		return cli_usage("--foreground serves one env: give one ENV_DIR");
+	stg_ctx *ctx = cli_ctx();
+	stg_config *cfg = cli_config(ctx);
+	stg_cache *cache = cli_cache(ctx, cfg, &rc);
+	if (!cache)
+		goto out;
+	rc = EXIT_OK;
+	const char *job = getenv("SLURM_JOB_ID");
+	for (int i = optind; i < argc && rc == EXIT_OK; i++) {
+		stg_err err;
+		if (foreground) {
+			err = stg_env_foreground(ctx, cache, argv[i], say_served, argv[i]);
+		} else {
+			int pid;
+			err = stg_env_spawn(ctx, cache, argv[i], 0, &pid, NULL);
+			if (!err && job && *job)
+				cli_info("'%s' served from this node until job %s ends (process %d)",
+				         argv[i], job, pid);
+			else if (!err)
+				cli_info("'%s' served from this node until `stager umount %s` "
+				         "(process %d)",
+				         argv[i], argv[i], pid);
+		}
+		if (err)
+			rc = cli_fail(ctx, err);
+	}
+out:
 	stg_cache_close(cache);
 	stg_config_free(cfg);
 	cli_ctx_done(ctx);

@@ -1,6 +1,6 @@
 /*
- * cmd_run.c - stager run [--stage SRC[:DEST]]... [--mount PACK[:DIR]]... [--collect SRC:DEST]...
- *                        [--every INTERVAL] [--pack] [--grace TIME]
+ * cmd_run.c - stager run [--stage SRC[:DEST]]... [--mount PACK[:DIR]]... [--env ENV_DIR]...
+ *                        [--collect SRC:DEST]... [--every INTERVAL] [--pack] [--grace TIME]
  *                        [--all-nodes] -- CMD...
  *
  * The batch-script wrapper: the options become an stg_run_opts, and
@@ -23,6 +23,7 @@ enum {
 	OPT_GRACE,
 	OPT_ALLNODES,
 	OPT_MOUNT,
+	OPT_ENV,
 };
 
 typedef struct pair {
@@ -32,6 +33,8 @@ typedef struct pair {
 typedef struct run_args {
 	pair *stages, *collects, *mounts;
 	size_t n_stages, n_collects, n_mounts;
+	const char **envs;
+	size_t n_envs;
 	stg_run_opts o;
 } run_args;
 
@@ -96,6 +99,7 @@ static int parse(int argc, char **argv, run_args *r)
 	        {"grace", required_argument, NULL, OPT_GRACE},
 	        {"all-nodes", no_argument, NULL, OPT_ALLNODES},
 	        {"mount", required_argument, NULL, OPT_MOUNT},
+	        {"env", required_argument, NULL, OPT_ENV},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -115,6 +119,11 @@ static int parse(int argc, char **argv, run_args *r)
 		case OPT_MOUNT:
 			if (split_stage(optarg, &r->mounts[r->n_mounts++]))
 				return cli_usage("--mount: '%s' is not PACK or PACK:DIR", optarg);
+			break;
+		case OPT_ENV:
+			if (!*optarg)
+				return cli_usage("--env: an empty name: give the env's directory");
+			r->envs[r->n_envs++] = optarg;
 			break;
 		case OPT_COLLECT: {
 			pair *p = &r->collects[r->n_collects++];
@@ -142,6 +151,9 @@ static int parse(int argc, char **argv, run_args *r)
 	if (r->n_mounts && r->o.all_nodes)
 		return cli_usage("--mount mounts on this node only: not with --all-nodes (stage "
 		                 "with --stage instead)");
+	if (r->n_envs && r->o.all_nodes)
+		return cli_usage("--env serves the env on this node only: not with --all-nodes "
+		                 "(`srun stager run --env ENV -- CMD` serves it on each node)");
 	if (optind >= argc)
 		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
 	if (r->o.every != STG_RUN_EVERY_DEFAULT && r->o.every && !r->n_collects)
@@ -213,10 +225,11 @@ int cmd_run(int argc, char **argv)
 	r.stages = calloc((size_t)argc, sizeof *r.stages);
 	r.collects = calloc((size_t)argc, sizeof *r.collects);
 	r.mounts = calloc((size_t)argc, sizeof *r.mounts);
+	r.envs = calloc((size_t)argc, sizeof *r.envs);
 	stg_run_pair *stages = calloc((size_t)argc, sizeof *stages);
 	stg_run_pair *collects = calloc((size_t)argc, sizeof *collects);
 	stg_run_pair *mounts = calloc((size_t)argc, sizeof *mounts);
-	int rc = r.stages && r.collects && r.mounts && stages && collects && mounts
+	int rc = r.stages && r.collects && r.mounts && r.envs && stages && collects && mounts
 	                 ? parse(argc, argv, &r)
 	                 : EXIT_IO;
 	if (rc >= 0)
@@ -229,6 +242,8 @@ int cmd_run(int argc, char **argv)
 		mounts[i] = (stg_run_pair){r.mounts[i].src, r.mounts[i].dest};
 	r.o.mounts = mounts;
 	r.o.n_mounts = r.n_mounts;
+	r.o.envs = r.envs;
+	r.o.n_envs = r.n_envs;
 	r.o.stages = stages;
 	r.o.n_stages = r.n_stages;
 	r.o.collects = collects;
@@ -255,6 +270,7 @@ out:
 	free_pairs(r.stages, r.n_stages);
 	free_pairs(r.collects, r.n_collects);
 	free_pairs(r.mounts, r.n_mounts);
+	free(r.envs);
 	free(stages);
 	free(collects);
 	free(mounts);

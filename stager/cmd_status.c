@@ -158,8 +158,9 @@ static void print_holders_json(const stg_holder *h, size_t n)
 	printf("]");
 }
 
-/* Mounts made by stager mount, live or left by a process that died; the
- * Slurm job of each made in one, and whether it is over. */
+/* Mounts made by stager mount, and the servers of envs (stager env, run
+ * --env: one line for each job's), live or left by a process that died;
+ * the Slurm job of each made in one, and whether it is over. */
 static void print_mounts_text(const stg_mount_info *m, size_t n)
 {
 	if (n)
@@ -168,7 +169,9 @@ static void print_mounts_text(const stg_mount_info *m, size_t n)
 		char more[48] = "";
 		if (m[i].n_packs > 1)
 			snprintf(more, sizeof more, " and %zu more packs", m[i].n_packs - 1);
-		printf("  %s  %s%s (%s)\n", m[i].mountpoint, m[i].pack, more,
+		/* an env, served at its own path, by a server of each job using it */
+		printf("  %s  %s%s%s (%s)\n", m[i].mountpoint, m[i].env ? "env from " : "",
+		       m[i].pack, more,
 		       m[i].alive
 		               ? "served"
 		               : "its process died: `stager umount` or `stager clean` removes it");
@@ -188,7 +191,8 @@ static void print_mounts_json(const stg_mount_info *m, size_t n)
 		json_str(stdout, m[i].mountpoint);
 		printf(",\"pack\":");
 		json_str(stdout, m[i].pack);
-		printf(",\"packs\":%zu,\"digest\":\"%s\",\"owner\":", m[i].n_packs, m[i].digest);
+		printf(",\"packs\":%zu,\"env\":%s,\"digest\":\"%s\",\"owner\":", m[i].n_packs,
+		       m[i].env ? "true" : "false", m[i].digest);
 		json_str(stdout, m[i].owner);
 		printf(",\"alive\":%s,\"mounted\":%s,\"job\":", m[i].alive ? "true" : "false",
 		       m[i].mounted ? "true" : "false");

@@ -137,12 +137,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	bool dirs_only = true;
 	for (size_t i = 0; i < p->t.n_entries; i++)
 		dirs_only &= p->t.recs[i].type == STG_DIR;
-	stg_err twice = stg__mtree_build(ctx, pv, names, 2, &t);
+	stg_err twice = stg__mtree_build(ctx, pv, names, 2, false, &t);
 	if (twice == STG_OK ? !dirs_only : twice == STG_EUSAGE && dirs_only && p->t.n_entries)
 		abort();
 	stg__mtree_free(t);
 	t = NULL;
-	if (stg__mtree_build(ctx, pv, names, 1, &t) != STG_OK)
+	if (stg__mtree_build(ctx, pv, names, 1, false, &t) != STG_OK)
 		goto out;
 	for (uint64_t ino = 1; ino <= t->n_nodes; ino++) {
 		const stg_mnode *n = stg__mtree_node(t, ino);

@@ -61,7 +61,7 @@ static void selected(fx *f, const char *const *inc, size_t n, char *out, size_t 
 	o.include = inc;
 	o.n_include = n;
 	bool *sel;
-	assert_int_equal(stg__select(f->ctx, f->p, &o, &sel), STG_OK);
+	assert_int_equal(stg__select(f->ctx, f->p, &o, false, &sel), STG_OK);
 	out[0] = '\0';
 	for (size_t i = 0; i < stg_pack_count(f->p); i++) {
 		stg_entry e;
@@ -84,7 +84,7 @@ static void test_select(void **state)
 	assert_string_equal(got, "b b/big b/empty suid ");
 	/* NULL options: everything */
 	bool *sel;
-	assert_int_equal(stg__select(f->ctx, f->p, NULL, &sel), STG_OK);
+	assert_int_equal(stg__select(f->ctx, f->p, NULL, false, &sel), STG_OK);
 	for (size_t i = 0; i < stg_pack_count(f->p); i++)
 		assert_true(sel[i]);
 	free(sel);
@@ -95,7 +95,7 @@ static void test_select(void **state)
 	o.include = none;
 	o.n_include = 2;
 	sel = (bool *)0x1;
-	assert_int_equal(stg__select(f->ctx, f->p, &o, &sel), STG_EUSAGE);
+	assert_int_equal(stg__select(f->ctx, f->p, &o, false, &sel), STG_EUSAGE);
 	assert_string_equal(stg_errmsg(f->ctx), "--include 'nothing*' matches nothing in the pack");
 	char *out = ut_join(f->dir, "out");
 	assert_int_equal(stg_unpack(f->ctx, f->p, out, &o, NULL), STG_EUSAGE);
@@ -168,7 +168,7 @@ static void test_modes(void **state)
 	stg_unpack_opts_init(&o);
 	o.read_only = 1;
 	stg_unpack_stats us;
-	assert_int_equal(stg__extract_at(f->ctx, f->p, rfd, &o, &us), STG_OK);
+	assert_int_equal(stg__extract_at(f->ctx, f->p, rfd, &o, &us, false), STG_OK);
 	assert_int_equal(fstatat(rfd, "suid", &st, 0), 0);
 	assert_int_equal(st.st_mode & 07777, 0555);
 	assert_int_equal(fstatat(rfd, "a/one", &st, 0), 0);
@@ -195,7 +195,7 @@ static void test_building_blocks(void **state)
 	mkdir(t, 0700);
 	int tfd = open(t, O_RDONLY | O_DIRECTORY);
 	bool *sel;
-	assert_int_equal(stg__select(f->ctx, f->p, NULL, &sel), STG_OK);
+	assert_int_equal(stg__select(f->ctx, f->p, NULL, false, &sel), STG_OK);
 	assert_int_equal(stg__tree_prepare(f->ctx, f->p, sel, tfd, false), STG_OK);
 	struct stat st;
 	/* directories and empty files now; files with content not yet */

@@ -104,7 +104,7 @@ static void *build(void *arg)
 	build_job *j = arg;
 	const stg_pack *p = &j->m->p;
 	const char *name = "implied";
-	j->err = stg__mtree_build(j->ctx, &p, &name, 1, &j->t);
+	j->err = stg__mtree_build(j->ctx, &p, &name, 1, false, &j->t);
 	return NULL;
 }
 
@@ -185,7 +185,7 @@ static stg_err build2(mem_pack *a, mem_pack *b, stg_mtree **t, char *msg, size_t
 	stg_ctx *ctx = stg_ctx_new();
 	const stg_pack *pv[] = {&a->p, &b->p};
 	const char *names[] = {"A.tar.zst", "B.tar.zst"};
-	stg_err err = stg__mtree_build(ctx, pv, names, 2, t);
+	stg_err err = stg__mtree_build(ctx, pv, names, 2, false, t);
 	snprintf(msg, len, "%s", err ? stg_errmsg(ctx) : "");
 	stg_ctx_free(ctx);
 	return err;
