@@ -65,7 +65,8 @@ FUZZ_REPLAY := $(FUZZ_NAMES:%=$(B)/fuzz/replay_%)
 TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs $(B)/packbomb
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
-	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python bench-python
+	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python bench-python \
+	bench-env
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -74,7 +75,7 @@ lib: $(STATIC) $(SHARED)
 ifneq ($(filter deps,$(MAKECMDGOALS)),)
 DEPS_FIRST := deps
 endif
-CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount bench-scale soak,$(MAKECMDGOALS)),test,build)
+CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount bench-scale bench-env soak,$(MAKECMDGOALS)),test,build)
 check-deps: | $(DEPS_FIRST)
 	@sh scripts/deps.sh check $(CHECK_LEVEL)
 
@@ -241,6 +242,11 @@ bench-mount: all $(TOOLS)
 # (bench/results-python.md; ARGS=--quick)
 bench-python: all python $(TOOLS)
 	B=$(B) bash bench/python.sh $(ARGS)
+# a job's Python environment (a venv with torch) off the shared filesystem:
+# plain import vs `stager run --env`, cold and warm, vs the local disk, and
+# a DataLoader with 4 spawn workers (bench/results-env.md; ARGS=--quick)
+bench-env: all $(TOOLS)
+	B=$(B) bash bench/env.sh $(ARGS)
 
 demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
@@ -337,6 +343,9 @@ help:
 	@echo "                in one mount against one pack (bench/results-shards.md)"
 	@echo "make bench-scale      pack and stage over 1k to 1M files and 1 to 50 GiB: time, peak RSS,"
 	@echo "                shared-FS operations (bench/results-scale.md, .png; ARGS=--quick)"
+	@echo "make bench-env  import torch from a venv on the emulated NFS, plain vs stager run --env"
+	@echo "                (cold, warm) vs local disk, and 4 spawn DataLoader workers: shared-FS"
+	@echo "                operations, bytes, time (bench/results-env.md; ARGS=--quick)"
 	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
 	@echo "make install    PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc : tool, library, header, .pc, man page, Slurm hooks,"
 	@echo "                example scripts (DOCDIR/examples), tmpfiles.d (TMPFILESDIR: PREFIX/lib/tmpfiles.d"

@@ -1,5 +1,6 @@
 # bench/lib.sh - what the benchmark scripts share (sourced by run.sh,
-# mount.sh, delta.sh and scale.sh).  Needs TIMEOUT for `limited`.
+# mount.sh, delta.sh, scale.sh, python.sh and env.sh).  Needs TIMEOUT for
+# `limited`.
 
 # stager's settings come from nothing on this machine: every STAGER_* and
 # the Slurm job's variables unset (each script then sets its own)

@@ -37,7 +37,9 @@
 #                (BENCH_SCRATCH)
 # A new version (bench/delta.sh, --quick too): stager stage of v2 through
 # its delta from a cached v1 vs a full stage vs rsync -a onto v1's tree, to
-# bench/results-delta.md.
+# bench/results-delta.md.  A job's Python environment (bench/env.sh, --quick
+# too): import torch from a venv on the shared filesystem, plain vs
+# `stager run --env`, to bench/results-env.md.
 # Over ssh (bench/push.sh; --quick runs its harness on tiny data when
 # there is an sshd and we are root): stager push and pull vs scp -r vs
 # rsync -az of the image-folder dataset, first copy and after 1% changed,
@@ -1334,8 +1336,25 @@ if ((SFS_OK)); then
 			echo "- bench/delta.sh failed" >>"$TMP/failures"
 	fi
 fi
+# a job's Python environment off the shared filesystem: bench/env.sh (a
+# sharedfs mount of its own; --quick: a venv without torch).  Until stager
+# has `run --env` it measures the plain and local runs alone and exits 2,
+# which is a failure here: the env benchmark is not done
+if ((SFS_OK)); then
+	rc_env=0
+	if ((QUICK)); then
+		B=$B bash "$ROOT/bench/env.sh" --quick >/dev/null || rc_env=$?
+	else
+		B=$B bash "$ROOT/bench/env.sh" --reps "$REPS" || rc_env=$?
+	fi
+	case $rc_env in
+	0) ;;
+	2) echo "- bench/env.sh: stager run --env not available (plain and local runs only)" >>"$TMP/failures" ;;
+	*) echo "- bench/env.sh$( ((QUICK)) && echo " --quick") failed" >>"$TMP/failures" ;;
+	esac
+fi
 if [[ -s $TMP/failures ]]; then
-	# push.sh and delta.sh ran after the report was written: add theirs
+	# push.sh, delta.sh and env.sh ran after the report was written: add theirs
 	grep -vxF -f "$RESULTS" "$TMP/failures" >>"$RESULTS" || true
 	log "some runs failed: see the end of ${RESULTS#"$ROOT"/}"
 	exit 1
