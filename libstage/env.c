@@ -153,6 +153,8 @@ static stg_err env_open(void *arg, stg_ctx *ctx, stg_cache *c, stg_mount **out)
 		                "the env '%s' has no pack: make it with `stager pack %s` (it "
 		                "writes '%s'; again after each change of the env)",
 		                given, given, pack);
+	} else if (!S_ISREG(st.st_mode)) {
+		err = stg__fail(ctx, STG_ENOENT, "the env's pack '%s' is not a regular file", pack);
 	} else if (st.st_uid != geteuid()) {
 		/* its links are taken as they are: only from a pack of the user's */
 		err = stg__fail(ctx, STG_EUSAGE,
@@ -164,7 +166,6 @@ static stg_err env_open(void *arg, stg_ctx *ctx, stg_cache *c, stg_mount **out)
 	           !(err = stg__share_look(ctx, sh, digest))) {
 		err = env_fresh(ctx, stg__share_envfd(sh), p, given, pack);
 	}
-	stg_pack_close(p);
 	char *owner = err ? NULL : stg_owner_process((int)getpid());
 	if (!err && !owner)
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
@@ -181,9 +182,11 @@ static stg_err env_open(void *arg, stg_ctx *ctx, stg_cache *c, stg_mount **out)
 		stg_stage_result_free(&res);
 	}
 	if (!err) {
-		err = stg__mount_open_env(ctx, c, pack, given, sh, out);
+		err = stg__mount_open_env(ctx, c, pack, p, given, sh, out);
 		sh = NULL; /* the mount's, or freed */
+		p = NULL;
 	}
+	stg_pack_close(p);
 	stg__share_free(sh);
 	free(owner);
 	free(real);

@@ -340,24 +340,35 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, NULL, 0);
 		return;
 	}
-	if ((of && of->fd >= 0) || (!of && mp->entry_fd >= 0)) {
-		/* the node cache's entry: checked when it was staged.  With no
-		 * open file (an env's), the file is opened for this read alone */
-		int fd = of ? of->fd : -1;
-		if (!of) {
-			char pbuf[STG_PATH_MAX + 1];
-			fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r, pbuf),
-			                       O_RDONLY, 0);
+	if (!of && mp->entry_fd >= 0) {
+		/* an env's file, in the node cache's entry (checked when it was
+		 * staged), opened for this read alone and passed on without a
+		 * copy where the kernel can (splice) */
+		char pbuf[STG_PATH_MAX + 1];
+		int fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r, pbuf),
+		                           O_RDONLY, 0);
+		if (fd < 0) {
+			fuse_reply_err(req, EIO);
+			return;
 		}
-		char *b = fd >= 0 ? malloc(size) : NULL;
-		ssize_t got = b ? pread(fd, b, size, off) : -1;
+		size_t n = r->size - (uint64_t)off < size ? (size_t)(r->size - (uint64_t)off) : size;
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
+		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+		bv.buf[0].fd = fd;
+		bv.buf[0].pos = off;
+		fuse_reply_data(req, &bv, 0);
+		close(fd);
+		return;
+	}
+	if (of && of->fd >= 0) {
+		/* the node cache's entry: checked when it was staged */
+		char *b = malloc(size);
+		ssize_t got = b ? pread(of->fd, b, size, off) : -1;
 		if (got < 0)
-			fuse_reply_err(req, fd < 0 ? EIO : b ? errno : ENOMEM);
+			fuse_reply_err(req, b ? errno : ENOMEM);
 		else
 			fuse_reply_buf(req, b, (size_t)got);
 		free(b);
-		if (!of && fd >= 0)
-			close(fd);
 		return;
 	}
 	int rc = mp->file_state ? check_file(m, mp, r) : 0;
@@ -503,6 +514,9 @@ static void op_init(void *arg, struct fuse_conn_info *conn)
 	stg_mount *m = arg;
 	if (m->share && (conn->capable & FUSE_CAP_NO_OPEN_SUPPORT))
 		atomic_store(&m->no_open, true);
+	/* an env's reads are spliced from the cache's files */
+	if (m->share && (conn->capable & FUSE_CAP_SPLICE_WRITE))
+		conn->want |= FUSE_CAP_SPLICE_WRITE;
 	/* the content never changes: let the kernel keep what it read */
 	if (conn->capable & FUSE_CAP_CACHE_SYMLINKS)
 		conn->want |= FUSE_CAP_CACHE_SYMLINKS;

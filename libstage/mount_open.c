@@ -244,21 +244,38 @@ static stg_err check_env_dir(stg_ctx *ctx, stg_share *sh, const char *given)
 	return STG_OK;
 }
 
+/* An env's pack, opened by the caller already (its trailer read once). */
+static stg_err take_pack(stg_ctx *ctx, stg_mount *m, const char *name, stg_pack *p)
+{
+	stg_mpack *mp = &m->packs[0];
+	mp->given = name;
+	mp->pack = p;
+	if (!(mp->path = realpath(name, NULL)) || fstat(p->fd, &mp->st))
+		return stg__fail_errno(ctx, STG_ENOENT, errno, "'%s'", name);
+	mp->pack->bw = &m->cache->lim.bw;
+	mp->pack->bw_ctx = ctx;
+	stg_digest_hex(mp->pack->t.digest, mp->digest);
+	return STG_OK;
+}
+
 static stg_err mount_make(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
                           const char *mountpoint, const stg_mount_opts *opts, stg_share *sh,
-                          stg_mount **out)
+                          stg_pack *pre, stg_mount **out)
 {
 	*out = NULL;
-	if (n_packs < 1 || n_packs > STG_MOUNT_MAX_PACKS)
-		return stg__fail(ctx, STG_EUSAGE, "%zu packs: a mount takes 1 to %d", n_packs,
-		                 STG_MOUNT_MAX_PACKS);
-	stg_err err = enough_fds(ctx, n_packs);
-	if (err)
-		return err;
-	stg_mount *m = calloc(1, sizeof *m);
-	if (!m || !(m->packs = calloc(n_packs, sizeof *m->packs))) {
+	stg_err err = n_packs < 1 || n_packs > STG_MOUNT_MAX_PACKS
+	                      ? stg__fail(ctx, STG_EUSAGE, "%zu packs: a mount takes 1 to %d",
+	                                  n_packs, STG_MOUNT_MAX_PACKS)
+	                      : enough_fds(ctx, n_packs);
+	stg_mount *m = err ? NULL : calloc(1, sizeof *m);
+	if (!err && (!m || !(m->packs = calloc(n_packs, sizeof *m->packs)))) {
 		free(m);
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	}
+	if (err) {
+		stg_pack_close(pre); /* what the caller gave is freed either way */
+		stg__share_free(sh);
+		return err;
 	}
 	m->n_packs = n_packs;
 	for (size_t i = 0; i < n_packs; i++)
@@ -286,7 +303,10 @@ static stg_err mount_make(stg_ctx *ctx, stg_cache *c, const char *const *packs, 
 		m->mountpoint = realpath(mountpoint, NULL);
 		err = check_mountpoint(ctx, mountpoint, m->mountpoint);
 	}
-	if (err || (err = open_packs(ctx, m, packs)) || (err = join_frames(ctx, m)))
+	if (!err)
+		err = pre ? take_pack(ctx, m, packs[0], pre) : open_packs(ctx, m, packs);
+	pre = NULL; /* the mount's */
+	if (err || (err = join_frames(ctx, m)))
 		goto fail;
 	const stg_pack **pv = malloc(n_packs * sizeof *pv);
 	if (!pv) {
@@ -349,13 +369,13 @@ fail:
 stg_err stg_mount_open(stg_ctx *ctx, stg_cache *c, const char *const *packs, size_t n_packs,
                        const char *mountpoint, const stg_mount_opts *opts, stg_mount **out)
 {
-	return mount_make(ctx, c, packs, n_packs, mountpoint, opts, NULL, out);
+	return mount_make(ctx, c, packs, n_packs, mountpoint, opts, NULL, NULL, out);
 }
 
-stg_err stg__mount_open_env(stg_ctx *ctx, stg_cache *c, const char *pack, const char *env_dir,
-                            stg_share *sh, stg_mount **out)
+stg_err stg__mount_open_env(stg_ctx *ctx, stg_cache *c, const char *pack, stg_pack *p,
+                            const char *env_dir, stg_share *sh, stg_mount **out)
 {
-	return mount_make(ctx, c, &pack, 1, env_dir, NULL, sh, out);
+	return mount_make(ctx, c, &pack, 1, env_dir, NULL, sh, p, out);
 }
 
 void stg_mount_close(stg_mount *m)
