@@ -31,8 +31,14 @@ load site
 load envs
 bats_require_minimum_version 1.5.0
 
-U=stgenv1
-U2=stgenv2
+# env-slurm-cgroup.bats is this file under proctrack/cgroup (every process
+# of a job, those that left its process group too, ends with it), with
+# users of its own (the files run side by side, and site_stop ends its
+# users' processes)
+case $BATS_TEST_FILENAME in
+*-cgroup.bats) export PROCTRACK=cgroup U=stgenvc1 U2=stgenvc2 ;;
+*) U=stgenv1 U2=stgenv2 ;;
+esac
 SITE_USERS="$U $U2"
 
 setup_file() {
@@ -84,7 +90,15 @@ up = os.stat(os.path.dirname(env))
 print("node=%s prefix=%s numpy=%s ext=%s add=%d mount=%s dev=%d:%d updev=%d:%d extdev=%s mudev=%s" % (
     socket.gethostname(), sys.prefix, numpy.__file__, envprobe_ext.where(), envprobe_ext.add(2, 3),
     mount and mount[0], os.major(st.st_dev), os.minor(st.st_dev), os.major(up.st_dev),
-    os.minor(up.st_dev), mapped_dev(envprobe_ext.where()), mapped_dev(mu.__file__)))
+    os.minor(up.st_dev), mapped_dev(envprobe_ext.where()), mapped_dev(mu.__file__)), flush=True)
+# with BARRIER N: here until N tasks have printed (their mounts live at once)
+if len(sys.argv) > 3:
+    import glob, time
+    open("%s.%s" % (sys.argv[2], socket.gethostname()), "w").close()
+    for _ in range(600):
+        if len(glob.glob(sys.argv[2] + ".*")) >= int(sys.argv[3]):
+            break
+        time.sleep(0.05)
 PY
 	chmod 0644 "$D/probe.py"
 	# the user's env, packed by the user on the login node
@@ -101,7 +115,12 @@ setup() {
 	ENV="$D/shared/$U/py"
 	cd "$D"
 }
-teardown() { :; }
+# a failed test's jobs do not hold the nodes for the next
+teardown() {
+	local u
+	for u in $SITE_USERS; do scancel -u "$u" 2>/dev/null || true; done
+	wait_until 60 sh -c '[ -z "$(squeue -h 2>/dev/null)" ]'
+}
 
 # USER DIR: a venv of USER's at DIR (make_venv) with a package whose
 # import writes its pid to $SLOW_MARK and then sleeps (a slow import),
@@ -232,7 +251,7 @@ probe_served() {
 	digest=$(jq -r .digest "$D/ls.json")
 	[ -n "$digest" ]
 	id=$(submit_job "$U" t1 -N2 <<JOB
-srun -N2 --ntasks-per-node=1 stager run --env "$ENV" -- "$ENV/bin/python" "$D/probe.py" "$ENV"
+srun -N2 --ntasks-per-node=1 stager run --env "$ENV" -- "$ENV/bin/python" "$D/probe.py" "$ENV" "$D/out/t1.barrier" 2
 echo "rc=\$?"
 JOB
 	)
@@ -243,7 +262,8 @@ JOB
 	l2=$(probe_line n2 t1)
 	probe_served "$l1" "$ENV"
 	probe_served "$l2" "$ENV"
-	# each node its own mount: two FUSE connections, two devices
+	# each node its own mount: two FUSE connections, two devices (the two
+	# tasks waited for each other: both mounts lived at once)
 	[ "$(field dev "$l1")" != "$(field dev "$l2")" ]
 	[ "$(grep -c "'$ENV' served from this node" out/t1.log)" -eq 2 ]
 	# each node read the pack into its own cache
@@ -251,16 +271,16 @@ JOB
 	# after the job and its epilog: nothing mounted, recorded or pinned on
 	# either node, and the login node never saw a mount
 	for n in n1 n2; do wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }; done
-	[ "$(awk -v d="$D/" 'index($5, d) == 1' /proc/self/mountinfo)" = "" ]
+	[ "$(awk -v d="$D/" 'index($5, d) == 1 && / - fuse\.stager stager-env:/' /proc/self/mountinfo)" = "" ]
 }
 
-@test "a batch script's stager env: its steps import from it on every node (srun stager env joins the batch shell's mount on the first), listed by status; the job ends, the mounts go with it" {
-	id=$(submit_job "$U" t2 -N2 <<JOB
+@test "a batch script's stager env: its steps import from it (a step's stager run --env joins it), listed by status; the job ends, the mount goes with it" {
+	id=$(submit_job "$U" t2 -N1 <<JOB
 stager env "$ENV" || exit 1
-srun -N2 --ntasks-per-node=1 stager env "$ENV" || exit 1
 for step in 1 2 3; do
-	srun -N2 --ntasks-per-node=1 "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t2-step\$step.log"
+	srun "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t2-step\$step.log"
 done
+srun stager run --env "$ENV" -- "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t2-run.log"
 "$ENV/bin/envprobe"
 touch "$D/out/t2.up"
 $(hold_until t2)
@@ -269,29 +289,58 @@ JOB
 	[ -n "$id" ]
 	wait_until 120 test -e out/t2.up
 	cat out/t2.log
-	for step in 1 2 3; do
-		for n in n1 n2; do
-			line=$(probe_line $n "t2-step$step")
-			probe_served "$line" "$ENV"
-		done
+	n=$(squeue -h -j "$id" -o %N)
+	for step in step1 step2 step3 run; do
+		line=$(probe_line "$n" "t2-$step")
+		probe_served "$line" "$ENV"
 	done
+	# one mount: the step's run used the batch shell's
+	[ "$(field mount "$(probe_line "$n" t2-run)")" = "$(field mount "$(probe_line "$n" t2-step1)")" ]
 	# the console script, by its shebang naming the env's python
 	grep -q "^prefix=$ENV ext=$(envs_site "$ENV")/envprobe_ext\..*\.so add=5$" out/t2.log
-	# one mount a node; on n1 two servers of it (the batch shell's and
-	# the step's, which joined), each pinning the entry; one on n2
-	[ "$(env_mounts n1)" -eq 1 ]
-	[ "$(env_mounts n2)" -eq 1 ]
-	[ "$(records n1 "$U")" -eq 2 ]
-	[ "$(records n2 "$U")" -eq 1 ]
-	[ "$(pins n1 "$U")" -eq 2 ]
-	[ "$(pins n2 "$U")" -eq 1 ]
+	[ "$(env_mounts "$n")" -eq 1 ]
+	[ "$(records "$n" "$U")" -eq 1 ]
+	[ "$(pins "$n" "$U")" -eq 1 ]
 	# stager status on the node lists the env, served, and its job
-	node_stager n1 "$U" status >"$D/out/t2.status"
+	node_stager "$n" "$U" status >"$D/out/t2.status"
 	cat out/t2.status
 	grep -q "^  $ENV  env from $ENV.tar.zst (served)" out/t2.status
 	grep -q "^    job $id (running)" out/t2.status
 	touch out/t2.go
 	finish_job "$id" t2
+	wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }
+}
+
+# Under proctrack/cgroup Slurm kills every process of a step when the
+# step ends, the server of a `srun stager env` too (setsid does not take
+# it out of the step's cgroup): the env's mount on each node is then dead
+# (ENOTCONN) for the job's later steps, which fail to exec the env's
+# python - a half-served env.
+@test "srun stager env in a batch script: served on every node of the job for its later steps; the job ends, the mounts go with it" {
+	id=$(submit_job "$U" t7 -N2 <<JOB
+srun -N2 --ntasks-per-node=1 stager env "$ENV" || exit 1
+for step in 1 2; do
+	srun -N2 --ntasks-per-node=1 "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t7-step\$step.log"
+done
+touch "$D/out/t7.up"
+$(hold_until t7)
+JOB
+	)
+	[ -n "$id" ]
+	wait_until 120 test -e out/t7.up
+	cat out/t7.log
+	for step in 1 2; do
+		for n in n1 n2; do
+			line=$(probe_line $n "t7-step$step")
+			probe_served "$line" "$ENV"
+		done
+	done
+	for n in n1 n2; do
+		[ "$(env_mounts $n)" -eq 1 ]
+		[ "$(records $n "$U")" -eq 1 ]
+	done
+	touch out/t7.go
+	finish_job "$id" t7
 	for n in n1 n2; do wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }; done
 }
 
