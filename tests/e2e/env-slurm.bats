@@ -35,10 +35,18 @@ bats_require_minimum_version 1.5.0
 # of a job, those that left its process group too, ends with it), with
 # users of its own (the files run side by side, and site_stop ends its
 # users' processes)
+# env-slurm-container.bats under job_container/tmpfs: every job has a
+# mount namespace of its own, so an env's mount is the job's (two jobs on
+# a node do not share one; another user's job does not see it); the
+# counts of mounts below are then of all the node's jobs' namespaces.
 case $BATS_TEST_FILENAME in
 *-cgroup.bats) export PROCTRACK=cgroup U=stgenvc1 U2=stgenvc2 ;;
+*-container.bats) export JOB_CONTAINER=tmpfs U=stgenvt1 U2=stgenvt2 ;;
 *) U=stgenv1 U2=stgenv2 ;;
 esac
+# 1 where each job has a mount namespace of its own
+PERJOB=0
+[ -z "${JOB_CONTAINER:-}" ] || PERJOB=1
 SITE_USERS="$U $U2"
 
 setup_file() {
@@ -47,7 +55,14 @@ setup_file() {
 	for c in slurmctld unshare fusermount3 nsenter useradd; do
 		command -v "$c" >/dev/null || skip "needs $c"
 	done
-	D=$(reachable_mktemp stager-envslurm)
+	if [ -n "${JOB_CONTAINER:-}" ]; then
+		# jobs see a /tmp of their own: everything they use is elsewhere
+		D=$(mktemp -d /var/tmp/stager-envslurm.XXXXXX)
+		chmod 0755 "$D"
+		export JOB_CONTAINER_BASE="$D/jc"
+	else
+		D=$(reachable_mktemp stager-envslurm)
+	fi
 	export D
 	export SCRATCH="$D/scratch"
 	for n in n1 n2; do
@@ -146,12 +161,25 @@ PY
 # The pid of node N's slurmd (in N's mount namespace).
 node_pid() { cat "$D/cluster/slurmd-$1.pid"; }
 
-# How many stager env mounts node N has (of this test's: its namespace is
-# a copy of the machine's when the cluster started, with any mount of
-# another test's there then)
+# The mount namespaces of node N: its slurmd's and, under
+# job_container/tmpfs, its jobs' (a process of each, one a line): those
+# of the processes in N's UTS namespace (its hostname)
+node_namespaces() {
+	local pid
+	pid=$(node_pid "$1")
+	ps -e -o pid=,utsns=,mntns= | awk -v p="$pid" '
+		{ uts[$1] = $2; mnt[$1] = $3 }
+		END { for (q in uts) if (uts[q] == uts[p] && !(mnt[q] in seen)) { seen[mnt[q]] = 1; print q } }'
+}
+
+# How many stager env mounts node N has, in all its namespaces (of this
+# test's: a node's namespace is a copy of the machine's when the cluster
+# started, with any mount of another test's there then)
 env_mounts() {
-	awk -v d="$D/" 'index($5, d) == 1 && / - fuse\.stager stager-env:/ { n++ } END { print n + 0 }' \
-		"/proc/$(node_pid "$1")/mountinfo"
+	local p
+	for p in $(node_namespaces "$1"); do
+		awk -v d="$D/" 'index($5, d) == 1 && / - fuse\.stager stager-env:/' "/proc/$p/mountinfo" 2>/dev/null
+	done | wc -l
 }
 
 # How many records of serving processes USER's scratch root on node N holds.
@@ -169,31 +197,22 @@ node_clean() {
 	[ -z "$(node_servers "$1" "$2")" ]
 }
 
-# USER's stager processes in node N's mount namespace.
+# USER's stager processes on node N (in its UTS namespace).
 node_servers() {
-	local ns p
-	ns=$(readlink "/proc/$(node_pid "$1")/ns/mnt")
+	local uts p
+	uts=$(readlink "/proc/$(node_pid "$1")/ns/uts")
 	for p in $(pgrep -u "$2" -x stager); do
-		if [ "$(readlink "/proc/$p/ns/mnt" 2>/dev/null)" = "$ns" ]; then echo "$p"; fi
+		if [ "$(readlink "/proc/$p/ns/uts" 2>/dev/null)" = "$uts" ]; then echo "$p"; fi
 	done
 }
 
 # What is left on node N for USER, for a failing test's log.
 node_state() {
+	local p
 	echo "== $1: mounts $(env_mounts "$1"), records $(records "$1" "$2"), pins $(pins "$1" "$2")"
-	awk -v d="$D/" 'index($5, d) == 1' "/proc/$(node_pid "$1")/mountinfo"
+	for p in $(node_namespaces "$1"); do awk -v d="$D/" 'index($5, d) == 1' "/proc/$p/mountinfo"; done
 	find "$D/cluster/nodes/$1/$2/mounts" "$D/cluster/nodes/$1/$2/pins" 2>/dev/null || true
 	node_servers "$1" "$2" | xargs -r ps -o pid=,args= -p
-}
-
-# N USER ARGS...: stager ARGS as USER on node N (in its mount namespace,
-# with its scratch), as a login shell has it
-node_stager() {
-	local n=$1 u=$2
-	shift 2
-	nsenter -t "$(node_pid "$n")" -m -- runuser -u "$u" -- env -i HOME="/home/$u" USER="$u" \
-		PATH=/usr/bin:/bin SLURM_CONF="$SLURM_CONF" STAGER_SITE_CONFIG="$D/stager.conf" \
-		"$D/prefix/bin/stager" "$@"
 }
 
 # USER NAME SBATCH-ARGS...: submit the job script on stdin (bash) as USER,
@@ -282,6 +301,7 @@ for step in 1 2 3; do
 done
 srun stager run --env "$ENV" -- "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t2-run.log"
 "$ENV/bin/envprobe"
+stager status >"$D/out/t2.status"
 touch "$D/out/t2.up"
 $(hold_until t2)
 JOB
@@ -298,11 +318,10 @@ JOB
 	[ "$(field mount "$(probe_line "$n" t2-run)")" = "$(field mount "$(probe_line "$n" t2-step1)")" ]
 	# the console script, by its shebang naming the env's python
 	grep -q "^prefix=$ENV ext=$(envs_site "$ENV")/envprobe_ext\..*\.so add=5$" out/t2.log
-	[ "$(env_mounts "$n")" -eq 1 ]
-	[ "$(records "$n" "$U")" -eq 1 ]
-	[ "$(pins "$n" "$U")" -eq 1 ]
-	# stager status on the node lists the env, served, and its job
-	node_stager "$n" "$U" status >"$D/out/t2.status"
+	[ "$(env_mounts "$n")" -eq 1 ] || { node_state "$n" "$U"; false; }
+	[ "$(records "$n" "$U")" -eq 1 ] || { node_state "$n" "$U"; false; }
+	[ "$(pins "$n" "$U")" -eq 1 ] || { node_state "$n" "$U"; false; }
+	# stager status in the job lists the env, served, and its job
 	cat out/t2.status
 	grep -q "^  $ENV  env from $ENV.tar.zst (served)" out/t2.status
 	grep -q "^    job $id (running)" out/t2.status
@@ -393,7 +412,8 @@ JOB
 	)
 	[ -n "$b" ]
 	wait_until 60 test -e out/t6b.up
-	[ "$(env_mounts n1)" -eq 1 ]
+	# (one mount, or under job_container/tmpfs one in each job)
+	[ "$(env_mounts n1)" -eq $((1 + PERJOB)) ]
 	[ "$(records n1 "$U")" -eq 2 ]
 	scancel "$a"
 	finish_job "$a" t6a
@@ -462,8 +482,13 @@ JOB
 	finish_job "$id" t4c
 	task_lines n2 t4c | grep -qx "n2 rc=0"
 	grep -qx "imported $sp/addedpkg/__init__.py" out/t4c.log
-	task_lines n1 t4c | grep -qx "n1 rc=7"
-	grep -q "served on this node from another version" out/t4c.log
+	if [ "$PERJOB" -eq 0 ]; then
+		task_lines n1 t4c | grep -qx "n1 rc=7"
+		grep -q "served on this node from another version" out/t4c.log
+	else
+		# (each job its own mount namespace: served in this one's)
+		task_lines n1 t4c | grep -qx "n1 rc=0"
+	fi
 	# the holder imports from its version to its end
 	touch out/t4h.go
 	finish_job "$h" t4h
@@ -517,8 +542,14 @@ JOB
 	grep -q "the pack '$ENV.tar.zst' belongs to uid $(id -u "$U"), not you" out/t5o.log
 	# and unreadable on the node that serves it (the mount is its user's
 	# alone: no allow_other), readable on n2 from the shared filesystem
-	grep -qx "read rc=1" out/t5o.log
-	grep -q "$ENV/pyvenv.cfg: Permission denied" out/t5o.log
+	# (under job_container/tmpfs the second user's job does not see the
+	# first's mount: the shared filesystem's)
+	if [ "$PERJOB" -eq 0 ]; then
+		grep -qx "read rc=1" out/t5o.log
+		grep -q "$ENV/pyvenv.cfg: Permission denied" out/t5o.log
+	else
+		grep -qx "read rc=0" out/t5o.log
+	fi
 	grep -qx "read on n2 rc=0" out/t5o.log
 	# the first user's job, undisturbed
 	[ "$(records n1 "$U")" -eq 1 ]
