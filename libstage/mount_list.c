@@ -401,8 +401,8 @@ static void end_mount(sweeping *sw, const stg_mount_info *mi, bool shared)
 			char job[24];
 			size_t n;
 			unpin_arg u = {sw, mi->owner};
-			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, NULL, unpin_other,
-			            &u);
+			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, NULL,
+			            unpin_other, &u);
 		}
 		if (stop_owner(mi->owner, sw->uid, &sw->stop[sw->n_stop]) == 0)
 			sw->n_stop++;

@@ -163,14 +163,20 @@ int cmd_env(int argc, char **argv)
 			int pid;
 			err = stg_env_spawn(ctx, cache, argv[i], 0, &pid, NULL);
 			if (!err && job && *job)
-				cli_info("'%s' served from this node until job %s ends (process %d)",
-				         argv[i], job, pid);
+				cli_info(
+				        "'%s' served from this node until job %s ends (process %d)",
+				        argv[i], job, pid);
 			else if (!err)
 				cli_info("'%s' served from this node until `stager umount %s` "
 				         "(process %d)",
 				         argv[i], argv[i], pid);
 		}
-		if (err)
+		if (err == STG_ENOTSUP && !foreground)
+			/* no FUSE here: the job goes on with the env as it is */
+			cli_error("%s: '%s' is used from the shared filesystem as it is (slower: "
+			          "every import asks it)",
+			          stg_errmsg(ctx), argv[i]);
+		else if (err)
 			rc = cli_fail(ctx, err);
 	}
 out:

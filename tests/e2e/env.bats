@@ -203,3 +203,15 @@ print(hello.hi())
 	[ "$status" -eq 1 ]
 	echo "$output" | grep -q "belongs to uid 0, not you"
 }
+
+@test "run --env and env without FUSE (no fusermount3 on the PATH): a warning, and the env as the shared filesystem has it" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	run -0 env PATH=/nonexistent "$STAGER" run --env "$T/py" -- "$T/py/bin/hello"
+	echo "$output" | grep -q "FUSE is not available on this node (no fusermount3 on the PATH)"
+	echo "$output" | grep -q "^hi from $T/py/lib/python3.*/site-packages/hello/__init__.py"
+	run -0 env PATH=/nonexistent "$STAGER" env "$T/py"
+	echo "$output" | grep -q "used from the shared filesystem as it is"
+	! served "$T/py" || false
+	[ "$(records)" -eq 0 ]
+}
