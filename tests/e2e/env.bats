@@ -245,3 +245,21 @@ print(hello.hi())
 	! served "$T/c" || false
 	[ "$(records)" -eq 0 ]
 }
+
+@test "env --foreground: served by this process until SIGTERM, then unmounted, nothing left" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	"$STAGER" env --foreground "$T/py" 2>fg.err 3>&- &
+	pid=$!
+	PIDS="$PIDS $pid"
+	wait_until 30 served "$T/py"
+	"$T/py/bin/hello" | grep -q "^hi from"
+	[ "$(records)" -eq 1 ]
+	kill -TERM "$pid"
+	wait_pid "$pid"
+	! served "$T/py" || false
+	[ "$(records)" -eq 0 ]
+	grep -q "'$T/py' served from this node" fg.err
+	run -1 stager env --foreground "$T/py" "$T/py"
+	echo "$output" | grep -q "serves one env"
+}
