@@ -1539,6 +1539,15 @@ STG_API stg_err stg_env_foreground(stg_ctx *ctx, stg_cache *cache, const char *e
  * unmounts only if it was the last. */
 STG_API stg_err stg_env_spawn(stg_ctx *ctx, stg_cache *cache, const char *env_dir, int tied,
                               int *pid, int *tie_fd);
+/* Served on every node of the Slurm job until it ends: here as
+ * stg_env_spawn untied (*pid), on the job's other nodes by a step of its
+ * own that lasts the job (srun --overlap of `stager env --foreground
+ * --node-ready` per node: fo's program), started in the background and
+ * left running once each node serves it.  All or nothing: STG_EREMOTE
+ * naming a node that cannot (its reason), and nothing served anywhere.
+ * In a job of one node, or none, stg_env_spawn. */
+STG_API stg_err stg_env_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
+                                  const stg_fanout_opts *fo, int *pid);
 
 /* ---- helpers ---------------------------------------------------------- */
 

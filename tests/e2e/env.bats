@@ -262,4 +262,11 @@ print(hello.hi())
 	grep -q "'$T/py' served from this node" fg.err
 	run -1 stager env --foreground "$T/py" "$T/py"
 	echo "$output" | grep -q "serves one env"
+	run -1 stager env --foreground --all-nodes "$T/py"
+	echo "$output" | grep -q "not with --foreground"
+	# --all-nodes outside a job of several nodes: this node's, as env's
+	run -0 stager env --all-nodes "$T/py"
+	served "$T/py"
+	stager umount "$T/py"
+	wait_until 10 no_records
 }
