@@ -101,7 +101,8 @@ static stg_err env_fresh(stg_ctx *ctx, int envfd, const stg_pack *p, const char 
 		struct stat st;
 		if (!seen[k] && fstatat(envfd, watched[k], &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 		    S_ISDIR(st.st_mode))
-			snprintf(why, sizeof why, "'%s' is new since the pack was made", watched[k]);
+			snprintf(why, sizeof why, "'%s' is new since the pack was made",
+			         watched[k]);
 	}
 	if (why[0])
 		return stg__fail(ctx, STG_ENOENT,
@@ -115,6 +116,28 @@ static stg_err env_fresh(stg_ctx *ctx, int envfd, const stg_pack *p, const char 
 		         "a change to it after its pack will not be noticed",
 		         env_dir);
 	return STG_OK;
+}
+
+/* Can this user mount with FUSE here: /dev/fuse opened, fusermount3 on
+ * the PATH (libfuse runs it)?  STG_ENOTSUP, saying which, if not. */
+static stg_err fuse_here(stg_ctx *ctx)
+{
+	int fd = open("/dev/fuse", O_RDWR | O_CLOEXEC);
+	if (fd < 0)
+		return stg__fail_errno(ctx, STG_ENOTSUP, errno,
+		                       "FUSE is not available on this node (/dev/fuse)");
+	close(fd);
+	const char *path = getenv("PATH");
+	char buf[STG_PATH_MAX + 1];
+	for (const char *p = path && *path ? path : "/usr/bin:/bin"; *p;) {
+		size_t n = strcspn(p, ":");
+		snprintf(buf, sizeof buf, "%.*s/fusermount3", (int)n, p);
+		if (n && access(buf, X_OK) == 0)
+			return STG_OK;
+		p += n + (p[n] == ':');
+	}
+	return stg__fail(ctx, STG_ENOTSUP,
+	                 "FUSE is not available on this node (no fusermount3 on the PATH)");
 }
 
 /* What the serving process is given. */
@@ -146,6 +169,8 @@ static stg_err env_open(void *arg, stg_ctx *ctx, stg_cache *c, stg_mount **out)
 	struct stat st;
 	if (!pack || (!real && errno == ENOMEM)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
+	} else if ((err = fuse_here(ctx))) {
+		/* (the caller may go on with the env as it is) */
 	} else if (!real) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "no env at '%s'", given);
 	} else if (stat(pack, &st) && errno == ENOENT) {

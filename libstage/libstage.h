@@ -1493,8 +1493,8 @@ typedef struct stg_mount_info {
 	char digest[STG_DIGEST_HEXLEN + 1];
 	size_t n_packs; /* how many it serves */
 	int alive, mounted;
-	char *job;    /* the Slurm job it was made in, or NULL */
-	int job_over; /* 1: Slurm says that job is over; 0: it is not; -1: unknown */
+	char *job;              /* the Slurm job it was made in, or NULL */
+	int job_over;           /* 1: Slurm says that job is over; 0: it is not; -1: unknown */
 	unsigned long long env; /* a Python env's server (stg_env_spawn): its
 	                           mount namespace's id; 0: a mount of packs */
 } stg_mount_info;
@@ -1519,7 +1519,10 @@ STG_API void stg_mount_list_free(stg_mount_info *v, size_t n);
  * last to end.  Never stale: an env whose bin, lib, conda-meta or
  * lib/pythonX.Y/site-packages directories changed after its pack (a
  * package installed, removed or upgraded) is refused, STG_ENOENT, with
- * the command that packs it again; as is one with no pack.  STG_EIO:
+ * the command that packs it again; as is one with no pack.  STG_ENOTSUP:
+ * FUSE is not available here (no /dev/fuse, or no fusermount3): nothing
+ * is served, and the env as the shared filesystem has it is the only
+ * one (stg_run and `stager env` go on with it, saying so).  STG_EIO:
  * another version of the pack is served at ENV_DIR on this node (by
  * another job: one path shows one version), or FUSE could not mount.  STG_EUSAGE: ENV_DIR is not
  * a directory of the caller's.  Otherwise as stg_mount_open.
@@ -1536,6 +1539,15 @@ STG_API stg_err stg_env_foreground(stg_ctx *ctx, stg_cache *cache, const char *e
  * unmounts only if it was the last. */
 STG_API stg_err stg_env_spawn(stg_ctx *ctx, stg_cache *cache, const char *env_dir, int tied,
                               int *pid, int *tie_fd);
+/* Served on every node of the Slurm job until it ends: here as
+ * stg_env_spawn untied (*pid), on the job's other nodes by a step of its
+ * own that lasts the job (srun --overlap of `stager env --foreground
+ * --node-ready` per node: fo's program), started in the background and
+ * left running once each node serves it.  All or nothing: STG_EREMOTE
+ * naming a node that cannot (its reason), and nothing served anywhere.
+ * In a job of one node, or none, stg_env_spawn. */
+STG_API stg_err stg_env_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
+                                  const stg_fanout_opts *fo, int *pid);
 
 /* ---- helpers ---------------------------------------------------------- */
 

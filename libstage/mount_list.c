@@ -401,8 +401,8 @@ static void end_mount(sweeping *sw, const stg_mount_info *mi, bool shared)
 			char job[24];
 			size_t n;
 			unpin_arg u = {sw, mi->owner};
-			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, NULL, unpin_other,
-			            &u);
+			record_read(sw->dfd, mi->owner, mp, pack, digest, job, &n, NULL,
+			            unpin_other, &u);
 		}
 		if (stop_owner(mi->owner, sw->uid, &sw->stop[sw->n_stop]) == 0)
 			sw->n_stop++;
@@ -448,24 +448,26 @@ static int sweep(stg_ctx *ctx, stg_cache *c, const char *job, bool ask, bool dry
 	sw.dfd = openat(c->rootfd, "mounts", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	int removed = 0;
 	job_states js = {0};
-	bool *end = calloc(n ? n : 1, sizeof *end);
-	for (int pass = 0; pass < 2 && end && sw.stop && sw.dfd >= 0; pass++) {
+	/* end[i]: v[i] is ended by this sweep (decided a pass at a time: an
+	 * env's mount stays while a server the sweep leaves alone uses it) */
+	bool *end = calloc(n ? n : 1, sizeof *end), *now = calloc(n ? n : 1, sizeof *now);
+	for (int pass = 0; pass < 2 && end && now && sw.stop && sw.dfd >= 0; pass++) {
 		for (size_t i = 0; i < n; i++) {
 			const stg_mount_info *mi = &v[i];
 			bool mine = !mi->alive || (job && mi->job && !strcmp(job, mi->job));
-			if (pass == 0 ? !mine
-			              : mine || !mi->job || !ask || job_over(&js, mi->job) != 1)
-				continue;
-			end[i] = true;
+			now[i] = !end[i] && (pass == 0 ? mine
+			                              : !mine && mi->job && ask &&
+			                                        job_over(&js, mi->job) == 1);
+			end[i] |= now[i];
 		}
-	}
-	for (size_t i = 0; end && sw.stop && sw.dfd >= 0 && i < n; i++) {
-		if (!end[i])
-			continue;
-		end_mount(&sw, &v[i], served_by_others(v, n, end, i));
-		removed++;
+		for (size_t i = 0; i < n; i++)
+			if (now[i]) {
+				end_mount(&sw, &v[i], served_by_others(v, n, end, i));
+				removed++;
+			}
 	}
 	free(end);
+	free(now);
 	reap(ctx, sw.stop, sw.n_stop);
 	free(sw.stop);
 	if (sw.dfd >= 0)

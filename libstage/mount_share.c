@@ -187,7 +187,9 @@ static stg_err ask(stg_ctx *ctx, stg_share *sh, const char *owner, int *fuse, in
 		char b[CMSG_SPACE(2 * sizeof(int))];
 	} cm;
 	struct iovec iov = {buf, MSG_MAX};
-	struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = cm.b,
+	struct msghdr msg = {.msg_iov = &iov,
+	                     .msg_iovlen = 1,
+	                     .msg_control = cm.b,
 	                     .msg_controllen = sizeof cm.b};
 	struct pollfd pf = {.fd = s, .events = POLLIN};
 	ssize_t n = -1;
@@ -264,8 +266,10 @@ static void *listen_thread(void *arg)
 			} cm;
 			memset(&cm, 0, sizeof cm);
 			struct iovec iov = {msgbuf, (size_t)hl + m->init_len};
-			struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1,
-			                     .msg_control = cm.b, .msg_controllen = sizeof cm.b};
+			struct msghdr msg = {.msg_iov = &iov,
+			                     .msg_iovlen = 1,
+			                     .msg_control = cm.b,
+			                     .msg_controllen = sizeof cm.b};
 			struct cmsghdr *h = CMSG_FIRSTHDR(&msg);
 			h->cmsg_level = SOL_SOCKET;
 			h->cmsg_type = SCM_RIGHTS;

@@ -66,9 +66,9 @@ static _Atomic(stg_ctx *) stop_ctx;
 static atomic_int stop_pipe = -1; /* the write end, non-blocking */
 static const int stops[] = {SIGTERM, SIGINT, SIGHUP};
 #define N_STOPS     (sizeof stops / sizeof stops[0])
-#define KICK_NS     20000000L /* between the stopper's signals to the serving thread */
-#define POLL_MS     100       /* between a waiting caller's looks at its cancellation */
-#define GIVE_UP_MAX 3.0       /* s an interrupted caller waits for the child to end */
+#define KICK_NS     20000000L      /* between the stopper's signals to the serving thread */
+#define POLL_MS     100            /* between a waiting caller's looks at its cancellation */
+#define GIVE_UP_MAX 3.0            /* s an interrupted caller waits for the child to end */
 #define SIGWAKE     (SIGRTMIN + 3) /* ends a tied env server's wait; no job gets it */
 
 static void on_stop(int sig)
@@ -211,8 +211,8 @@ stg_err stg_mount_foreground(stg_ctx *ctx, stg_cache *cache, const char *const *
 }
 
 stg_err stg__mount_foreground_with(stg_ctx *ctx, stg_cache *cache, stg_mount_opener open_fn,
-                                   void *open_arg, const char *mountpoint,
-                                   void (*ready)(void *arg), void *arg)
+                                   void *open_arg, const char *mountpoint, void (*ready)(void *arg),
+                                   void *arg)
 {
 	/* the handlers go in before anything waits, and before the mount
 	 * appears: a stop signal sent as soon as the tree shows must stop the
@@ -430,8 +430,8 @@ static int serve_tied(stg_ctx *ctx, stg_mount *m)
 	sigaction(SIGWAKE, &sa, NULL);
 	struct tied td = {m, pthread_self(), false, {-1, -1}};
 	pthread_t t;
-	bool watching = pipe2(td.over, O_CLOEXEC) == 0 &&
-	                pthread_create(&t, NULL, tie_watch, &td) == 0;
+	bool watching =
+	        pipe2(td.over, O_CLOEXEC) == 0 && pthread_create(&t, NULL, tie_watch, &td) == 0;
 	stg_err err = stg_mount_serve(m);
 	atomic_store(&td.done, true);
 	if (watching) {

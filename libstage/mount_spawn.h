@@ -14,8 +14,8 @@ typedef stg_err (*stg_mount_opener)(void *arg, stg_ctx *ctx, stg_cache *cache, s
 /* As stg_mount_foreground and stg_mount_spawn, the mount made by
  * open_fn(open_arg, ...); mountpoint is for messages. */
 stg_err stg__mount_foreground_with(stg_ctx *ctx, stg_cache *cache, stg_mount_opener open_fn,
-                                   void *open_arg, const char *mountpoint,
-                                   void (*ready)(void *arg), void *arg);
+                                   void *open_arg, const char *mountpoint, void (*ready)(void *arg),
+                                   void *arg);
 stg_err stg__mount_spawn_with(stg_ctx *ctx, stg_cache *cache, stg_mount_opener open_fn,
                               void *open_arg, const char *mountpoint, int tied, int *pid,
                               int *tie_fd);

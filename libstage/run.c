@@ -543,10 +543,11 @@ stg_err stg_run(stg_ctx *ctx, stg_cache *cache, const stg_config *cfg, const stg
 		return told(ctx, stg__fail(ctx, STG_EUSAGE,
 		                           "mounts are of this node only: not with all_nodes"));
 	if (opts->n_envs && opts->all_nodes)
-		return told(ctx, stg__fail(ctx, STG_EUSAGE,
-		                           "an env is served on this node only, not with all_nodes: "
-		                           "`srun stager run --env ENV -- CMD` serves it on each "
-		                           "node of the step"));
+		return told(ctx,
+		            stg__fail(ctx, STG_EUSAGE,
+		                      "an env is served on this node only, not with all_nodes: "
+		                      "`srun stager run --env ENV -- CMD` serves it on each "
+		                      "node of the step"));
 	run_state r = {.ctx = ctx, .cache = cache, .cfg = cfg, .o = opts, .co = opts->collect};
 	/* in a job of one node, or none, all_nodes changes nothing */
 	r.all_nodes = opts->all_nodes && stg_job_nodes() > 1;

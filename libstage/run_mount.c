@@ -101,9 +101,21 @@ static stg_err serve_envs(run_state *r)
 		}
 		run_mount *m = &r->mounts[r->n_mounts++];
 		packs[0] = pack;
-		*m = (run_mount){.dir = dir, .packs = packs, .n_packs = 1, .pid = -1, .tie = -1,
+		*m = (run_mount){.dir = dir,
+		                 .packs = packs,
+		                 .n_packs = 1,
+		                 .pid = -1,
+		                 .tie = -1,
 		                 .env = true};
 		stg_err err = stg_env_spawn(r->ctx, r->cache, dir, 1, &m->pid, &m->tie);
+		if (err == STG_ENOTSUP) {
+			/* no FUSE here: the env as it is, never half of one */
+			stg__log(r->ctx, STG_LOG_WARN,
+			         "%s: '%s' is used from the shared filesystem as it is (slower: "
+			         "every import asks it)",
+			         stg_errmsg(r->ctx), dir);
+			continue;
+		}
 		if (err)
 			return err;
 		stg__log(r->ctx, STG_LOG_INFO, "'%s' served from this node (its pack '%s')", dir,

@@ -1,7 +1,11 @@
 /*
  * cmd_mount.c - stager mount PACK... MOUNTPOINT [--foreground] [--cache] [--cache-size SIZE]
  *               stager umount MOUNTPOINT
- *               stager env ENV_DIR... [--foreground]
+ *               stager env ENV_DIR... [--foreground] [--all-nodes]
+ *
+ * --node-ready (not in --help) is the task each other node of `env
+ * --all-nodes` runs: it serves in the foreground and says "stager-node
+ * ready NODE" on stdout once it does (or "stager-node failed NODE WHY").
  *
  * In the background (the default), a process of its own mounts and serves
  * (stg_mount_spawn); `stager mount` returns when the tree can be read, with
@@ -13,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE, OPT_CACHE };
+enum { OPT_FOREGROUND = OPT_FIRST_LOCAL, OPT_CACHE_SIZE, OPT_CACHE, OPT_ALL_NODES, OPT_NODE_READY };
 
 struct mounted {
 	const char *pack, *mp;
@@ -124,14 +128,25 @@ static void say_served(void *arg)
 	         (const char *)arg, (const char *)arg);
 }
 
+/* --node-ready: the line env --all-nodes waits for */
+static void say_node_ready(void *arg)
+{
+	(void)arg;
+	char me[256];
+	printf("stager-node ready %s\n", stg_node_name(me, sizeof me));
+	fflush(stdout);
+}
+
 int cmd_env(int argc, char **argv)
 {
 	static const struct option lo[] = {
 	        {"foreground", no_argument, NULL, OPT_FOREGROUND},
+	        {"all-nodes", no_argument, NULL, OPT_ALL_NODES},
+	        {"node-ready", no_argument, NULL, OPT_NODE_READY},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
-	bool foreground = false;
+	bool foreground = false, all_nodes = false, node_ready = false;
 	int c, rc;
 	while ((c = getopt_long(argc, argv, "hqv", lo, NULL)) != -1) {
 		rc = cli_global_option(c, optarg);
@@ -141,6 +156,10 @@ int cmd_env(int argc, char **argv)
 			continue;
 		if (c == OPT_FOREGROUND)
 			foreground = true;
+		else if (c == OPT_ALL_NODES)
+			all_nodes = true;
+		else if (c == OPT_NODE_READY)
+			node_ready = true;
 		else
 			return cli_usage("unexpected option");
 	}
@@ -148,6 +167,8 @@ int cmd_env(int argc, char **argv)
 		return cli_usage("stager env ENV_DIR...");
 	if (foreground && argc - optind > 1)
 		return cli_usage("--foreground serves one env: give one ENV_DIR");
+	if (foreground && all_nodes)
+		return cli_usage("--all-nodes serves in the background: not with --foreground");
 	stg_ctx *ctx = cli_ctx();
 	stg_config *cfg = cli_config(ctx);
 	stg_cache *cache = cli_cache(ctx, cfg, &rc);
@@ -158,19 +179,40 @@ int cmd_env(int argc, char **argv)
 	for (int i = optind; i < argc && rc == EXIT_OK; i++) {
 		stg_err err;
 		if (foreground) {
-			err = stg_env_foreground(ctx, cache, argv[i], say_served, argv[i]);
+			err = stg_env_foreground(ctx, cache, argv[i],
+			                         node_ready ? say_node_ready : say_served, argv[i]);
+			if (err && node_ready) {
+				char me[256];
+				printf("stager-node failed %s %s\n", stg_node_name(me, sizeof me),
+				       stg_errmsg(ctx));
+				fflush(stdout);
+			}
 		} else {
 			int pid;
-			err = stg_env_spawn(ctx, cache, argv[i], 0, &pid, NULL);
-			if (!err && job && *job)
-				cli_info("'%s' served from this node until job %s ends (process %d)",
-				         argv[i], job, pid);
+			stg_fanout_opts fo;
+			cli_fanout_opts(&fo);
+			err = all_nodes ? stg_env_all_nodes(ctx, cache, argv[i], &fo, &pid)
+			                : stg_env_spawn(ctx, cache, argv[i], 0, &pid, NULL);
+			if (!err && all_nodes && stg_job_nodes() > 1)
+				cli_info("'%s' served on the job's %u nodes until the job ends "
+				         "(here by "
+				         "process %d)",
+				         argv[i], stg_job_nodes(), pid);
+			else if (!err && job && *job)
+				cli_info(
+				        "'%s' served from this node until job %s ends (process %d)",
+				        argv[i], job, pid);
 			else if (!err)
 				cli_info("'%s' served from this node until `stager umount %s` "
 				         "(process %d)",
 				         argv[i], argv[i], pid);
 		}
-		if (err)
+		if (err == STG_ENOTSUP && !foreground)
+			/* no FUSE here: the job goes on with the env as it is */
+			cli_error("%s: '%s' is used from the shared filesystem as it is (slower: "
+			          "every import asks it)",
+			          stg_errmsg(ctx), argv[i]);
+		else if (err)
 			rc = cli_fail(ctx, err);
 	}
 out:

@@ -6,6 +6,7 @@
 
 load helpers
 load mount_helpers
+load envs
 bats_require_minimum_version 1.5.0
 
 PY=/usr/bin/python3
@@ -202,4 +203,70 @@ print(hello.hi())
 	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" "$AS_USER_STAGER" env "$T/other/py"
 	[ "$status" -eq 1 ]
 	echo "$output" | grep -q "belongs to uid 0, not you"
+}
+
+@test "run --env and env without FUSE (no fusermount3 on the PATH): a warning, and the env as the shared filesystem has it" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	run -0 env PATH=/nonexistent "$STAGER" run --env "$T/py" -- "$T/py/bin/hello"
+	echo "$output" | grep -q "FUSE is not available on this node (no fusermount3 on the PATH)"
+	echo "$output" | grep -q "^hi from $T/py/lib/python3.*/site-packages/hello/__init__.py"
+	run -0 env PATH=/nonexistent "$STAGER" env "$T/py"
+	echo "$output" | grep -q "used from the shared filesystem as it is"
+	! served "$T/py" || false
+	[ "$(records)" -eq 0 ]
+}
+
+@test "run --env serves real envs whole: torch, numpy, a C extension and a console script from a venv; a conda prefix's RPATH and prefix file" {
+	"$ENVS_PY" -c 'import torch, numpy' 2>/dev/null || skip "$ENVS_PY has no torch and numpy"
+	make_venv "$T/v" --torch
+	make_conda_prefix "$T/c"
+	stager pack -q v >/dev/null
+	stager pack -q c >/dev/null
+	site=$(envs_site "$T/v")
+	# every module from the mount (another device than the shared
+	# filesystem's), nothing of Debian's dist-packages
+	cat >probe.py <<-PY
+		import os, sys, torch, numpy, envprobe_ext
+		shared = os.stat("$T").st_dev
+		for f in (torch.__file__, numpy.__file__, envprobe_ext.__file__, torch._C.__file__):
+		    assert os.stat(f).st_dev != shared, f
+		    assert f.startswith("$site/"), f
+		assert not [m for m in sys.modules.values() if "dist-packages" in (getattr(m, "__file__", "") or "")]
+		print("torch", int(torch.ones(4).sum()), "numpy", int(numpy.arange(4).sum()))
+	PY
+	run -0 stager run --env "$T/v" --env "$T/c" -- sh -c "'$T/v/bin/python' probe.py && '$T/v/bin/envprobe' && '$T/c/bin/envprobe' && stat -c 'conda lib %d' '$T/c/lib/libenvprobe.so' '$T'"
+	# the prefix's library from its mount too
+	[ "$(echo "$output" | grep '^conda lib' | sort -u | wc -l)" -eq 2 ]
+	echo "$output" | grep -qx "torch 4 numpy 6"
+	echo "$output" | grep -q "^prefix=$T/v ext=$site/envprobe_ext"
+	echo "$output" | grep -qx "libenvprobe=$T/c/lib/libenvprobe.so prefix.conf=prefix=$T/c"
+	! served "$T/v" || false
+	! served "$T/c" || false
+	[ "$(records)" -eq 0 ]
+}
+
+@test "env --foreground: served by this process until SIGTERM, then unmounted, nothing left" {
+	small_venv "$T/py"
+	stager pack -q py >/dev/null
+	"$STAGER" env --foreground "$T/py" 2>fg.err 3>&- &
+	pid=$!
+	PIDS="$PIDS $pid"
+	wait_until 30 served "$T/py"
+	"$T/py/bin/hello" | grep -q "^hi from"
+	[ "$(records)" -eq 1 ]
+	kill -TERM "$pid"
+	wait_pid "$pid"
+	! served "$T/py" || false
+	[ "$(records)" -eq 0 ]
+	grep -q "'$T/py' served from this node" fg.err
+	run -1 stager env --foreground "$T/py" "$T/py"
+	echo "$output" | grep -q "serves one env"
+	run -1 stager env --foreground --all-nodes "$T/py"
+	echo "$output" | grep -q "not with --foreground"
+	# --all-nodes outside a job of several nodes: this node's, as env's
+	run -0 stager env --all-nodes "$T/py"
+	served "$T/py"
+	stager umount "$T/py"
+	wait_until 10 no_records
 }
