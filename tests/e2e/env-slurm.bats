@@ -174,26 +174,31 @@ PY
 # The pid of node N's slurmd (in N's mount namespace).
 node_pid() { cat "$D/cluster/slurmd-$1.pid"; }
 
-# The mount namespaces of node N: its slurmd's and, under
-# job_container/tmpfs, its jobs' (a process of each, one a line): those
-# of the processes in N's UTS namespace (its hostname)
-node_namespaces() {
+# The processes of node N, "PID MNTNS" a line: those in its UTS namespace
+# (its hostname), its slurmd's first; under job_container/tmpfs its jobs'
+# are in mount namespaces of their own
+node_procs() {
 	local pid
 	pid=$(node_pid "$1")
 	ps -e -o pid=,utsns=,mntns= | awk -v p="$pid" '
 		{ uts[$1] = $2; mnt[$1] = $3 }
-		END { for (q in uts) if (uts[q] == uts[p] && !(mnt[q] in seen)) { seen[mnt[q]] = 1; print q } }'
+		END { print p, mnt[p]; for (q in uts) if (q != p && uts[q] == uts[p]) print q, mnt[q] }'
+}
+
+# The mountinfo lines under $D of node N's mount namespaces, each once
+# ("NS LINE"), read from every process of the node that still lives (one
+# may end while it is read)
+node_mountinfo() {
+	local p ns
+	node_procs "$1" | while read -r p ns; do
+		awk -v d="$D/" -v ns="$ns" 'index($5, d) == 1 { print ns, $0 }' "/proc/$p/mountinfo" 2>/dev/null
+	done | sort -u -k1,2
 }
 
 # How many stager env mounts node N has, in all its namespaces (of this
 # test's: a node's namespace is a copy of the machine's when the cluster
 # started, with any mount of another test's there then)
-env_mounts() {
-	local p
-	for p in $(node_namespaces "$1"); do
-		awk -v d="$D/" 'index($5, d) == 1 && / - fuse\.stager stager-env:/' "/proc/$p/mountinfo" 2>/dev/null
-	done | wc -l
-}
+env_mounts() { node_mountinfo "$1" | grep -c ' - fuse\.stager stager-env:' || true; }
 
 # How many records of serving processes USER's scratch root on node N holds.
 records() { find "$D/cluster/nodes/$1/$2/mounts" -name 'pid-*' ! -name '*.*' 2>/dev/null | wc -l; }
@@ -221,9 +226,8 @@ node_servers() {
 
 # What is left on node N for USER, for a failing test's log.
 node_state() {
-	local p
 	echo "== $1: mounts $(env_mounts "$1"), records $(records "$1" "$2"), pins $(pins "$1" "$2")"
-	for p in $(node_namespaces "$1"); do awk -v d="$D/" 'index($5, d) == 1' "/proc/$p/mountinfo"; done
+	node_mountinfo "$1"
 	find "$D/cluster/nodes/$1/$2/mounts" "$D/cluster/nodes/$1/$2/pins" 2>/dev/null || true
 	node_servers "$1" "$2" | xargs -r ps -o pid=,args= -p
 }
@@ -343,14 +347,9 @@ JOB
 	wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }
 }
 
-# Under proctrack/cgroup Slurm kills every process of a step when the
-# step ends, the server of a `srun stager env` too (setsid does not take
-# it out of the step's cgroup): the env's mount on each node is then dead
-# (ENOTCONN) for the job's later steps, which fail to exec the env's
-# python - a half-served env.
-@test "srun stager env in a batch script: served on every node of the job for its later steps; the job ends, the mounts go with it" {
+@test "stager env --all-nodes in a batch script: served on every node of the job for its later steps; the job ends, the mounts go with it" {
 	id=$(submit_job "$U" t7 -N2 <<JOB
-srun -N2 --ntasks-per-node=1 stager env "$ENV" || exit 1
+stager env --all-nodes "$ENV" || exit 1
 for step in 1 2; do
 	srun -N2 --ntasks-per-node=1 "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t7-step\$step.log"
 done
@@ -368,11 +367,40 @@ JOB
 		done
 	done
 	for n in n1 n2; do
-		[ "$(env_mounts $n)" -eq 1 ]
-		[ "$(records $n "$U")" -eq 1 ]
+		[ "$(env_mounts $n)" -eq 1 ] || { node_state $n "$U"; false; }
+		[ "$(records $n "$U")" -eq 1 ] || { node_state $n "$U"; false; }
 	done
 	touch out/t7.go
 	finish_job "$id" t7
+	for n in n1 n2; do wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }; done
+}
+
+# `srun stager env ENV` serves from the step's task, which ends as soon as
+# the mount is made; under proctrack/cgroup Slurm then kills every
+# process of the step, the server too (setsid does not take it out of the
+# step's cgroup), and the env's mount on each node is dead (ENOTCONN) for
+# the job's later steps, which fail to exec the env's python: a
+# half-served env.  Served for the later steps, or refused with the way
+# that works (--all-nodes); never a dead mount.
+@test "srun stager env: the env served for the job's later steps, or refused with the way that works; never a dead mount" {
+	id=$(submit_job "$U" t8 -N2 <<JOB
+srun -N2 --ntasks-per-node=1 stager env "$ENV"
+echo "env rc=\$?"
+srun -N2 --ntasks-per-node=1 "$ENV/bin/python" "$D/probe.py" "$ENV" >"$D/out/t8-step.log"
+echo "step rc=\$?"
+JOB
+	)
+	[ -n "$id" ]
+	finish_job "$id" t8
+	grep -qx "step rc=0" out/t8.log
+	if grep -qx "env rc=0" out/t8.log; then
+		for n in n1 n2; do
+			line=$(probe_line $n t8-step)
+			probe_served "$line" "$ENV"
+		done
+	else
+		grep -q -- "--all-nodes" out/t8.log
+	fi
 	for n in n1 n2; do wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }; done
 }
 
