@@ -226,9 +226,36 @@ stg_err stg_env_foreground(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
 	return stg__mount_foreground_with(ctx, cache, env_open, &a, env_dir, ready, arg);
 }
 
+/* Is this process the task of a step of srun (its parent a slurmstepd of
+ * a step other than the batch script's)?  Such a step ends when its task
+ * does, and Slurm ends the step's processes with it (proctrack/cgroup):
+ * a server left behind by `srun stager env` would die at once, leaving a
+ * dead mount to the job's later steps. */
+static bool srun_task(void)
+{
+	char path[64], title[128] = "";
+	snprintf(path, sizeof path, "/proc/%d/cmdline", (int)getppid());
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, title, sizeof title - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	title[n] = '\0';
+	return getenv("SLURM_JOB_ID") && !strncmp(title, "slurmstepd: [", 13) &&
+	       !strstr(title, ".batch]") && !strstr(title, ".extern]");
+}
+
 stg_err stg_env_spawn(stg_ctx *ctx, stg_cache *cache, const char *env_dir, int tied, int *pid,
                       int *tie_fd)
 {
 	struct env_at a = {env_dir};
+	if (!tied && srun_task())
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "'%s' would be served only until this step of srun ends, which is "
+		                 "now: for the job's later steps on every node, `stager env "
+		                 "--all-nodes %s` in the batch script; for one step, `srun stager "
+		                 "run --env %s -- CMD`",
+		                 env_dir, env_dir, env_dir);
 	return stg__mount_spawn_with(ctx, cache, env_open, &a, env_dir, tied, pid, tie_fd);
 }
