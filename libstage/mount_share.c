@@ -19,8 +19,9 @@
  * kernel ends the requests it had taken with an error, the mount lives on
  * with the others.  The last one unmounts.  Joining and leaving hold one
  * lock per mount (locks/env-<ns>-<hash>), so that the last server is
- * never mistaken: each leaver removes its record before it counts the
- * others.
+ * never mistaken: a leaver counts the others' records under it, and
+ * removes its own after it has unmounted (if last), so that one killed
+ * meanwhile leaves a record by which clean finds the mount.
  *
  * The server also hands out the env's own directory as it is under the
  * mount (a descriptor opened before mounting), so that a joiner checks
@@ -468,15 +469,18 @@ void stg__share_leave(stg_share *sh, stg_mount *m)
 	stg_ctx *ctx = stg_ctx_new();
 	int lk = ctx ? lock_share(ctx, sh) : -1;
 	listen_stop(sh);
-	stg__mount_record_remove(m);
 	stg_env_server v[1];
 	bool last = stg__env_servers(sh->cache, sh->mountpoint, sh->ns, m->owner, v, 1) == 0;
+	/* unmounted before the record goes: a server killed in between (a
+	 * job's KillWait over) leaves its record, by which clean (the
+	 * epilog's) finds the mount and unmounts it */
 	if (last) {
 		if (m->mounted)
 			stg__mount_unmount(m);
 		else if (stg__is_stager_mount(sh->mountpoint, getuid()))
 			stg__unmount_path(sh->mountpoint);
 	}
+	stg__mount_record_remove(m);
 	m->mounted = false; /* the others' now */
 	stg__cache_unlock(lk);
 	stg_ctx_free(ctx);

@@ -53,6 +53,8 @@ SITE_USERS="$U $U2"
 setup_file() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root"
 	[ -e /dev/fuse ] || skip "needs /dev/fuse"
+	# the users' servers unmount with fusermount3, which a chroot defeats
+	user_fuse_unmount_or_skip
 	for c in slurmctld unshare fusermount3 useradd; do
 		command -v "$c" >/dev/null || skip "needs $c"
 	done
