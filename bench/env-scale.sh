@@ -194,7 +194,7 @@ served() {
 secs() { awk -v s="$1" 'BEGIN { if (s == "") print "—"; else if (s < 0.1) printf "%.1f ms", s * 1000; else if (s < 10) printf "%.2f s", s; else printf "%.1f s", s }'; }
 bytes_h() { awk -v b="$1" 'BEGIN { if (b == "") print "—"; else if (b >= 1073741824) printf "%.2f GiB", b / 1073741824; else if (b >= 1048576) printf "%.1f MiB", b / 1048576; else printf "%.1f KiB", b / 1024 }'; }
 kib_h() { bytes_h "$(($1 * 1024))"; }
-count() { printf "%'d" "$1" 2>/dev/null || echo "$1"; }
+count() { local c; if c=$(printf "%'d" "$1" 2>/dev/null); then echo "$c"; else echo "$1"; fi; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a == "" || b == "" || b <= 0) print "—"; else printf "%.2f×", a / b }'; }
 rate() { awk -v b="$1" -v s="$2" 'BEGIN { if (s == "" || s <= 0) print "—"; else printf "%.0f MiB/s", b / s / 1048576 }'; }
 
@@ -281,7 +281,7 @@ measure() { # SIDE(in|out) PASS: each measure once, served (in) or not
 	[[ $1 == out ]] && how=run
 	$how "find_$1$2" sh -c 'find "$1" -type f | wc -l' sh "$ENV"
 	$how "du_$1$2" sh -c 'du -sk "$1" | cut -f1' sh "$ENV"
-	$how "bytes_$1$2" sh -c 'find "$1" -type f -printf "%s\n" | awk "{ s += \$1 } END { print s }"' sh "$ENV"
+	$how "bytes_$1$2" sh -c 'find "$1" -type f -printf "%s\n" | awk "{ s += \$1 } END { printf \"%.0f\\n\", s }"' sh "$ENV"
 	$how "imp_$1$2" "$ENV/bin/python" -c "$IMPORT"
 	$how "script_$1$2" "$SCRIPT"
 	local m t
