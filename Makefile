@@ -66,7 +66,7 @@ TOOLS    := $(B)/gendata $(B)/runstat $(B)/randread $(FUZZ_REPLAY) $(B)/sharedfs
 
 .PHONY: all lib test unit e2e asan ubsan fuzz bench demo install uninstall clean \
 	format format-check deps check-deps help bench-multinode bench-mount bench-scale soak python bench-python \
-	bench-env
+	bench-env bench-env-scale
 all: $(STAGER) $(STATIC) $(SHARED)
 lib: $(STATIC) $(SHARED)
 
@@ -75,7 +75,7 @@ lib: $(STATIC) $(SHARED)
 ifneq ($(filter deps,$(MAKECMDGOALS)),)
 DEPS_FIRST := deps
 endif
-CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount bench-scale bench-env soak,$(MAKECMDGOALS)),test,build)
+CHECK_LEVEL := $(if $(filter test asan ubsan fuzz bench bench-multinode bench-mount bench-scale bench-env bench-env-scale soak,$(MAKECMDGOALS)),test,build)
 check-deps: | $(DEPS_FIRST)
 	@sh scripts/deps.sh check $(CHECK_LEVEL)
 
@@ -223,9 +223,11 @@ bench-scale: all $(TOOLS)
 	B=$(B) bash bench/scale.sh $(ARGS)
 # the long form of the crash tests: 320 rounds of kill -9 at random
 # moments of stage, collect, push, pull and clean, over 200 of them
-# midway (make test runs 25)
+# midway (make test runs 25); then an env of 300,000 files / 10 GiB packed
+# and served, every file checked (bench/env-scale.sh: ~35 GiB free needed)
 soak: all $(TOOLS)
 	@B=$(B) KILL_ROUNDS=$${KILL_ROUNDS:-320} JOB_TIMEOUT=3600 bash tests/run.sh killpoints.bats
+	@B=$(B) bash bench/env-scale.sh
 # on a real Slurm (needs root): fan-out to 2, 4 and 8 nodes and its model
 # (bench/multinode.md); data gravity, one stream of jobs with and without
 # stager hint (bench/results-gravity.md)
@@ -247,6 +249,12 @@ bench-python: all python $(TOOLS)
 # a DataLoader with 4 spawn workers (bench/results-env.md; ARGS=--quick)
 bench-env: all $(TOOLS)
 	B=$(B) bash bench/env.sh $(ARGS)
+# an env at scale: a synthetic venv of 300,000 files / 10 GiB (bench/genenv.py)
+# packed (vs tar | zstd) and served (cold, warm, vs tar -xf), find, du and
+# an import served vs not, every file's signature compared
+# (bench/results-env-scale.md; ARGS=--quick: 30,000 files / 1 GiB)
+bench-env-scale: all $(TOOLS)
+	B=$(B) bash bench/env-scale.sh $(ARGS)
 
 demo: all $(B)/gendata
 	B=$(B) sh scripts/demo.sh
@@ -346,7 +354,11 @@ help:
 	@echo "make bench-env  import torch from a venv on the emulated NFS, plain vs stager run --env"
 	@echo "                (cold, warm) vs local disk, and 4 spawn DataLoader workers: shared-FS"
 	@echo "                operations, bytes, time (bench/results-env.md; ARGS=--quick)"
-	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean"
+	@echo "make bench-env-scale  a venv of 300,000 files / 10 GiB: stager pack vs tar, run --env cold"
+	@echo "                and warm vs tar -xf, find/du/import served vs not, every file compared"
+	@echo "                (bench/results-env-scale.md; ARGS=--quick: 30,000 files / 1 GiB)"
+	@echo "make soak       320 rounds of kill -9 at random moments of stage, collect, push, pull, clean;"
+	@echo "                then bench-env-scale (needs ~35 GiB free)"
 	@echo "make install    PREFIX=/usr/local DESTDIR= SYSCONFDIR=/etc : tool, library, header, .pc, man page, Slurm hooks,"
 	@echo "                example scripts (DOCDIR/examples), tmpfiles.d (TMPFILESDIR: PREFIX/lib/tmpfiles.d"
 	@echo "                for /usr and /usr/local, else none unless given, e.g. /etc/tmpfiles.d)"
