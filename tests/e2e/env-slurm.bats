@@ -54,7 +54,12 @@ setup_file() {
 	[ "$(id -u)" -eq 0 ] || skip "needs root"
 	[ -e /dev/fuse ] || skip "needs /dev/fuse"
 	# the users' servers unmount with fusermount3, which a chroot defeats
-	user_fuse_unmount_or_skip
+	# (the reason goes to setup(): bats 1.8 fails a teardown_file after a
+	# skip in setup_file)
+	if command -v ischroot >/dev/null && ischroot; then
+		export SITE_SKIP="in a chroot: fusermount3 cannot end a user's mount here (mountinfo shows the host's paths)"
+		return 0
+	fi
 	for c in slurmctld unshare fusermount3 useradd; do
 		command -v "$c" >/dev/null || skip "needs $c"
 	done
