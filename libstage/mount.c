@@ -345,13 +345,14 @@ static void op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		 * staged), opened for this read alone and passed on without a
 		 * copy where the kernel can (splice) */
 		char pbuf[STG_PATH_MAX + 1];
-		int fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r, pbuf),
-		                           O_RDONLY, 0);
+		int fd = stg__open_beneath(mp->entry_fd, stg__rec_path(mp->pack, r, pbuf), O_RDONLY,
+		                           0);
 		if (fd < 0) {
 			fuse_reply_err(req, EIO);
 			return;
 		}
-		size_t n = r->size - (uint64_t)off < size ? (size_t)(r->size - (uint64_t)off) : size;
+		size_t n =
+		        r->size - (uint64_t)off < size ? (size_t)(r->size - (uint64_t)off) : size;
 		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(n);
 		bv.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
 		bv.buf[0].fd = fd;

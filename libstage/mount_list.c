@@ -456,8 +456,8 @@ static int sweep(stg_ctx *ctx, stg_cache *c, const char *job, bool ask, bool dry
 			const stg_mount_info *mi = &v[i];
 			bool mine = !mi->alive || (job && mi->job && !strcmp(job, mi->job));
 			now[i] = !end[i] && (pass == 0 ? mine
-			                              : !mine && mi->job && ask &&
-			                                        job_over(&js, mi->job) == 1);
+			                               : !mine && mi->job && ask &&
+			                                         job_over(&js, mi->job) == 1);
 			end[i] |= now[i];
 		}
 		for (size_t i = 0; i < n; i++)
