@@ -7,6 +7,7 @@
 #include "proto_live.h"
 
 #include <malloc.h>
+#include <pthread.h>
 
 static void test_sat_add(void **state)
 {
@@ -215,7 +216,23 @@ static void test_stall_write(void **state)
 }
 
 /* The keepalive: a busy end sends NOOPs, so a reader with idle set does
- * not give up on it; and no NOOP lands inside a frame. */
+ * not give up on it; and no NOOP lands inside a frame.  The busy end is a
+ * thread of this process, as in the tool (a fork would copy the wire's
+ * lock in whatever state the keepalive thread had it, and no thread). */
+struct busy_sender {
+	stg_wire *w;
+	const uint8_t *p;
+	size_t n;
+};
+
+static void *send_late(void *arg)
+{
+	struct busy_sender *b = arg;
+	usleep(2500000);
+	stg__wire_send(b->w, STG_W_SIG, b->p, b->n, NULL, 0);
+	return NULL;
+}
+
 static void test_keepalive(void **state)
 {
 	(void)state;
@@ -231,13 +248,9 @@ static void test_keepalive(void **state)
 	/* a is "busy" for 2.5 s, then sends; b waits with a 1 s bound */
 	static uint8_t payload[100000];
 	memset(payload, 'k', sizeof payload);
-	pid_t pid = fork();
-	assert_true(pid >= 0);
-	if (pid == 0) {
-		usleep(2500000);
-		stg__wire_send(&a, STG_W_SIG, payload, sizeof payload, NULL, 0);
-		_exit(0);
-	}
+	struct busy_sender bs = {&a, payload, sizeof payload};
+	pthread_t th;
+	assert_int_equal(pthread_create(&th, NULL, send_late, &bs), 0);
 	uint8_t t;
 	const uint8_t *p;
 	uint32_t len;
@@ -245,8 +258,8 @@ static void test_keepalive(void **state)
 	assert_int_equal(t, STG_W_SIG);
 	assert_int_equal(len, sizeof payload);
 	assert_memory_equal(p, payload, sizeof payload);
-	int st;
-	waitpid(pid, &st, 0);
+	pthread_join(th, NULL);
+	assert_true(stg__live_noops(&a) >= 2);
 	stg__wire_free(&a);
 	stg__wire_free(&b);
 	for (int i = 0; i < 2; i++) {
