@@ -25,6 +25,7 @@
  * the command that packs it again.  An edit in place of a file inside a
  * package changes none of them, and is not seen.
  */
+#include "env.h"
 #include "mount_open.h"
 #include "mount_spawn.h"
 #include "pack_read.h"
@@ -66,6 +67,30 @@ char *stg_env_pack(const char *env_dir)
 	if (p)
 		snprintf(p, n + sizeof ".tar.zst", "%.*s.tar.zst", (int)n, env_dir);
 	return p;
+}
+
+stg_err stg__env_pack_ours(stg_ctx *ctx, const char *env_dir, const char *pack)
+{
+	struct stat st;
+	int r = stat(pack, &st);
+	if (r && errno == ENOENT)
+		return stg__fail(ctx, STG_ENOENT,
+		                 "the env '%s' has no pack: make it with `stager pack %s` (it "
+		                 "writes '%s'; again after each change of the env)",
+		                 env_dir, env_dir, pack);
+	if (r)
+		return stg__fail_errno(ctx, STG_EIO, errno, "cannot read the env's pack '%s'",
+		                       pack);
+	if (!S_ISREG(st.st_mode))
+		return stg__fail(ctx, STG_ENOENT, "the env's pack '%s' is not a regular file",
+		                 pack);
+	/* its links are taken as they are: only from a pack of the user's */
+	if (st.st_uid != geteuid())
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "the pack '%s' belongs to uid %u, not you: an env is served from "
+		                 "a pack of your own (stager pack %s)",
+		                 pack, (unsigned)st.st_uid, env_dir);
+	return STG_OK;
 }
 
 /* Is the env (envfd, its directory on the shared filesystem) still what
@@ -140,6 +165,29 @@ static stg_err fuse_here(stg_ctx *ctx)
 	                 "FUSE is not available on this node (no fusermount3 on the PATH)");
 }
 
+stg_err stg__env_servable(stg_ctx *ctx, const char *env_dir)
+{
+	char *pack = stg_env_pack(env_dir);
+	if (!pack)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_pack *p = NULL;
+	stg_err err = fuse_here(ctx);
+	if (!err)
+		err = stg__env_pack_ours(ctx, env_dir, pack);
+	if (!err)
+		err = stg_pack_open(ctx, pack, &p);
+	if (!err) {
+		int fd = open(env_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+		err = fd < 0 ? stg__fail_errno(ctx, STG_ENOENT, errno, "no env at '%s'", env_dir)
+		             : env_fresh(ctx, fd, p, env_dir, pack);
+		if (fd >= 0)
+			close(fd);
+	}
+	stg_pack_close(p);
+	free(pack);
+	return err;
+}
+
 /* What the serving process is given. */
 struct env_at {
 	const char *env_dir;
@@ -166,26 +214,14 @@ static stg_err env_open(void *arg, stg_ctx *ctx, stg_cache *c, stg_mount **out)
 	stg_share *sh = NULL;
 	stg_pack *p = NULL;
 	char digest[STG_DIGEST_HEXLEN + 1];
-	struct stat st;
 	if (!pack || (!real && errno == ENOMEM)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 	} else if ((err = fuse_here(ctx))) {
 		/* (the caller may go on with the env as it is) */
 	} else if (!real) {
 		err = stg__fail_errno(ctx, STG_ENOENT, errno, "no env at '%s'", given);
-	} else if (stat(pack, &st) && errno == ENOENT) {
-		err = stg__fail(ctx, STG_ENOENT,
-		                "the env '%s' has no pack: make it with `stager pack %s` (it "
-		                "writes '%s'; again after each change of the env)",
-		                given, given, pack);
-	} else if (!S_ISREG(st.st_mode)) {
-		err = stg__fail(ctx, STG_ENOENT, "the env's pack '%s' is not a regular file", pack);
-	} else if (st.st_uid != geteuid()) {
-		/* its links are taken as they are: only from a pack of the user's */
-		err = stg__fail(ctx, STG_EUSAGE,
-		                "the pack '%s' belongs to uid %u, not you: an env is served from "
-		                "a pack of your own (stager pack %s)",
-		                pack, (unsigned)st.st_uid, given);
+	} else if ((err = stg__env_pack_ours(ctx, given, pack))) {
+		/* (said) */
 	} else if (!(err = stg_pack_open(ctx, pack, &p)) &&
 	           !(err = stg__share_new(ctx, c, real, &sh)) &&
 	           !(err = stg__share_look(ctx, sh, digest))) {

@@ -13,7 +13,16 @@
  * epilog's clean sweeps what a SIGKILL left.  This node's server is the
  * batch step's, as `stager env` makes it.  All or nothing: a node that
  * cannot serve it ends the others' servers, this one's too.
+ *
+ * The shared filesystem is read once for the job, not once per node:
+ * before any server starts, the env's pack is staged into every node's
+ * cache as `stager stage --all-nodes` stages a dataset (fanout_stage.c:
+ * one copy, sent by sbcast to the nodes whose cache lacks it, pinned for
+ * the job), so that each server finds its node's entry.  A node the
+ * fan-out could not fill reads the shared filesystem itself, as a lone
+ * `stager env` does.
  */
+#include "env.h"
 #include "fanout.h"
 #include "ctx.h"
 
@@ -54,18 +63,57 @@ static stg_err hear_nodes(stg_ctx *ctx, int out, unsigned n, const char *env_dir
 	                 r < 0 ? "did not say it was ready in time" : "ended first");
 }
 
+/* The env's pack into the cache of every node of the job, the shared
+ * filesystem read once (stg_stage_all_nodes).  A node that failed will
+ * read it itself: said in the log, not an error. */
+static stg_err fill_caches(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
+                           const stg_fanout_opts *fo)
+{
+	char *pack = stg_env_pack(env_dir);
+	if (!pack)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_err err = stg__env_servable(ctx, env_dir);
+	if (!err) {
+		stg_stage_opts so;
+		stg_stage_opts_init(&so);
+		so.cache_only = 1;
+		so.env = 1;
+		stg_fanout_result res;
+		err = stg_stage_all_nodes(ctx, cache, pack, &so, fo, &res);
+		if (!err && res.nodes_err)
+			stg__log(ctx, STG_LOG_WARN,
+			         "'%s' did not reach every node's cache: those nodes read it "
+			         "from the shared filesystem",
+			         pack);
+		char line[1024] = "";
+		size_t used = 0;
+		for (size_t i = 0; !err && i < res.n_nodes && used < sizeof line - 100; i++)
+			used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s",
+			                         i ? ", " : "", res.nodes[i].name,
+			                         res.nodes[i].how);
+		if (!err)
+			stg__log(ctx, STG_LOG_INFO, "'%s' in the caches of %zu nodes in %.2f s: %s",
+			         pack, res.n_nodes, res.seconds, line);
+		stg_fanout_result_free(&res);
+	}
+	free(pack);
+	return err;
+}
+
 stg_err stg_env_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
                           const stg_fanout_opts *fo, int *pid)
 {
-	stg_err err = stg_env_spawn(ctx, cache, env_dir, 0, pid, NULL);
 	unsigned nn = stg_job_nodes();
-	if (err || nn < 2)
-		return err;
 	stg_fanout_opts def;
 	if (!fo) {
 		stg_fanout_opts_init(&def);
 		fo = &def;
 	}
+	stg_err err = nn < 2 ? STG_OK : fill_caches(ctx, cache, env_dir, fo);
+	if (!err)
+		err = stg_env_spawn(ctx, cache, env_dir, 0, pid, NULL);
+	if (err || nn < 2)
+		return err;
 	char me[HOST_NAME_MAX + 1];
 	stg_node_name(me, sizeof me);
 	const char *own[] = {"--foreground", "--node-ready", NULL};

@@ -90,6 +90,8 @@ static void stage_command(stg_argv *a, const stg_fanout_opts *fo, const stg_stag
 		stg__argv_add(a, "--copy");
 	if (so->no_pin)
 		stg__argv_add(a, "--no-pin");
+	if (so->env && so->cache_only)
+		stg__argv_add(a, "--node-env");
 }
 
 static void operands(stg_argv *a, const char *src, const stg_stage_opts *so)

@@ -3,7 +3,9 @@
  *                             [--copy] [--no-pin] [--all-nodes] [--json]
  *
  * --node-probe and --node-receive (not in --help) are the tasks that
- * stager stage --all-nodes starts on the other nodes.
+ * stager stage --all-nodes starts on the other nodes; with --node-env,
+ * those of stager env --all-nodes (the env's pack into the cache only,
+ * its links as they are: see stg_stage_opts.env).
  */
 #include "cli.h"
 
@@ -21,6 +23,7 @@ enum {
 	OPT_NODE_PROBE,
 	OPT_NODE_RECEIVE,
 	OPT_NODE_DIGEST,
+	OPT_NODE_ENV,
 };
 
 /* The staged path as every way of staging gives it (plain, --all-nodes,
@@ -139,6 +142,7 @@ int cmd_stage(int argc, char **argv)
 	        {"node-probe", no_argument, NULL, OPT_NODE_PROBE},
 	        {"node-receive", required_argument, NULL, OPT_NODE_RECEIVE},
 	        {"node-digest", required_argument, NULL, OPT_NODE_DIGEST},
+	        {"node-env", no_argument, NULL, OPT_NODE_ENV},
 	        CLI_GLOBAL_OPTIONS,
 	        {NULL, 0, NULL, 0},
 	};
@@ -165,6 +169,7 @@ int cmd_stage(int argc, char **argv)
 		case OPT_NODE_PROBE: probe = 1; break;
 		case OPT_NODE_RECEIVE: receive = optarg; break;
 		case OPT_NODE_DIGEST: digest_hex = optarg; break;
+		case OPT_NODE_ENV: so.cache_only = so.env = 1; break;
 		default: rc = cli_usage("unexpected option"); goto done;
 		}
 	}
@@ -179,6 +184,10 @@ int cmd_stage(int argc, char **argv)
 		so.dest = argv[optind + 1];
 	if (so.dest && !*so.dest) {
 		rc = cli_usage("DEST is an empty string: name where to put the dataset");
+		goto done;
+	}
+	if (so.env && !probe && !receive) {
+		rc = cli_usage("--node-env: only for the tasks of `stager env --all-nodes`");
 		goto done;
 	}
 	const char *src = argv[optind];

@@ -63,6 +63,8 @@ setup_file() {
 	for c in slurmctld unshare fusermount3 useradd; do
 		command -v "$c" >/dev/null || skip "needs $c"
 	done
+	# the users mount with FUSE
+	fuse_for_users
 	if [ -n "${JOB_CONTAINER:-}" ]; then
 		# jobs see a /tmp of their own: everything they use is elsewhere
 		D=$(mktemp -d /var/tmp/stager-envslurm.XXXXXX)
@@ -354,7 +356,10 @@ JOB
 	wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }
 }
 
-@test "stager env --all-nodes in a batch script: served on every node of the job for its later steps; the job ends, the mounts go with it" {
+@test "stager env --all-nodes in a batch script: the pack read once for the job (sbcast to the other node), served on every node for its later steps; the job ends, the mounts go with it" {
+	# a version of the env no node's cache holds yet
+	touch "$ENV/bin"
+	as_job_user "$U" stager pack -q "$ENV" >/dev/null
 	id=$(submit_job "$U" t7 -N2 <<JOB
 stager env --all-nodes "$ENV" || exit 1
 for step in 1 2; do
@@ -367,6 +372,8 @@ JOB
 	[ -n "$id" ]
 	wait_until 120 test -e out/t7.up
 	cat out/t7.log
+	# the lead (n1) read the shared filesystem, n2 got its copy by sbcast
+	grep -E "'$ENV.tar.zst' in the caches of 2 nodes in [0-9.]+ s: n2 sbcast, n1 read" out/t7.log
 	for step in 1 2; do
 		for n in n1 n2; do
 			line=$(probe_line $n "t7-step$step")

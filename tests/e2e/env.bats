@@ -179,6 +179,7 @@ print(hello.hi())
 @test "env: another user reads neither the served env nor the node cache; an env or a pack of another user's is refused" {
 	[ "$(id -u)" -eq 0 ] || skip "needs root to act as two users"
 	as_user_setup
+	fuse_for_users
 	small_venv "$T/py"
 	chmod -R a+rX "$T/py"
 	stager pack -q py >/dev/null

@@ -241,6 +241,13 @@ as_user() { if [ "$(id -u)" -eq 0 ]; then setpriv --reuid=65534 --regid=65534 --
 # For as_user: $AS_USER_STAGER is the build's stager, or a copy in $T when
 # the build is out of the other user's reach (a clone under /root, mode
 # 0700).  Skips when $T itself is out of its reach.
+# /dev/fuse open to every user, as Debian's udev rule makes it (0666): a
+# container without udev may have it 0600 (a fresh CI machine did), and
+# an ordinary user's mount then fails however the tests run
+fuse_for_users() {
+	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
+}
+
 as_user_setup() {
 	AS_USER_STAGER=$STAGER
 	as_user test -x "$T" || skip "user 65534 cannot reach $T: set TMPDIR to a directory it can"

@@ -21,7 +21,7 @@ setup_file() {
 	command -v useradd >/dev/null || skip "needs useradd"
 	[ -e /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null || skip "no fusermount3"
-	[ "$(stat -c %a /dev/fuse)" = 666 ] || chmod 0666 /dev/fuse
+	fuse_for_users
 	D=$(reachable_mktemp stager-mountjob)
 	export D
 	SITE_NO_EPILOG=1 site_start "$D" 2>"$D/start.err" || {
