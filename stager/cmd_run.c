@@ -153,7 +153,8 @@ static int parse(int argc, char **argv, run_args *r)
 		                 "with --stage instead)");
 	if (r->n_envs && r->o.all_nodes)
 		return cli_usage("--env serves the env on this node only: not with --all-nodes "
-		                 "(`srun stager run --env ENV -- CMD` serves it on each node)");
+		                 "(`stager env --all-nodes ENV` first serves it on every node of "
+		                 "the job, the pack read once)");
 	if (optind >= argc)
 		return cli_usage("what to run? stager run [OPTIONS] -- CMD [ARG]...");
 	if (r->o.every != STG_RUN_EVERY_DEFAULT && r->o.every && !r->n_collects)
