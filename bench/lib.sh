@@ -10,6 +10,33 @@ bench_clean_env() {
 	unset SLURM_JOB_ID SLURM_TMPDIR
 }
 
+# bench_args DEFAULT_REPS "$@": the options every benchmark script takes,
+# --quick (QUICK=1), --reps N (REPS: DEFAULT_REPS, or 1 with --quick) and
+# -h (the script's header comment); a bad one exits 1 naming the script.
+bench_args() {
+	local def=$1 top me
+	shift
+	top=${BASH_SOURCE[-1]}
+	me=$(basename "$top")
+	QUICK=0
+	REPS=
+	while (($#)); do
+		case $1 in
+		--quick) QUICK=1 ;;
+		--reps) [[ $# -ge 2 ]] || { echo "$me: --reps needs a value" >&2; exit 1; }
+			REPS=$2; shift ;;
+		--reps=*) REPS=${1#--reps=} ;;
+		-h | --help) sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "$top"; exit 0 ;;
+		*) echo "$me: unknown argument '$1' (try --help)" >&2; exit 1 ;;
+		esac
+		shift
+	done
+	if [[ -z $REPS ]]; then
+		if ((QUICK)); then REPS=1; else REPS=$def; fi
+	fi
+	[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "$me: --reps wants a positive integer, not '$REPS'" >&2; exit 1; }
+}
+
 # limited CMD...: CMD under timeout (TIMEOUT seconds), its status in
 # LIMIT_RC.  timeout puts itself in a process group of its own, so after a
 # time-out (or when the suite is interrupted) what is left of that group is

@@ -76,34 +76,10 @@
 # as failed, the suite goes on, the results say so and the exit status is 1.
 set -euo pipefail
 
-usage() {
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-}
-
-QUICK=0
-REPS=
-while (($#)); do
-	case $1 in
-	--quick) QUICK=1 ;;
-	--reps) [[ $# -ge 2 ]] || { echo "run.sh: --reps needs a value" >&2; exit 1; }
-		REPS=$2; shift ;;
-	--reps=*) REPS=${1#--reps=} ;;
-	-h | --help) usage; exit 0 ;;
-	*) echo "run.sh: unknown argument '$1' (try --help)" >&2; exit 1 ;;
-	esac
-	shift
-done
-if [[ -z $REPS ]]; then
-	if ((QUICK)); then REPS=1; else REPS=5; fi
-fi
-if ! [[ $REPS =~ ^[1-9][0-9]*$ ]]; then
-	echo "run.sh: --reps wants a positive integer, not '$REPS'" >&2
-	exit 1
-fi
-
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+bench_args 5 "$@"
 cd "$ROOT"
 B=${B:-build}
 KEEP=${KEEP:-0}
