@@ -23,7 +23,9 @@
  *     batch step's task 0 in `scontrol listpids JOB` (which asks this
  *     node's step daemons of this cluster; a step daemon's title alone
  *     could be another cluster's job of the same id).  It is there on the
- *     job's first node only.
+ *     job's first node only.  Under proctrack/cgroup the step's end
+ *     ends every process in its cgroup, this one too (setsid does not
+ *     take it out): stg_mount_spawn refuses there (stg__step_cgroup_ends).
  *   - Without one (another node of the job, salloc's own command, a login
  *     shell with SLURM_JOB_ID set): Slurm is asked every 30 s, and the job
  *     is over only when squeue no longer lists it *and* the controller
@@ -472,4 +474,35 @@ void stg__mount_job_unwatch(stg_mount_jobwatch *w)
 	     waited += step.tv_nsec)
 		nanosleep(&step, NULL);
 	release(w);
+}
+
+bool stg__cgroup_step_ends(const char *cgroups, const char *job)
+{
+	if (!job || !*job || strlen(job) > 32)
+		return false;
+	char want[64];
+	snprintf(want, sizeof want, "/job_%s/step_", job);
+	for (const char *at = cgroups; (at = strstr(at, want));) {
+		at += strlen(want);
+		size_t n = strcspn(at, "/\n");
+		/* the batch script's, the extern and salloc's steps last the job */
+		if (n && !(n == 5 && !strncmp(at, "batch", 5)) &&
+		    !(n == 6 && !strncmp(at, "extern", 6)) &&
+		    !(n == 11 && !strncmp(at, "interactive", 11)))
+			return true;
+	}
+	return false;
+}
+
+bool stg__step_cgroup_ends(const char *job)
+{
+	char buf[8192];
+	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	return stg__cgroup_step_ends(buf, job);
 }

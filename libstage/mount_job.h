@@ -32,6 +32,13 @@ int stg__mount_job_over(const char *job, bool *late);
 /* The step of job that a slurmstepd's title ("slurmstepd: [JOB.STEP]",
  * len bytes) names, into step (step_len bytes); false if none of job's. */
 bool stg__stepd_step(const char *title, size_t len, const char *job, char *step, size_t step_len);
+/* Is this process in the cgroup of a step of job that ends before the
+ * job does (proctrack/cgroup: ".../job_JOB/step_0", not step_batch,
+ * step_extern or step_interactive)?  Slurm ends every process of such a
+ * step with it, a serving process that left its process group too. */
+bool stg__step_cgroup_ends(const char *job);
+/* The same of cgroups, the text of a /proc/PID/cgroup. */
+bool stg__cgroup_step_ends(const char *cgroups, const char *job);
 /* /proc/PID/stat's parent and start time; -1 if gone or a zombie. */
 int stg__proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start);
 /* A pidfd (-1/errno: ENOSYS before Linux 5.3); a signal through it (or

@@ -512,6 +512,13 @@ stg_err stg_mount_spawn(stg_ctx *ctx, stg_cache *cache, const char *const *packs
                         int *tie_fd)
 {
 	struct packs_at a = {packs, n_packs, mountpoint, opts};
+	if (!tied && stg__step_cgroup_ends(getenv("SLURM_JOB_ID")))
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "'%s' would be served only until this step of srun ends, which "
+		                 "is now (Slurm ends every process of a step with it here): mount "
+		                 "in the batch script (`stager mount PACK %s`), or for one step "
+		                 "`srun stager run --mount PACK:%s -- CMD`",
+		                 mountpoint, mountpoint, mountpoint);
 	return stg__mount_spawn_with(ctx, cache, open_packs_at, &a, mountpoint, tied, pid, tie_fd);
 }
 

@@ -413,6 +413,44 @@ JOB
 	for n in n1 n2; do wait_until 20 node_clean "$n" "$U" || { node_state "$n" "$U"; false; }; done
 }
 
+# The same holds for `srun stager mount PACK DIR` (issue 38's finding,
+# there since mounts learned to outlive their step): under
+# proctrack/cgroup the step's end takes the server and leaves a dead
+# mount, so there it is refused with the ways that work; under
+# proctrack/pgid the server leaves the step's process group, serves the
+# job's later steps and ends with the job.  Never a dead mount.
+@test "srun stager mount: refused where the step's end would take the server (proctrack/cgroup) with the ways that work, else served to the job's later steps; never a dead mount" {
+	local ds="$D/shared/$U/ds9" mp="$D/shared/$U/m9"
+	install -d -o "$U" -m 0755 "$ds" "$mp"
+	for i in 1 2 3; do echo "f$i" >"$ds/f$i"; done
+	chown -R "$U:" "$ds"
+	as_job_user "$U" stager pack -q "$ds" >/dev/null
+	id=$(submit_job "$U" t9 -N2 <<JOB
+srun -N1 -w n2 stager mount "$ds.tar.zst" "$mp"
+echo "mount rc=\$?"
+srun -N1 -w n2 cat "$mp/f3"
+echo "step rc=\$?"
+JOB
+	)
+	[ -n "$id" ]
+	finish_job "$id" t9
+	if [ "${PROCTRACK:-}" = cgroup ]; then
+		grep -qx "mount rc=1" out/t9.log
+		grep -q "served only until this step of srun ends" out/t9.log
+		grep -q -- "srun stager run --mount PACK:$mp -- CMD" out/t9.log
+		# the later step finds the mountpoint as it is (empty), not a
+		# dead mount (ENOTCONN)
+		grep -q "cat: $mp/f3: No such file or directory" out/t9.log
+	else
+		grep -qx "mount rc=0" out/t9.log
+		grep -qx "f3" out/t9.log
+		grep -qx "step rc=0" out/t9.log
+	fi
+	# after the job (its epilog's clean), nothing mounted at m9 on n2
+	m9_gone() { ! node_mountinfo n2 | grep -q " $mp "; }
+	wait_until 60 m9_gone || { node_mountinfo n2; false; }
+}
+
 @test "jobs cancelled mid-import (srun stager run --env on n1, a batch script's stager env on n2): after the jobs and their epilogs nothing is mounted, pinned or recorded" {
 	a=$(submit_job "$U" t3a -N1 -w n1 <<JOB
 export SLOW_MARK="$D/out/t3a.mark"

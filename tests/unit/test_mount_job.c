@@ -75,6 +75,31 @@ static void test_stepd_title(void **state)
 	assert_false(stg__stepd_step(t, sizeof t, "12", small, sizeof small));
 }
 
+/* A step that ends before its job, by the cgroups proctrack/cgroup puts
+ * its processes in (v1 and v2 paths), for this job only. */
+static void test_cgroup_step(void **state)
+{
+	(void)state;
+	const char v1[] = "12:pids:/\n6:freezer:/slurm_n1/uid_1000/job_12/step_0\n0::/\n";
+	assert_true(stg__cgroup_step_ends(v1, "12"));
+	assert_false(stg__cgroup_step_ends(v1, "1"));
+	assert_false(stg__cgroup_step_ends(v1, "123"));
+	const char v2[] = "0::/system.slice/slurmstepd.scope/job_12/step_3/user/task_0\n";
+	assert_true(stg__cgroup_step_ends(v2, "12"));
+	/* the steps that last the job */
+	const char *lasting[] = {
+	        "6:freezer:/slurm_n1/uid_1000/job_12/step_batch\n",
+	        "6:freezer:/slurm_n1/uid_1000/job_12/step_extern\n",
+	        "0::/system.slice/slurmstepd.scope/job_12/step_interactive/user/task_0\n",
+	        "6:freezer:/slurm_n1/uid_1000/job_12/step_\n", /* no name */
+	        "6:freezer:/\n0::/user.slice\n",               /* proctrack/pgid */
+	};
+	for (size_t i = 0; i < sizeof lasting / sizeof lasting[0]; i++)
+		assert_false(stg__cgroup_step_ends(lasting[i], "12"));
+	assert_false(stg__cgroup_step_ends(v1, NULL));
+	assert_false(stg__cgroup_step_ends(v1, ""));
+}
+
 static void test_find(void **state)
 {
 	(void)state;
@@ -212,6 +237,7 @@ static void test_job_over(void **state)
 
 static const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_stepd_title),
+        cmocka_unit_test(test_cgroup_step),
         cmocka_unit_test_setup_teardown(test_find, setup, teardown),
         cmocka_unit_test(test_watch_process),
         cmocka_unit_test(test_watch_ended),
