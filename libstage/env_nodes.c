@@ -64,40 +64,41 @@ static stg_err hear_nodes(stg_ctx *ctx, int out, unsigned n, const char *env_dir
 }
 
 /* The env's pack into the cache of every node of the job, the shared
- * filesystem read once (stg_stage_all_nodes).  A node that failed will
- * read it itself: said in the log, not an error. */
+ * filesystem read once (stg_stage_all_nodes), once the env is known to
+ * be servable (else that error).  A fan-out that fails, on some nodes or
+ * all, is said in the log, not an error: the servers of the nodes it did
+ * not reach read the pack themselves, as a lone `stager env` does. */
 static stg_err fill_caches(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
                            const stg_fanout_opts *fo)
 {
-	char *pack = stg_env_pack(env_dir);
-	if (!pack)
-		return stg__fail(ctx, STG_ENOMEM, "out of memory");
 	stg_err err = stg__env_servable(ctx, env_dir);
-	if (!err) {
-		stg_stage_opts so;
-		stg_stage_opts_init(&so);
-		so.cache_only = 1;
-		so.env = 1;
-		stg_fanout_result res;
-		err = stg_stage_all_nodes(ctx, cache, pack, &so, fo, &res);
-		if (!err && res.nodes_err)
-			stg__log(ctx, STG_LOG_WARN,
-			         "'%s' did not reach every node's cache: those nodes read it "
-			         "from the shared filesystem",
-			         pack);
+	char *pack = err ? NULL : stg_env_pack(env_dir);
+	if (err || !pack)
+		return err ? err : stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_stage_opts so;
+	stg_stage_opts_init(&so);
+	so.cache_only = 1;
+	so.env = 1;
+	stg_fanout_result res;
+	stg_err fan = stg_stage_all_nodes(ctx, cache, pack, &so, fo, &res);
+	if (fan || res.nodes_err) {
+		stg__log(ctx, STG_LOG_WARN,
+		         "'%s' did not reach every node's cache in one read%s%s: those nodes read "
+		         "it from the shared filesystem",
+		         pack, fan ? ": " : "", fan ? stg_errmsg(ctx) : "");
+	} else {
 		char line[1024] = "";
 		size_t used = 0;
-		for (size_t i = 0; !err && i < res.n_nodes && used < sizeof line - 100; i++)
+		for (size_t i = 0; i < res.n_nodes && used < sizeof line - 100; i++)
 			used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s",
 			                         i ? ", " : "", res.nodes[i].name,
 			                         res.nodes[i].how);
-		if (!err)
-			stg__log(ctx, STG_LOG_INFO, "'%s' in the caches of %zu nodes in %.2f s: %s",
-			         pack, res.n_nodes, res.seconds, line);
-		stg_fanout_result_free(&res);
+		stg__log(ctx, STG_LOG_INFO, "'%s' in the caches of %zu nodes in %.2f s: %s", pack,
+		         res.n_nodes, res.seconds, line);
 	}
+	stg_fanout_result_free(&res);
 	free(pack);
-	return err;
+	return fan == STG_EINTR ? fan : STG_OK;
 }
 
 stg_err stg_env_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
