@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static bool pack_claims(const stg_source *s)
@@ -160,6 +161,14 @@ static stg_err build_from_pack(stg_ctx *ctx, stg_cache *c, stg_pack *p, const ch
 {
 	stg_err err;
 	bool *sel = NULL;
+	/* links out of the tree are kept only from a pack of the caller's own
+	 * (an env's): the one read here, whatever its name says */
+	struct stat pst;
+	if (o->env && (p->fd < 0 || fstat(p->fd, &pst) || pst.st_uid != geteuid()))
+		return stg__fail(ctx, STG_EUSAGE,
+		                 "'%s' is not a pack of your own: an env is served only from "
+		                 "one (stager pack ENV_DIR)",
+		                 src);
 	stg_unpack_opts uo;
 	stg_unpack_opts_init(&uo);
 	uo.include = o->include;

@@ -204,6 +204,20 @@ print(hello.hi())
 	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" "$AS_USER_STAGER" env "$T/other/py"
 	[ "$status" -eq 1 ]
 	echo "$output" | grep -q "belongs to uid 0, not you"
+	# nor through the task `env --all-nodes` starts on the other nodes
+	# (stage --node-env: its pack checked by the lead; here, root's pack
+	# is refused by the stage itself, whatever its name)
+	dg=$(stager pack -q py)
+	run as_user env HOME="$T/other" STAGER_SCRATCH_ROOT="$T/other/scratch" sh -c \
+		"echo nogo | '$AS_USER_STAGER' stage --node-env --node-receive '$T/other/bcast/copy' --node-digest $dg '$T/py.tar.zst'"
+	echo "$output"
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q "is not a pack of your own"
+	[ -z "$(ls -A "$T/other/scratch/cache" 2>/dev/null | grep -v '^\.')" ]
+	# and --node-env is only for those tasks
+	run stager stage --node-env py.tar.zst
+	[ "$status" -eq 1 ]
+	echo "$output" | grep -q -- "--node-env: only for the tasks of"
 }
 
 @test "run --env and env without FUSE (no fusermount3 on the PATH): a warning, and the env as the shared filesystem has it" {
