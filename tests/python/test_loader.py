@@ -4,8 +4,16 @@ kill) receives exactly the batches an uninterrupted loop would have, sample
 for sample, with 0, 1 and 2 workers, prefetch_factor, persistent_workers,
 and 2 ranks; a state taken at an epoch's end resumes at the next epoch,
 whole."""
+import json
+import os
 import pickle
 import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
 import unittest
 import zlib
 
@@ -42,11 +50,11 @@ class LoaderTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.ds.close()
 
-    def loader(self, workers, batch=7, rank=0, world=1, **options):
+    def loader(self, workers, batch=7, rank=0, world=1, seed=13, **options):
         ds = PackDataset(self.ds.pack, transform=name_and_crc)
         if workers:
             options.setdefault("multiprocessing_context", "fork")
-        return PackLoader(ds, batch_size=batch, shuffle=True, seed=13, rank=rank,
+        return PackLoader(ds, batch_size=batch, shuffle=True, seed=seed, rank=rank,
                           world_size=world, num_workers=workers, collate_fn=as_list,
                           **options)
 
@@ -177,6 +185,51 @@ class LoaderTest(unittest.TestCase):
         self.assertIn("prefetch", taken["counts"])
         self.assertGreater(taken["taken"], 7)
         self.assertEqual(loader.state_dict()["batches"], 1)
+
+    def test_distributed_killed(self):
+        """2 ranks (gloo), killed with SIGKILL mid-epoch, resumed from the last checkpoint"""
+        top = tempfile.mkdtemp(prefix="stager-py.", dir=os.environ.get("TMPDIR", "/var/tmp"))
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "loader_rank.py")
+
+        def launch(phase):
+            return [subprocess.Popen([sys.executable, script, self.ds.pack, top, str(rank),
+                                      phase, "2"], start_new_session=True,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                    for rank in range(2)]
+
+        def lines(rank):
+            try:
+                with open(os.path.join(top, "log-%d" % rank)) as f:
+                    return [json.loads(x) for x in f if x.endswith("\n")]
+            except FileNotFoundError:
+                return []
+
+        try:
+            procs = launch("start")
+            deadline = time.monotonic() + 120
+            while len(lines(0)) < 17 and all(p.poll() is None for p in procs):
+                self.assertLess(time.monotonic(), deadline, "the ranks made no progress")
+                time.sleep(0.005)
+            for p in procs:  # the rank and its DataLoader workers
+                os.killpg(p.pid, signal.SIGKILL)
+            for p in procs:
+                out = p.communicate()[0]
+                self.assertEqual(p.returncode, -signal.SIGKILL, out)
+            import torch
+            state = torch.load(os.path.join(top, "ckpt.pt"))["loaders"]
+            self.assertEqual(state[0]["epoch"], 0)
+            self.assertTrue(0 < state[0]["batches"] < state[0]["epoch_batches"], state[0])
+            procs = launch("resume")
+            for p in procs:
+                out = p.communicate(timeout=300)[0]
+                self.assertEqual(p.returncode, 0, out)
+            for rank in range(2):
+                whole = self.epochs(self.loader(2, batch=5, rank=rank, world=2, seed=7), (0, 1))
+                want = [[name for name, _ in batch] for epoch in whole for batch in epoch]
+                got = lines(rank)
+                self.assertEqual([x["names"] for x in got], want, rank)
+        finally:
+            shutil.rmtree(top, ignore_errors=True)
 
 
 if __name__ == "__main__":
