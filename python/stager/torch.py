@@ -126,8 +126,8 @@ class PackDataset(torch.utils.data.Dataset):
 
 class PackSampler(torch.utils.data.Sampler):
     """PackSampler(dataset, shuffle=True, seed=0, rank=0, world_size=1,
-    drop_last=False, window_bytes=None, window=None, batch_size=None,
-    num_workers=0): a frame-aware order of a PackDataset's indices.
+    drop_last=False, window=None, batch_size=None, num_workers=0,
+    window_bytes=None): a frame-aware order of a PackDataset's indices.
 
     With shuffle, each epoch cuts the pack's frames into windows whose
     bytes fit window_bytes (default: half the dataset's cache_bytes, each
@@ -164,7 +164,7 @@ class PackSampler(torch.utils.data.Sampler):
     """
 
     def __init__(self, dataset, shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
-                 window_bytes=None, window=None, batch_size=None, num_workers=0):
+                 window=None, batch_size=None, num_workers=0, window_bytes=None):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("rank %r of world_size %r" % (rank, world_size))
         if window is not None and window < 1:
