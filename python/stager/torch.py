@@ -154,6 +154,9 @@ class PackSampler(torch.utils.data.Sampler):
     fills each worker's batches from a run of the order of its own
     (windowed again as above, each worker having a cache of its own), so
     that a frame is fetched and decoded by one worker, not by all of them.
+    A worker's batches then mix only its share of the frames: on a pack of
+    few frames (fewer than num_workers windows' worth), less well than
+    without workers.
 
     state_dict() counts the indices this sampler has handed out in the
     epoch ("taken"): with DataLoader workers that is what the workers
