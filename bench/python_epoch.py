@@ -383,9 +383,9 @@ def cmd_quality_table(a):
             k, t = r["mix"]
             read = ("%.2f×" % d["fetched_x"], "%.2f×" % d["decoded_x"],
                     "%.2f s" % d["read_seconds"]) if int(w) == 0 else ("", "", "")
-            print("| %s | {:,} | %d | %d | %s | %.1f | %.1f | **%.2f×** | %.3f | %.3f | %s | %s | %s |"
-                  .format(d["files"]) % (d["label"], d["frames"], d["classes"], w, k, pk, k / pk,
-                                         t, pt, *read))
+            row = (d["label"], "{:,}".format(d["files"]), d["frames"], d["classes"], w,
+                   "%.1f" % k, "%.1f" % pk, "**%.2f×**" % (k / pk), "%.3f" % t, "%.3f" % pt) + read
+            print("| " + " | ".join(str(x) for x in row) + " |")
 
 
 def main(argv):
