@@ -31,7 +31,11 @@
 # read from the shared filesystem and its metadata operations are recorded
 # after each run.  Each process reports its memory (VmRSS, VmHWM from
 # /proc/self/status, private bytes from smaps_rollup) when it starts,
-# after its first file and at the end of the epoch.  Memory at scale:
+# after its first file and at the end of the epoch.  Shuffle quality:
+# classes per batch of PackSampler's order against a true permutation on
+# the images set and on 200,000 files of 50-200 B (100 folders; 5,000 with
+# --quick), and the pack's bytes fetched and decoded in an epoch.  Memory
+# at scale:
 # PackDataset over packs of 10k, 100k and 1M files of 100 bytes (on the
 # tmpfs, not through sharedfs), 0 and 2 workers.  Checks (untimed, once a
 # method): an order-independent checksum of every (name, data) against the
@@ -108,7 +112,7 @@ WORKERS=(0 2 4)
 BATCH=64
 if ((QUICK)); then
 	ATTR_TIMEOUT=${BENCH_ATTR_TIMEOUT:-0.2}
-	N_IMAGES=400 N_CLASSES=8
+	N_IMAGES=400 N_CLASSES=8 N_TINY=5000
 	read -r -a MEM_FILES <<<"${PY_MEM_FILES:-1000 5000}"
 	OUT_SIZE=1g
 	mkdir -p "$ROOT/bench/work-python"
@@ -116,7 +120,7 @@ if ((QUICK)); then
 	RESULTS=$ROOT/bench/work-python/results-quick.md
 else
 	ATTR_TIMEOUT=${BENCH_ATTR_TIMEOUT:-1}
-	N_IMAGES=20000 N_CLASSES=100
+	N_IMAGES=20000 N_CLASSES=100 N_TINY=200000
 	read -r -a MEM_FILES <<<"${PY_MEM_FILES:-10000 100000 1000000}"
 	OUT_SIZE=10g # 1M files of 100 bytes take a page each on a tmpfs: 4 GiB
 	WORK=$ROOT/bench/work-python/full
@@ -465,6 +469,21 @@ for n in "${MEM_FILES[@]}"; do
 	rm -f "$OUT/mem-$n.tar.zst"
 done
 
+# ---- shuffle quality: classes per batch on class-sorted trees (tmpfs, not sharedfs) ---
+
+quality() { # LABEL PACK TEXT
+	timed "quality_$1" "$PY" "$PYE" quality "$2" --batch "$BATCH" --seed 0 --workers 0,2,4 --label "$3"
+	((LAST_OK)) && log "shuffle quality, $3: $("$PY" "$PYE" quality-table "$TMP/quality_$1.out" | head -n 1)"
+	return 0
+}
+quality images "$BACK/images.tar.zst" "$(count "$FILES_N") files of 10-15 KiB"
+log "shuffle quality: $N_TINY files of 50-200 bytes in 100 folders"
+"$GENDATA" images "$OUT/tiny-src" --files "$N_TINY" --classes 100 --sizes 50-200 --seed 2 2>/dev/null
+"$STAGER" pack -q "$OUT/tiny-src" -o "$OUT/tiny.tar.zst" >/dev/null
+rm -rf "$OUT/tiny-src"
+quality tiny "$OUT/tiny.tar.zst" "$(count "$N_TINY") files of 50-200 B"
+rm -f "$OUT/tiny.tar.zst"
+
 # ---- results ----------------------------------------------------------------------
 
 LOAD_END=$(uptime | sed 's/.*load average: *//')
@@ -510,7 +529,8 @@ done
 		"fork start method) with 0, 2 and 4 workers on a $(nproc)-CPU machine. The pack, the stage's source, the" \
 		"mount's pack and the tar.zst are on bench/sharedfs (an NFS-like cost model: ${DELAY_MS} ms a metadata" \
 		"operation, $BW/s). pack, staged tree and mount read the same files in the same order, the order" \
-		"of \`PackSampler(shuffle=True, seed=0)\` (frames shuffled, then the files of each window of 4 frames;" \
+		"of \`PackSampler(shuffle=True, seed=0)\` (windows of frames that fit half the cache, each drawn from" \
+		"all over the pack, their files shuffled together;" \
 		"with workers, the pack's sampler is also given the loader's batch_size and num_workers, and deals" \
 		"each worker the batches of frames of its own);" \
 		"tarfile reads the archive in its order. Time: from making the dataset (opening the pack) to the" \
@@ -555,6 +575,25 @@ done
 		if ((QUICK)); then met="(quick)"; else met=$(awk -v r="$r" 'BEGIN { if (r == "NA") print "—"; else print (r <= 1.2) ? "yes" : "**no**" }'); fi
 		echo "| the pack read about once: ≤ 1.2× its size from the shared FS | $w | $(awk -v r="$r" 'BEGIN { if (r == "NA") print "—"; else printf "%.2f×", r }') | $met |"
 	done
+	for q in images tiny; do
+		[[ -s $TMP/quality_$q.out && ! -s $TMP/quality_$q.fail ]] || continue
+		"$PY" "$PYE" quality-table --targets --quick "$QUICK" "$TMP/quality_$q.out"
+	done
+	echo
+	echo "## Shuffle quality on class-sorted trees"
+	echo
+	echo "The order a loop receives from \`PackSampler(shuffle=True, seed=0)\` (given the batch size and W" \
+		"workers when W > 1) on packs of CLASS/NAME files packed in sorted order, against a true permutation" \
+		"(\`random.shuffle\`): the mean number of classes in a batch of $BATCH and the mean share of its most" \
+		"frequent class. Then one epoch read in the order of W = 0 in one process (\`PackDataset\`, its" \
+		"default 64 MiB cache, on the tmpfs): the pack's bytes fetched over its size, its frames' bytes" \
+		"decoded over their size (\`Pack.stats()\`), and the epoch's time."
+	echo
+	echo "| set | files | frames | classes | workers | classes a batch | permutation's | ratio | top class share | permutation's | fetched × pack | decoded × frames | epoch |"
+	echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+	qj=()
+	for q in images tiny; do [[ -s $TMP/quality_$q.out && ! -s $TMP/quality_$q.fail ]] && qj+=("$TMP/quality_$q.out"); done
+	((${#qj[@]})) && "$PY" "$PYE" quality-table "${qj[@]}"
 	echo
 	echo "## Memory of PackDataset: 10k to 1M files"
 	echo
@@ -601,7 +640,8 @@ EOF
 		"worker and deals the batches so that each worker reads its own frames (\`Pack.stats()\` of each" \
 		"worker in the raw data): the pack is fetched and decoded about once in all, not W times."
 	echo "- Within one process, a frame decoded in part is charged its compressed bytes too until it is" \
-		"decoded whole; PackSampler's window of 4 frames fits the default cache. The" \
+		"decoded whole; PackSampler's windows take half the cache (window_bytes), each frame counted at" \
+		"its decoded plus compressed bytes, so that a window fits it. The" \
 		"\`cache_bytes=256 MiB\` rows show what a larger cache changes."
 	echo "- staged tree: files on a tmpfs, read by open() + read(); the stage (read the pack, write" \
 		"$(count "$FILES_N") files) is paid once per node and job."

@@ -23,6 +23,18 @@ torch.utils.data.DataLoader, for bench/python.sh (run it with Debian's
         epoch, not timed).  --check: also an order-independent checksum
         of (name, data) of every sample, computed in the workers (kept
         out of timed runs)
+    python_epoch.py quality PACK [--batch N] [--seed S] [--workers W,W...]
+                                 [--cache-mib M] [--label L]
+        shuffle quality of PackSampler(shuffle=True, seed=S) on a pack of
+        CLASS/NAME files, in the order the loop receives the batches for
+        each W (the sampler given the batch size and W), against a true
+        permutation (random.shuffle, seed S): the mean number of classes in
+        a batch and the mean share of its most frequent class; then one
+        epoch read in that order (W 0, in this process) with the pack's
+        counters (bytes fetched, decoded) and its time; one JSON line
+    python_epoch.py quality-table [--targets] [--quick 0|1] JSON...
+        the markdown rows of bench/results-python.md for quality's lines
+        (--targets: the rows of its targets' table)
 """
 
 import argparse
@@ -300,6 +312,82 @@ def cmd_sums(a):
     print(json.dumps({"samples": n, "bytes": b, "checksum": "%016x" % s}))
 
 
+def batch_mix(classes, batch):
+    """Mean classes per full batch and mean share of a batch's top class."""
+    kinds, tops = [], []
+    for k in range(0, len(classes) - batch + 1, batch):
+        part = classes[k:k + batch]
+        counts = {}
+        for c in part:
+            counts[c] = counts.get(c, 0) + 1
+        kinds.append(len(counts))
+        tops.append(max(counts.values()) / batch)
+    if not kinds:
+        return None, None
+    return sum(kinds) / len(kinds), sum(tops) / len(tops)
+
+
+def cmd_quality(a):
+    import random
+    from stager.torch import PackDataset, PackSampler
+    ds = PackDataset(a.src, cache_bytes=a.cache_mib << 20)
+    pack = ds.pack
+    names = pack.names()
+    cls = [n.split("/")[-2] if "/" in n else "" for n in names]
+    perm = list(range(len(ds)))
+    random.Random(a.seed).shuffle(perm)
+    out = {"label": a.label, "pack": a.src, "files": len(ds), "classes": len(set(cls)),
+           "frames": pack.stats()["frames"], "batch": a.batch, "cache_mib": a.cache_mib,
+           "perm": batch_mix([cls[i] for i in perm], a.batch), "workers": {}}
+    order0 = None
+    for w in [int(x) for x in a.workers.split(",")]:
+        dealt = {"batch_size": a.batch, "num_workers": w} if w > 1 else {}
+        sampler = PackSampler(ds, shuffle=True, seed=a.seed, **dealt)
+        t0 = time.monotonic()
+        order = list(sampler)
+        order_s = time.monotonic() - t0
+        if order0 is None:
+            order0 = order
+        out["workers"][w] = {"mix": batch_mix([cls[i] for i in order], a.batch),
+                             "order_seconds": round(order_s, 3)}
+        out["window_bytes"] = sampler.window_bytes
+    decoded = sum(pack._frame(k)[3] for k in range(out["frames"]))
+    t0 = time.monotonic()
+    for i in order0:
+        ds[i]
+    secs = time.monotonic() - t0
+    st = pack.stats()
+    out.update({"read_seconds": round(secs, 3), "stats": st, "frames_bytes": decoded,
+                "fetched_x": st["bytes_fetched"] / st["pack_bytes"],
+                "decoded_x": st["bytes_decoded"] / max(decoded, 1)})
+    print(json.dumps(out))
+
+
+def cmd_quality_table(a):
+    for path in a.json:
+        with open(path) as f:
+            d = json.loads(f.read().strip().splitlines()[-1])
+        pk, pt = d["perm"]
+        if a.targets:
+            def met(ok):
+                return "(quick)" if a.quick else ("yes" if ok else "**no**")
+            for w, r in sorted(d["workers"].items(), key=lambda x: int(x[0])):
+                x = r["mix"][0] / pk
+                print("| classes a batch ≥ 0.8× a true permutation's, %s | %s | %.2f× | %s |"
+                      % (d["label"], w, x, met(x >= 0.8)))
+            x = max(d["fetched_x"], d["decoded_x"])
+            print("| the pack fetched and decoded ≤ 1.2× once an epoch, %s | 0 | %.2f× | %s |"
+                  % (d["label"], x, met(x <= 1.2)))
+            continue
+        for w, r in sorted(d["workers"].items(), key=lambda x: int(x[0])):
+            k, t = r["mix"]
+            read = ("%.2f×" % d["fetched_x"], "%.2f×" % d["decoded_x"],
+                    "%.2f s" % d["read_seconds"]) if int(w) == 0 else ("", "", "")
+            row = (d["label"], "{:,}".format(d["files"]), d["frames"], d["classes"], w,
+                   "%.1f" % k, "%.1f" % pk, "**%.2f×**" % (k / pk), "%.3f" % t, "%.3f" % pt) + read
+            print("| " + " | ".join(str(x) for x in row) + " |")
+
+
 def main(argv):
     # "suggested max number of worker ... is 2": 4 is measured on purpose
     warnings.filterwarnings("ignore", message=".*worker processes in total.*")
@@ -321,15 +409,28 @@ def main(argv):
                    help="the number of files: memory traced each quarter of a process's share")
     e.add_argument("--cache-mib", type=int, default=64,
                    help="pack: PackDataset's cache_bytes, MiB (default 64, its default)")
-    e.add_argument("--window", type=int, default=4,
-                   help="pack: PackSampler's window, frames (default 4, its default)")
+    e.add_argument("--window", type=int, default=None,
+                   help="pack: PackSampler's window, at most that many frames (default: "
+                   "none, the window is half the cache in bytes)")
     s = sub.add_parser("sums")
     s.add_argument("src")
     s.add_argument("--order", required=True)
+    q = sub.add_parser("quality")
+    q.add_argument("src")
+    q.add_argument("--batch", type=int, default=64)
+    q.add_argument("--seed", type=int, default=0)
+    q.add_argument("--workers", default="0,2,4")
+    q.add_argument("--cache-mib", type=int, default=64)
+    q.add_argument("--label", default="")
+    t = sub.add_parser("quality-table")
+    t.add_argument("--targets", action="store_true", help="the rows of the targets' table")
+    t.add_argument("--quick", type=int, default=0, help="1: a --quick run, targets not judged")
+    t.add_argument("json", nargs="+")
     a = p.parse_args(argv)
     if a.cmd == "epoch" and a.kind == "files" and not a.order:
         p.error("files needs --order")
-    {"order": cmd_order, "epoch": cmd_epoch, "sums": cmd_sums}[a.cmd](a)
+    {"order": cmd_order, "epoch": cmd_epoch, "sums": cmd_sums, "quality": cmd_quality,
+     "quality-table": cmd_quality_table}[a.cmd](a)
 
 
 if __name__ == "__main__":

@@ -1,39 +1,43 @@
 """stager.torch: a pack as a PyTorch dataset.
 
-    import torch.utils.data as tud
-    from stager.torch import PackDataset, PackSampler
+    from stager.torch import PackDataset, PackLoader
 
     ds = PackDataset("/data/imagenet.tar.zst", transform=decode)
-    sampler = PackSampler(ds, shuffle=True, seed=0, rank=rank, world_size=world,
-                          batch_size=256, num_workers=4)
-    loader = tud.DataLoader(ds, batch_size=256, sampler=sampler, num_workers=4,
-                            persistent_workers=True)
-    for epoch in range(epochs):
-        sampler.set_epoch(epoch)
+    loader = PackLoader(ds, batch_size=256, shuffle=True, seed=0, rank=rank,
+                        world_size=world, num_workers=4, persistent_workers=True)
+    if checkpoint:
+        loader.load_state_dict(checkpoint["loader"])
+    for epoch in range(loader.epoch, epochs):
+        loader.set_epoch(epoch)
         for batch in loader:
             ...
+            save({..., "loader": loader.state_dict()})
 
 PackDataset pickles to its path and digest (a few hundred bytes, not the
 manifest) and opens the pack again in each DataLoader worker, with fork and
 spawn alike; a pack that changed since is refused.  persistent_workers=True
 keeps the workers from one epoch to the next: without it, each epoch starts
-new ones, and a spawn worker imports torch again.  PackSampler shuffles
-frames, then the files of a window of frames, so that each frame is read
-about once per epoch while the order stays well mixed; its state_dict()
-resumes an epoch where it stopped.
+new ones, and a spawn worker imports torch again.
+
+PackSampler orders an epoch so that each frame is read about once while the
+order stays well mixed: windows of frames that fit the dataset's cache, each
+drawn from all over the pack, their files shuffled together (see
+stager._order).  PackLoader is a DataLoader over a PackSampler that counts
+the batches the loop received: its state_dict(), taken between any two
+batches, resumes exactly there, whatever num_workers, prefetch_factor and
+persistent_workers.
 
 torch is imported here only: ``import stager`` does not need it.
 """
 
 import array
 import os
-import random
 
 import torch.utils.data
 
-from . import IntegrityError, Pack
+from . import IntegrityError, Pack, _order
 
-__all__ = ["PackDataset", "PackSampler"]
+__all__ = ["PackDataset", "PackSampler", "PackLoader"]
 
 
 class PackDataset(torch.utils.data.Dataset):
@@ -108,18 +112,35 @@ class PackDataset(torch.utils.data.Dataset):
         out.frombytes(self.pack._frames())
         return out
 
+    def frame_costs(self):
+        """What the reader's cache charges each frame at most, as
+        array('Q'): its decoded bytes plus its compressed ones (kept until
+        the frame is decoded whole)."""
+        pack = self.pack
+        out = array.array("Q")
+        for k in range(pack.stats()["frames"]):
+            _, size, _, tar_size = pack._frame(k)
+            out.append(size + tar_size)
+        return out
+
 
 class PackSampler(torch.utils.data.Sampler):
     """PackSampler(dataset, shuffle=True, seed=0, rank=0, world_size=1,
-    drop_last=False, window=4, batch_size=None, num_workers=0): a
-    frame-aware order of a PackDataset's indices.
+    drop_last=False, window=None, batch_size=None, num_workers=0,
+    window_bytes=None): a frame-aware order of a PackDataset's indices.
 
-    With shuffle, each epoch shuffles the pack's frames, then the files of
-    each window of `window` consecutive frames of that order: a frame's
-    files come close together, so that it is fetched and decoded about once
-    an epoch (a window fits the reader's cache), while the order is still
-    well mixed.  Without shuffle, pack order.  set_epoch(n) gives epoch n
-    its own order (seed + n).
+    With shuffle, each epoch cuts the pack's frames into windows whose
+    bytes fit window_bytes (default: half the dataset's cache_bytes, each
+    frame counted as the reader's cache charges it at most, decoded plus
+    compressed), each window drawn from all over the pack (stratified: one
+    frame from every part of it), and yields the windows in a random
+    order, each window's files shuffled together.  A frame's files thus
+    come while it is in the reader's cache, so that it is fetched and
+    decoded about once an epoch, and a batch mixes as many parts of the
+    pack as a window holds frames: how well does not depend on how small
+    the files are.  window: at most that many frames a window besides.
+    Without shuffle, pack order.  set_epoch(n) gives epoch n its own order
+    (seed + n).
 
     Ranks (world_size of them) get disjoint slices of equal length of the
     epoch's order; together they cover it (without drop_last, the last
@@ -128,23 +149,33 @@ class PackSampler(torch.utils.data.Sampler):
     contiguous run of the order, so ranks read different frames.
 
     With a DataLoader of several workers, give the sampler the loader's
-    batch_size and num_workers: the DataLoader hands batch k of an epoch to
-    worker k % num_workers, and the sampler then fills each worker's
-    batches from a run of the order of its own (frames shuffled, files
-    shuffled within windows, as above), so that a frame is fetched and
-    decoded by one worker, not by all of them.
+    batch_size and num_workers (PackLoader does): the DataLoader hands
+    batch k of an epoch to worker k % num_workers, and the sampler then
+    fills each worker's batches from a run of the order of its own
+    (windowed again as above, each worker having a cache of its own), so
+    that a frame is fetched and decoded by one worker, not by all of them.
+    A worker's batches then mix only its share of the frames: on a pack of
+    few frames (fewer than num_workers windows' worth), less well than
+    without workers.
 
-    state_dict() says how far the epoch went (the indices taken from the
-    iterator so far); a sampler given it by load_state_dict() yields exactly
-    those not yet taken, then goes on as usual.
+    state_dict() counts the indices this sampler has handed out in the
+    epoch ("taken"): with DataLoader workers that is what the workers
+    fetched ahead (prefetch_factor x num_workers batches), more than the
+    loop has received, so a loop resumed from it would skip samples.  To
+    resume a training loop, use PackLoader, which counts the batches the
+    loop received.
     """
 
     def __init__(self, dataset, shuffle=True, seed=0, rank=0, world_size=1, drop_last=False,
-                 window=4, batch_size=None, num_workers=0):
+                 window=None, batch_size=None, num_workers=0, window_bytes=None):
         if world_size < 1 or not 0 <= rank < world_size:
             raise ValueError("rank %r of world_size %r" % (rank, world_size))
-        if window < 1:
-            raise ValueError("window must be at least 1")
+        if window is not None and window < 1:
+            raise ValueError("window must be at least 1 frame, not %r" % (window,))
+        if window_bytes is None:
+            window_bytes = max(int(getattr(dataset, "cache_bytes", 64 << 20)) // 2, 1)
+        if window_bytes < 1:
+            raise ValueError("window_bytes must be at least 1, not %r" % (window_bytes,))
         if num_workers < 0 or (num_workers > 1 and not batch_size) or \
                 (batch_size is not None and batch_size < 1):
             raise ValueError("num_workers > 1 needs the loader's batch_size (at least 1)")
@@ -157,10 +188,11 @@ class PackSampler(torch.utils.data.Sampler):
         self.world_size = world_size
         self.drop_last = drop_last
         self.window = window
+        self.window_bytes = int(window_bytes)
         self.epoch = 0
         self._n = len(dataset)
-        self._groups = None
         self._frames = None
+        self._costs = None
         self._taken = 0
         self._resume = 0
         if drop_last:
@@ -172,89 +204,25 @@ class PackSampler(torch.utils.data.Sampler):
         return self._per_rank
 
     def set_epoch(self, epoch):
+        """The next iteration is epoch `epoch`: from the start, but for the
+        epoch that load_state_dict() left a place in."""
+        if epoch != self.epoch:
+            self._resume = 0
+            self._taken = 0
         self.epoch = epoch
 
-    def _frame_groups(self):
-        # runs of indices that start in the same frame (pack order keeps
-        # them contiguous): [(start, end), ...]
-        if self._groups is None:
-            frames = self.dataset.frames() if hasattr(self.dataset, "frames") else None
-            self._frames = frames
-            if frames is None:
-                self._groups = [(i, i + 1) for i in range(self._n)]
-            else:
-                groups, start = [], 0
-                for i in range(1, self._n + 1):
-                    if i == self._n or frames[i] != frames[start]:
-                        groups.append((start, i))
-                        start = i
-                self._groups = groups
-        return self._groups
+    def _load_frames(self):
+        if self._frames is None and hasattr(self.dataset, "frames"):
+            self._frames = self.dataset.frames()
+            costs = getattr(self.dataset, "frame_costs", None)
+            self._costs = costs() if costs else None
 
     def _order(self):
-        self._frame_groups()
-        if not self.shuffle:
-            order = list(range(self._n))
-        else:
-            rng = random.Random(self.seed * 1000003 + self.epoch)
-            groups = list(self._frame_groups())
-            rng.shuffle(groups)
-            order = []
-            for w in range(0, len(groups), self.window):
-                chunk = []
-                for start, end in groups[w:w + self.window]:
-                    chunk.extend(range(start, end))
-                rng.shuffle(chunk)
-                order.extend(chunk)
-        total = self._per_rank * self.world_size
-        if total > len(order):
-            pad = total - len(order)
-            order.extend((order * (pad // max(len(order), 1) + 1))[:pad])
-        lo = self.rank * self._per_rank
-        mine = order[lo:lo + self._per_rank]
-        if self.num_workers > 1 and self._frames is not None:
-            mine = self._by_worker(mine)
-        return mine
-
-    def _by_worker(self, order):
-        """order dealt to the workers as the DataLoader deals batches: its
-        files grouped by frame (frames in the order they come), cut into
-        one run a worker, each run shuffled within windows
-        of frames again, the runs interleaved a batch at a time.  A frame
-        is then one worker's, but for the frames at the cuts (one between
-        two workers) and the last few batches."""
-        runs = {}
-        for index in order:
-            runs.setdefault(self._frames[index], []).append(index)
-        flat = [i for files in runs.values() for i in files]
-        w, b, n = self.num_workers, self.batch_size, len(order)
-        # rounds of one batch a worker; the last round as far as it goes, so
-        # that only the very last batch is short and none straddles two runs
-        rounds = max(-(-n // (w * b)), 1)
-        q, r = divmod(n - (rounds - 1) * w * b, b)
-        lens = [rounds * b if k < q else (rounds - 1) * b + (r if k == q else 0)
-                for k in range(w)]
-        rng = random.Random((self.seed * 1000003 + self.epoch) * 31 + self.rank)
-        streams, at = [], 0
-        for length in lens:
-            part = flat[at:at + length]
-            at += length
-            frames, stream = [], []
-            for i in part:
-                if not frames or self._frames[frames[-1][0]] != self._frames[i]:
-                    frames.append([])
-                frames[-1].append(i)
-            for k in range(0, len(frames), self.window):
-                chunk = [i for files in frames[k:k + self.window] for i in files]
-                if self.shuffle:
-                    rng.shuffle(chunk)
-                stream.extend(chunk)
-            streams.append(stream)
-        out = []
-        for k in range(0, rounds * b, b):
-            for stream in streams:
-                out.extend(stream[k:k + b])
-        return out
+        self._load_frames()
+        return _order.epoch_order(self._n, self._frames, self._costs, self.shuffle, self.seed,
+                                  self.epoch, self.rank, self.world_size, self._per_rank,
+                                  self.window_bytes, self.window, self.num_workers,
+                                  self.batch_size)
 
     def __iter__(self):
         order = self._order()
@@ -270,8 +238,8 @@ class PackSampler(torch.utils.data.Sampler):
     def _ahead(self, order):
         """Where the dataset reads in this process (no DataLoader workers):
         a function of the position that has the pack fetch, in the
-        background, the frames the next window of the order starts, before
-        they are read."""
+        background, the frames the order comes to within the next
+        half-window, before they are read."""
         local = getattr(self.dataset, "_local_pack", None)
         pack = local() if local else None
         if pack is None or self._frames is None or not order:
@@ -280,7 +248,15 @@ class PackSampler(torch.utils.data.Sampler):
         for pos, index in enumerate(order):
             first.setdefault(self._frames[index], pos)
         starts = sorted((pos, frame) for frame, pos in first.items())
-        horizon = max(len(order) // max(len(starts), 1), 1) * self.window // 2
+        per_frame = len(order) // max(len(starts), 1)
+        if self._costs:
+            avg = max(sum(self._costs) // max(len(self._costs), 1), 1)
+            frames = max(self.window_bytes // avg, 1)
+        else:
+            frames = 4
+        if self.window:
+            frames = min(frames, self.window)
+        horizon = max(per_frame * frames // 2, 1)
         state = {"next": 0}
 
         def ahead(pos):
@@ -292,26 +268,143 @@ class PackSampler(torch.utils.data.Sampler):
 
         return ahead
 
+    _KEYS = ("seed", "shuffle", "rank", "world_size", "drop_last", "window", "window_bytes",
+             "files", "batch_size", "num_workers")
+
+    def _config(self):
+        return {key: self._n if key == "files" else getattr(self, key) for key in self._KEYS}
+
+    def _check_config(self, state, keys):
+        mine = self._config()
+        for key in keys:
+            if state.get(key) != mine[key]:
+                raise ValueError("the saved %s had %s=%r, this one %r: make it as the saved "
+                                 "one was" % (type(self).__name__, key, state.get(key),
+                                              mine[key]))
+
     def state_dict(self):
-        """How far this epoch went: a dict for load_state_dict()."""
-        return {"version": 1, "epoch": self.epoch, "taken": self._taken, "seed": self.seed,
-                "shuffle": self.shuffle, "rank": self.rank, "world_size": self.world_size,
-                "drop_last": self.drop_last, "window": self.window, "files": self._n,
-                "batch_size": self.batch_size, "num_workers": self.num_workers}
+        """How far this epoch went, as indices handed out ("taken": with
+        DataLoader workers, those fetched ahead too): a dict for
+        load_state_dict()."""
+        out = {"version": 2, "epoch": self.epoch, "taken": self._taken,
+               "counts": "indices handed out to the DataLoader (its prefetch included)"}
+        out.update(self._config())
+        return out
 
     def load_state_dict(self, state):
         """Resume: the next iteration yields the indices of state's epoch not
-        yet taken.  The sampler must be made as the saved one was."""
-        for key in ("seed", "shuffle", "rank", "world_size", "drop_last", "window", "files",
-                    "batch_size", "num_workers"):
-            mine = self._n if key == "files" else getattr(self, key)
-            if state.get(key) != mine:
-                raise ValueError("the saved sampler had %s=%r, this one %r" %
-                                 (key, state.get(key), mine))
+        yet taken; if it had taken them all, the next epoch whole.  The
+        sampler must be made as the saved one was (ValueError if not)."""
+        self._check_config(state, self._KEYS)
         taken = int(state["taken"])
         if not 0 <= taken <= self._per_rank:
             raise ValueError("taken=%r is not within this rank's %d indices" %
                              (taken, self._per_rank))
-        self.epoch = int(state["epoch"])
+        self._place(int(state["epoch"]), taken)
+
+    def _place(self, epoch, taken):
+        """The next iteration: epoch `epoch` from index `taken` of this
+        rank's order (the next epoch, from its start, at the end)."""
+        if taken >= self._per_rank:
+            epoch, taken = epoch + 1, 0
+        self.epoch = epoch
         self._resume = taken
         self._taken = taken
+
+
+class PackLoader(torch.utils.data.DataLoader):
+    """PackLoader(dataset, batch_size=1, shuffle=True, seed=0, rank=0,
+    world_size=1, drop_last=False, window_bytes=None, window=None,
+    **DataLoader options): a DataLoader over a PackSampler of dataset,
+    that resumes exactly.
+
+    The sampler is made with the loader's batch_size and num_workers (each
+    worker reads frames of its own, see PackSampler); drop_last drops both
+    the ranks' remainder and the last short batch.  Any other DataLoader
+    option may be given (num_workers, prefetch_factor, persistent_workers,
+    collate_fn, pin_memory, multiprocessing_context ...), but not sampler,
+    batch_sampler nor shuffle=<a sampler's choice>: the loader has its own.
+
+    state_dict() says which epoch and how many of its batches the loop has
+    received (iterating the loader counts them as it hands them over, not
+    as the DataLoader fetches them ahead), taken between any two batches.
+    A PackLoader made the same way and given it by load_state_dict() yields
+    exactly the batches that were left, in the same order, sample for
+    sample, whatever num_workers, prefetch_factor and persistent_workers
+    (its order depends on batch_size and num_workers: give the same).  A
+    state taken at the end of an epoch resumes at the next epoch, whole.
+    set_epoch(n) for another epoch than the loaded one starts it whole.
+    """
+
+    def __init__(self, dataset, batch_size=1, shuffle=True, seed=0, rank=0, world_size=1,
+                 drop_last=False, window_bytes=None, window=None, **options):
+        for key in ("sampler", "batch_sampler"):
+            if options.get(key) is not None:
+                raise ValueError("PackLoader makes its own %s: do not give one" % key)
+        if batch_size is None or batch_size < 1:
+            raise ValueError("PackLoader needs a batch_size of at least 1, not %r" %
+                             (batch_size,))
+        workers = options.get("num_workers", 0)
+        sampler = PackSampler(dataset, shuffle=shuffle, seed=seed, rank=rank,
+                              world_size=world_size, drop_last=drop_last,
+                              window_bytes=window_bytes, window=window, batch_size=batch_size,
+                              num_workers=workers)
+        super().__init__(dataset, batch_size=batch_size, sampler=sampler, drop_last=drop_last,
+                         **options)
+        self._batches = 0  # batches of sampler.epoch the loop received
+        self._pending = False  # the next iteration starts at _batches, not 0
+
+    @property
+    def epoch(self):
+        """The epoch the next iteration reads (after load_state_dict: the
+        saved one, or the next if it was done)."""
+        return self.sampler.epoch
+
+    def set_epoch(self, epoch):
+        """The next iteration is epoch `epoch`: from the start, but for the
+        epoch that load_state_dict() left a place in."""
+        if epoch != self.sampler.epoch:
+            self._batches, self._pending = 0, False
+        self.sampler.set_epoch(epoch)
+
+    def _epoch_batches(self):
+        n = len(self.sampler)
+        return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+    def __iter__(self):
+        start = self._batches if self._pending else 0
+        self._pending = False
+        self._batches = start
+        self.sampler._resume = self.sampler._taken = start * self.batch_size
+        for batch in super().__iter__():
+            self._batches += 1
+            yield batch
+
+    def state_dict(self):
+        """Where the loop is: the epoch and the batches of it received, and
+        how the loader was made; a dict for load_state_dict() (plain
+        values: torch.save and pickle keep it)."""
+        out = {"version": 1, "epoch": self.sampler.epoch, "batches": self._batches,
+               "samples": min(self._batches * self.batch_size, len(self.sampler)),
+               "epoch_batches": self._epoch_batches()}
+        out.update(self.sampler._config())
+        return out
+
+    def load_state_dict(self, state):
+        """Resume at state's place: the next iteration yields the batches of
+        its epoch the loop had not received; at an epoch's end, the next
+        epoch whole.  The loader must be made as the saved one was, with
+        the same dataset, batch_size and num_workers (ValueError if not)."""
+        if not isinstance(state, dict) or "batches" not in state:
+            raise ValueError("not a PackLoader state (a PackSampler's? give it to the "
+                             "sampler's load_state_dict)")
+        self.sampler._check_config(state, PackSampler._KEYS)
+        batches, total = int(state["batches"]), self._epoch_batches()
+        if not 0 <= batches <= total:
+            raise ValueError("batches=%r is not within this rank's %d batches an epoch" %
+                             (batches, total))
+        epoch = int(state["epoch"])
+        if batches == total:
+            epoch, batches = epoch + 1, 0
+        self.sampler._place(epoch, 0)
+        self._batches, self._pending = batches, True

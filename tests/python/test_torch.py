@@ -4,6 +4,9 @@ disjoint and complete, its frame-aware order, resume from state_dict; the
 dataset's pickle."""
 import os
 import pickle
+import random
+import shutil
+import tempfile
 import unittest
 
 import fixtures
@@ -151,6 +154,71 @@ class TorchTest(unittest.TestCase):
         wrong = PackSampler(ds, seed=10)
         with self.assertRaises(ValueError):
             wrong.load_state_dict(state)
+
+    def test_resume_end_of_epoch(self):
+        """a sampler's state at the end of an epoch, or set_epoch to another: that epoch whole"""
+        ds = PackDataset(self.ds.pack)
+        sampler = PackSampler(ds, seed=9)
+        sampler.set_epoch(4)
+        list(sampler)
+        state = sampler.state_dict()
+        self.assertEqual(state["taken"], len(ds))
+        sampler.set_epoch(5)
+        whole = list(sampler)
+        fresh = PackSampler(ds, seed=9)
+        fresh.load_state_dict(state)
+        self.assertEqual(fresh.epoch, 5)
+        self.assertEqual(list(fresh), whole)
+        fresh = PackSampler(ds, seed=9)
+        fresh.load_state_dict(state)
+        fresh.set_epoch(state["epoch"] + 1)
+        self.assertEqual(list(fresh), whole)
+        fresh.load_state_dict(dict(state, taken=10))
+        fresh.set_epoch(5)
+        self.assertEqual(list(fresh), whole)
+
+    def test_shuffle_quality(self):
+        """class-sorted tiny files: a batch mixes >= 0.8x the classes of a true permutation,
+        and each frame is fetched and decoded about once"""
+        root = tempfile.mkdtemp(prefix="stager-py.", dir=os.environ.get("TMPDIR", "/var/tmp"))
+        try:
+            rng = random.Random(3)
+            for c in range(100):
+                os.makedirs(os.path.join(root, "src", "c%03d" % c))
+                for k in range(50):
+                    with open(os.path.join(root, "src", "c%03d" % c, "f%02d" % k), "wb") as f:
+                        f.write(rng.randbytes(rng.randrange(2000, 4000)))
+            pack = os.path.join(root, "sorted.tar.zst")
+            fixtures.stager("pack", "-q", "--frame-size", "64K", os.path.join(root, "src"),
+                            "-o", pack)
+            # windows of half the cache, 12 MiB: three of ~90 frames of the
+            # pack's ~270 (each frame charged its decoded and compressed
+            # bytes), each window from all over the pack
+            ds = PackDataset(pack, cache_bytes=24 << 20)
+            names = ds.pack.names()
+            sampler = PackSampler(ds, seed=0)
+            self.assertEqual(sampler.window_bytes, 12 << 20)
+            self.assertGreater(sum(ds.frame_costs()), 2 * sampler.window_bytes)
+            order = list(sampler)
+            self.assertEqual(sorted(order), list(range(len(ds))))
+            perm = list(range(len(ds)))
+            random.Random(0).shuffle(perm)
+
+            def classes(order):
+                per = [len({names[i].split("/")[0] for i in order[k:k + 64]})
+                       for k in range(0, len(order) - 63, 64)]
+                return sum(per) / len(per)
+
+            mixed, true = classes(order), classes(perm)
+            self.assertGreaterEqual(mixed, 0.8 * true, (mixed, true))
+            for i in order:
+                ds[i]
+            st = ds.pack.stats()
+            decoded = sum(ds.pack._frame(k)[3] for k in range(st["frames"]))
+            self.assertLessEqual(st["bytes_fetched"], 1.2 * st["pack_bytes"], st)
+            self.assertLessEqual(st["bytes_decoded"], 1.2 * decoded, st)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
 
     def test_by_worker(self):
         """with the loader's workers: each worker's batches from frames of its own"""
