@@ -53,31 +53,10 @@
 # the figures and listed in the results; the script goes on and exits 1.
 set -euo pipefail
 
-usage() {
-	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
-}
-
-QUICK=0
-REPS=
-while (($#)); do
-	case $1 in
-	--quick) QUICK=1 ;;
-	--reps) [[ $# -ge 2 ]] || { echo "python.sh: --reps needs a value" >&2; exit 1; }
-		REPS=$2; shift ;;
-	--reps=*) REPS=${1#--reps=} ;;
-	-h | --help) usage; exit 0 ;;
-	*) echo "python.sh: unknown argument '$1' (try --help)" >&2; exit 1 ;;
-	esac
-	shift
-done
-if [[ -z $REPS ]]; then
-	if ((QUICK)); then REPS=1; else REPS=3; fi
-fi
-[[ $REPS =~ ^[1-9][0-9]*$ ]] || { echo "python.sh: --reps wants a positive integer, not '$REPS'" >&2; exit 1; }
-
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=bench/lib.sh
 . "$ROOT/bench/lib.sh"
+bench_args 3 "$@"
 cd "$ROOT"
 B=${B:-build}
 [[ $B == /* ]] || B=$ROOT/$B
