@@ -262,8 +262,10 @@ STG_API int stg_reader_read(stg_reader *r, size_t i, void *buf);
  * cached (a reader that knows what it reads next: a sampler's next
  * window); they are decoded when read.  Nothing without prefetch. */
 STG_API void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n);
-/* Why a read of file i failed with rc, in words, into buf. */
-STG_API void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
+/* Why a read of file i failed with rc, in words, into buf; returns the
+ * errno value that says it: ESTALE where the pack's file changed since it
+ * was opened (rewritten or cut short in place: not damage), else rc. */
+STG_API int stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
 STG_API void stg_reader_get_stats(stg_reader *r, stg_reader_stats *stats);
 
 /* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */

@@ -63,17 +63,24 @@ static bool changed(stg_reader *r)
 	return true;
 }
 
+/* Frame k's compressed bytes, hashed once: against the frame table (format
+ * 3: EBADMSG if they do not match, the frame then damaged) and, where a
+ * read fails or the bytes do not match, the pack's attributes against
+ * those at open: a pack rewritten or cut short in place since (its bytes
+ * gone or others) is ESTALE, not damage. */
 static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 {
 	stg_reader *r = arg;
 	const stg_frame *f = &r->pack->t.frames[k];
-	if (stg__pack_pread(r->pack, buf, len, f->comp_off))
-		return errno ? errno : EIO;
+	if (stg__pack_pread(r->pack, buf, len, f->comp_off)) {
+		int e = errno ? errno : EIO;
+		return changed(r) ? ESTALE : e;
+	}
 	if (r->pack->t.version >= 3) {
 		XXH128_canonical_t h;
 		XXH128_canonicalFromHash(&h, XXH3_128bits(buf, len));
-		if (memcmp(h.digest, f->xxh3, 16) && changed(r))
-			return ESTALE;
+		if (memcmp(h.digest, f->xxh3, 16))
+			return changed(r) ? ESTALE : EBADMSG;
 	} else if (changed(r)) {
 		return ESTALE;
 	}
@@ -149,6 +156,7 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 	                      .prefetch_fetch_only = true,
 	                      .fetch = fetch,
 	                      .fetch_arg = r,
+	                      .fetch_checks = true,
 	                      .bad = frame_bad,
 	                      .bad_arg = r};
 	if ((err = stg__frames_new(ctx, t, &fo, &r->frames)))
@@ -263,15 +271,17 @@ int stg_reader_read(stg_reader *r, size_t i, void *buf)
 	return memcmp(h.digest, c->xxh3, 16) ? EIO : 0;
 }
 
-void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
+int stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
 {
-	if (rc == ESTALE || atomic_load(&r->changed)) {
+	/* an error that a changed pack explains is said so: the file is not
+	 * the one opened (rewritten, cut short), not damaged */
+	if (rc == ESTALE || atomic_load(&r->changed) || (rc == EIO && changed(r))) {
 		snprintf(buf, len, "the pack changed since it was opened; open it again");
-		return;
+		return ESTALE;
 	}
 	if (rc != EIO || i >= r->n) {
 		snprintf(buf, len, "%s", strerror(rc));
-		return;
+		return rc;
 	}
 	/* the first damaged frame of the file's, else its hash */
 	const stg_trailer *t = &r->pack->t;
@@ -282,10 +292,11 @@ void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
 		const char *why = atomic_load(&r->why[k]);
 		if (why) {
 			snprintf(buf, len, "frame %zu, which holds it, is damaged (%s)", k, why);
-			return;
+			return rc;
 		}
 	}
 	snprintf(buf, len, "its bytes do not match its XXH3-128");
+	return rc;
 }
 
 void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n)

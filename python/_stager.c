@@ -30,20 +30,6 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-/* ---- names ----------------------------------------------------------------- */
-
-/* A name argument (str or bytes) as bytes: a new reference, or NULL with
- * TypeError. */
-static PyObject *name_bytes(PyObject *name)
-{
-	if (PyUnicode_Check(name))
-		return PyUnicode_EncodeFSDefault(name);
-	if (PyBytes_Check(name))
-		return Py_NewRef(name);
-	return PyErr_Format(PyExc_TypeError, "a file name is str or bytes, not %s",
-	                    Py_TYPE(name)->tp_name);
-}
-
 /* ---- Pack ---------------------------------------------------------------- */
 
 typedef struct {
@@ -172,13 +158,15 @@ static void pack_release(Pack *p)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* The index of name (held); -1 with KeyError if the pack has no such file. */
+/* The index of name (a path or an index; held); -1 with KeyError if the
+ * pack has no such file, IndexError if no file has that index. */
 static Py_ssize_t pack_index(Pack *p, PyObject *name)
 {
-	if (PyLong_Check(name)) {
-		Py_ssize_t i = PyLong_AsSsize_t(name);
-		if (i == -1 && PyErr_Occurred())
-			return -1;
+	Py_ssize_t i;
+	int rc = index_of(name, &i);
+	if (rc < 0)
+		return -1;
+	if (rc > 0) {
 		if (i < 0 || (size_t)i >= stg_reader_count(p->r)) {
 			PyErr_SetObject(PyExc_IndexError, name);
 			return -1;
@@ -188,14 +176,14 @@ static Py_ssize_t pack_index(Pack *p, PyObject *name)
 	PyObject *b = name_bytes(name);
 	if (!b)
 		return -1;
-	size_t i;
-	int rc = stg_reader_find(p->r, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), &i);
+	size_t j;
+	rc = stg_reader_find(p->r, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), &j);
 	Py_DECREF(b);
 	if (rc) {
 		PyErr_SetObject(PyExc_KeyError, name);
 		return -1;
 	}
-	return (Py_ssize_t)i;
+	return (Py_ssize_t)j;
 }
 
 /* A failed read of file i as an exception (held). */
@@ -204,9 +192,9 @@ static PyObject *read_failed(Pack *p, size_t i, int rc)
 	stg_entry e;
 	stg_reader_file(p->r, i, &e);
 	char why[512], msg[1024];
-	stg_reader_why(p->r, i, rc, why, sizeof why);
 	if (rc == ENOMEM)
 		return PyErr_NoMemory();
+	rc = stg_reader_why(p->r, i, rc, why, sizeof why);
 	snprintf(msg, sizeof msg, "'%s' in the pack: %s", e.path, why);
 	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
 	const char *fn = path ? PyBytes_AS_STRING(path) : NULL;
@@ -385,8 +373,8 @@ static PyObject *Pack_frames(Pack *self, PyObject *unused)
 /* _frame(k) -> (offset, size, tar_offset, tar_size): frame k in the file */
 static PyObject *Pack_frame(Pack *self, PyObject *index)
 {
-	Py_ssize_t k = PyLong_AsSsize_t(index);
-	if (k == -1 && PyErr_Occurred())
+	Py_ssize_t k;
+	if (index_arg(index, &k))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;
@@ -404,8 +392,8 @@ static PyObject *Pack_frame(Pack *self, PyObject *index)
 /* _prefetch(frame): fetch and check it in the background */
 static PyObject *Pack_prefetch(Pack *self, PyObject *index)
 {
-	Py_ssize_t k = PyLong_AsSsize_t(index);
-	if (k == -1 && PyErr_Occurred())
+	Py_ssize_t k;
+	if (index_arg(index, &k))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;
@@ -418,8 +406,8 @@ static PyObject *Pack_prefetch(Pack *self, PyObject *index)
 /* _name(index) -> str */
 static PyObject *Pack_name(Pack *self, PyObject *index)
 {
-	Py_ssize_t i = PyLong_AsSsize_t(index);
-	if (i == -1 && PyErr_Occurred())
+	Py_ssize_t i;
+	if (index_arg(index, &i))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;

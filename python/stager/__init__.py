@@ -91,10 +91,12 @@ class Pack(_stager.Pack):
 
     Files are the pack's regular files (and hard links to them), named by
     their path in the pack ('dir/file.jpg'), or by their index in pack
-    order.  A damaged frame raises IntegrityError for the files it holds;
+    order: an int or any integer with __index__ (numpy.int64, a
+    one-element integer torch tensor); a bool or a float is a TypeError.  A damaged frame raises IntegrityError for the files it holds;
     every other file stays readable.  A pack changed in place since it was
-    opened raises stager.Error (ESTALE) where a read would see its new
-    bytes.  A file that is not a pack raises IntegrityError; a missing one,
+    opened (rewritten, cut short) raises stager.Error (ESTALE, "the pack
+    changed since it was opened", with its path) where a read would see
+    its new bytes, never IntegrityError.  A file that is not a pack raises IntegrityError; a missing one,
     or one the user may not read, SourceError with the system's errno
     (ENOENT, EACCES ...).
     """

@@ -1,0 +1,167 @@
+"""stager.Pack at its edges (issue 39): numpy and torch integers as file
+indices (bool and float refused), and a pack changed in place since it was
+opened (rewritten shorter, cut short) told from a damaged one."""
+import os
+import shutil
+import unittest
+
+import fixtures
+
+import stager
+
+try:
+    import numpy
+except ImportError:  # (Debian's python3-torch brings it)
+    numpy = None
+try:
+    import torch
+except ImportError:
+    torch = None
+
+
+class IndexTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.ds = fixtures.Dataset(files=40, big=1 << 20)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ds.close()
+
+    def integers(self):
+        """3 as every integer type at hand: int, numpy's, torch's"""
+        out = [3]
+        if numpy is not None:
+            out += [numpy.int64(3), numpy.int32(3), numpy.uint8(3), numpy.intp(3)]
+        if torch is not None:
+            out += [torch.tensor(3), torch.tensor(3, dtype=torch.int32), torch.tensor([3])]
+        return out
+
+    def test_integer_indices(self):
+        """numpy and torch integers index files wherever an int does"""
+        if numpy is None or torch is None:
+            self.skipTest("numpy or torch missing")
+        with stager.Pack(self.ds.pack) as p:
+            name = p._name(3)
+            want = self.ds.files[name]
+            for i in self.integers():
+                with self.subTest(type=type(i).__name__):
+                    self.assertEqual(p.read(i), want)
+                    self.assertEqual(p._name(i), name)
+                    self.assertEqual(p.stat(i), p.stat(name))
+                    self.assertIn(i, p)
+                    with p.open(i) as f:
+                        self.assertEqual(f.read(), want)
+                    self.assertEqual(p._entry(i)[0], 3)
+                    self.assertEqual(p._frame(i), p._frame(3))
+                    p._prefetch(i)
+            # out of range as for an int
+            with self.assertRaises(IndexError):
+                p.read(numpy.int64(len(p)))
+            with self.assertRaises(IndexError):
+                p.read(torch.tensor(-1))
+            with self.assertRaises(IndexError):
+                p.read(numpy.int64(2) ** 62)
+            with self.assertRaises(IndexError):
+                p.read(10 ** 30)
+
+    def test_dataset_integer_indices(self):
+        """PackDataset[numpy or torch integer], as a sampler may give"""
+        if numpy is None or torch is None:
+            self.skipTest("numpy or torch missing")
+        import stager.torch as st
+        ds = st.PackDataset(self.ds.pack)
+        for i in self.integers():
+            with self.subTest(type=type(i).__name__):
+                self.assertEqual(ds[i], ds[3])
+
+    def test_bool_and_float_refused(self):
+        """a bool or a float is no file index: TypeError, said"""
+        refused = [True, False, 3.0, 1.5]
+        if numpy is not None:
+            refused += [numpy.bool_(True), numpy.float64(3.0)]
+        if torch is not None:
+            refused += [torch.tensor(True), torch.tensor(3.0), torch.tensor([1, 2])]
+        with stager.Pack(self.ds.pack) as p:
+            for bad in refused:
+                with self.subTest(value=repr(bad)):
+                    for call in (p.read, p._name, p._entry, p.stat, p._frame, p._prefetch):
+                        with self.assertRaises(TypeError) as cm:
+                            call(bad)
+                        self.assertNotIn("SystemError", str(cm.exception))
+                    self.assertNotIn(bad, p)
+            with self.assertRaises(TypeError) as cm:
+                p.read(True)
+            self.assertIn("not bool", str(cm.exception))
+
+
+class ChangedTest(unittest.TestCase):
+    """A pack overwritten in place is changed, not damaged."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.ds = fixtures.Dataset(files=200, big=2 << 20)
+        # a smaller pack to write over the first
+        cls.small = os.path.join(cls.ds.dir, "small-src")
+        fixtures.make_tree(cls.small, files=5, seed=3, big=1000)
+        cls.small_pack = os.path.join(cls.ds.dir, "small.tar.zst")
+        fixtures.stager("pack", "-q", cls.small, "-o", cls.small_pack)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.ds.close()
+
+    def copy(self, name):
+        path = os.path.join(self.ds.dir, name)
+        shutil.copyfile(self.ds.pack, path)
+        return path
+
+    def assert_changed(self, p, path):
+        """Each file reads as it was (from what the Pack holds already) or
+        fails as changed, none as damaged; how many failed."""
+        failed = 0
+        for name in p.names():
+            try:
+                self.assertEqual(p.read(name), self.ds.files[name], name)
+            except stager.IntegrityError as e:
+                self.fail("%s: damaged, not changed: %s" % (name, e))
+            except stager.Error as e:
+                failed += 1
+                self.assertEqual(e.errno, 116)  # ESTALE
+                self.assertIn("changed since it was opened", str(e))
+                self.assertNotIn("damaged", str(e))
+                self.assertEqual(e.filename, path)
+                self.assertIn(path, str(e))
+        return failed
+
+    def test_overwritten_by_a_shorter_file(self):
+        """a pack written over in place by a shorter one: changed, with its path"""
+        path = self.copy("over.tar.zst")
+        with stager.Pack(path) as p:
+            with open(self.small_pack, "rb") as f, open(path, "r+b") as g:
+                g.write(f.read())
+                g.truncate()
+            self.assertGreaterEqual(self.assert_changed(p, path), 1)
+
+    def test_truncated(self):
+        """a pack cut short in place says it changed; a damaged one, damaged"""
+        path = self.copy("cut.tar.zst")
+        with stager.Pack(path) as p:
+            os.truncate(path, os.path.getsize(path) // 3)
+            self.assertGreaterEqual(self.assert_changed(p, path), 1)
+        # the same frames damaged in a pack that did not change: damage
+        bad = self.ds.damaged_copy(1, "edge-damaged.tar.zst")
+        with stager.Pack(bad) as p:
+            hit = 0
+            for name in p.names():
+                try:
+                    p.read(name)
+                except stager.IntegrityError as e:
+                    hit += 1
+                    self.assertIn("damaged", str(e))
+                    self.assertNotIn("changed", str(e))
+            self.assertGreaterEqual(hit, 1)
+
+
+if __name__ == "__main__":
+    unittest.main()
