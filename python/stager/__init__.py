@@ -81,7 +81,10 @@ class Pack(_stager.Pack):
     with pread, checks each against the frame table's XXH3-128 before it is
     decoded, decodes it only as far as needed, and keeps decoded frames in
     a least-recently-used cache of at most cache_bytes (at least two
-    frames).  A Pack may be shared by threads: reads release the GIL and run
+    frames).  Whole files read in pack order (read(0), read(1) ...) stream
+    the pack instead: each frame is decoded once into two buffers that the
+    next frame reuses, and the cache does not grow.  A Pack may be shared
+    by threads: reads release the GIL and run
     at once.  With prefetch, a thread of its own fetches the frames a
     reader names ahead of time (stager.torch.PackSampler names the next
     ones).  close() stops new reads at once (ValueError) and waits only for

@@ -1,8 +1,13 @@
 """stager.Pack at its edges (issue 39): numpy and torch integers as file
-indices (bool and float refused), and a pack changed in place since it was
-opened (rewritten shorter, cut short) told from a damaged one."""
+indices (bool and float refused), a pack changed in place since it was
+opened (rewritten shorter, cut short) told from a damaged one, and a walk
+in pack order that streams the pack (each frame decoded once, no cache
+grown)."""
+import hashlib
 import os
+import random
 import shutil
+import tempfile
 import unittest
 
 import fixtures
@@ -161,6 +166,67 @@ class ChangedTest(unittest.TestCase):
                     self.assertIn("damaged", str(e))
                     self.assertNotIn("changed", str(e))
             self.assertGreaterEqual(hit, 1)
+
+
+
+def rss():
+    """This process's resident memory, bytes."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise RuntimeError("no VmRSS")
+
+
+class WalkTest(unittest.TestCase):
+    """Files read in pack order: the pack streamed through two buffers."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="stager-py-walk.",
+                                   dir=os.environ.get("TMPDIR", "/var/tmp"))
+        src = os.path.join(cls.dir, "src")
+        rng = random.Random(39)
+        cls.sums = {}
+        # 24 MB that does not compress (about 90 frames), empty files
+        # (headers only) among them
+        for i in range(600):
+            rel = "c%d/f%04d.bin" % (i % 3, i)
+            data = rng.randbytes(40000) if i % 50 != 7 else b""
+            os.makedirs(os.path.join(src, os.path.dirname(rel)), exist_ok=True)
+            with open(os.path.join(src, rel), "wb") as f:
+                f.write(data)
+            cls.sums[rel] = hashlib.sha256(data).digest()
+        cls.pack = os.path.join(cls.dir, "walk.tar.zst")
+        fixtures.stager("pack", "-q", src, "-o", cls.pack)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_pack_order_streams(self):
+        """in pack order: every file right, each frame decoded once, no cache grown"""
+        with stager.Pack(self.pack) as p:  # the default cache: 64 MiB
+            names = p.names()
+            before = rss()
+            for i, name in enumerate(names):
+                self.assertEqual(hashlib.sha256(p.read(i)).digest(), self.sums[name], name)
+            grown = rss() - before
+            st = p.stats()
+            # the cache would hold the 24 MB read; the walk holds a frame
+            self.assertLess(grown, 8 << 20)
+            self.assertEqual(st["frames_fetched"], st["frames"])
+            self.assertLess(st["bytes_decoded"], 1.1 * 24e6)
+            # a random read amid the walk, a partial read, and the walk on
+            rng = random.Random(1)
+            for i in range(0, len(names), 7):
+                j = rng.randrange(len(names))
+                self.assertEqual(hashlib.sha256(p.read(j)).digest(), self.sums[names[j]])
+                with p.open(i, buffering=0) as f:
+                    head = f.read(100)
+                self.assertEqual(head, p.read(i)[:100])
+                for k in range(i, min(i + 7, len(names))):
+                    self.assertEqual(hashlib.sha256(p.read(k)).digest(), self.sums[names[k]])
 
 
 if __name__ == "__main__":
