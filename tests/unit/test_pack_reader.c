@@ -2,7 +2,7 @@
  * every file, whole and in pieces at odd offsets, the same as its source;
  * paths found, hard links read as their targets, others not files;
  * a damaged frame fails its files only, and says which frame and why; a
- * pack changed in place is ESTALE, not damage; threads reading at once;
+ * pack changed or cut short in place is ESTALE, not damage; threads reading at once;
  * frames decoded only as far as reads need; not a pack refused. */
 #include "unit.h"
 #include "trailer.h"
@@ -223,6 +223,49 @@ static void test_changed(void **state)
 	stg_reader_close(r);
 }
 
+/* A pack cut short in place under an open reader: the files past the cut
+ * are stale (the pack changed), not damaged; those before it read as they
+ * were. */
+static void test_truncated(void **state)
+{
+	ut_fx *f = *state;
+	stg_reader *r = open_reader(f, f->pack);
+	struct stat st;
+	assert_int_equal(stat(f->pack, &st), 0);
+	uint64_t cut = (uint64_t)st.st_size / 3;
+	assert_int_equal(truncate(f->pack, (off_t)cut), 0);
+	const stg_trailer *t = &stg_reader_pack(r)->t;
+	int stale = 0, fine = 0;
+	for (size_t i = 0; i < stg_reader_count(r); i++) {
+		stg_entry e;
+		stg_reader_file(r, i, &e);
+		size_t len;
+		uint8_t *want = slurp(f->src, e.path, &len);
+		uint8_t *got = ut_malloc(len + 1);
+		int rc = stg_reader_read(r, i, got);
+		size_t last = stg__frame_of(t, e.data_offset + (e.size ? e.size - 1 : 0));
+		if (rc) {
+			assert_int_equal(rc, ESTALE);
+			assert_true(t->frames[last].comp_off + t->frames[last].comp_size > cut);
+			char why[256];
+			assert_int_equal(stg_reader_why(r, i, rc, why, sizeof why), ESTALE);
+			assert_non_null(strstr(why, "changed since it was opened"));
+			stale++;
+		} else {
+			assert_memory_equal(got, want, len);
+			fine++;
+		}
+		free(got);
+		free(want);
+	}
+	assert_true(stale >= 10);
+	assert_true(fine >= 3);
+	/* an EIO of this pack is said to be its change, not damage */
+	char why[256];
+	assert_int_equal(stg_reader_why(r, 0, EIO, why, sizeof why), ESTALE);
+	stg_reader_close(r);
+}
+
 typedef struct reader_arg {
 	stg_reader *r;
 	const char *src;
@@ -286,7 +329,7 @@ static void test_not_a_pack(void **state)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
         T(test_every_file), T(test_partial),    T(test_damaged_frame), T(test_changed),
-        T(test_threads),    T(test_not_a_pack), T(test_one_frame),
+        T(test_threads),    T(test_not_a_pack), T(test_one_frame),     T(test_truncated),
 };
 
 UT_MAIN(tests)
