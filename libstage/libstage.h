@@ -233,6 +233,20 @@ STG_API void stg_reader_opts_init(stg_reader_opts *opts);
  */
 STG_API stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *opts,
                                 stg_reader **out);
+/*
+ * In a process forked from the one that opened parent (a DataLoader's fork
+ * worker): a reader of the same pack for this process, with a cache,
+ * read-ahead thread and locks of its own, that shares parent's manifest
+ * and file descriptor as the fork left them (read here, never written:
+ * their pages stay shared with the parent, not a copy per process).
+ * parent is not touched (its locks and threads are the other process's)
+ * and must stay unclosed here while the new reader lives.  path, if not
+ * NULL, must still name the file parent opened, unchanged (its device,
+ * inode, size and times), else STG_ECORRUPT with errno ESTALE.  Closing
+ * the new reader frees only its own part.
+ */
+STG_API stg_err stg_reader_fork(stg_ctx *ctx, const stg_reader *parent, const char *path,
+                                const stg_reader_opts *opts, stg_reader **out);
 STG_API void stg_reader_close(stg_reader *r);
 STG_API const stg_pack *stg_reader_pack(const stg_reader *r);
 STG_API size_t stg_reader_count(const stg_reader *r);

@@ -60,6 +60,7 @@ struct stg_reader {
 	_Atomic(const char *) *why; /* per frame: why it failed its check (NULL: it did not) */
 	_Atomic uint8_t *state;     /* format 1 and 2: per file, checked whole yet? */
 	atomic_bool changed;
+	bool borrowed;          /* a fork's: pack, file, shown and map are the parent's */
 	atomic_bool prefetched; /* the caller reads ahead: no streaming */
 	/* the walk in pack order (all under mu) */
 	struct {
@@ -124,6 +125,30 @@ static void frame_bad(void *arg, size_t k, const char *why)
 	atomic_store(&r->why[k], why);
 }
 
+/* What a reader has of its own, not its manifest's: per frame the reason it
+ * failed, per file (older formats) its check, the walk, the cache and its
+ * read-ahead thread.  r->pack set. */
+static stg_err reader_own(stg_ctx *ctx, stg_reader *r, const stg_reader_opts *o)
+{
+	const stg_trailer *t = &r->pack->t;
+	size_t nf = t->n_frames ? t->n_frames : 1;
+	r->why = calloc(nf, sizeof *r->why);
+	/* (only older formats check files whole) */
+	if (t->version < 3)
+		r->state = calloc(t->n_entries + 1, 1);
+	if (!r->why || (t->version < 3 && !r->state))
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_frames_opts fo = {.max_bytes = o->cache_bytes,
+	                      .prefetchers = o->prefetch ? 1 : 0,
+	                      .prefetch_fetch_only = true,
+	                      .fetch = fetch,
+	                      .fetch_arg = r,
+	                      .fetch_checks = true,
+	                      .bad = frame_bad,
+	                      .bad_arg = r};
+	return stg__frames_new(ctx, t, &fo, &r->frames);
+}
+
 stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o, stg_reader **out)
 {
 	stg_reader_opts def;
@@ -144,19 +169,13 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 		return err;
 	}
 	const stg_trailer *t = &r->pack->t;
-	size_t nf = t->n_frames ? t->n_frames : 1;
 	if (fstat(r->pack->fd, &r->st) || t->n_entries > UINT32_MAX) {
 		err = stg__fail(ctx, STG_EIO, "'%s': cannot read its attributes", path);
 		goto fail;
 	}
 	r->file = malloc((t->n_entries + 1) * sizeof *r->file);
 	r->shown = malloc((t->n_entries + 1) * sizeof *r->shown);
-	r->why = calloc(nf, sizeof *r->why);
-	/* (only older formats check files whole) */
-	if (t->version < 3)
-		r->state = calloc(t->n_entries + 1, 1);
-	if (!r->file || !r->shown || !r->why || (t->version < 3 && !r->state) ||
-	    stg__recmap_init(&r->map, t, t->n_entries)) {
+	if (!r->file || !r->shown || stg__recmap_init(&r->map, t, t->n_entries)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -185,15 +204,7 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 		r->file[j] = target;
 		r->shown[j] = (uint32_t)i;
 	}
-	stg_frames_opts fo = {.max_bytes = o->cache_bytes,
-	                      .prefetchers = o->prefetch ? 1 : 0,
-	                      .prefetch_fetch_only = true,
-	                      .fetch = fetch,
-	                      .fetch_arg = r,
-	                      .fetch_checks = true,
-	                      .bad = frame_bad,
-	                      .bad_arg = r};
-	if ((err = stg__frames_new(ctx, t, &fo, &r->frames)))
+	if ((err = reader_own(ctx, r, o)))
 		goto fail;
 	*out = r;
 	return STG_OK;
@@ -202,21 +213,65 @@ fail:
 	return err;
 }
 
+stg_err stg_reader_fork(stg_ctx *ctx, const stg_reader *parent, const char *path,
+                        const stg_reader_opts *o, stg_reader **out)
+{
+	stg_reader_opts def;
+	if (!o) {
+		stg_reader_opts_init(&def);
+		o = &def;
+	}
+	*out = NULL;
+	/* the file the parent opened, as it was, still at path */
+	struct stat now;
+	if (path &&
+	    (stat(path, &now) || now.st_dev != parent->st.st_dev ||
+	     now.st_ino != parent->st.st_ino || stg__pack_changed(parent->pack, &parent->st)))
+		return stg__fail_errno(ctx, STG_ECORRUPT, ESTALE,
+		                       "'%s': the pack changed since it was opened, before this "
+		                       "process was forked (another file there now, or its size or "
+		                       "times moved): open it again",
+		                       path);
+	stg_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	pthread_mutex_init(&r->walk.mu, NULL);
+	r->walk.k = SIZE_MAX;
+	/* the manifest as the fork left it: read here, never written, so its
+	 * pages stay the parent's */
+	r->borrowed = true;
+	r->pack = parent->pack;
+	r->st = parent->st;
+	r->file = parent->file;
+	r->shown = parent->shown;
+	r->n = parent->n;
+	r->map = parent->map;
+	stg_err err = reader_own(ctx, r, o);
+	if (err) {
+		stg_reader_close(r);
+		return err;
+	}
+	*out = r;
+	return STG_OK;
+}
+
 void stg_reader_close(stg_reader *r)
 {
 	if (!r)
 		return;
 	stg__frames_free(r->frames);
-	stg__recmap_free(&r->map);
-	free(r->file);
-	free(r->shown);
 	free((void *)r->why);
 	free((void *)r->state);
 	free(r->walk.comp);
 	free(r->walk.data);
 	ZSTD_freeDCtx(r->walk.dctx);
 	pthread_mutex_destroy(&r->walk.mu);
-	stg_pack_close(r->pack);
+	if (!r->borrowed) {
+		stg__recmap_free(&r->map);
+		free(r->file);
+		free(r->shown);
+		stg_pack_close(r->pack);
+	}
 	free(r);
 }
 

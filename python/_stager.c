@@ -14,7 +14,8 @@
  * signal handler that closes it: they end), then frees the reader.  In a forked child
  * the Pack is the parent's copy: nothing there waits on the parent's threads
  * or locks (their copies may be held for ever); the child's first read
- * opens the pack again, as unpickling does, and its close forgets the
+ * makes a reader of its own over the parent's manifest (stg_reader_fork:
+ * its pages stay shared, not a copy per worker), and its close forgets the
  * parent's reader.  Long work answers SIGINT: a whole-file read goes
  * in pieces and asks Python for its signals between them; stage() and
  * collect() run on a thread of their own while the calling thread asks for
@@ -89,29 +90,37 @@ static stg_reader *pack_open(const char *path, size_t cache, int prefetch, char 
 	return r;
 }
 
-/* In a forked child, at its first read: the pack opened again, here (GIL
- * held; 0, or -1 with the exception set and p unchanged).  The parent's
- * reader is left as it is: its locks and its threads' state are copies
- * that nothing here may wait on or free (its file descriptor stays open
- * here, its memory is the parent's pages).  A pack changed since it was
- * opened is refused, as unpickling does. */
+/* In a forked child, at its first read: a reader of its own (GIL held; 0,
+ * or -1 with the exception set and p unchanged).  It shares the parent's
+ * manifest and file descriptor as the fork left them (stg_reader_fork:
+ * their pages stay shared, not a copy per worker) and has its own cache,
+ * locks and read-ahead thread; the parent's reader is left as it is (its
+ * locks and its threads' state are copies that nothing here may wait on
+ * or free).  A pack changed since it was opened, or no longer at its
+ * path, is refused. */
 static int pack_reopen(Pack *p)
 {
 	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
 	if (!path)
 		return -1;
-	char digest[STG_DIGEST_HEXLEN + 1];
-	/* (the GIL is released while it opens: another thread of the
-	 * child's may open it too; the first to finish is kept) */
-	stg_reader *r = pack_open(PyBytes_AS_STRING(path), p->cache, p->prefetch, digest);
-	if (r && strcmp(digest, p->digest)) {
-		stg_reader_close(r);
-		r = NULL;
-		raise_status(4, ESTALE,
-		             "the pack changed since it was opened, before this process was forked "
-		             "(its digest is not the same): open it again",
-		             PyBytes_AS_STRING(path));
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx) {
+		Py_DECREF(path);
+		PyErr_NoMemory();
+		return -1;
 	}
+	stg_reader_opts o;
+	stg_reader_opts_init(&o);
+	o.cache_bytes = p->cache;
+	o.prefetch = p->prefetch;
+	stg_reader *r = NULL;
+	stg_err err;
+	/* (the GIL is released meanwhile: another thread of the child's may
+	 * do it too; the first to finish is kept) */
+	stg_reader *parent = p->r;
+	Py_BEGIN_ALLOW_THREADS err = stg_reader_fork(ctx, parent, PyBytes_AS_STRING(path), &o, &r);
+	Py_END_ALLOW_THREADS if (err) raise_err(err, ctx, PyBytes_AS_STRING(path));
+	stg_ctx_free(ctx);
 	Py_DECREF(path);
 	if (!r)
 		return -1;

@@ -88,9 +88,11 @@ class Pack(_stager.Pack):
     at once.  With prefetch, a thread of its own fetches the frames a
     reader names ahead of time (stager.torch.PackSampler names the next
     ones).  close() stops new reads at once (ValueError) and waits only for
-    the reads in progress.  After a fork, the child's first read opens the
-    pack again, for the child alone (a pack changed since raises
-    IntegrityError), and the child's close() never waits for the parent.
+    the reads in progress.  After a fork, the child's first read makes a
+    reader for the child alone that shares the parent's manifest (its pages
+    stay shared: no copy per DataLoader worker; a pack changed since, or no
+    longer at its path, raises IntegrityError), and the child's close()
+    never waits for the parent.
 
     Files are the pack's regular files (and hard links to them), named by
     their path in the pack ('dir/file.jpg'), or by their index in pack

@@ -1,8 +1,8 @@
 """stager.Pack at its edges (issue 39): numpy and torch integers as file
 indices (bool and float refused), a pack changed in place since it was
-opened (rewritten shorter, cut short) told from a damaged one, and a walk
-in pack order that streams the pack (each frame decoded once, no cache
-grown)."""
+opened (rewritten shorter, cut short) told from a damaged one, a walk in
+pack order that streams the pack (each frame decoded once, no cache grown),
+and a forked child's Pack that shares its parent's manifest."""
 import hashlib
 import os
 import random
@@ -227,6 +227,70 @@ class WalkTest(unittest.TestCase):
                 self.assertEqual(head, p.read(i)[:100])
                 for k in range(i, min(i + 7, len(names))):
                     self.assertEqual(hashlib.sha256(p.read(k)).digest(), self.sums[names[k]])
+
+
+
+def private():
+    """This process's private memory (smaps_rollup), bytes."""
+    n = 0
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            if line.startswith(("Private_Clean", "Private_Dirty")):
+                n += int(line.split()[1]) * 1024
+    return n
+
+
+class ForkTest(unittest.TestCase):
+    """A Pack used in a forked child (a DataLoader fork worker)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="stager-py-fork.",
+                                   dir=os.environ.get("TMPDIR", "/var/tmp"))
+        src = os.path.join(cls.dir, "src")
+        # 30,000 small files: a manifest of a few MiB
+        for d in range(100):
+            os.makedirs(os.path.join(src, "class%03d" % d))
+        for i in range(30000):
+            with open(os.path.join(src, "class%03d" % (i % 100), "img%06d.jpg" % i), "wb") as f:
+                f.write(b"%d" % i)
+        cls.pack = os.path.join(cls.dir, "many.tar.zst")
+        fixtures.stager("pack", "-q", src, "-o", cls.pack)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_fork_shares_the_manifest(self):
+        """a forked child's first read shares the parent's manifest: no copy of its own"""
+        before = private()
+        p = stager.Pack(self.pack, prefetch=False)
+        manifest = private() - before
+        self.assertGreater(manifest, 2 << 20)  # (else the test says nothing)
+        name = p.names()[12345]
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.close(r)
+            try:
+                start = private()
+                data = p.read(name)
+                msg = "%d %s" % (private() - start, data.decode())
+            except BaseException as e:  # noqa: BLE001 (reported)
+                msg = "%s %s" % (type(e).__name__, e)
+            os.write(w, msg.encode())
+            os._exit(0)
+        os.close(w)
+        with os.fdopen(r, "rb") as f:
+            msg = f.read().decode()
+        os.waitpid(pid, 0)
+        grown, _, data = msg.partition(" ")
+        self.assertTrue(grown.isdigit(), msg)
+        self.assertEqual(data, name.rsplit("img", 1)[1].split(".")[0].lstrip("0") or "0")
+        # its own cache, locks and a frame; not the manifest again
+        self.assertLess(int(grown), manifest / 2, "manifest %d bytes" % manifest)
+        self.assertEqual(p.read(name), data.encode())
+        p.close()
 
 
 if __name__ == "__main__":
