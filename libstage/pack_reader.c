@@ -67,10 +67,9 @@ struct stg_reader {
 		pthread_mutex_t mu;
 		uint64_t end;     /* tar offset where the last whole read ended */
 		size_t k;         /* the frame in data (SIZE_MAX: none) */
-		uint8_t *comp;    /* its compressed bytes, */
-		uint8_t *data;    /* decoded, */
-		size_t cap_comp;  /* (their sizes: the largest frame's) */
-		size_t cap_data;  /* */
+		uint8_t *comp;    /* its compressed bytes (room for the largest frame's), */
+		uint8_t *data;    /* decoded (room for the largest frame's), */
+		size_t cap_data;  /* (data's size) */
 		ZSTD_DCtx *dctx;  /* and the decoder */
 		uint64_t fetched; /* frames streamed, */
 		uint64_t bytes;   /* their compressed bytes, */
@@ -335,7 +334,6 @@ static int walk_load(stg_reader *r, size_t k)
 		r->walk.comp = stg__io_alloc((size_t)comp);
 		r->walk.data = stg__io_alloc((size_t)raw);
 		r->walk.dctx = ZSTD_createDCtx();
-		r->walk.cap_comp = (size_t)comp;
 		r->walk.cap_data = (size_t)raw;
 		if (!r->walk.comp || !r->walk.data || !r->walk.dctx)
 			return ENOMEM;
