@@ -325,15 +325,18 @@ static int walk_load(stg_reader *r, size_t k)
 {
 	const stg_trailer *t = &r->pack->t;
 	const stg_frame *f = &t->frames[k];
-	if (!r->walk.data) {
+	if (!r->walk.comp || !r->walk.data || !r->walk.dctx) {
 		uint64_t comp = 0, raw = 0;
 		for (size_t j = 0; j < t->n_frames; j++) {
 			comp = t->frames[j].comp_size > comp ? t->frames[j].comp_size : comp;
 			raw = t->frames[j].raw_size > raw ? t->frames[j].raw_size : raw;
 		}
-		r->walk.comp = stg__io_alloc((size_t)comp);
-		r->walk.data = stg__io_alloc((size_t)raw);
-		r->walk.dctx = ZSTD_createDCtx();
+		if (!r->walk.comp)
+			r->walk.comp = stg__io_alloc((size_t)comp);
+		if (!r->walk.data)
+			r->walk.data = stg__io_alloc((size_t)raw);
+		if (!r->walk.dctx)
+			r->walk.dctx = ZSTD_createDCtx();
 		r->walk.cap_data = (size_t)raw;
 		if (!r->walk.comp || !r->walk.data || !r->walk.dctx)
 			return ENOMEM;
@@ -374,8 +377,10 @@ static int walk_read(stg_reader *r, uint64_t from, uint64_t at, size_t n, uint64
 	if (t->version < 3 || atomic_load(&r->prefetched) || !n)
 		return -1;
 	size_t k = stg__frame_of(t, at);
-	if (k >= t->n_frames || stg__frame_of(t, at + n - 1) != k)
-		return -1; /* (a read over two frames: the cache's) */
+	/* (a read over two frames, or of a frame that failed once: the
+	 * cache's, which knows a damaged frame for good) */
+	if (k >= t->n_frames || stg__frame_of(t, at + n - 1) != k || atomic_load(&r->why[k]))
+		return -1;
 	if (pthread_mutex_trylock(&r->walk.mu))
 		return -1;
 	int rc = -1;
