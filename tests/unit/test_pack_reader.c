@@ -299,6 +299,7 @@ static void test_fork(void **state)
 			bad = st.frames_fetched == 0; /* its own cache, from empty */
 			stg_reader_close(r);
 		}
+		free(b);
 		_exit(bad);
 	}
 	int status;
