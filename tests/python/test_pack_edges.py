@@ -169,13 +169,38 @@ class ChangedTest(unittest.TestCase):
 
 
 
-def rss():
-    """This process's resident memory, bytes."""
-    with open("/proc/self/status") as f:
+def private():
+    """This process's private memory (smaps_rollup), bytes."""
+    n = 0
+    with open("/proc/self/smaps_rollup") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS")
+            if line.startswith(("Private_Clean", "Private_Dirty")):
+                n += int(line.split()[1]) * 1024
+    return n
+
+
+def in_child(test, fn):
+    """fn() run in a forked child: (the private bytes the child grew by,
+    what fn returned, as str)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            start = private()
+            out = fn()
+            msg = "%d %s" % (private() - start, out)
+        except BaseException as e:  # noqa: BLE001 (reported)
+            msg = "%s %s" % (type(e).__name__, e)
+        os.write(w, msg.encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r, "rb") as f:
+        msg = f.read().decode()
+    os.waitpid(pid, 0)
+    grown, _, out = msg.partition(" ")
+    test.assertTrue(grown.isdigit(), msg)
+    return int(grown), out
 
 
 class WalkTest(unittest.TestCase):
@@ -208,15 +233,21 @@ class WalkTest(unittest.TestCase):
         """in pack order: every file right, each frame decoded once, no cache grown"""
         with stager.Pack(self.pack) as p:  # the default cache: 64 MiB
             names = p.names()
-            before = rss()
-            for i, name in enumerate(names):
-                self.assertEqual(hashlib.sha256(p.read(i)).digest(), self.sums[name], name)
-            grown = rss() - before
-            st = p.stats()
+
+            def walk():
+                for i, name in enumerate(names):
+                    if hashlib.sha256(p.read(i)).digest() != self.sums[name]:
+                        return "wrong " + name
+                st = p.stats()
+                return "%d %d %d" % (st["frames_fetched"], st["frames"], st["bytes_decoded"])
+            # (in a child: its memory grows by what it writes, whatever
+            # this process freed before)
+            grown, out = in_child(self, walk)
+            fetched, frames, decoded = (int(x) for x in out.split())
             # the cache would hold the 24 MB read; the walk holds a frame
             self.assertLess(grown, 8 << 20)
-            self.assertEqual(st["frames_fetched"], st["frames"])
-            self.assertLess(st["bytes_decoded"], 1.1 * 24e6)
+            self.assertEqual(fetched, frames)
+            self.assertLess(decoded, 1.1 * 24e6)
             # a random read amid the walk, a partial read, and the walk on
             rng = random.Random(1)
             for i in range(0, len(names), 7):
@@ -227,17 +258,6 @@ class WalkTest(unittest.TestCase):
                 self.assertEqual(head, p.read(i)[:100])
                 for k in range(i, min(i + 7, len(names))):
                     self.assertEqual(hashlib.sha256(p.read(k)).digest(), self.sums[names[k]])
-
-
-
-def private():
-    """This process's private memory (smaps_rollup), bytes."""
-    n = 0
-    with open("/proc/self/smaps_rollup") as f:
-        for line in f:
-            if line.startswith(("Private_Clean", "Private_Dirty")):
-                n += int(line.split()[1]) * 1024
-    return n
 
 
 class ForkTest(unittest.TestCase):
@@ -261,39 +281,17 @@ class ForkTest(unittest.TestCase):
     def tearDownClass(cls):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
-    def in_child(self, fn):
-        """fn() run in a forked child: (private bytes it grew by, what it returned)."""
-        r, w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            os.close(r)
-            try:
-                start = private()
-                out = fn()
-                msg = "%d %s" % (private() - start, out)
-            except BaseException as e:  # noqa: BLE001 (reported)
-                msg = "%s %s" % (type(e).__name__, e)
-            os.write(w, msg.encode())
-            os._exit(0)
-        os.close(w)
-        with os.fdopen(r, "rb") as f:
-            msg = f.read().decode()
-        os.waitpid(pid, 0)
-        grown, _, out = msg.partition(" ")
-        self.assertTrue(grown.isdigit(), msg)
-        return int(grown), out
-
     def test_fork_shares_the_manifest(self):
         """a forked child's first read shares the parent's manifest: no copy of its own"""
         p = stager.Pack(self.pack, prefetch=False)
         name = p.names()[12345]
         want = name.rsplit("img", 1)[1].split(".")[0].lstrip("0") or "0"
         # what a Pack of its own costs a child (the manifest decoded again)
-        own, data = self.in_child(lambda: stager.Pack(self.pack, prefetch=False).read(name).decode())
+        own, data = in_child(self, lambda: stager.Pack(self.pack, prefetch=False).read(name).decode())
         self.assertEqual(data, want)
         self.assertGreater(own, 2 << 20)  # (else the test says nothing)
         # the inherited Pack's first read: its own cache, locks and a frame
-        shared, data = self.in_child(lambda: p.read(name).decode())
+        shared, data = in_child(self, lambda: p.read(name).decode())
         self.assertEqual(data, want)
         self.assertLess(shared, own / 2, "a Pack of its own: %d bytes" % own)
         self.assertEqual(p.read(name), want.encode())
