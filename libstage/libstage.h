@@ -233,6 +233,20 @@ STG_API void stg_reader_opts_init(stg_reader_opts *opts);
  */
 STG_API stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *opts,
                                 stg_reader **out);
+/*
+ * In a process forked from the one that opened parent (a DataLoader's fork
+ * worker): a reader of the same pack for this process, with a cache,
+ * read-ahead thread and locks of its own, that shares parent's manifest
+ * and file descriptor as the fork left them (read here, never written:
+ * their pages stay shared with the parent, not a copy per process).
+ * parent is not touched (its locks and threads are the other process's)
+ * and must stay unclosed here while the new reader lives.  path, if not
+ * NULL, must still name the file parent opened, unchanged (its device,
+ * inode, size and times), else STG_ECORRUPT with errno ESTALE.  Closing
+ * the new reader frees only its own part.
+ */
+STG_API stg_err stg_reader_fork(stg_ctx *ctx, const stg_reader *parent, const char *path,
+                                const stg_reader_opts *opts, stg_reader **out);
 STG_API void stg_reader_close(stg_reader *r);
 STG_API const stg_pack *stg_reader_pack(const stg_reader *r);
 STG_API size_t stg_reader_count(const stg_reader *r);
@@ -262,8 +276,10 @@ STG_API int stg_reader_read(stg_reader *r, size_t i, void *buf);
  * cached (a reader that knows what it reads next: a sampler's next
  * window); they are decoded when read.  Nothing without prefetch. */
 STG_API void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n);
-/* Why a read of file i failed with rc, in words, into buf. */
-STG_API void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
+/* Why a read of file i failed with rc, in words, into buf; returns the
+ * errno value that says it: ESTALE where the pack's file changed since it
+ * was opened (rewritten or cut short in place: not damage), else rc. */
+STG_API int stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len);
 STG_API void stg_reader_get_stats(stg_reader *r, stg_reader_stats *stats);
 
 /* Lower-case hex of a digest into out (STG_DIGEST_HEXLEN + 1 bytes). */

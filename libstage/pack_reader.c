@@ -13,6 +13,19 @@
  * is served.  stg_reader_read checks every file whole, whatever the
  * format.
  *
+ * A reader that walks the pack in order (a whole file read just after
+ * the one read last, that begins a frame the walk has not touched)
+ * streams it instead: that frame is fetched, checked and
+ * decoded whole into the reader's own two buffers, which the next such
+ * frame reuses, and the frame's other files are served from there.  A
+ * walk in pack order thus decodes each frame once and touches no fresh
+ * memory; through the cache, every frame would take new pages until the
+ * cache is full (3,000 files of 13 KB, a 38 MB pack: 10,900 page faults,
+ * 83 us a file on a VM where a first touch costs ~15 us a page; streamed,
+ * 760 faults).  Random reads, frames read ahead (stg_reader_prefetch),
+ * a file over two frames, a read that finds the stream busy in another
+ * thread and older formats go through the cache.
+ *
  * A frame that fails its check fails the reads of its files, for good,
  * and only theirs.  A frame whose bytes changed because the pack changed
  * in place (its size, mtime or ctime are not those at open) is ESTALE,
@@ -25,12 +38,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
+#include <zstd.h>
 
 enum { FILE_UNCHECKED, FILE_OK, FILE_BAD };
 
@@ -45,6 +60,22 @@ struct stg_reader {
 	_Atomic(const char *) *why; /* per frame: why it failed its check (NULL: it did not) */
 	_Atomic uint8_t *state;     /* format 1 and 2: per file, checked whole yet? */
 	atomic_bool changed;
+	bool borrowed;          /* a fork's: pack, file, shown and map are the parent's */
+	atomic_bool prefetched; /* the caller reads ahead: no streaming */
+	/* the walk in pack order (all under mu) */
+	struct {
+		pthread_mutex_t mu;
+		uint64_t end;     /* tar offset where the last whole read ended */
+		size_t k;         /* the frame in data (SIZE_MAX: none) */
+		uint8_t *comp;    /* its compressed bytes (room for the largest frame's), */
+		uint8_t *data;    /* decoded (room for the largest frame's), */
+		size_t cap_data;  /* (data's size) */
+		ZSTD_DCtx *dctx;  /* and the decoder */
+		uint64_t fetched; /* frames streamed, */
+		uint64_t bytes;   /* their compressed bytes, */
+		uint64_t hits;    /* reads served */
+		uint64_t decoded; /* decoded bytes */
+	} walk;
 };
 
 void stg_reader_opts_init(stg_reader_opts *o)
@@ -63,17 +94,24 @@ static bool changed(stg_reader *r)
 	return true;
 }
 
+/* Frame k's compressed bytes, hashed once: against the frame table (format
+ * 3: EBADMSG if they do not match, the frame then damaged) and, where a
+ * read fails or the bytes do not match, the pack's attributes against
+ * those at open: a pack rewritten or cut short in place since (its bytes
+ * gone or others) is ESTALE, not damage. */
 static int fetch(void *arg, size_t k, uint8_t *buf, size_t len)
 {
 	stg_reader *r = arg;
 	const stg_frame *f = &r->pack->t.frames[k];
-	if (stg__pack_pread(r->pack, buf, len, f->comp_off))
-		return errno ? errno : EIO;
+	if (stg__pack_pread(r->pack, buf, len, f->comp_off)) {
+		int e = errno ? errno : EIO;
+		return changed(r) ? ESTALE : e;
+	}
 	if (r->pack->t.version >= 3) {
 		XXH128_canonical_t h;
 		XXH128_canonicalFromHash(&h, XXH3_128bits(buf, len));
-		if (memcmp(h.digest, f->xxh3, 16) && changed(r))
-			return ESTALE;
+		if (memcmp(h.digest, f->xxh3, 16))
+			return changed(r) ? ESTALE : EBADMSG;
 	} else if (changed(r)) {
 		return ESTALE;
 	}
@@ -84,6 +122,30 @@ static void frame_bad(void *arg, size_t k, const char *why)
 {
 	stg_reader *r = arg;
 	atomic_store(&r->why[k], why);
+}
+
+/* What a reader has of its own, not its manifest's: per frame the reason it
+ * failed, per file (older formats) its check, the walk, the cache and its
+ * read-ahead thread.  r->pack set. */
+static stg_err reader_own(stg_ctx *ctx, stg_reader *r, const stg_reader_opts *o)
+{
+	const stg_trailer *t = &r->pack->t;
+	size_t nf = t->n_frames ? t->n_frames : 1;
+	r->why = calloc(nf, sizeof *r->why);
+	/* (only older formats check files whole) */
+	if (t->version < 3)
+		r->state = calloc(t->n_entries + 1, 1);
+	if (!r->why || (t->version < 3 && !r->state))
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	stg_frames_opts fo = {.max_bytes = o->cache_bytes,
+	                      .prefetchers = o->prefetch ? 1 : 0,
+	                      .prefetch_fetch_only = true,
+	                      .fetch = fetch,
+	                      .fetch_arg = r,
+	                      .fetch_checks = true,
+	                      .bad = frame_bad,
+	                      .bad_arg = r};
+	return stg__frames_new(ctx, t, &fo, &r->frames);
 }
 
 stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o, stg_reader **out)
@@ -97,25 +159,22 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 	stg_reader *r = calloc(1, sizeof *r);
 	if (!r)
 		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	pthread_mutex_init(&r->walk.mu, NULL);
+	r->walk.k = SIZE_MAX;
 	stg_err err = stg_pack_open(ctx, path, &r->pack);
 	if (err) {
+		pthread_mutex_destroy(&r->walk.mu);
 		free(r);
 		return err;
 	}
 	const stg_trailer *t = &r->pack->t;
-	size_t nf = t->n_frames ? t->n_frames : 1;
 	if (fstat(r->pack->fd, &r->st) || t->n_entries > UINT32_MAX) {
 		err = stg__fail(ctx, STG_EIO, "'%s': cannot read its attributes", path);
 		goto fail;
 	}
 	r->file = malloc((t->n_entries + 1) * sizeof *r->file);
 	r->shown = malloc((t->n_entries + 1) * sizeof *r->shown);
-	r->why = calloc(nf, sizeof *r->why);
-	/* (only older formats check files whole) */
-	if (t->version < 3)
-		r->state = calloc(t->n_entries + 1, 1);
-	if (!r->file || !r->shown || !r->why || (t->version < 3 && !r->state) ||
-	    stg__recmap_init(&r->map, t, t->n_entries)) {
+	if (!r->file || !r->shown || stg__recmap_init(&r->map, t, t->n_entries)) {
 		err = stg__fail(ctx, STG_ENOMEM, "out of memory");
 		goto fail;
 	}
@@ -144,14 +203,7 @@ stg_err stg_reader_open(stg_ctx *ctx, const char *path, const stg_reader_opts *o
 		r->file[j] = target;
 		r->shown[j] = (uint32_t)i;
 	}
-	stg_frames_opts fo = {.max_bytes = o->cache_bytes,
-	                      .prefetchers = o->prefetch ? 1 : 0,
-	                      .prefetch_fetch_only = true,
-	                      .fetch = fetch,
-	                      .fetch_arg = r,
-	                      .bad = frame_bad,
-	                      .bad_arg = r};
-	if ((err = stg__frames_new(ctx, t, &fo, &r->frames)))
+	if ((err = reader_own(ctx, r, o)))
 		goto fail;
 	*out = r;
 	return STG_OK;
@@ -160,17 +212,65 @@ fail:
 	return err;
 }
 
+stg_err stg_reader_fork(stg_ctx *ctx, const stg_reader *parent, const char *path,
+                        const stg_reader_opts *o, stg_reader **out)
+{
+	stg_reader_opts def;
+	if (!o) {
+		stg_reader_opts_init(&def);
+		o = &def;
+	}
+	*out = NULL;
+	/* the file the parent opened, as it was, still at path */
+	struct stat now;
+	if (path &&
+	    (stat(path, &now) || now.st_dev != parent->st.st_dev ||
+	     now.st_ino != parent->st.st_ino || stg__pack_changed(parent->pack, &parent->st)))
+		return stg__fail_errno(ctx, STG_ECORRUPT, ESTALE,
+		                       "'%s': the pack changed since it was opened, before this "
+		                       "process was forked (another file there now, or its size or "
+		                       "times moved): open it again",
+		                       path);
+	stg_reader *r = calloc(1, sizeof *r);
+	if (!r)
+		return stg__fail(ctx, STG_ENOMEM, "out of memory");
+	pthread_mutex_init(&r->walk.mu, NULL);
+	r->walk.k = SIZE_MAX;
+	/* the manifest as the fork left it: read here, never written, so its
+	 * pages stay the parent's */
+	r->borrowed = true;
+	r->pack = parent->pack;
+	r->st = parent->st;
+	r->file = parent->file;
+	r->shown = parent->shown;
+	r->n = parent->n;
+	r->map = parent->map;
+	stg_err err = reader_own(ctx, r, o);
+	if (err) {
+		stg_reader_close(r);
+		return err;
+	}
+	*out = r;
+	return STG_OK;
+}
+
 void stg_reader_close(stg_reader *r)
 {
 	if (!r)
 		return;
 	stg__frames_free(r->frames);
-	stg__recmap_free(&r->map);
-	free(r->file);
-	free(r->shown);
 	free((void *)r->why);
 	free((void *)r->state);
-	stg_pack_close(r->pack);
+	free(r->walk.comp);
+	free(r->walk.data);
+	ZSTD_freeDCtx(r->walk.dctx);
+	pthread_mutex_destroy(&r->walk.mu);
+	if (!r->borrowed) {
+		stg__recmap_free(&r->map);
+		free(r->file);
+		free(r->shown);
+		stg_pack_close(r->pack);
+	}
 	free(r);
 }
 
@@ -218,6 +318,97 @@ size_t stg_reader_frame(const stg_reader *r, size_t i)
 	return k < r->pack->t.n_frames ? k : 0;
 }
 
+/* Frame k fetched, checked and decoded whole into the walk's buffers (mu
+ * held).  0, or an errno value: EIO for a damaged frame (told to
+ * frame_bad), ESTALE if the pack changed. */
+static int walk_load(stg_reader *r, size_t k)
+{
+	const stg_trailer *t = &r->pack->t;
+	const stg_frame *f = &t->frames[k];
+	if (!r->walk.comp || !r->walk.data || !r->walk.dctx) {
+		uint64_t comp = 0, raw = 0;
+		for (size_t j = 0; j < t->n_frames; j++) {
+			comp = t->frames[j].comp_size > comp ? t->frames[j].comp_size : comp;
+			raw = t->frames[j].raw_size > raw ? t->frames[j].raw_size : raw;
+		}
+		if (!r->walk.comp)
+			r->walk.comp = stg__io_alloc((size_t)comp);
+		if (!r->walk.data)
+			r->walk.data = stg__io_alloc((size_t)raw);
+		if (!r->walk.dctx)
+			r->walk.dctx = ZSTD_createDCtx();
+		r->walk.cap_data = (size_t)raw;
+		if (!r->walk.comp || !r->walk.data || !r->walk.dctx)
+			return ENOMEM;
+	}
+	r->walk.k = SIZE_MAX;
+	int rc = fetch(r, k, r->walk.comp, (size_t)f->comp_size);
+	if (rc == EBADMSG) {
+		frame_bad(r, k, "its bytes do not match the frame table's XXH3-128");
+		return EIO;
+	}
+	if (rc)
+		return rc;
+	size_t n = ZSTD_decompressDCtx(r->walk.dctx, r->walk.data, r->walk.cap_data, r->walk.comp,
+	                               (size_t)f->comp_size);
+	if (ZSTD_isError(n) || n != f->raw_size) {
+		frame_bad(r, k,
+		          ZSTD_isError(n) ? ZSTD_getErrorName(n) : "it decodes to the wrong size");
+		return EIO;
+	}
+	r->walk.k = k;
+	r->walk.fetched++;
+	r->walk.bytes += f->comp_size;
+	r->walk.decoded += n;
+	return 0;
+}
+
+/* The bytes [at, at + n) of the tar stream from the walk, if it holds them
+ * or they begin a frame that the walk in pack order reaches now (a whole
+ * file, from at to file_end, just past where the last whole read ended,
+ * in a frame it had not reached: a partial read of a cold frame decodes
+ * only what it needs, through the cache); the walk's end moved to the
+ * file's end when the read reaches it.  0 (served), -1 (not
+ * the walk's: read them through the cache), or an errno value. */
+static int walk_read(stg_reader *r, uint64_t from, uint64_t at, size_t n, uint64_t file_end,
+                     uint8_t *out)
+{
+	const stg_trailer *t = &r->pack->t;
+	if (t->version < 3 || atomic_load(&r->prefetched) || !n)
+		return -1;
+	size_t k = stg__frame_of(t, at);
+	/* (a read over two frames, or of a frame that failed once: the
+	 * cache's, which knows a damaged frame for good) */
+	if (k >= t->n_frames || stg__frame_of(t, at + n - 1) != k || atomic_load(&r->why[k]))
+		return -1;
+	if (pthread_mutex_trylock(&r->walk.mu))
+		return -1;
+	int rc = -1;
+	if (r->walk.k != k) {
+		/* a frame the walk reaches now: this read starts a file not
+		 * far past the last one's end (tar headers, empty files), and
+		 * that end is in an earlier frame */
+		uint64_t end = r->walk.end;
+		bool next = at == from && at + n == file_end && from >= end &&
+		            from - end <= (64u << 10) &&
+		            (end == 0 ? k == stg__frame_of(t, 0) : stg__frame_of(t, end - 1) < k);
+		if (!next)
+			goto out;
+		if ((rc = walk_load(r, k)))
+			goto out;
+	} else {
+		r->walk.hits++;
+	}
+	const stg_frame *f = &t->frames[k];
+	memcpy(out, r->walk.data + (at - f->raw_off), n);
+	rc = 0;
+out:
+	if (rc <= 0 && at + n == file_end)
+		r->walk.end = file_end;
+	pthread_mutex_unlock(&r->walk.mu);
+	return rc;
+}
+
 int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t off, size_t *got)
 {
 	*got = 0;
@@ -240,7 +431,9 @@ int stg_reader_pread(stg_reader *r, size_t i, void *buf, size_t len, uint64_t of
 	if (off >= c->size)
 		return 0;
 	size_t n = c->size - off < len ? (size_t)(c->size - off) : len;
-	int rc = stg__frames_read(r->frames, c->data_off + off, n, buf);
+	int rc = walk_read(r, c->data_off, c->data_off + off, n, c->data_off + c->size, buf);
+	if (rc < 0)
+		rc = stg__frames_read(r->frames, c->data_off + off, n, buf);
 	if (!rc)
 		*got = n;
 	return rc;
@@ -255,7 +448,10 @@ int stg_reader_read(stg_reader *r, size_t i, void *buf)
 		return 0;
 	/* read into buf, then hashed there: one pass over memory the caller
 	 * wants anyway */
-	int rc = stg__frames_read(r->frames, c->data_off, (size_t)c->size, buf);
+	int rc =
+	        walk_read(r, c->data_off, c->data_off, (size_t)c->size, c->data_off + c->size, buf);
+	if (rc < 0)
+		rc = stg__frames_read(r->frames, c->data_off, (size_t)c->size, buf);
 	if (rc)
 		return rc;
 	XXH128_canonical_t h;
@@ -263,15 +459,17 @@ int stg_reader_read(stg_reader *r, size_t i, void *buf)
 	return memcmp(h.digest, c->xxh3, 16) ? EIO : 0;
 }
 
-void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
+int stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
 {
-	if (rc == ESTALE || atomic_load(&r->changed)) {
+	/* an error that a changed pack explains is said so: the file is not
+	 * the one opened (rewritten, cut short), not damaged */
+	if (rc == ESTALE || atomic_load(&r->changed) || (rc == EIO && changed(r))) {
 		snprintf(buf, len, "the pack changed since it was opened; open it again");
-		return;
+		return ESTALE;
 	}
 	if (rc != EIO || i >= r->n) {
 		snprintf(buf, len, "%s", strerror(rc));
-		return;
+		return rc;
 	}
 	/* the first damaged frame of the file's, else its hash */
 	const stg_trailer *t = &r->pack->t;
@@ -282,14 +480,18 @@ void stg_reader_why(stg_reader *r, size_t i, int rc, char *buf, size_t len)
 		const char *why = atomic_load(&r->why[k]);
 		if (why) {
 			snprintf(buf, len, "frame %zu, which holds it, is damaged (%s)", k, why);
-			return;
+			return rc;
 		}
 	}
 	snprintf(buf, len, "its bytes do not match its XXH3-128");
+	return rc;
 }
 
 void stg_reader_prefetch(stg_reader *r, size_t frame, size_t n)
 {
+	/* the caller reads ahead through the cache: the walk would fetch
+	 * those frames again */
+	atomic_store(&r->prefetched, true);
 	stg__frames_prefetch(r->frames, frame, n);
 }
 
@@ -297,4 +499,11 @@ void stg_reader_get_stats(stg_reader *r, stg_reader_stats *s)
 {
 	stg__frames_counts(r->frames, &s->frames_fetched, &s->frames_cached, &s->bytes_fetched);
 	s->bytes_decoded = stg__frames_decoded(r->frames);
+	/* and the walk's */
+	pthread_mutex_lock(&r->walk.mu);
+	s->frames_fetched += r->walk.fetched;
+	s->frames_cached += r->walk.hits;
+	s->bytes_fetched += r->walk.bytes;
+	s->bytes_decoded += r->walk.decoded;
+	pthread_mutex_unlock(&r->walk.mu);
 }

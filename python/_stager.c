@@ -14,7 +14,8 @@
  * signal handler that closes it: they end), then frees the reader.  In a forked child
  * the Pack is the parent's copy: nothing there waits on the parent's threads
  * or locks (their copies may be held for ever); the child's first read
- * opens the pack again, as unpickling does, and its close forgets the
+ * makes a reader of its own over the parent's manifest (stg_reader_fork:
+ * its pages stay shared, not a copy per worker), and its close forgets the
  * parent's reader.  Long work answers SIGINT: a whole-file read goes
  * in pieces and asks Python for its signals between them; stage() and
  * collect() run on a thread of their own while the calling thread asks for
@@ -29,20 +30,6 @@
 #include <time.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-/* ---- names ----------------------------------------------------------------- */
-
-/* A name argument (str or bytes) as bytes: a new reference, or NULL with
- * TypeError. */
-static PyObject *name_bytes(PyObject *name)
-{
-	if (PyUnicode_Check(name))
-		return PyUnicode_EncodeFSDefault(name);
-	if (PyBytes_Check(name))
-		return Py_NewRef(name);
-	return PyErr_Format(PyExc_TypeError, "a file name is str or bytes, not %s",
-	                    Py_TYPE(name)->tp_name);
-}
 
 /* ---- Pack ---------------------------------------------------------------- */
 
@@ -103,29 +90,37 @@ static stg_reader *pack_open(const char *path, size_t cache, int prefetch, char 
 	return r;
 }
 
-/* In a forked child, at its first read: the pack opened again, here (GIL
- * held; 0, or -1 with the exception set and p unchanged).  The parent's
- * reader is left as it is: its locks and its threads' state are copies
- * that nothing here may wait on or free (its file descriptor stays open
- * here, its memory is the parent's pages).  A pack changed since it was
- * opened is refused, as unpickling does. */
+/* In a forked child, at its first read: a reader of its own (GIL held; 0,
+ * or -1 with the exception set and p unchanged).  It shares the parent's
+ * manifest and file descriptor as the fork left them (stg_reader_fork:
+ * their pages stay shared, not a copy per worker) and has its own cache,
+ * locks and read-ahead thread; the parent's reader is left as it is (its
+ * locks and its threads' state are copies that nothing here may wait on
+ * or free).  A pack changed since it was opened, or no longer at its
+ * path, is refused. */
 static int pack_reopen(Pack *p)
 {
 	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
 	if (!path)
 		return -1;
-	char digest[STG_DIGEST_HEXLEN + 1];
-	/* (the GIL is released while it opens: another thread of the
-	 * child's may open it too; the first to finish is kept) */
-	stg_reader *r = pack_open(PyBytes_AS_STRING(path), p->cache, p->prefetch, digest);
-	if (r && strcmp(digest, p->digest)) {
-		stg_reader_close(r);
-		r = NULL;
-		raise_status(4, ESTALE,
-		             "the pack changed since it was opened, before this process was forked "
-		             "(its digest is not the same): open it again",
-		             PyBytes_AS_STRING(path));
+	stg_ctx *ctx = stg_ctx_new();
+	if (!ctx) {
+		Py_DECREF(path);
+		PyErr_NoMemory();
+		return -1;
 	}
+	stg_reader_opts o;
+	stg_reader_opts_init(&o);
+	o.cache_bytes = p->cache;
+	o.prefetch = p->prefetch;
+	stg_reader *r = NULL;
+	stg_err err;
+	/* (the GIL is released meanwhile: another thread of the child's may
+	 * do it too; the first to finish is kept) */
+	stg_reader *parent = p->r;
+	Py_BEGIN_ALLOW_THREADS err = stg_reader_fork(ctx, parent, PyBytes_AS_STRING(path), &o, &r);
+	Py_END_ALLOW_THREADS if (err) raise_err(err, ctx, PyBytes_AS_STRING(path));
+	stg_ctx_free(ctx);
 	Py_DECREF(path);
 	if (!r)
 		return -1;
@@ -172,13 +167,15 @@ static void pack_release(Pack *p)
 	pthread_mutex_unlock(&p->mu);
 }
 
-/* The index of name (held); -1 with KeyError if the pack has no such file. */
+/* The index of name (a path or an index; held); -1 with KeyError if the
+ * pack has no such file, IndexError if no file has that index. */
 static Py_ssize_t pack_index(Pack *p, PyObject *name)
 {
-	if (PyLong_Check(name)) {
-		Py_ssize_t i = PyLong_AsSsize_t(name);
-		if (i == -1 && PyErr_Occurred())
-			return -1;
+	Py_ssize_t i;
+	int rc = index_of(name, &i);
+	if (rc < 0)
+		return -1;
+	if (rc > 0) {
 		if (i < 0 || (size_t)i >= stg_reader_count(p->r)) {
 			PyErr_SetObject(PyExc_IndexError, name);
 			return -1;
@@ -188,14 +185,14 @@ static Py_ssize_t pack_index(Pack *p, PyObject *name)
 	PyObject *b = name_bytes(name);
 	if (!b)
 		return -1;
-	size_t i;
-	int rc = stg_reader_find(p->r, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), &i);
+	size_t j;
+	rc = stg_reader_find(p->r, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b), &j);
 	Py_DECREF(b);
 	if (rc) {
 		PyErr_SetObject(PyExc_KeyError, name);
 		return -1;
 	}
-	return (Py_ssize_t)i;
+	return (Py_ssize_t)j;
 }
 
 /* A failed read of file i as an exception (held). */
@@ -204,9 +201,9 @@ static PyObject *read_failed(Pack *p, size_t i, int rc)
 	stg_entry e;
 	stg_reader_file(p->r, i, &e);
 	char why[512], msg[1024];
-	stg_reader_why(p->r, i, rc, why, sizeof why);
 	if (rc == ENOMEM)
 		return PyErr_NoMemory();
+	rc = stg_reader_why(p->r, i, rc, why, sizeof why);
 	snprintf(msg, sizeof msg, "'%s' in the pack: %s", e.path, why);
 	PyObject *path = PyUnicode_EncodeFSDefault(p->path);
 	const char *fn = path ? PyBytes_AS_STRING(path) : NULL;
@@ -385,8 +382,8 @@ static PyObject *Pack_frames(Pack *self, PyObject *unused)
 /* _frame(k) -> (offset, size, tar_offset, tar_size): frame k in the file */
 static PyObject *Pack_frame(Pack *self, PyObject *index)
 {
-	Py_ssize_t k = PyLong_AsSsize_t(index);
-	if (k == -1 && PyErr_Occurred())
+	Py_ssize_t k;
+	if (index_arg(index, &k))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;
@@ -404,8 +401,8 @@ static PyObject *Pack_frame(Pack *self, PyObject *index)
 /* _prefetch(frame): fetch and check it in the background */
 static PyObject *Pack_prefetch(Pack *self, PyObject *index)
 {
-	Py_ssize_t k = PyLong_AsSsize_t(index);
-	if (k == -1 && PyErr_Occurred())
+	Py_ssize_t k;
+	if (index_arg(index, &k))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;
@@ -418,8 +415,8 @@ static PyObject *Pack_prefetch(Pack *self, PyObject *index)
 /* _name(index) -> str */
 static PyObject *Pack_name(Pack *self, PyObject *index)
 {
-	Py_ssize_t i = PyLong_AsSsize_t(index);
-	if (i == -1 && PyErr_Occurred())
+	Py_ssize_t i;
+	if (index_arg(index, &i))
 		return NULL;
 	if (pack_hold(self))
 		return NULL;

@@ -1,11 +1,14 @@
 /*
  * errors.c - what stager's Python module raises and logs: stager.Error and
  * its subclasses (one per exit status of the tool, with the system's errno
- * where one caused the failure), and libstage's log to Python's logging.
+ * where one caused the failure), libstage's log to Python's logging, and
+ * the arguments it refuses: file names (str or bytes) and indices (any
+ * integer with __index__, not a bool).
  */
 #include "ext.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <string.h>
 
 /* ---- errors ------------------------------------------------------------- */
@@ -105,4 +108,68 @@ int add_errors(PyObject *m)
 		err_class[err_spec[i].status] = cls;
 	}
 	return 0;
+}
+
+/* ---- arguments: file names and indices --------------------------------- */
+
+/* A name argument (str or bytes) as bytes: a new reference, or NULL with
+ * TypeError. */
+PyObject *name_bytes(PyObject *name)
+{
+	if (PyUnicode_Check(name))
+		return PyUnicode_EncodeFSDefault(name);
+	if (PyBytes_Check(name))
+		return Py_NewRef(name);
+	return PyErr_Format(PyExc_TypeError, "a file name is str or bytes, not %s",
+	                    Py_TYPE(name)->tp_name);
+}
+
+/* An integer index (int, numpy's integers, a one-element integer tensor:
+ * whatever has __index__) as *i: 1; 0 if obj is not one (str, bytes
+ * ...); -1 with TypeError for a bool, numpy.bool_ or a boolean tensor
+ * (True is no file number) or with the exception __index__ raised. */
+int index_of(PyObject *obj, Py_ssize_t *i)
+{
+	if (PyUnicode_Check(obj) || PyBytes_Check(obj) || !PyIndex_Check(obj))
+		return 0;
+	bool boolean = PyBool_Check(obj);
+	if (!boolean && !PyLong_Check(obj)) {
+		/* numpy.bool_ and torch.bool have __index__ too: their dtype
+		 * says what they are */
+		PyObject *dtype = PyObject_GetAttrString(obj, "dtype");
+		PyObject *s = dtype ? PyObject_Str(dtype) : NULL;
+		const char *name = s ? PyUnicode_AsUTF8(s) : NULL;
+		boolean = name && (!strcmp(name, "bool") || !strcmp(name, "torch.bool"));
+		Py_XDECREF(s);
+		Py_XDECREF(dtype);
+		PyErr_Clear();
+	}
+	if (boolean) {
+		PyErr_Format(PyExc_TypeError, "a file index is an integer, not %s",
+		             Py_TYPE(obj)->tp_name);
+		return -1;
+	}
+	PyObject *n = PyNumber_Index(obj);
+	if (!n)
+		return -1;
+	*i = PyLong_AsSsize_t(n);
+	Py_DECREF(n);
+	if (*i == -1 && PyErr_Occurred()) {
+		if (!PyErr_ExceptionMatches(PyExc_OverflowError))
+			return -1;
+		PyErr_Clear();
+		*i = PY_SSIZE_T_MAX; /* no such file */
+	}
+	return 1;
+}
+
+/* An index argument (the _name, _frame, _prefetch of file or frame
+ * numbers): 0, or -1 with TypeError. */
+int index_arg(PyObject *obj, Py_ssize_t *i)
+{
+	int rc = index_of(obj, i);
+	if (rc == 0)
+		PyErr_Format(PyExc_TypeError, "an index is an integer, not %s",
+		             Py_TYPE(obj)->tp_name);
+	return rc == 1 ? 0 : -1;
 }

@@ -25,6 +25,17 @@ PyObject *set_log(PyObject *self, PyObject *fn);
  * the exception set. */
 int add_errors(PyObject *m);
 
+/* A file name argument (str or bytes) as bytes: a new reference, or NULL
+ * with TypeError. */
+PyObject *name_bytes(PyObject *name);
+/* An integer index (int, numpy's integers, a one-element integer tensor:
+ * whatever has __index__) as *i, PY_SSIZE_T_MAX if it is out of range: 1;
+ * 0 if obj is not one (str, bytes ...); -1 with TypeError for a bool,
+ * numpy.bool_ or a boolean tensor, or with what __index__ raised. */
+int index_of(PyObject *obj, Py_ssize_t *i);
+/* An argument that must be an index: 0, or -1 with TypeError. */
+int index_arg(PyObject *obj, Py_ssize_t *i);
+
 PyObject *py_stage(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *py_collect(PyObject *self, PyObject *args, PyObject *kw);
 

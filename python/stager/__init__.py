@@ -81,20 +81,27 @@ class Pack(_stager.Pack):
     with pread, checks each against the frame table's XXH3-128 before it is
     decoded, decodes it only as far as needed, and keeps decoded frames in
     a least-recently-used cache of at most cache_bytes (at least two
-    frames).  A Pack may be shared by threads: reads release the GIL and run
+    frames).  Whole files read in pack order (read(0), read(1) ...) stream
+    the pack instead: each frame is decoded once into two buffers that the
+    next frame reuses, and the cache does not grow.  A Pack may be shared
+    by threads: reads release the GIL and run
     at once.  With prefetch, a thread of its own fetches the frames a
     reader names ahead of time (stager.torch.PackSampler names the next
     ones).  close() stops new reads at once (ValueError) and waits only for
-    the reads in progress.  After a fork, the child's first read opens the
-    pack again, for the child alone (a pack changed since raises
-    IntegrityError), and the child's close() never waits for the parent.
+    the reads in progress.  After a fork, the child's first read makes a
+    reader for the child alone that shares the parent's manifest (its pages
+    stay shared: no copy per DataLoader worker; a pack changed since, or no
+    longer at its path, raises IntegrityError), and the child's close()
+    never waits for the parent.
 
     Files are the pack's regular files (and hard links to them), named by
     their path in the pack ('dir/file.jpg'), or by their index in pack
-    order.  A damaged frame raises IntegrityError for the files it holds;
+    order: an int or any integer with __index__ (numpy.int64, a
+    one-element integer torch tensor); a bool or a float is a TypeError.  A damaged frame raises IntegrityError for the files it holds;
     every other file stays readable.  A pack changed in place since it was
-    opened raises stager.Error (ESTALE) where a read would see its new
-    bytes.  A file that is not a pack raises IntegrityError; a missing one,
+    opened (rewritten, cut short) raises stager.Error (ESTALE, "the pack
+    changed since it was opened", with its path) where a read would see
+    its new bytes, never IntegrityError.  A file that is not a pack raises IntegrityError; a missing one,
     or one the user may not read, SourceError with the system's errno
     (ENOENT, EACCES ...).
     """

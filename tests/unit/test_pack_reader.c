@@ -2,7 +2,8 @@
  * every file, whole and in pieces at odd offsets, the same as its source;
  * paths found, hard links read as their targets, others not files;
  * a damaged frame fails its files only, and says which frame and why; a
- * pack changed in place is ESTALE, not damage; threads reading at once;
+ * pack changed or cut short in place is ESTALE, not damage; a forked
+ * child's reader over its parent's manifest; threads reading at once;
  * frames decoded only as far as reads need; not a pack refused. */
 #include "unit.h"
 #include "trailer.h"
@@ -223,6 +224,102 @@ static void test_changed(void **state)
 	stg_reader_close(r);
 }
 
+/* A pack cut short in place under an open reader: the files past the cut
+ * are stale (the pack changed), not damaged; those before it read as they
+ * were. */
+static void test_truncated(void **state)
+{
+	ut_fx *f = *state;
+	stg_reader *r = open_reader(f, f->pack);
+	struct stat st;
+	assert_int_equal(stat(f->pack, &st), 0);
+	uint64_t cut = (uint64_t)st.st_size / 3;
+	assert_int_equal(truncate(f->pack, (off_t)cut), 0);
+	const stg_trailer *t = &stg_reader_pack(r)->t;
+	int stale = 0, fine = 0;
+	for (size_t i = 0; i < stg_reader_count(r); i++) {
+		stg_entry e;
+		stg_reader_file(r, i, &e);
+		size_t len;
+		uint8_t *want = slurp(f->src, e.path, &len);
+		uint8_t *got = ut_malloc(len + 1);
+		int rc = stg_reader_read(r, i, got);
+		size_t last = stg__frame_of(t, e.data_offset + (e.size ? e.size - 1 : 0));
+		if (rc) {
+			assert_int_equal(rc, ESTALE);
+			assert_true(t->frames[last].comp_off + t->frames[last].comp_size > cut);
+			char why[256];
+			assert_int_equal(stg_reader_why(r, i, rc, why, sizeof why), ESTALE);
+			assert_non_null(strstr(why, "changed since it was opened"));
+			stale++;
+		} else {
+			assert_memory_equal(got, want, len);
+			fine++;
+		}
+		free(got);
+		free(want);
+	}
+	assert_true(stale >= 10);
+	assert_true(fine >= 3);
+	/* an EIO of this pack is said to be its change, not damage */
+	char why[256];
+	assert_int_equal(stg_reader_why(r, 0, EIO, why, sizeof why), ESTALE);
+	stg_reader_close(r);
+}
+
+/* In a forked child, stg_reader_fork: every file read through the parent's
+ * manifest with a cache of the child's own; refused once the path names
+ * another file. */
+static void test_fork(void **state)
+{
+	ut_fx *f = *state;
+	stg_reader *parent = open_reader(f, f->pack);
+	stg_entry e0;
+	stg_reader_file(parent, 0, &e0);
+	uint8_t *b = ut_malloc(e0.size + 1);
+	assert_int_equal(stg_reader_read(parent, 0, b), 0); /* (its threads may be busy) */
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		stg_reader *r;
+		int bad = stg_reader_fork(f->ctx, parent, f->pack, NULL, &r) != STG_OK;
+		for (size_t i = 0; !bad && i < stg_reader_count(r); i++) {
+			stg_entry e;
+			stg_reader_file(r, i, &e);
+			size_t len;
+			uint8_t *want = slurp(f->src, e.path, &len);
+			uint8_t *got = ut_malloc(len + 1);
+			bad = stg_reader_read(r, i, got) || memcmp(got, want, len);
+			free(got);
+			free(want);
+		}
+		stg_reader_stats st;
+		if (!bad) {
+			stg_reader_get_stats(r, &st);
+			bad = st.frames_fetched == 0; /* its own cache, from empty */
+			stg_reader_close(r);
+		}
+		free(b);
+		_exit(bad);
+	}
+	int status;
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	/* the parent's reader still reads */
+	assert_int_equal(stg_reader_read(parent, 0, b), 0);
+	/* another file at the path: refused, said */
+	char *other = ut_join(f->dir, "other.tar.zst");
+	ut_pack(f->ctx, f->src, other, NULL);
+	assert_int_equal(rename(other, f->pack), 0);
+	stg_reader *r = (stg_reader *)1;
+	assert_int_equal(stg_reader_fork(f->ctx, parent, f->pack, NULL, &r), STG_ECORRUPT);
+	assert_null(r);
+	assert_non_null(strstr(stg_errmsg(f->ctx), "changed since it was opened"));
+	free(other);
+	free(b);
+	stg_reader_close(parent);
+}
+
 typedef struct reader_arg {
 	stg_reader *r;
 	const char *src;
@@ -285,8 +382,9 @@ static void test_not_a_pack(void **state)
 
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, ut_teardown)
 static const struct CMUnitTest tests[] = {
-        T(test_every_file), T(test_partial),    T(test_damaged_frame), T(test_changed),
-        T(test_threads),    T(test_not_a_pack), T(test_one_frame),
+        T(test_every_file), T(test_partial),   T(test_damaged_frame),
+        T(test_changed),    T(test_threads),   T(test_not_a_pack),
+        T(test_one_frame),  T(test_truncated), T(test_fork),
 };
 
 UT_MAIN(tests)
