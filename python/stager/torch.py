@@ -78,8 +78,13 @@ class PackDataset(torch.utils.data.Dataset):
 
     @property
     def pack(self):
-        """This process's Pack (opened again after a fork or in a new process)."""
-        if self._pack is None or self._pid != os.getpid():
+        """This process's Pack: opened in a new process (spawn); a forked
+        worker keeps the parent's, which its first read makes its own while
+        sharing the parent's decoded file list (a pack changed since is
+        refused there)."""
+        if self._pack is not None and self._pid != os.getpid():
+            self._pid = os.getpid()
+        if self._pack is None:
             pack = Pack(self.path, self.cache_bytes)
             if pack.digest != self.digest or len(pack) != self._len:
                 pack.close()
