@@ -86,12 +86,17 @@ static void set_err(stg_framer *s, stg_err err, const char *msg)
 
 /* Compress one frame.  The slow levels go in steps, so that a pack at
  * --level 19 answers SIGINT and SIGTERM within a second (a frame of a few
- * MiB takes seconds there); the fast ones in one call, which is what
- * earlier versions wrote (streaming changes the bytes at some levels, and
- * with them the digest of the same tree). */
+ * MiB takes seconds there, and a stop also skips the frames queued); the fast ones in one call,
+ * which is what earlier versions wrote (streaming changes the bytes at some levels, and with them
+ * the digest of the same tree). */
 static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_job *j, uint8_t *comp,
                              size_t bound, const char **zerr)
 {
+	/* the frames queued behind a stop are not compressed */
+	if (stg__cancelled(ctx)) {
+		*zerr = "interrupted";
+		return 0;
+	}
 	if (level <= 9) {
 		size_t n = ZSTD_compress2(cc, comp, bound, j->raw, j->len);
 		if (ZSTD_isError(n))
@@ -102,6 +107,11 @@ static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_jo
 	ZSTD_outBuffer out = {comp, bound, 0};
 	const size_t step = 256 * 1024;
 	for (size_t pos = 0; pos < j->len || !pos;) {
+		if (pos && stg__cancelled(ctx)) {
+			*zerr = "interrupted";
+			ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
+			return 0;
+		}
 		size_t k = j->len - pos < step ? j->len - pos : step;
 		ZSTD_EndDirective end = pos + k == j->len ? ZSTD_e_end : ZSTD_e_continue;
 		ZSTD_inBuffer in = {j->raw + pos, k, 0};
@@ -117,11 +127,6 @@ static size_t compress_frame(stg_ctx *ctx, ZSTD_CCtx *cc, int level, const pk_jo
 		pos += k;
 		if (end == ZSTD_e_end)
 			break;
-		if (stg__cancelled(ctx)) {
-			*zerr = "interrupted";
-			ZSTD_CCtx_reset(cc, ZSTD_reset_session_only);
-			return 0;
-		}
 	}
 	return out.pos;
 }

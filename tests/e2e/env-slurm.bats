@@ -447,7 +447,7 @@ JOB
 		grep -qx "step rc=0" out/t9.log
 	fi
 	# after the job (its epilog's clean), nothing mounted at m9 on n2
-	m9_gone() { ! node_mountinfo n2 | grep -q " $mp "; }
+	m9_gone() { [ -z "$(node_mountinfo n2 | grep " $mp ")" ]; }
 	wait_until 60 m9_gone || { node_mountinfo n2; false; }
 }
 

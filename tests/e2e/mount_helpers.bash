@@ -54,12 +54,13 @@ server_pid() {
 
 # stager umount, then wait for the serving process to end: it ends when the
 # kernel has sent the last release, which can come after the reader's close
-# (FUSE sends it asynchronously), and until then it holds the pack open.
+# (FUSE sends it asynchronously), and until then it holds the pack open
+# (30 s: at load 10 on two cores, 10 s was not always enough).
 umount_gone() { # [MNT]
 	local pid
 	pid=$(server_pid "${1:-mnt}")
 	stager umount "${1:-mnt}"
-	wait_until 10 gone "$pid"
+	wait_until 30 gone "$pid"
 }
 
 # Slurm's answers, in $T/bin: squeue lists the job if SLURM_STATE holds a
