@@ -87,14 +87,9 @@ static stg_err fill_caches(stg_ctx *ctx, stg_cache *cache, const char *env_dir,
 		         "it from the shared filesystem",
 		         pack, fan ? ": " : "", fan ? stg_errmsg(ctx) : "");
 	} else {
-		char line[1024] = "";
-		size_t used = 0;
-		for (size_t i = 0; i < res.n_nodes && used < sizeof line - 100; i++)
-			used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s",
-			                         i ? ", " : "", res.nodes[i].name,
-			                         res.nodes[i].how);
+		char line[1024];
 		stg__log(ctx, STG_LOG_INFO, "'%s' in the caches of %zu nodes in %.2f s: %s", pack,
-		         res.n_nodes, res.seconds, line);
+		         res.n_nodes, res.seconds, stg_fanout_nodes_text(&res, line, sizeof line));
 	}
 	stg_fanout_result_free(&res);
 	free(pack);

@@ -48,6 +48,22 @@ static void node_add(stg_fanout_result *f, const char *name, const char *how)
 	snprintf(s->how, sizeof s->how, "%s", how);
 }
 
+char *stg_fanout_nodes_text(const stg_fanout_result *res, char *buf, size_t n)
+{
+	size_t used = 0;
+	if (n)
+		buf[0] = '\0';
+	for (size_t i = 0; i < res->n_nodes; i++) {
+		const stg_fanout_node *v = &res->nodes[i];
+		size_t need = (i ? 2 : 0) + strlen(v->name) + 1 + strlen(v->how);
+		if (used + need >= n)
+			break;
+		used += (size_t)snprintf(buf + used, n - used, "%s%s %s", i ? ", " : "", v->name,
+		                         v->how);
+	}
+	return buf;
+}
+
 void stg_fanout_result_free(stg_fanout_result *res)
 {
 	free(res->path);

@@ -999,6 +999,10 @@ typedef struct stg_fanout_result {
 /* Frees what res holds (res itself is the caller's). */
 STG_API void stg_fanout_result_free(stg_fanout_result *res);
 
+/* "n2 sbcast, n3 cached, n1 read": how each node of res came by the data,
+ * into buf (n bytes, cut at a node's end if it is too small); buf. */
+STG_API char *stg_fanout_nodes_text(const stg_fanout_result *res, char *buf, size_t n);
+
 /*
  * Stage the pack src on every node of the Slurm job, reading the shared
  * filesystem once.  Called on one node of the job (the batch script's):

@@ -117,13 +117,9 @@ static int stage_all_nodes(stg_ctx *ctx, stg_cache *cache, const char *src,
 		print_path(res.path, false);
 	}
 	if (res.pack && !g_opts.quiet) {
-		char line[1024] = "";
-		size_t used = 0;
-		for (size_t i = 0; i < res.n_nodes && used < sizeof line - 100; i++)
-			used += (size_t)snprintf(line + used, sizeof line - used, "%s%s %s",
-			                         i ? ", " : "", res.nodes[i].name,
-			                         res.nodes[i].how);
-		cli_info("'%s' on %zu nodes in %.2f s: %s", src, res.n_nodes, res.seconds, line);
+		char line[1024];
+		cli_info("'%s' on %zu nodes in %.2f s: %s", src, res.n_nodes, res.seconds,
+		         stg_fanout_nodes_text(&res, line, sizeof line));
 	}
 	int rc = stg_exit_status(res.nodes_err);
 	stg_fanout_result_free(&res);

@@ -210,8 +210,26 @@ static void test_receive_shared(void **state)
 	free(d2);
 }
 
+/* How each node came by the data, in one line: whole nodes only when the
+ * buffer is small. */
+static void test_nodes_text(void **state)
+{
+	(void)state;
+	stg_fanout_node nodes[] = {{"n2", "sbcast"}, {"n3", "cached"}, {"n1", "read"}};
+	stg_fanout_result res = {.nodes = nodes, .n_nodes = 3};
+	char buf[64], small[21], smaller[20];
+	assert_string_equal(stg_fanout_nodes_text(&res, buf, sizeof buf),
+	                    "n2 sbcast, n3 cached, n1 read");
+	assert_string_equal(stg_fanout_nodes_text(&res, small, sizeof small),
+	                    "n2 sbcast, n3 cached");
+	assert_string_equal(stg_fanout_nodes_text(&res, smaller, sizeof smaller), "n2 sbcast");
+	res.n_nodes = 0;
+	assert_string_equal(stg_fanout_nodes_text(&res, buf, sizeof buf), "");
+}
+
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
 static const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_nodes_text),
         T(test_lead_refuses),
         T(test_probe),
         T(test_receive),
