@@ -44,8 +44,10 @@ PY3=/usr/bin/python3
 case "$SAN_FLAGS" in
 *address*)
 	PY3=$out/python3
-	printf '#!/bin/sh\nLD_PRELOAD=%s ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" exec /usr/bin/python3 "$@"\n' \
-		"$(${CC:-cc} -print-file-name=libasan.so)" >"$PY3"
+	# (libstdc++ too: ASan's __cxa_throw must find the real one, or the
+	# first C++ exception torch throws and catches itself aborts)
+	printf '#!/bin/sh\nLD_PRELOAD="%s %s" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0" exec /usr/bin/python3 "$@"\n' \
+		"$(${CC:-cc} -print-file-name=libasan.so)" "$(${CC:-cc} -print-file-name=libstdc++.so.6)" >"$PY3"
 	chmod 755 "$PY3"
 	;;
 esac
