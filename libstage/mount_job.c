@@ -127,18 +127,25 @@ int stg__proc_stat(pid_t pid, pid_t *ppid, unsigned long long *start)
 	return 0;
 }
 
+/* The start of a small file of /proc into buf (n bytes), a string; false
+ * if it cannot be read or is empty. */
+static bool read_proc(const char *path, char *buf, size_t n)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	ssize_t k = fd >= 0 ? read(fd, buf, n - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	if (k <= 0)
+		return false;
+	buf[k] = '\0';
+	return true;
+}
+
 static bool is_stepd(pid_t pid)
 {
 	char path[64], comm[32];
 	snprintf(path, sizeof path, "/proc/%d/comm", (int)pid);
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, comm, sizeof comm - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return false;
-	comm[n] = '\0';
-	return !strcmp(comm, "slurmstepd\n");
+	return read_proc(path, comm, sizeof comm) && !strcmp(comm, "slurmstepd\n");
 }
 
 bool stg__stepd_step(const char *title, size_t len, const char *job, char *step, size_t step_len)
@@ -497,12 +504,5 @@ bool stg__cgroup_step_ends(const char *cgroups, const char *job)
 bool stg__step_cgroup_ends(const char *job)
 {
 	char buf[8192];
-	int fd = open("/proc/self/cgroup", O_RDONLY | O_CLOEXEC);
-	ssize_t n = fd >= 0 ? read(fd, buf, sizeof buf - 1) : -1;
-	if (fd >= 0)
-		close(fd);
-	if (n <= 0)
-		return false;
-	buf[n] = '\0';
-	return stg__cgroup_step_ends(buf, job);
+	return read_proc("/proc/self/cgroup", buf, sizeof buf) && stg__cgroup_step_ends(buf, job);
 }
